@@ -1,0 +1,3 @@
+from vf.cli import main
+
+main()

@@ -1,0 +1,162 @@
+"""The ``vf`` command line: argument parsing and printing around the compiler facade."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from vf import __version__
+from vf.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_STALE, VfError
+
+if TYPE_CHECKING:
+    from vf.pipeline import CompileRequest, CompileResult
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _debug() -> bool:
+    return os.environ.get("VF_DEBUG", "") not in ("", "0")
+
+
+def _run(action: Callable[[], int | None]) -> None:
+    """Run a command body and map every outcome to vf's exit codes."""
+    try:
+        code = action() or 0
+    except VfError as exc:
+        if _debug():
+            traceback.print_exc()
+        click.echo(exc.render(), err=True)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        code = EXIT_INTERRUPTED
+    except Exception as exc:
+        if _debug():
+            traceback.print_exc()
+        click.echo(
+            f"error[VF_INTERNAL] vf hit a bug: {type(exc).__name__}: {exc}\n"
+            "  = fix: rerun with VF_DEBUG=1 and report the traceback with your graph",
+            err=True,
+        )
+        code = EXIT_BUG
+    sys.exit(code)
+
+
+def _graph_options(func: F) -> F:
+    func = click.option(
+        "--env", "envs", multiple=True, metavar="NAME", help="Environment(s) to build (default: all)."
+    )(func)
+    func = click.option(
+        "--config", type=str, default=None, metavar="FILE", help="vf.yaml to use (default: next to GRAPH)."
+    )(func)
+    func = click.argument("graph", metavar="GRAPH")(func)
+    return func
+
+
+def _request(graph: str, config: str | None, envs: tuple[str, ...]) -> CompileRequest:
+    from vf.pipeline import CompileRequest
+
+    return CompileRequest(graph=graph, config=config, environments=envs)
+
+
+def _compile(request: CompileRequest) -> CompileResult:
+    from vf.pipeline import compile_project
+
+    return compile_project(request)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="vf", message="%(prog)s %(version)s")
+def cli() -> None:
+    """vf compiles a pipeline graph module into a deterministic GitOps tree.
+
+    GRAPH is path/to/graph.py or path/to/graph.py:factory (default factory: build_flow).
+    """
+
+
+@cli.command("compile")
+@_graph_options
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="Output directory.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 with a diff when OUT is stale.")
+def compile_command(graph: str, config: str | None, envs: tuple[str, ...], out: Path, check: bool) -> None:
+    """Compile GRAPH into a Kustomize tree and plans under OUT."""
+
+    def body() -> int:
+        from vf.write import check_owned, diff_tree, write_tree
+
+        result = _compile(_request(graph, config, envs))
+        if check:
+            check_owned(out)
+            diff = diff_tree(out, result.tree)
+            if diff:
+                click.echo(diff, nl=False)
+                click.echo(f"{out} is stale: run vf compile {graph} --out {out}", err=True)
+                return EXIT_STALE
+            click.echo(f"{out} is up to date", err=True)
+            return 0
+        write_tree(out, result.tree)
+        envs_done = ", ".join(p.environment for p in result.plans)
+        click.echo(f"wrote {len(result.tree) + 1} files to {out} ({envs_done})", err=True)
+        return 0
+
+    _run(body)
+
+
+@cli.command("plan")
+@_graph_options
+@click.option("--format", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True)
+def plan_command(graph: str, config: str | None, envs: tuple[str, ...], fmt: str) -> None:
+    """Print the plan of each environment."""
+
+    def body() -> int:
+        from vf import yamlout
+        from vf.planir import plan_to_json
+        from vf.pipeline import plan_json_text
+
+        result = _compile(_request(graph, config, envs))
+        documents = [plan_to_json(p) for p in result.plans]
+        if fmt == "json":
+            payload = documents[0] if len(documents) == 1 else documents
+            click.echo(plan_json_text(payload) if isinstance(payload, dict) else plan_json_text({"plans": payload}), nl=False)
+        else:
+            click.echo(yamlout.dump_all(documents), nl=False)
+        return 0
+
+    _run(body)
+
+
+@cli.command("explain")
+@_graph_options
+def explain_command(graph: str, config: str | None, envs: tuple[str, ...]) -> None:
+    """Summarise what GRAPH deploys in each environment."""
+
+    def body() -> int:
+        from vf.explain import explain
+
+        click.echo(explain(_compile(_request(graph, config, envs))), nl=False)
+        return 0
+
+    _run(body)
+
+
+@cli.command("validate")
+@_graph_options
+def validate_command(graph: str, config: str | None, envs: tuple[str, ...]) -> None:
+    """Check GRAPH and its vf.yaml without writing anything."""
+
+    def body() -> int:
+        result = _compile(_request(graph, config, envs))
+        click.echo(f"ok: {len(result.graph.nodes)} nodes, {len(result.plans)} environment(s)")
+        return 0
+
+    _run(body)
+
+
+def main() -> None:
+    cli(prog_name="vf")

@@ -1,0 +1,220 @@
+"""Read ``vf.yaml``: the deployment targets of one pipeline, validated against its schema."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from vf.errors import Problem, VfError, raise_if
+from vf.resources import schema_path
+
+CONFIG_NAME = "vf.yaml"
+CONFIG_SCHEMA = "vf.config.v1.schema.json"
+DEFAULT_ENV = "default"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_K8S_VERSION = "1.33"
+DEFAULT_PULL_POLICY = "IfNotPresent"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resources:
+    """Host resources of a node's container (Kubernetes quantities as strings)."""
+
+    cpu: str | None = None
+    memory: str | None = None
+    cpu_limit: str | None = None
+    memory_limit: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    """One deployment target: where and how the pipeline runs."""
+
+    name: str
+    namespace: str = DEFAULT_NAMESPACE
+    kubernetes_version: str = DEFAULT_K8S_VERSION
+    run_id: str | None = None
+    default_image: str | None = None
+    image_overrides: tuple[tuple[str, str], ...] = ()
+    image_pull_policy: str = DEFAULT_PULL_POLICY
+    replicas: tuple[tuple[str, int], ...] = ()
+    resources: tuple[tuple[str, Resources], ...] = ()
+    priority_class: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Targets:
+    """Every environment of a pipeline, sorted by name, and the file they came from."""
+
+    flow_id: str | None
+    environments: tuple[Environment, ...]
+    source: str
+
+
+@cache
+def config_schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(schema_path(CONFIG_SCHEMA).read_text(encoding="utf-8"))
+    return loaded
+
+
+def find_config(graph_path: Path, explicit: str | None) -> Path | None:
+    """``--config`` when given, else ``vf.yaml`` next to the graph module, else None."""
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            raise VfError(
+                "VF_CONFIG_NOT_FOUND",
+                f"config file {explicit!r} does not exist",
+                "pass the path of an existing vf.yaml, or omit --config",
+                explicit,
+            )
+        return path
+    beside = graph_path.parent / CONFIG_NAME
+    return beside if beside.is_file() else None
+
+
+def load_targets(path: Path | None) -> Targets:
+    """Parse and validate a vf.yaml; without one there is a single ``default`` environment."""
+    if path is None:
+        return Targets(flow_id=None, environments=(Environment(name=DEFAULT_ENV),), source="")
+    document = _read_yaml(path)
+    _validate(document, path)
+    plain: dict[str, Any] = json.loads(json.dumps(document, default=str))
+    envs = plain.get("environments") or {DEFAULT_ENV: {}}
+    return Targets(
+        flow_id=plain.get("flow_id"),
+        environments=tuple(_environment(name, envs[name]) for name in sorted(envs)),
+        source=path.name,
+    )
+
+
+def _read_yaml(path: Path) -> Any:
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    try:
+        text = path.read_text(encoding="utf-8")
+        document = yaml.load(text)
+    except (YAMLError, UnicodeDecodeError, OSError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise VfError(
+            "VF_CONFIG_SYNTAX",
+            f"{path.name} is not valid YAML: {str(exc).splitlines()[0]}",
+            "fix the YAML syntax (duplicate keys are not allowed)",
+            where,
+        ) from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise VfError(
+            "VF_CONFIG_SCHEMA",
+            f"{path.name} must be a mapping at the top level",
+            "start the file with flow_id: and environments:",
+            str(path),
+        )
+    return document
+
+
+def _validate(document: Any, path: Path) -> None:
+    validator = jsonschema.Draft202012Validator(config_schema())
+    try:
+        errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.path)))
+    except (TypeError, ValueError) as exc:
+        raise VfError("VF_CONFIG_SCHEMA", f"{path.name}: {exc}", "fix the value", str(path)) from None
+    problems = [_problem(error, document, path) for error in errors]
+    raise_if(problems)
+
+
+def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Problem:
+    location = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    where = f"{path}:{_line_of(document, list(error.absolute_path))}"
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(str(k) for k in error.instance if k not in allowed)
+        hints = [difflib.get_close_matches(k, allowed, n=1) for k in extra]
+        suggestion = "; ".join(
+            f"did you mean {h[0]!r} for {k!r}?" for k, h in zip(extra, hints, strict=True) if h
+        )
+        return Problem(
+            code="VF_CONFIG_UNKNOWN_KEY",
+            what=f"{location}: unknown key(s) {', '.join(repr(k) for k in extra)}",
+            remedy=suggestion or f"allowed keys here: {', '.join(allowed)}",
+            where=where,
+        )
+    message = error.message if len(error.message) < 300 else error.message[:300] + "…"
+    return Problem(
+        code="VF_CONFIG_SCHEMA",
+        what=f"{location}: {message}",
+        remedy="see the vf.yaml reference in docs/configuration.md",
+        where=where,
+    )
+
+
+def _line_of(document: Any, parts: list[Any]) -> int:
+    """1-based line of the deepest key of ``parts`` found in a round-trip document."""
+    line = 1
+    node = document
+    for part in parts:
+        lc = getattr(node, "lc", None)
+        try:
+            if lc is not None and isinstance(part, str):
+                line = lc.key(part)[0] + 1
+            elif lc is not None and isinstance(part, int):
+                line = lc.item(part)[0] + 1
+            node = node[part]
+        except (KeyError, IndexError, TypeError, AttributeError):
+            break
+    return line
+
+
+def _quantity(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _environment(name: str, raw: dict[str, Any]) -> Environment:
+    images = raw.get("images") or {}
+    resources = raw.get("resources") or {}
+    return Environment(
+        name=name,
+        namespace=raw.get("namespace", DEFAULT_NAMESPACE),
+        kubernetes_version=raw.get("kubernetes_version", DEFAULT_K8S_VERSION),
+        run_id=raw.get("run_id"),
+        default_image=images.get("default"),
+        image_overrides=tuple(sorted((images.get("overrides") or {}).items())),
+        image_pull_policy=raw.get("image_pull_policy", DEFAULT_PULL_POLICY),
+        replicas=tuple(sorted((k, int(v)) for k, v in (raw.get("replicas") or {}).items())),
+        resources=tuple(
+            (key, Resources(**{f: _quantity(v) for f, v in spec.items()}))
+            for key, spec in sorted(resources.items())
+        ),
+        priority_class=raw.get("priority_class"),
+    )
+
+
+def select_environments(targets: Targets, wanted: tuple[str, ...]) -> Targets:
+    """Keep only the environments named by ``--env`` (all when none is named)."""
+    if not wanted:
+        return targets
+    known = {env.name for env in targets.environments}
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        raise VfError(
+            "VF_CONFIG_UNKNOWN_ENV",
+            f"unknown environment(s): {', '.join(unknown)}",
+            f"choose from: {', '.join(sorted(known))}",
+            targets.source or "(no vf.yaml)",
+        )
+    kept = tuple(env for env in targets.environments if env.name in set(wanted))
+    return Targets(flow_id=targets.flow_id, environments=kept, source=targets.source)

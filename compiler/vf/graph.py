@@ -1,0 +1,51 @@
+"""The graph IR: a frozen, validated view of the user's Flow (no user objects inside)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vf_runtime.policies import DeliveryPolicy, JoinPolicy
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeIR:
+    """One node of the graph, with every field the planner needs and nothing live."""
+
+    name: str
+    kind: str
+    node_class: str
+    params_json: str
+    parents: tuple[str, ...]
+    children: tuple[str, ...]
+    nb_tasks: int
+    device_type: str
+    gpu_count: int
+    gpu_memory_gib: float | None
+    is_finite: bool
+    image: str | None
+    partition_by: str | None
+    join_policy: JoinPolicy | None
+    delivery: DeliveryPolicy
+    delivery_declared: bool
+    idempotent: bool
+    site: str
+
+    @property
+    def partitioned(self) -> bool:
+        return self.partition_by is not None and self.nb_tasks > 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Graph:
+    """The whole flow: nodes in a stable topological order (ties broken by name)."""
+
+    flow_id: str | None
+    flow_type: str
+    source_stem: str
+    nodes: tuple[NodeIR, ...]
+
+    def node(self, name: str) -> NodeIR:
+        for item in self.nodes:
+            if item.name == name:
+                return item
+        raise KeyError(name)

@@ -1,0 +1,408 @@
+"""Lower a user's Flow to the frozen Graph IR, reporting every graph rule broken in one pass."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from vf import names
+from vf.errors import Problem, raise_if
+from vf.graph import Graph, NodeIR
+from vf_runtime import Consumer, Flow, Node, Processor, Producer
+from vf_runtime.constants import DEVICE_TYPES, GPU
+from vf_runtime.policies import DeliveryPolicy, JoinPolicy
+
+# Keywords of the base classes: carried by dedicated VF_* variables, not by the params.
+BASE_KEYWORDS = frozenset(
+    {
+        "name",
+        "image",
+        "is_finite",
+        "nb_tasks",
+        "device_type",
+        "gpu_count",
+        "gpu_memory_gib",
+        "partition_by",
+        "join_policy",
+        "delivery",
+        "idempotent",
+    }
+)
+
+
+@dataclass
+class _Scan:
+    """Mutable state of one lowering pass."""
+
+    problems: list[Problem] = field(default_factory=list)
+    names: dict[int, str] = field(default_factory=dict)
+
+    def add(self, code: str, what: str, remedy: str, where: str = "") -> None:
+        self.problems.append(Problem(code=code, what=what, remedy=remedy, where=where))
+
+
+def site_of(node: Node) -> str:
+    """The user's ``file:line`` where the node was constructed."""
+    site = getattr(node, "_vf_site", None)
+    if site is None:
+        return type(node).__name__
+    path, line = site
+    rel = os.path.relpath(path)
+    return f"{rel if not rel.startswith('..') else path}:{line}"
+
+
+def lower(flow: Flow, *, source_stem: str) -> Graph:
+    """Validate ``flow`` against every graph rule and return its Graph IR."""
+    scan = _Scan()
+    reachable = _reachable(flow)
+    _check_shape(flow, reachable, scan)
+    _assign_names(reachable, scan)
+    order = _topological(reachable, scan)
+    raise_if(scan.problems)
+    children: dict[int, list[str]] = {id(n): [] for n in reachable}
+    for node in order:
+        for parent in node.parents:
+            children[id(parent)].append(scan.names[id(node)])
+    irs = [_lower_node(n, sorted(children[id(n)]), flow.flow_type, scan) for n in order]
+    _check_identities(irs, scan)
+    raise_if(scan.problems)
+    return Graph(
+        flow_id=flow.flow_id, flow_type=flow.flow_type, source_stem=source_stem, nodes=tuple(irs)
+    )
+
+
+def _reachable(flow: Flow) -> list[Node]:
+    """Every node reachable from the consumers by parent links, without recursion."""
+    seen: dict[int, Node] = {}
+    stack = list(flow.consumers)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        stack.extend(node.parents)
+    return list(seen.values())
+
+
+def _check_shape(flow: Flow, reachable: Iterable[Node], scan: _Scan) -> None:
+    for node in flow.consumers:
+        if not isinstance(node, Consumer):
+            scan.add(
+                "VF_GRAPH_NOT_CONSUMER",
+                f"{node!r} is passed to Flow() but is not a Consumer",
+                "pass only Consumer nodes to Flow(); processors are reached through them",
+                site_of(node),
+            )
+    for node in reachable:
+        if not isinstance(node, Producer | Processor | Consumer):
+            scan.add(
+                "VF_GRAPH_NODE_TYPE",
+                f"{node!r} subclasses Node directly",
+                "subclass Producer, Processor or Consumer",
+                site_of(node),
+            )
+        elif isinstance(node, Producer) and node.parents:
+            scan.add(
+                "VF_GRAPH_PRODUCER_PARENTS",
+                f"producer {node!r} was given parents",
+                "producers are roots; make it a Processor if it needs inputs",
+                site_of(node),
+            )
+        elif not isinstance(node, Producer) and not node.parents:
+            scan.add(
+                "VF_GRAPH_ROOT",
+                f"{node!r} has no parents but is not a Producer; every root must be a Producer",
+                "wire it to its parents with node(parent) or make it a Producer",
+                site_of(node),
+            )
+        for parent in node.parents:
+            if isinstance(parent, Consumer):
+                scan.add(
+                    "VF_GRAPH_CONSUMER_CHILD",
+                    f"consumer {parent!r} is used as a parent of {node!r}; consumers are leaves",
+                    "make the parent a Processor, or add a separate Consumer",
+                    site_of(node),
+                )
+
+
+def _assign_names(reachable: list[Node], scan: _Scan) -> None:
+    by_class: dict[type, list[Node]] = {}
+    for node in reachable:
+        if node.name is None:
+            by_class.setdefault(type(node), []).append(node)
+    for node in reachable:
+        if node.name is not None:
+            if not isinstance(node.name, str) or not names.NODE_NAME.match(node.name):
+                scan.add(
+                    "VF_GRAPH_NAME",
+                    f"node name {node.name!r} is not a valid name",
+                    "use 1-128 letters, digits, '-', '_' or '.', starting and ending alnum",
+                    site_of(node),
+                )
+            scan.names[id(node)] = str(node.name)
+            continue
+        cls = type(node)
+        if len(by_class[cls]) > 1:
+            scan.add(
+                "VF_GRAPH_AMBIGUOUS_NAME",
+                f"{len(by_class[cls])} nodes of class {cls.__name__} have no name=",
+                f"pass a distinct name= to each {cls.__name__}",
+                site_of(node),
+            )
+        scan.names[id(node)] = names.default_node_name(cls.__name__)
+    seen: dict[str, list[Node]] = {}
+    for node in reachable:
+        seen.setdefault(scan.names[id(node)], []).append(node)
+    for name, nodes in sorted(seen.items()):
+        if len(nodes) > 1 and not _same_unnamed_class(nodes):
+            scan.add(
+                "VF_GRAPH_DUPLICATE_NAME",
+                f"node name {name!r} is used by {len(nodes)} nodes; names must be unique in a flow",
+                "pass an explicit, unique name= to each affected node",
+                ", ".join(sorted(site_of(n) for n in nodes)),
+            )
+
+
+def _same_unnamed_class(nodes: list[Node]) -> bool:
+    """True when the clash is the ambiguity already reported: unnamed nodes of one class."""
+    return all(n.name is None for n in nodes) and len({type(n) for n in nodes}) == 1
+
+
+def _topological(reachable: list[Node], scan: _Scan) -> list[Node]:
+    """Kahn's algorithm with ties broken by name, so declaration order never matters."""
+    pending = {id(n): len(set(map(id, n.parents))) for n in reachable}
+    kids: dict[int, list[Node]] = {id(n): [] for n in reachable}
+    for node in reachable:
+        for parent in {id(p): p for p in node.parents}.values():
+            kids[id(parent)].append(node)
+    heap = [(scan.names[id(n)], i, n) for i, n in enumerate(reachable) if pending[id(n)] == 0]
+    heapq.heapify(heap)
+    order: list[Node] = []
+    counter = len(reachable)
+    while heap:
+        _, _, node = heapq.heappop(heap)
+        order.append(node)
+        for child in kids[id(node)]:
+            pending[id(child)] -= 1
+            if pending[id(child)] == 0:
+                counter += 1
+                heapq.heappush(heap, (scan.names[id(child)], counter, child))
+    if len(order) < len(reachable):
+        stuck = sorted(scan.names[id(n)] for n in reachable if pending[id(n)] > 0)
+        scan.add(
+            "VF_GRAPH_CYCLE",
+            f"the graph has a cycle through {', '.join(stuck[:10])}",
+            "remove the parent link that closes the loop; a flow is a DAG",
+        )
+    for node in reachable:
+        if len(set(map(id, node.parents))) != len(node.parents):
+            scan.add(
+                "VF_GRAPH_PARENT_REPEATED",
+                f"{node!r} lists the same parent twice",
+                "pass each parent once",
+                site_of(node),
+            )
+    return order
+
+
+def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) -> NodeIR:
+    name = scan.names[id(node)]
+    where = f"{site_of(node)} (node '{name}')"
+    parents = tuple(scan.names[id(p)] for p in node.parents)
+    fields = _node_fields(node, parents, where, scan)
+    join = fields.pop("join_policy")
+    if join is None and len(parents) > 1:
+        join = JoinPolicy.default_for(flow_type)
+    delivery = fields.pop("delivery")
+    return NodeIR(
+        name=name,
+        kind=type(node).kind,
+        node_class=_node_class(node, where, scan),
+        params_json=_params_json(node, where, scan),
+        parents=parents,
+        children=tuple(children),
+        join_policy=join,
+        delivery=delivery or DeliveryPolicy.default_for(flow_type),
+        delivery_declared=delivery is not None,
+        site=where,
+        **fields,
+    )
+
+
+def _node_fields(node: Node, parents: tuple[str, ...], where: str, scan: _Scan) -> dict[str, Any]:
+    processor = isinstance(node, Processor)
+    nb_tasks = getattr(node, "nb_tasks", 1) if processor else 1
+    device = getattr(node, "device_type", "cpu") if processor else "cpu"
+    gpu_count = getattr(node, "gpu_count", 1) if processor else 1
+    memory = getattr(node, "gpu_memory_gib", None) if processor else None
+    partition_by = getattr(node, "partition_by", None)
+    values: dict[str, Any] = {
+        "nb_tasks": nb_tasks,
+        "device_type": device,
+        "gpu_count": gpu_count,
+        "gpu_memory_gib": memory,
+        "is_finite": getattr(node, "is_finite", True),
+        "image": node.image,
+        "partition_by": partition_by,
+        "join_policy": getattr(node, "join_policy", None),
+        "delivery": getattr(node, "delivery", None),
+        "idempotent": getattr(node, "idempotent", False),
+    }
+    _check_fields(values, parents, where, scan)
+    if isinstance(node, Consumer) and partition_by is not None:
+        scan.add(
+            "VF_GRAPH_CONSUMER_PARTITION",
+            f"consumer '{node.name or type(node).__name__}' sets partition_by; consumers never partition",
+            "remove partition_by from the consumer; partition the processor before it",
+            where,
+        )
+    return values
+
+
+def _check_fields(values: dict[str, Any], parents: tuple[str, ...], where: str, scan: _Scan) -> None:
+    def bad(code: str, what: str, remedy: str) -> None:
+        scan.add(code, what, remedy, where)
+
+    nb_tasks, gpu_count = values["nb_tasks"], values["gpu_count"]
+    if not _positive_int(nb_tasks):
+        bad("VF_GRAPH_NB_TASKS", f"nb_tasks={nb_tasks!r} is not a positive integer", "pass nb_tasks >= 1")
+    if values["device_type"] not in DEVICE_TYPES:
+        bad("VF_GRAPH_DEVICE", f"device_type={values['device_type']!r} is not one of cpu, gpu", "pass device_type=CPU or GPU")
+    if not _positive_int(gpu_count):
+        bad("VF_GRAPH_GPU", f"gpu_count={gpu_count!r} is not a positive integer", "pass gpu_count >= 1")
+    _check_gpu_memory(values, bad)
+    for key, expected in (("is_finite", bool), ("idempotent", bool), ("image", str), ("partition_by", str)):
+        value = values[key]
+        if value is not None and not isinstance(value, expected):
+            bad("VF_GRAPH_FIELD_TYPE", f"{key}={value!r} has the wrong type", f"pass a {expected.__name__}")
+    if values["image"] == "" or values["partition_by"] == "":
+        bad("VF_GRAPH_FIELD_TYPE", "image and partition_by cannot be empty strings", "pass a value or None")
+    join, delivery = values["join_policy"], values["delivery"]
+    if join is not None and not isinstance(join, JoinPolicy):
+        bad("VF_POLICY_JOIN", f"join_policy={join!r} is not a JoinPolicy", "pass JoinPolicy(...)")
+        values["join_policy"] = None
+    if delivery is not None and not isinstance(delivery, DeliveryPolicy):
+        bad("VF_POLICY_DELIVERY", f"delivery={delivery!r} is not a DeliveryPolicy", "pass DeliveryPolicy(...)")
+        values["delivery"] = None
+    _check_join_rules(values, parents, bad)
+
+
+def _check_gpu_memory(values: dict[str, Any], bad: Any) -> None:
+    memory = values["gpu_memory_gib"]
+    if memory is None:
+        return
+    if not isinstance(memory, int | float) or isinstance(memory, bool) or not math.isfinite(memory) or memory <= 0:
+        bad("VF_GRAPH_GPU", f"gpu_memory_gib={memory!r} is not a positive number", "pass the GiB the node needs")
+    if values["device_type"] != GPU:
+        bad("VF_GRAPH_GPU", "gpu_memory_gib needs device_type=GPU", "pass device_type=GPU or drop gpu_memory_gib")
+    if _positive_int(values["gpu_count"]) and values["gpu_count"] > 1:
+        bad(
+            "VF_GRAPH_GPU",
+            "gpu_memory_gib cannot be combined with gpu_count > 1 (a shared slice is one device)",
+            "drop gpu_memory_gib to claim whole GPUs, or set gpu_count=1",
+        )
+
+
+def _check_join_rules(values: dict[str, Any], parents: tuple[str, ...], bad: Any) -> None:
+    nb_tasks = values["nb_tasks"] if _positive_int(values["nb_tasks"]) else 1
+    if len(parents) > 1 and nb_tasks > 1 and not values["partition_by"]:
+        bad(
+            "VF_GRAPH_JOIN_PARTITION",
+            f"joins {len(parents)} parents with nb_tasks={nb_tasks} but no partition_by; "
+            "replicas would receive the halves of a join on different workers",
+            "set partition_by='trace_id' (recommended for joins) or nb_tasks=1",
+        )
+    join = values["join_policy"]
+    if isinstance(join, JoinPolicy) and join.mode == "time" and len(parents) > 1 and nb_tasks > 1:
+        bad(
+            "VF_POLICY_JOIN",
+            "a time-mode join cannot run on more than one replica",
+            "set nb_tasks=1 for time-aligned joins",
+        )
+    if isinstance(join, JoinPolicy):
+        unknown = sorted(k for k, _ in join._collect_items() if k not in parents)
+        if unknown:
+            bad("VF_POLICY_JOIN", f"collect names unknown parents: {', '.join(unknown)}", "collect by parent node names")
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _node_class(node: Node, where: str, scan: _Scan) -> str:
+    cls = type(node)
+    if cls.__module__ == "__main__" or "<locals>" in cls.__qualname__:
+        scan.add(
+            "VF_GRAPH_NODE_CLASS",
+            f"class {cls.__qualname__} cannot be imported by a worker (defined in "
+            f"{'__main__' if cls.__module__ == '__main__' else 'a function'})",
+            "define node classes at module level in the graph module or a sibling module",
+            where,
+        )
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _params_json(node: Node, where: str, scan: _Scan) -> str:
+    params = {k: v for k, v in node.get_params().items() if k not in BASE_KEYWORDS}
+    for key in params:
+        if key.startswith("*"):
+            scan.add(
+                "VF_GRAPH_PARAMS",
+                f"constructor takes *{key[1:]}; a worker rebuilds nodes from keyword arguments only",
+                "replace *args with named parameters",
+                where,
+            )
+    problem = _json_problem(params, "params")
+    if problem:
+        scan.add(
+            "VF_GRAPH_PARAMS",
+            f"constructor argument {problem} is not JSON-serializable",
+            "pass only str, int, float, bool, None, lists and str-keyed dicts; load heavy data in open()",
+            where,
+        )
+        return "{}"
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_problem(value: object, path: str) -> str | None:
+    """The path of the first value that JSON cannot carry faithfully, or None."""
+    stack: list[tuple[object, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if item is None or isinstance(item, str | bool | int):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{where}={item!r}"
+            continue
+        if isinstance(item, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                if not isinstance(key, str):
+                    return f"{where} key {key!r}"
+                stack.append((sub, f"{where}.{key}"))
+        else:
+            return f"{where} ({type(item).__name__})"
+    return None
+
+
+def _check_identities(nodes: list[NodeIR], scan: _Scan) -> None:
+    """Two node names that map to one broker token or one Kubernetes name collide."""
+    for label, mapper in (("broker name", names.broker_token), ("Kubernetes name", names.slug)):
+        seen: dict[str, list[str]] = {}
+        for node in nodes:
+            seen.setdefault(mapper(node.name), []).append(node.name)
+        for physical, logical in sorted(seen.items()):
+            if len(logical) > 1:
+                scan.add(
+                    "VF_IDENTITY_COLLISION",
+                    f"nodes {', '.join(repr(n) for n in sorted(logical))} map to one {label} "
+                    f"{physical!r}",
+                    "rename one of them so the names differ in letters or digits",
+                )

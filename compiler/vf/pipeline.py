@@ -1,0 +1,84 @@
+"""The compiler facade: graph module + vf.yaml → verified plans → output tree, in memory."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from vf import names
+from vf.config import Targets, find_config, load_targets, select_environments
+from vf.emit_kustomize import emit_kustomize
+from vf.errors import VfError
+from vf.graph import Graph
+from vf.load import load_flow
+from vf.lower import lower
+from vf.plan import plan_environment
+from vf.planir import Plan
+from vf.render import render_plan
+from vf.verify import verify
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileRequest:
+    """What the user asked for: the graph target, an optional config and environments."""
+
+    graph: str
+    config: str | None = None
+    environments: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileResult:
+    """Every stage's output: the graph, the targets, a plan per environment, and the tree."""
+
+    graph: Graph
+    targets: Targets
+    plans: tuple[Plan, ...]
+    objects: dict[str, list[dict[str, Any]]]
+    tree: dict[str, str]
+
+
+def resolve_flow_id(graph: Graph, targets: Targets) -> str:
+    """``Flow(flow_id=…)``, else ``vf.yaml``'s ``flow_id``, else the graph file's stem."""
+    explicit = graph.flow_id or targets.flow_id
+    if explicit is not None:
+        if not names.FLOW_ID.match(explicit):
+            raise VfError(
+                "VF_GRAPH_FLOW_ID",
+                f"flow_id {explicit!r} is not a valid flow id",
+                "use 1-32 lowercase letters, digits or '-', starting and ending alnum",
+            )
+        return explicit
+    derived = names.slug(graph.source_stem)[:32].strip("-")
+    return derived or "flow"
+
+
+def compile_project(request: CompileRequest) -> CompileResult:
+    """Run every stage; raise a VfError listing every problem, never write anything."""
+    flow, path = load_flow(request.graph)
+    targets = select_environments(
+        load_targets(find_config(path, request.config)), request.environments
+    )
+    graph = lower(flow, source_stem=path.stem)
+    flow_id = resolve_flow_id(graph, targets)
+    plans: list[Plan] = []
+    objects: dict[str, list[dict[str, Any]]] = {}
+    tree: dict[str, str] = {}
+    for env in targets.environments:
+        plan = plan_environment(graph, env, flow_id=flow_id)
+        rendered = render_plan(plan)
+        document = verify(plan, rendered)
+        plans.append(plan)
+        objects[env.name] = rendered
+        tree[f"plan/{env.name}.json"] = plan_json_text(document)
+    namespaces = {plan.environment: plan.namespace for plan in plans}
+    tree.update(emit_kustomize(objects, namespaces))
+    return CompileResult(
+        graph=graph, targets=targets, plans=tuple(plans), objects=objects, tree=tree
+    )
+
+
+def plan_json_text(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+

@@ -1,0 +1,361 @@
+"""Plan one environment: every name, label, image, replica count and VF_* variable."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+
+from vf import names
+from vf.config import Environment
+from vf.errors import Problem, raise_if
+from vf.graph import Graph, NodeIR
+from vf.planir import (
+    PLAN_VERSION,
+    Channel,
+    ContainerResources,
+    Pairs,
+    Plan,
+    Provision,
+    Workload,
+)
+from vf_runtime.constants import BATCH, ENVELOPE_VERSION, GPU, HEALTH_PORT
+
+WORKER_BACKOFF_LIMIT = 3
+PROVISION_BACKOFF_LIMIT = 6
+TOPOLOGY_SHARD_BYTES = 256 * 1024
+STATEFULSET_NAME_MAX = 52  # leaves room for the controller-revision-hash label
+LABEL_DOMAIN = "vf.dev"
+PART_OF, NAME, INSTANCE, COMPONENT, MANAGED_BY = (
+    f"app.kubernetes.io/{key}" for key in ("part-of", "name", "instance", "component", "managed-by")
+)
+FLOW_LABEL, RUN_LABEL, NODE_LABEL = (f"{LABEL_DOMAIN}/{key}" for key in ("flow", "run", "node"))
+
+
+def plan_environment(graph: Graph, env: Environment, *, flow_id: str) -> Plan:
+    """Decide everything the renderers need for ``env``; raise with every problem found."""
+    problems: list[Problem] = []
+    replicas = _replicas(graph, env, problems)
+    images = _images(graph, env, problems)
+    _check_config_nodes(graph, env, problems)
+    raise_if(problems)
+    run_id, run_source = _run_id(graph, env, flow_id=flow_id, replicas=replicas)
+    flow_labels: Pairs = ((FLOW_LABEL, names.label_value(flow_id)), (MANAGED_BY, "vf"), (PART_OF, names.label_value(flow_id)))
+    run_labels = (*flow_labels, (RUN_LABEL, run_id))
+    ctx = _Context(graph=graph, env=env, flow_id=flow_id, run_id=run_id, replicas=replicas, run_labels=run_labels)
+    workloads = tuple(_workload(ctx, node, images[node.name]) for node in graph.nodes)
+    return Plan(
+        version=PLAN_VERSION,
+        environment=env.name,
+        namespace=env.namespace,
+        kubernetes_version=env.kubernetes_version,
+        flow_id=flow_id,
+        flow_type=graph.flow_type,
+        run_id=run_id,
+        run_id_source=run_source,
+        image_pull_policy=env.image_pull_policy,
+        priority_class=env.priority_class,
+        nats_url=f"nats://nats.{env.namespace}.svc:4222",
+        broker_configmap=names.k8s_name("vf", flow_id, run_id, "broker"),
+        network_policy=names.k8s_name("vf", flow_id, "netpol"),
+        flow_labels=flow_labels,
+        run_labels=run_labels,
+        provision=_provision(ctx, images),
+        workloads=workloads,
+        channels=tuple(_channel(ctx, node) for node in graph.nodes if node.children),
+        warnings=_warnings(graph, images),
+    )
+
+
+class _Context:
+    """What every per-node decision of one environment shares."""
+
+    def __init__(
+        self,
+        *,
+        graph: Graph,
+        env: Environment,
+        flow_id: str,
+        run_id: str,
+        replicas: Mapping[str, int],
+        run_labels: Pairs,
+    ) -> None:
+        self.graph = graph
+        self.env = env
+        self.flow_id = flow_id
+        self.run_id = run_id
+        self.replicas = replicas
+        self.run_labels = run_labels
+        self.nodes = {node.name: node for node in graph.nodes}
+        self.flow_token = names.broker_token(flow_id)
+        self.run_token = names.broker_token(run_id)
+
+    def partitioned(self, node: NodeIR) -> bool:
+        return node.partition_by is not None and self.replicas[node.name] > 1
+
+    def stream(self, node: str) -> str:
+        return f"vf-{self.flow_token}-{self.run_token}-{names.broker_token(node)}"
+
+    def subject(self, node: str) -> str:
+        return f"vf.{self.flow_token}.{self.run_token}.{names.broker_token(node)}"
+
+
+def _replicas(graph: Graph, env: Environment, problems: list[Problem]) -> dict[str, int]:
+    counts = {node.name: node.nb_tasks for node in graph.nodes}
+    kinds = {node.name: node for node in graph.nodes}
+    for name, count in env.replicas:
+        node = kinds.get(name)
+        if node is None:
+            continue
+        if node.kind == "producer" and count != 1:
+            problems.append(
+                Problem(
+                    code="VF_CONFIG_REPLICAS",
+                    what=f"environments.{env.name}.replicas.{name}: producers run one replica",
+                    remedy="remove the entry; replicate the processors after the producer instead",
+                    where=f"vf.yaml (environment '{env.name}')",
+                )
+            )
+        elif len(node.parents) > 1 and count > 1 and node.partition_by is None:
+            problems.append(
+                Problem(
+                    code="VF_GRAPH_JOIN_PARTITION",
+                    what=f"environments.{env.name}.replicas.{name}={count}: node joins "
+                    f"{len(node.parents)} parents but has no partition_by",
+                    remedy="set partition_by='trace_id' on the node, or keep one replica",
+                    where=node.site,
+                )
+            )
+        counts[name] = count
+    return counts
+
+
+def _images(graph: Graph, env: Environment, problems: list[Problem]) -> dict[str, str]:
+    overrides = dict(env.image_overrides)
+    images: dict[str, str] = {}
+    for node in graph.nodes:
+        image = overrides.get(node.name) or node.image or env.default_image
+        if image is None:
+            problems.append(
+                Problem(
+                    code="VF_CONFIG_NO_IMAGE",
+                    what=f"node '{node.name}' has no container image in environment '{env.name}'",
+                    remedy=f"declare image= on the node, or set environments.{env.name}.images."
+                    f"default (or images.overrides.{node.name}) in vf.yaml",
+                    where=node.site,
+                )
+            )
+            image = ""
+        images[node.name] = image
+    return images
+
+
+def _check_config_nodes(graph: Graph, env: Environment, problems: list[Problem]) -> None:
+    known = {node.name for node in graph.nodes}
+    sections = (
+        ("images.overrides", [k for k, _ in env.image_overrides]),
+        ("replicas", [k for k, _ in env.replicas]),
+        ("resources", [k for k, _ in env.resources if k != "*"]),
+    )
+    for section, keys in sections:
+        for key in keys:
+            if key not in known:
+                problems.append(
+                    Problem(
+                        code="VF_CONFIG_UNKNOWN_NODE",
+                        what=f"environments.{env.name}.{section} names unknown node {key!r}",
+                        remedy=f"use one of the flow's nodes: {', '.join(sorted(known)[:12])}",
+                        where=f"vf.yaml (environment '{env.name}')",
+                    )
+                )
+
+
+def _run_id(
+    graph: Graph, env: Environment, *, flow_id: str, replicas: Mapping[str, int]
+) -> tuple[str, str]:
+    """The target's run id, else a digest of what shapes the broker topology."""
+    if env.run_id is not None:
+        return env.run_id, "target"
+    shape = [
+        [
+            node.name,
+            node.kind,
+            list(node.parents),
+            node.partition_by,
+            replicas[node.name] if node.partition_by is not None else 1,
+            node.delivery.max_deliver,
+        ]
+        for node in graph.nodes
+    ]
+    text = json.dumps([flow_id, graph.flow_type, shape], separators=(",", ":"))
+    return "r" + hashlib.sha256(text.encode()).hexdigest()[:7], "topology-digest"
+
+
+def _workload_kind(graph: Graph, node: NodeIR, partitioned: bool) -> str:
+    if graph.flow_type == BATCH or (node.kind == "producer" and node.is_finite):
+        return "Job"
+    return "StatefulSet" if partitioned else "Deployment"
+
+
+def _workload(ctx: _Context, node: NodeIR, image: str) -> Workload:
+    partitioned = ctx.partitioned(node)
+    kind = _workload_kind(ctx.graph, node, partitioned)
+    replicas = ctx.replicas[node.name]
+    base = ("vf", ctx.flow_id, ctx.run_id, node.name)
+    limit = STATEFULSET_NAME_MAX if kind == "StatefulSet" else names.K8S_NAME_MAX
+    node_label = names.label_value(node.name)
+    selector: Pairs = (
+        (FLOW_LABEL, names.label_value(ctx.flow_id)),
+        (NODE_LABEL, node_label),
+        (RUN_LABEL, ctx.run_id),
+    )
+    labels = tuple(
+        sorted({*ctx.run_labels, *selector, (NAME, node_label), (COMPONENT, node.kind), (INSTANCE, names.k8s_name(ctx.flow_id, ctx.run_id, node.name))})
+    )
+    env = _worker_env(ctx, node)
+    long_running = kind != "Job"
+    return Workload(
+        node=node.name,
+        node_kind=node.kind,
+        kind=kind,
+        name=names.k8s_name(*base, limit=limit),
+        env_configmap=names.k8s_name(*base, "env"),
+        headless_service=names.k8s_name(*base, "hl") if kind == "StatefulSet" else None,
+        pdb=names.k8s_name(*base, "pdb") if long_running and replicas > 1 else None,
+        replicas=replicas,
+        indexed=kind == "Job" and replicas > 1,
+        image=image,
+        resources=_resources(ctx.env, node.name),
+        env=env,
+        labels=labels,
+        selector=selector,
+        config_hash=hashlib.sha256(json.dumps(env).encode()).hexdigest()[:16],
+        probes=long_running,
+        backoff_limit=WORKER_BACKOFF_LIMIT if kind == "Job" else None,
+        device_type=node.device_type,
+        gpu_count=node.gpu_count if node.device_type == GPU else 0,
+    )
+
+
+def _resources(env: Environment, node: str) -> ContainerResources:
+    table = dict(env.resources)
+    chosen = table.get(node) or table.get("*")
+    if chosen is None:
+        return ContainerResources()
+    fallback = table.get("*")
+    def pick(field: str) -> str | None:
+        value = getattr(chosen, field)
+        if value is None and fallback is not None and chosen is not fallback:
+            value = getattr(fallback, field)
+        return value if isinstance(value, str) else None
+    return ContainerResources(
+        cpu=pick("cpu"), memory=pick("memory"), cpu_limit=pick("cpu_limit"), memory_limit=pick("memory_limit")
+    )
+
+
+def _worker_env(ctx: _Context, node: NodeIR) -> Pairs:
+    """The VF_* contract of one worker; optional variables only when they are set."""
+    env: dict[str, str] = {
+        "VF_ENVELOPE_VERSION": str(ENVELOPE_VERSION),
+        "VF_FLOW_ID": ctx.flow_id,
+        "VF_FLOW_TYPE": ctx.graph.flow_type,
+        "VF_HAS_CHILDREN": "1" if node.children else "0",
+        "VF_HEALTH_PORT": str(HEALTH_PORT),
+        "VF_NB_TASKS": str(ctx.replicas[node.name]),
+        "VF_NODE_CLASS": node.node_class,
+        "VF_NODE_KIND": node.kind,
+        "VF_NODE_NAME": node.name,
+        "VF_NODE_PARAMS_JSON": node.params_json,
+        "VF_PARENT_NAMES": ",".join(node.parents),
+        "VF_RUN_ID": ctx.run_id,
+    }
+    if node.partition_by is not None and ctx.partitioned(node):
+        env["VF_PARTITION_BY"] = node.partition_by
+    if node.join_policy is not None and node.parents:
+        env["VF_JOIN_POLICY_JSON"] = json.dumps(node.join_policy.to_dict(), sort_keys=True)
+    if node.children:
+        readers = sum(ctx.replicas[c] if ctx.partitioned(ctx.nodes[c]) else 1 for c in node.children)
+        env["VF_BLOB_READERS"] = str(readers)
+    if node.delivery_declared:
+        env["VF_DELIVERY"] = node.delivery.delivery
+        env["VF_MAX_RETRIES"] = str(node.delivery.max_retries)
+        env["VF_DLQ"] = node.delivery.dlq
+        if node.delivery.on_error is not None:
+            env["VF_ON_ERROR"] = node.delivery.on_error
+    if any(ctx.replicas[p] > 1 for p in node.parents):
+        env["VF_PARENT_REPLICAS"] = ",".join(f"{p}={ctx.replicas[p]}" for p in node.parents)
+    if node.device_type == GPU:
+        env["VF_GPU_COUNT"] = str(node.gpu_count)
+    if node.idempotent:
+        env["VF_IDEMPOTENT"] = "1"
+    return tuple(sorted(env.items()))
+
+
+def _channel(ctx: _Context, node: NodeIR) -> Channel:
+    readers: list[str] = []
+    parent = names.broker_token(node.name)
+    for child_name in node.children:
+        child = ctx.nodes[child_name]
+        token = names.broker_token(child_name)
+        if ctx.partitioned(child):
+            readers.extend(f"{token}--from--{parent}--p{i}" for i in range(ctx.replicas[child_name]))
+        else:
+            readers.append(f"{token}--from--{parent}")
+    subject = ctx.subject(node.name)
+    return Channel(
+        node=node.name,
+        subject=subject,
+        eos_subject=f"{subject}._eos",
+        stream=ctx.stream(node.name),
+        profile="reliable_work" if ctx.graph.flow_type == BATCH else "live_latest",
+        readers=tuple(readers),
+    )
+
+
+def _provision(ctx: _Context, images: Mapping[str, str]) -> Provision:
+    lines = [
+        json.dumps(
+            {
+                "name": node.name,
+                "parents": list(node.parents),
+                "replicas": ctx.replicas[node.name],
+                "partitioned": ctx.partitioned(node),
+                "has_children": bool(node.children),
+                "max_deliver": node.delivery.max_deliver,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        for node in ctx.graph.nodes
+    ]
+    shards: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in lines:
+        if current and size + len(line) + 1 > TOPOLOGY_SHARD_BYTES:
+            shards.append("\n".join(current) + "\n")
+            current, size = [], 0
+        current.append(line)
+        size += len(line) + 1
+    shards.append("\n".join(current) + "\n")
+    base = ("vf", ctx.flow_id, ctx.run_id, "topology")
+    cms = (names.k8s_name(*base),) if len(shards) == 1 else tuple(names.k8s_name(*base, str(i)) for i in range(len(shards)))
+    image = ctx.env.default_image or images[ctx.graph.nodes[0].name]
+    labels = tuple(sorted({*ctx.run_labels, (NAME, "vf-provision"), (COMPONENT, "provision")}))
+    return Provision(
+        job=names.k8s_name("vf", ctx.flow_id, ctx.run_id, "provision"),
+        image=image,
+        topology_configmaps=cms,
+        topology_shards=tuple(shards),
+        backoff_limit=PROVISION_BACKOFF_LIMIT,
+        labels=labels,
+    )
+
+
+def _warnings(graph: Graph, images: Mapping[str, str]) -> tuple[str, ...]:
+    found = []
+    for node in graph.nodes:
+        image = images[node.name]
+        if "@sha256:" not in image:
+            found.append(f"node '{node.name}': image {image} is not pinned by digest")
+    return tuple(found)

@@ -1,0 +1,118 @@
+"""The Plan IR: every decision for one environment, made once and rendered verbatim.
+
+Serialised as ``plan/<env>.json`` (schema ``schemas/plan.v1.schema.json``) so that
+reviewers see the decisions in a pull request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+PLAN_VERSION = "vf.plan/v1"
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerResources:
+    cpu: str | None = None
+    memory: str | None = None
+    cpu_limit: str | None = None
+    memory_limit: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """One node's Kubernetes workload and its companions."""
+
+    node: str
+    node_kind: str
+    kind: str
+    name: str
+    env_configmap: str
+    headless_service: str | None
+    pdb: str | None
+    replicas: int
+    indexed: bool
+    image: str
+    resources: ContainerResources
+    env: Pairs
+    labels: Pairs
+    selector: Pairs
+    config_hash: str
+    probes: bool
+    backoff_limit: int | None
+    device_type: str
+    gpu_count: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Channel:
+    """The output of one node: its subjects, stream and the durables that read it."""
+
+    node: str
+    subject: str
+    eos_subject: str
+    stream: str
+    profile: str
+    readers: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Provision:
+    """The Job that creates the run's streams and durables before workers need them."""
+
+    job: str
+    image: str
+    topology_configmaps: tuple[str, ...]
+    topology_shards: tuple[str, ...]
+    backoff_limit: int
+    labels: Pairs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """Every decision vf made for one environment."""
+
+    version: str
+    environment: str
+    namespace: str
+    kubernetes_version: str
+    flow_id: str
+    flow_type: str
+    run_id: str
+    run_id_source: str
+    image_pull_policy: str
+    priority_class: str | None
+    nats_url: str
+    broker_configmap: str
+    network_policy: str
+    flow_labels: Pairs
+    run_labels: Pairs
+    provision: Provision
+    workloads: tuple[Workload, ...]
+    channels: tuple[Channel, ...]
+    warnings: tuple[str, ...]
+
+
+def plan_to_json(plan: Plan) -> dict[str, Any]:
+    """A JSON-ready dict of the plan: pairs become objects, tuples become lists."""
+    return _jsonable(plan)
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _field(name, getattr(value, name)) for name in value.__dataclass_fields__}
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+_PAIR_FIELDS = frozenset({"env", "labels", "selector", "flow_labels", "run_labels"})
+
+
+def _field(name: str, value: Any) -> Any:
+    if name in _PAIR_FIELDS:
+        return dict(value)
+    return _jsonable(value)

@@ -1,0 +1,262 @@
+"""Render a Plan into Kubernetes objects (plain dicts), in a stable order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vf.planir import Pairs, Plan, Workload
+from vf_runtime.constants import HEALTH_PORT
+
+Obj = dict[str, Any]
+TMP_VOLUME = "tmp"
+TOPOLOGY_DIR = "/etc/vf/topology"
+RUN_AS = 65532
+
+
+def render_plan(plan: Plan) -> list[Obj]:
+    """Every object of one environment: flow-wide first, then each node's."""
+    objects: list[Obj] = [_broker_configmap(plan), _network_policy(plan)]
+    objects.extend(_topology_configmaps(plan))
+    objects.append(_provision_job(plan))
+    for workload in plan.workloads:
+        objects.append(_env_configmap(plan, workload))
+        if workload.headless_service is not None:
+            objects.append(_headless_service(plan, workload))
+        objects.append(_workload(plan, workload))
+        if workload.pdb is not None:
+            objects.append(_pdb(plan, workload))
+    return objects
+
+
+def _meta(plan: Plan, name: str, labels: Pairs) -> Obj:
+    return {"name": name, "namespace": plan.namespace, "labels": dict(labels)}
+
+
+def _broker_configmap(plan: Plan) -> Obj:
+    labels = (*plan.run_labels, ("app.kubernetes.io/component", "broker-config"))
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(plan, plan.broker_configmap, labels),
+        "data": {"VF_NATS_URL": plan.nats_url},
+    }
+
+
+def _network_policy(plan: Plan) -> Obj:
+    flow = dict(plan.flow_labels)
+    selector = {"vf.dev/flow": flow["vf.dev/flow"]}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(plan, plan.network_policy, plan.flow_labels),
+        "spec": {
+            "podSelector": {"matchLabels": selector},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": selector}}]}],
+        },
+    }
+
+
+def _topology_configmaps(plan: Plan) -> list[Obj]:
+    prov = plan.provision
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(plan, name, prov.labels),
+            "data": {f"nodes-{index:03d}.jsonl": shard},
+        }
+        for index, (name, shard) in enumerate(
+            zip(prov.topology_configmaps, prov.topology_shards, strict=True)
+        )
+    ]
+
+
+def _pod_security() -> Obj:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _container_security() -> Obj:
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+    }
+
+
+def _pod_spec(plan: Plan, containers: list[Obj], volumes: list[Obj], restart: str) -> Obj:
+    spec: Obj = {
+        "automountServiceAccountToken": False,
+        "containers": containers,
+        "restartPolicy": restart,
+        "securityContext": _pod_security(),
+        "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}, *volumes],
+    }
+    if plan.priority_class is not None:
+        spec["priorityClassName"] = plan.priority_class
+    return spec
+
+
+def _provision_job(plan: Plan) -> Obj:
+    prov = plan.provision
+    mounts = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
+    sources = [{"configMap": {"name": name}} for name in prov.topology_configmaps]
+    mounts.append({"name": "topology", "mountPath": TOPOLOGY_DIR, "readOnly": True})
+    container = {
+        "name": "provision",
+        "image": prov.image,
+        "imagePullPolicy": plan.image_pull_policy,
+        "command": ["vf-provision"],
+        "envFrom": [{"configMapRef": {"name": plan.broker_configmap}}],
+        "env": [
+            {"name": "VF_FLOW_ID", "value": plan.flow_id},
+            {"name": "VF_FLOW_TYPE", "value": plan.flow_type},
+            {"name": "VF_RUN_ID", "value": plan.run_id},
+            {"name": "VF_TOPOLOGY_DIR", "value": TOPOLOGY_DIR},
+        ],
+        "securityContext": _container_security(),
+        "volumeMounts": mounts,
+    }
+    volumes = [{"name": "topology", "projected": {"sources": sources}}]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(plan, prov.job, prov.labels),
+        "spec": {
+            "backoffLimit": prov.backoff_limit,
+            "template": {
+                "metadata": {"labels": dict(prov.labels)},
+                "spec": _pod_spec(plan, [container], volumes, "Never"),
+            },
+        },
+    }
+
+
+def _env_configmap(plan: Plan, workload: Workload) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(plan, workload.env_configmap, workload.labels),
+        "data": dict(workload.env),
+    }
+
+
+def _headless_service(plan: Plan, workload: Workload) -> Obj:
+    assert workload.headless_service is not None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(plan, workload.headless_service, workload.labels),
+        "spec": {
+            "clusterIP": "None",
+            "ports": [{"name": "health", "port": HEALTH_PORT, "targetPort": "health"}],
+            "publishNotReadyAddresses": True,
+            "selector": dict(workload.selector),
+        },
+    }
+
+
+def _probe(path: str, **timing: int) -> Obj:
+    return {"httpGet": {"path": path, "port": "health"}, **timing}
+
+
+def _resources(workload: Workload) -> Obj:
+    res = workload.resources
+    requests = {k: v for k, v in (("cpu", res.cpu), ("memory", res.memory)) if v is not None}
+    limits = {
+        k: v for k, v in (("cpu", res.cpu_limit), ("memory", res.memory_limit)) if v is not None
+    }
+    out: Obj = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def _worker_container(plan: Plan, workload: Workload) -> Obj:
+    container: Obj = {
+        "name": "worker",
+        "image": workload.image,
+        "imagePullPolicy": plan.image_pull_policy,
+        "command": ["vf-worker"],
+        "envFrom": [
+            {"configMapRef": {"name": workload.env_configmap}},
+            {"configMapRef": {"name": plan.broker_configmap}},
+        ],
+        "resources": _resources(workload),
+        "securityContext": _container_security(),
+        "volumeMounts": [{"name": TMP_VOLUME, "mountPath": "/tmp"}],
+    }
+    env = _replica_env(workload)
+    if env:
+        container["env"] = env
+    if workload.probes:
+        container["ports"] = [{"name": "health", "containerPort": HEALTH_PORT}]
+        container["readinessProbe"] = _probe("/readyz", initialDelaySeconds=2, periodSeconds=5)
+        container["livenessProbe"] = _probe("/healthz", initialDelaySeconds=10, periodSeconds=15)
+        container["startupProbe"] = _probe("/readyz", periodSeconds=2, failureThreshold=60)
+    return container
+
+
+def _replica_env(workload: Workload) -> list[Obj]:
+    if workload.indexed:
+        path = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        return [{"name": "VF_REPLICA_ID", "valueFrom": {"fieldRef": {"fieldPath": path}}}]
+    if workload.kind == "StatefulSet":
+        return [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    return []
+
+
+def _workload(plan: Plan, workload: Workload) -> Obj:
+    restart = "Never" if workload.kind == "Job" else "Always"
+    template = {
+        "metadata": {
+            "annotations": {"vf.dev/config-hash": workload.config_hash},
+            "labels": dict(workload.labels),
+        },
+        "spec": _pod_spec(plan, [_worker_container(plan, workload)], [], restart),
+    }
+    spec: Obj
+    if workload.kind == "Job":
+        spec = {
+            "backoffLimit": workload.backoff_limit,
+            "completions": workload.replicas,
+            "parallelism": workload.replicas,
+            "template": template,
+        }
+        if workload.indexed:
+            spec["completionMode"] = "Indexed"
+    else:
+        spec = {
+            "replicas": workload.replicas,
+            "selector": {"matchLabels": dict(workload.selector)},
+            "template": template,
+        }
+        if workload.kind == "StatefulSet":
+            spec["serviceName"] = workload.headless_service
+            spec["podManagementPolicy"] = "Parallel"
+    api = "batch/v1" if workload.kind == "Job" else "apps/v1"
+    return {
+        "apiVersion": api,
+        "kind": workload.kind,
+        "metadata": _meta(plan, workload.name, workload.labels),
+        "spec": spec,
+    }
+
+
+def _pdb(plan: Plan, workload: Workload) -> Obj:
+    assert workload.pdb is not None
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(plan, workload.pdb, workload.labels),
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(workload.selector)}},
+    }

@@ -1,0 +1,198 @@
+"""The authoring classes: producers, processors and consumers.
+
+A node records the arguments it was constructed with so a worker can rebuild it
+as ``cls(**params)``; nodes do no I/O until ``open()``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from vf_runtime.constants import CPU, DEVICE_TYPES, GPU
+from vf_runtime.errors import AuthoringError
+from vf_runtime.policies import DeliveryPolicy, JoinPolicy
+
+_RUNTIME_DIR = __file__.rsplit("/", 1)[0]
+
+
+class _NodeMeta(type):
+    """Records each construction's arguments and the user's source line."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        node = super().__call__(*args, **kwargs)
+        node._vf_params = _bind_params(cls, args, kwargs)
+        node._vf_site = _user_site()
+        return node
+
+
+def _bind_params(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Turn a constructor call into keyword arguments; positional extras land in ``*``."""
+    try:
+        bound = inspect.signature(cls).bind(*args, **kwargs)
+    except TypeError:
+        return dict(kwargs)
+    params: dict[str, Any] = {}
+    for name, value in bound.arguments.items():
+        kind = bound.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            params.update(value)
+        elif kind is inspect.Parameter.VAR_POSITIONAL:
+            if value:
+                params["*" + name] = list(value)
+        else:
+            params[name] = value
+    return params
+
+
+def _user_site() -> tuple[str, int] | None:
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_RUNTIME_DIR):
+            return (filename, frame.f_lineno)
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+class Node(metaclass=_NodeMeta):
+    """Base of every node. Subclasses pass the base keywords through to ``super().__init__``."""
+
+    kind: ClassVar[str] = "node"
+    _vf_params: dict[str, Any]
+    _vf_site: tuple[str, int] | None
+
+    def __init__(self, *, name: str | None = None, image: str | None = None) -> None:
+        self._name = name
+        self._image = image
+        self._parents: tuple[Node, ...] = ()
+        self._wired = False
+
+    @property
+    def name(self) -> str | None:
+        """The explicit name, or None when vf derives one from the class."""
+        return self._name
+
+    @property
+    def image(self) -> str | None:
+        return self._image
+
+    @property
+    def parents(self) -> tuple[Node, ...]:
+        return self._parents
+
+    def __call__(self, *parents: Node) -> Node:
+        if self._wired:
+            raise AuthoringError(
+                "VF_GRAPH_REWIRED",
+                f"{self!r} was already wired to its parents; a node is wired once",
+                "call child(parent_a, parent_b) once with every parent",
+            )
+        for parent in parents:
+            if not isinstance(parent, Node):
+                raise AuthoringError(
+                    "VF_GRAPH_PARENT_TYPE",
+                    f"{self!r} got {parent!r} as a parent, which is not a vf node",
+                    "pass Producer or Processor instances as parents",
+                )
+        self._parents = tuple(parents)
+        self._wired = True
+        return self
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor arguments a worker passes back to rebuild this node."""
+        return dict(getattr(self, "_vf_params", {}))
+
+    def open(self) -> None:
+        """Acquire resources (models, connections) before the first message."""
+
+    def close(self) -> None:
+        """Release what ``open`` acquired; called even after a failure."""
+
+    def __repr__(self) -> str:
+        label = self._name if self._name is not None else type(self).__name__
+        return f"<{self.kind} {label}>"
+
+
+class Producer(Node):
+    """A root of the graph: ``next()`` returns items and raises StopIteration at the end."""
+
+    kind: ClassVar[str] = "producer"
+
+    def __init__(
+        self, *, name: str | None = None, image: str | None = None, is_finite: bool = True
+    ) -> None:
+        super().__init__(name=name, image=image)
+        self.is_finite = is_finite
+
+    def next(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement next()")
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            try:
+                yield self.next()
+            except StopIteration:
+                return
+
+
+class Processor(Node):
+    """Transforms the inputs of its parents: ``process(*inputs)`` returns the output."""
+
+    kind: ClassVar[str] = "processor"
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        image: str | None = None,
+        nb_tasks: int = 1,
+        device_type: str = CPU,
+        gpu_count: int = 1,
+        gpu_memory_gib: float | None = None,
+        partition_by: str | None = None,
+        join_policy: JoinPolicy | None = None,
+        delivery: DeliveryPolicy | None = None,
+    ) -> None:
+        super().__init__(name=name, image=image)
+        self.nb_tasks = nb_tasks
+        self.device_type = device_type
+        self.gpu_count = gpu_count
+        self.gpu_memory_gib = gpu_memory_gib
+        self.partition_by = partition_by
+        self.join_policy = join_policy
+        self.delivery = delivery
+
+    def process(self, *inputs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement process(*inputs)")
+
+
+class Consumer(Node):
+    """A leaf of the graph: ``consume(*inputs)`` applies the inputs' effects."""
+
+    kind: ClassVar[str] = "consumer"
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        image: str | None = None,
+        join_policy: JoinPolicy | None = None,
+        delivery: DeliveryPolicy | None = None,
+        idempotent: bool = False,
+        partition_by: str | None = None,
+    ) -> None:
+        super().__init__(name=name, image=image)
+        self.join_policy = join_policy
+        self.delivery = delivery
+        self.idempotent = idempotent
+        # Accepted only so the compiler can refuse it by name: consumers never partition.
+        self.partition_by = partition_by
+
+    def consume(self, *inputs: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement consume(*inputs)")
+
+
+__all__ = ["CPU", "DEVICE_TYPES", "GPU", "Consumer", "Node", "Processor", "Producer"]
