@@ -50,10 +50,18 @@ def _run(action: Callable[[], int | None]) -> None:
 
 def _graph_options(func: F) -> F:
     func = click.option(
-        "--env", "envs", multiple=True, metavar="NAME", help="Environment(s) to build (default: all)."
+        "--env",
+        "envs",
+        multiple=True,
+        metavar="NAME",
+        help="Environment(s) to build (default: all).",
     )(func)
     func = click.option(
-        "--config", type=str, default=None, metavar="FILE", help="vf.yaml to use (default: next to GRAPH)."
+        "--config",
+        type=str,
+        default=None,
+        metavar="FILE",
+        help="vf.yaml to use (default: next to GRAPH).",
     )(func)
     func = click.argument("graph", metavar="GRAPH")(func)
     return func
@@ -82,9 +90,13 @@ def cli() -> None:
 
 @cli.command("compile")
 @_graph_options
-@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="Output directory.")
+@click.option(
+    "--out", "out", required=True, type=click.Path(path_type=Path), help="Output directory."
+)
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 with a diff when OUT is stale.")
-def compile_command(graph: str, config: str | None, envs: tuple[str, ...], out: Path, check: bool) -> None:
+def compile_command(
+    graph: str, config: str | None, envs: tuple[str, ...], out: Path, check: bool
+) -> None:
     """Compile GRAPH into a Kustomize tree and plans under OUT."""
 
     def body() -> int:
@@ -110,20 +122,27 @@ def compile_command(graph: str, config: str | None, envs: tuple[str, ...], out: 
 
 @cli.command("plan")
 @_graph_options
-@click.option("--format", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True
+)
 def plan_command(graph: str, config: str | None, envs: tuple[str, ...], fmt: str) -> None:
     """Print the plan of each environment."""
 
     def body() -> int:
         from vf import yamlout
-        from vf.planir import plan_to_json
         from vf.pipeline import plan_json_text
+        from vf.planir import plan_to_json
 
         result = _compile(_request(graph, config, envs))
         documents = [plan_to_json(p) for p in result.plans]
         if fmt == "json":
             payload = documents[0] if len(documents) == 1 else documents
-            click.echo(plan_json_text(payload) if isinstance(payload, dict) else plan_json_text({"plans": payload}), nl=False)
+            click.echo(
+                plan_json_text(payload)
+                if isinstance(payload, dict)
+                else plan_json_text({"plans": payload}),
+                nl=False,
+            )
         else:
             click.echo(yamlout.dump_all(documents), nl=False)
         return 0

@@ -128,7 +128,9 @@ def _validate(document: Any, path: Path) -> None:
     try:
         errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.path)))
     except (TypeError, ValueError) as exc:
-        raise VfError("VF_CONFIG_SCHEMA", f"{path.name}: {exc}", "fix the value", str(path)) from None
+        raise VfError(
+            "VF_CONFIG_SCHEMA", f"{path.name}: {exc}", "fix the value", str(path)
+        ) from None
     problems = [_problem(error, document, path) for error in errors]
     raise_if(problems)
 
@@ -137,7 +139,8 @@ def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Pr
     location = ".".join(str(p) for p in error.absolute_path) or "(top level)"
     where = f"{path}:{_line_of(document, list(error.absolute_path))}"
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = sorted(error.schema.get("properties", {}))
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        allowed = sorted(schema.get("properties", {}))
         extra = sorted(str(k) for k in error.instance if k not in allowed)
         hints = [difflib.get_close_matches(k, allowed, n=1) for k in extra]
         suggestion = "; ".join(

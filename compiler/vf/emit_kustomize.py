@@ -39,9 +39,7 @@ def _without_namespace(obj: Obj) -> Obj:
 def emit_kustomize(per_env: Mapping[str, Sequence[Obj]], namespaces: Mapping[str, str]) -> Tree:
     """The ``base/`` and ``overlays/`` files for every environment, keyed by relative path."""
     envs = sorted(per_env)
-    indexed = {
-        env: {_key(o): _without_namespace(o) for o in per_env[env]} for env in envs
-    }
+    indexed = {env: {_key(o): _without_namespace(o) for o in per_env[env]} for env in envs}
     first = indexed[envs[0]]
     common = [k for k in first if all(k in indexed[e] for e in envs)]
     tree: Tree = {}
@@ -60,8 +58,11 @@ def emit_kustomize(per_env: Mapping[str, Sequence[Obj]], namespaces: Mapping[str
 
 
 def _overlay(
-    env: str, objects: Mapping[tuple[str, str], Obj], base: Mapping[tuple[str, str], Obj],
-    common: Sequence[tuple[str, str]], namespace: str,
+    env: str,
+    objects: Mapping[tuple[str, str], Obj],
+    base: Mapping[tuple[str, str], Obj],
+    common: Sequence[tuple[str, str]],
+    namespace: str,
 ) -> Tree:
     root = f"overlays/{env}"
     tree: Tree = {}

@@ -20,7 +20,7 @@ def explain(result: CompileResult) -> str:
             parents = ", ".join(node.parents) or "-"
             extra = f", partition_by {node.partition_by}" if node.partition_by else ""
             lines.append(
-                f"  {workload.node}: {workload.node_kind} → {workload.kind} ×{workload.replicas}"
+                f"  {workload.node}: {workload.node_kind} → {workload.kind} x{workload.replicas}"
                 f", image {workload.image}, parents {parents}{extra}"
             )
         for channel in plan.channels:

@@ -13,7 +13,6 @@ from types import ModuleType, TracebackType
 from typing import TypeVar
 
 import vf_runtime
-
 from vf.errors import VfError
 from vf_runtime import AuthoringError, Flow
 
@@ -24,6 +23,8 @@ _OWN_DIRS = (
     str(Path(vf_runtime.__file__).resolve().parent) + "/",
 )
 T = TypeVar("T")
+_LOADED_GRAPHS: set[str] = set()
+_LOADED_DIRS: set[str] = set()
 
 
 def split_target(target: str) -> tuple[Path, str]:
@@ -54,7 +55,7 @@ def load_flow(target: str) -> tuple[Flow, Path]:
             f"define def {factory_name}() -> Flow in the module, or pass {path.name}:<factory>",
             str(path),
         )
-    flow = _call_user(lambda: factory(), path, "VF_LOAD_FACTORY_FAILED")
+    flow = _call_user(factory, path, "VF_LOAD_FACTORY_FAILED")
     if not isinstance(flow, Flow):
         raise VfError(
             "VF_LOAD_FACTORY_TYPE",
@@ -66,34 +67,41 @@ def load_flow(target: str) -> tuple[Flow, Path]:
 
 
 def _module_name(path: Path) -> str:
+    """The graph's basename, unless that would shadow a module the user did not write."""
     name = path.stem
-    if not name.isidentifier() or keyword.iskeyword(name):
+    if not name.isidentifier() or keyword.iskeyword(name) or name in sys.builtin_module_names:
         return FALLBACK_MODULE
+    if name in _LOADED_GRAPHS:
+        return name
     loaded = sys.modules.get(name)
     if loaded is not None:
         return name if getattr(loaded, "__file__", None) == str(path) else FALLBACK_MODULE
-    spec = importlib.util.find_spec(name) if name not in sys.builtin_module_names else None
-    if name in sys.builtin_module_names or (spec is not None and spec.origin != str(path)):
-        return FALLBACK_MODULE
-    return name
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    return FALLBACK_MODULE if spec is not None and spec.origin != str(path) else name
 
 
-def _forget_modules_from(directory: Path) -> None:
-    """Drop modules imported earlier from the graph's folder so a reload sees fresh code."""
-    prefix = str(directory) + "/"
+def _forget_user_modules(directory: Path) -> None:
+    """Drop modules imported from graph folders so a (re)load sees only this graph's code."""
+    _LOADED_DIRS.add(str(directory) + "/")
+    prefixes = tuple(_LOADED_DIRS)
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
-        if isinstance(file, str) and file.startswith(prefix):
+        if isinstance(file, str) and file.startswith(prefixes):
             del sys.modules[name]
+    for stale in prefixes:
+        if stale[:-1] in sys.path:
+            sys.path.remove(stale[:-1])
 
 
 def _import_module(path: Path) -> ModuleType:
     directory = path.parent
-    _forget_modules_from(directory)
-    if str(directory) in sys.path:
-        sys.path.remove(str(directory))
-    sys.path.insert(0, str(directory))
+    _forget_user_modules(directory)
     name = _module_name(path)
+    sys.path.insert(0, str(directory))
+    _LOADED_GRAPHS.add(name)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise VfError("VF_LOAD_NOT_FOUND", f"cannot import {path}", "check the file", str(path))
@@ -112,10 +120,14 @@ def _call_user(action: Callable[[], T], path: Path, code: str) -> T:
     except VfError:
         raise
     except AuthoringError as exc:
-        raise VfError(exc.code, str(exc), exc.remedy, _last_user_frame(exc.__traceback__, path)) from None
+        raise VfError(
+            exc.code, str(exc), exc.remedy, _last_user_frame(exc.__traceback__, path)
+        ) from None
     except SyntaxError as exc:
         where = f"{exc.filename}:{exc.lineno}" if exc.filename else str(path)
-        raise VfError(code, f"syntax error in the graph module: {exc.msg}", "fix the syntax", where) from None
+        raise VfError(
+            code, f"syntax error in the graph module: {exc.msg}", "fix the syntax", where
+        ) from None
     except SystemExit as exc:
         raise VfError(
             "VF_LOAD_EXIT",

@@ -13,6 +13,7 @@ from typing import Any
 from vf import names
 from vf.errors import Problem, raise_if
 from vf.graph import Graph, NodeIR
+from vf.load import FALLBACK_MODULE
 from vf_runtime import Consumer, Flow, Node, Processor, Producer
 from vf_runtime.constants import DEVICE_TYPES, GPU
 from vf_runtime.policies import DeliveryPolicy, JoinPolicy
@@ -63,7 +64,6 @@ def lower(flow: Flow, *, source_stem: str) -> Graph:
     _check_shape(flow, reachable, scan)
     _assign_names(reachable, scan)
     order = _topological(reachable, scan)
-    raise_if(scan.problems)
     children: dict[int, list[str]] = {id(n): [] for n in reachable}
     for node in order:
         for parent in node.parents:
@@ -193,12 +193,16 @@ def _topological(reachable: list[Node], scan: _Scan) -> list[Node]:
                 counter += 1
                 heapq.heappush(heap, (scan.names[id(child)], counter, child))
     if len(order) < len(reachable):
-        stuck = sorted(scan.names[id(n)] for n in reachable if pending[id(n)] > 0)
+        stuck = sorted(
+            (n for n in reachable if pending[id(n)] > 0), key=lambda n: scan.names[id(n)]
+        )
         scan.add(
             "VF_GRAPH_CYCLE",
-            f"the graph has a cycle through {', '.join(stuck[:10])}",
+            f"the graph has a cycle; these nodes wait on each other: "
+            f"{', '.join(scan.names[id(n)] for n in stuck[:10])}",
             "remove the parent link that closes the loop; a flow is a DAG",
         )
+        order.extend(stuck)  # still lowered, so their own problems are reported too
     for node in reachable:
         if len(set(map(id, node.parents))) != len(node.parents):
             scan.add(
@@ -257,37 +261,69 @@ def _node_fields(node: Node, parents: tuple[str, ...], where: str, scan: _Scan) 
     if isinstance(node, Consumer) and partition_by is not None:
         scan.add(
             "VF_GRAPH_CONSUMER_PARTITION",
-            f"consumer '{node.name or type(node).__name__}' sets partition_by; consumers never partition",
+            f"consumer '{node.name or type(node).__name__}' sets partition_by; "
+            "consumers never partition",
             "remove partition_by from the consumer; partition the processor before it",
             where,
         )
     return values
 
 
-def _check_fields(values: dict[str, Any], parents: tuple[str, ...], where: str, scan: _Scan) -> None:
+def _check_fields(
+    values: dict[str, Any], parents: tuple[str, ...], where: str, scan: _Scan
+) -> None:
     def bad(code: str, what: str, remedy: str) -> None:
         scan.add(code, what, remedy, where)
 
     nb_tasks, gpu_count = values["nb_tasks"], values["gpu_count"]
     if not _positive_int(nb_tasks):
-        bad("VF_GRAPH_NB_TASKS", f"nb_tasks={nb_tasks!r} is not a positive integer", "pass nb_tasks >= 1")
+        bad(
+            "VF_GRAPH_NB_TASKS",
+            f"nb_tasks={nb_tasks!r} is not a positive integer",
+            "pass nb_tasks >= 1",
+        )
     if values["device_type"] not in DEVICE_TYPES:
-        bad("VF_GRAPH_DEVICE", f"device_type={values['device_type']!r} is not one of cpu, gpu", "pass device_type=CPU or GPU")
+        bad(
+            "VF_GRAPH_DEVICE",
+            f"device_type={values['device_type']!r} is not one of cpu, gpu",
+            "pass device_type=CPU or GPU",
+        )
     if not _positive_int(gpu_count):
-        bad("VF_GRAPH_GPU", f"gpu_count={gpu_count!r} is not a positive integer", "pass gpu_count >= 1")
+        bad(
+            "VF_GRAPH_GPU",
+            f"gpu_count={gpu_count!r} is not a positive integer",
+            "pass gpu_count >= 1",
+        )
     _check_gpu_memory(values, bad)
-    for key, expected in (("is_finite", bool), ("idempotent", bool), ("image", str), ("partition_by", str)):
+    for key, expected in (
+        ("is_finite", bool),
+        ("idempotent", bool),
+        ("image", str),
+        ("partition_by", str),
+    ):
         value = values[key]
         if value is not None and not isinstance(value, expected):
-            bad("VF_GRAPH_FIELD_TYPE", f"{key}={value!r} has the wrong type", f"pass a {expected.__name__}")
+            bad(
+                "VF_GRAPH_FIELD_TYPE",
+                f"{key}={value!r} has the wrong type",
+                f"pass a {expected.__name__}",
+            )
     if values["image"] == "" or values["partition_by"] == "":
-        bad("VF_GRAPH_FIELD_TYPE", "image and partition_by cannot be empty strings", "pass a value or None")
+        bad(
+            "VF_GRAPH_FIELD_TYPE",
+            "image and partition_by cannot be empty strings",
+            "pass a value or None",
+        )
     join, delivery = values["join_policy"], values["delivery"]
     if join is not None and not isinstance(join, JoinPolicy):
         bad("VF_POLICY_JOIN", f"join_policy={join!r} is not a JoinPolicy", "pass JoinPolicy(...)")
         values["join_policy"] = None
     if delivery is not None and not isinstance(delivery, DeliveryPolicy):
-        bad("VF_POLICY_DELIVERY", f"delivery={delivery!r} is not a DeliveryPolicy", "pass DeliveryPolicy(...)")
+        bad(
+            "VF_POLICY_DELIVERY",
+            f"delivery={delivery!r} is not a DeliveryPolicy",
+            "pass DeliveryPolicy(...)",
+        )
         values["delivery"] = None
     _check_join_rules(values, parents, bad)
 
@@ -296,10 +332,23 @@ def _check_gpu_memory(values: dict[str, Any], bad: Any) -> None:
     memory = values["gpu_memory_gib"]
     if memory is None:
         return
-    if not isinstance(memory, int | float) or isinstance(memory, bool) or not math.isfinite(memory) or memory <= 0:
-        bad("VF_GRAPH_GPU", f"gpu_memory_gib={memory!r} is not a positive number", "pass the GiB the node needs")
+    if (
+        not isinstance(memory, int | float)
+        or isinstance(memory, bool)
+        or not math.isfinite(memory)
+        or memory <= 0
+    ):
+        bad(
+            "VF_GRAPH_GPU",
+            f"gpu_memory_gib={memory!r} is not a positive number",
+            "pass the GiB the node needs",
+        )
     if values["device_type"] != GPU:
-        bad("VF_GRAPH_GPU", "gpu_memory_gib needs device_type=GPU", "pass device_type=GPU or drop gpu_memory_gib")
+        bad(
+            "VF_GRAPH_GPU",
+            "gpu_memory_gib needs device_type=GPU",
+            "pass device_type=GPU or drop gpu_memory_gib",
+        )
     if _positive_int(values["gpu_count"]) and values["gpu_count"] > 1:
         bad(
             "VF_GRAPH_GPU",
@@ -327,7 +376,11 @@ def _check_join_rules(values: dict[str, Any], parents: tuple[str, ...], bad: Any
     if isinstance(join, JoinPolicy):
         unknown = sorted(k for k, _ in join._collect_items() if k not in parents)
         if unknown:
-            bad("VF_POLICY_JOIN", f"collect names unknown parents: {', '.join(unknown)}", "collect by parent node names")
+            bad(
+                "VF_POLICY_JOIN",
+                f"collect names unknown parents: {', '.join(unknown)}",
+                "collect by parent node names",
+            )
 
 
 def _positive_int(value: object) -> bool:
@@ -336,7 +389,15 @@ def _positive_int(value: object) -> bool:
 
 def _node_class(node: Node, where: str, scan: _Scan) -> str:
     cls = type(node)
-    if cls.__module__ == "__main__" or "<locals>" in cls.__qualname__:
+    if cls.__module__ == FALLBACK_MODULE:
+        scan.add(
+            "VF_GRAPH_NODE_CLASS",
+            f"class {cls.__qualname__} lives in a graph module whose file name shadows an "
+            "installed module, so a worker cannot import it",
+            "rename the graph module, or define node classes in a sibling <name>_nodes.py",
+            where,
+        )
+    elif cls.__module__ == "__main__" or "<locals>" in cls.__qualname__:
         scan.add(
             "VF_GRAPH_NODE_CLASS",
             f"class {cls.__qualname__} cannot be imported by a worker (defined in "
@@ -353,7 +414,7 @@ def _params_json(node: Node, where: str, scan: _Scan) -> str:
         if key.startswith("*"):
             scan.add(
                 "VF_GRAPH_PARAMS",
-                f"constructor takes *{key[1:]}; a worker rebuilds nodes from keyword arguments only",
+                f"constructor takes *{key[1:]}; workers rebuild nodes from keyword arguments",
                 "replace *args with named parameters",
                 where,
             )
@@ -362,7 +423,8 @@ def _params_json(node: Node, where: str, scan: _Scan) -> str:
         scan.add(
             "VF_GRAPH_PARAMS",
             f"constructor argument {problem} is not JSON-serializable",
-            "pass only str, int, float, bool, None, lists and str-keyed dicts; load heavy data in open()",
+            "pass only str, int, float, bool, None, lists and str-keyed dicts; "
+            "load heavy data in open()",
             where,
         )
         return "{}"

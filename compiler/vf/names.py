@@ -54,5 +54,5 @@ def broker_token(text: str) -> str:
 
 
 def default_node_name(class_name: str) -> str:
-    """The name a node gets from its class when it occurs once: ``FrameReader`` → ``frame-reader``."""
+    """The default name of a node whose class occurs once: ``FrameReader`` → ``frame-reader``."""
     return slug(_CAMEL.sub("-", class_name)) or "node"

@@ -81,4 +81,3 @@ def compile_project(request: CompileRequest) -> CompileResult:
 
 def plan_json_text(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-

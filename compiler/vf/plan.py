@@ -40,9 +40,20 @@ def plan_environment(graph: Graph, env: Environment, *, flow_id: str) -> Plan:
     _check_config_nodes(graph, env, problems)
     raise_if(problems)
     run_id, run_source = _run_id(graph, env, flow_id=flow_id, replicas=replicas)
-    flow_labels: Pairs = ((FLOW_LABEL, names.label_value(flow_id)), (MANAGED_BY, "vf"), (PART_OF, names.label_value(flow_id)))
+    flow_labels: Pairs = (
+        (FLOW_LABEL, names.label_value(flow_id)),
+        (MANAGED_BY, "vf"),
+        (PART_OF, names.label_value(flow_id)),
+    )
     run_labels = (*flow_labels, (RUN_LABEL, run_id))
-    ctx = _Context(graph=graph, env=env, flow_id=flow_id, run_id=run_id, replicas=replicas, run_labels=run_labels)
+    ctx = _Context(
+        graph=graph,
+        env=env,
+        flow_id=flow_id,
+        run_id=run_id,
+        replicas=replicas,
+        run_labels=run_labels,
+    )
     workloads = tuple(_workload(ctx, node, images[node.name]) for node in graph.nodes)
     return Plan(
         version=PLAN_VERSION,
@@ -210,7 +221,15 @@ def _workload(ctx: _Context, node: NodeIR, image: str) -> Workload:
         (RUN_LABEL, ctx.run_id),
     )
     labels = tuple(
-        sorted({*ctx.run_labels, *selector, (NAME, node_label), (COMPONENT, node.kind), (INSTANCE, names.k8s_name(ctx.flow_id, ctx.run_id, node.name))})
+        sorted(
+            {
+                *ctx.run_labels,
+                *selector,
+                (NAME, node_label),
+                (COMPONENT, node.kind),
+                (INSTANCE, names.k8s_name(ctx.flow_id, ctx.run_id, node.name)),
+            }
+        )
     )
     env = _worker_env(ctx, node)
     long_running = kind != "Job"
@@ -243,13 +262,18 @@ def _resources(env: Environment, node: str) -> ContainerResources:
     if chosen is None:
         return ContainerResources()
     fallback = table.get("*")
+
     def pick(field: str) -> str | None:
         value = getattr(chosen, field)
         if value is None and fallback is not None and chosen is not fallback:
             value = getattr(fallback, field)
         return value if isinstance(value, str) else None
+
     return ContainerResources(
-        cpu=pick("cpu"), memory=pick("memory"), cpu_limit=pick("cpu_limit"), memory_limit=pick("memory_limit")
+        cpu=pick("cpu"),
+        memory=pick("memory"),
+        cpu_limit=pick("cpu_limit"),
+        memory_limit=pick("memory_limit"),
     )
 
 
@@ -274,7 +298,9 @@ def _worker_env(ctx: _Context, node: NodeIR) -> Pairs:
     if node.join_policy is not None and node.parents:
         env["VF_JOIN_POLICY_JSON"] = json.dumps(node.join_policy.to_dict(), sort_keys=True)
     if node.children:
-        readers = sum(ctx.replicas[c] if ctx.partitioned(ctx.nodes[c]) else 1 for c in node.children)
+        readers = sum(
+            ctx.replicas[c] if ctx.partitioned(ctx.nodes[c]) else 1 for c in node.children
+        )
         env["VF_BLOB_READERS"] = str(readers)
     if node.delivery_declared:
         env["VF_DELIVERY"] = node.delivery.delivery
@@ -298,7 +324,9 @@ def _channel(ctx: _Context, node: NodeIR) -> Channel:
         child = ctx.nodes[child_name]
         token = names.broker_token(child_name)
         if ctx.partitioned(child):
-            readers.extend(f"{token}--from--{parent}--p{i}" for i in range(ctx.replicas[child_name]))
+            readers.extend(
+                f"{token}--from--{parent}--p{i}" for i in range(ctx.replicas[child_name])
+            )
         else:
             readers.append(f"{token}--from--{parent}")
     subject = ctx.subject(node.name)
@@ -339,7 +367,11 @@ def _provision(ctx: _Context, images: Mapping[str, str]) -> Provision:
         size += len(line) + 1
     shards.append("\n".join(current) + "\n")
     base = ("vf", ctx.flow_id, ctx.run_id, "topology")
-    cms = (names.k8s_name(*base),) if len(shards) == 1 else tuple(names.k8s_name(*base, str(i)) for i in range(len(shards)))
+    cms = (
+        (names.k8s_name(*base),)
+        if len(shards) == 1
+        else tuple(names.k8s_name(*base, str(i)) for i in range(len(shards)))
+    )
     image = ctx.env.default_image or images[ctx.graph.nodes[0].name]
     labels = tuple(sorted({*ctx.run_labels, (NAME, "vf-provision"), (COMPONENT, "provision")}))
     return Provision(

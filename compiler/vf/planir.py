@@ -98,7 +98,8 @@ class Plan:
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
     """A JSON-ready dict of the plan: pairs become objects, tuples become lists."""
-    return _jsonable(plan)
+    document: dict[str, Any] = _jsonable(plan)
+    return document
 
 
 def _jsonable(value: Any) -> Any:

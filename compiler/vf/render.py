@@ -106,7 +106,7 @@ def _pod_spec(plan: Plan, containers: list[Obj], volumes: list[Obj], restart: st
 
 def _provision_job(plan: Plan) -> Obj:
     prov = plan.provision
-    mounts = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
+    mounts: list[Obj] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
     sources = [{"configMap": {"name": name}} for name in prov.topology_configmaps]
     mounts.append({"name": "topology", "mountPath": TOPOLOGY_DIR, "readOnly": True})
     container = {

@@ -11,7 +11,7 @@ _FOLDERS = ("templates", "schemas", "kustomize")
 
 @cache
 def resource_dir(folder: str) -> Path:
-    """The directory of a shipped data folder: ``vf/<folder>`` in a wheel, ``<repo>/<folder>`` in a checkout."""
+    """A shipped data folder: ``vf/<folder>`` in a wheel, ``<repo>/<folder>`` in a checkout."""
     if folder not in _FOLDERS:
         raise ValueError(f"unknown resource folder {folder!r}")
     for candidate in (_PACKAGE_DIR / folder, _PACKAGE_DIR.parent.parent / folder):

@@ -73,11 +73,12 @@ def check_owned(out: Path) -> list[str]:
             raise VfError(
                 "VF_OUTPUT_NOT_OWNED",
                 f"{str(out)!r} is not empty and was not written by vf",
-                "choose an empty or new directory for --out; vf never overwrites files it did not write",
+                "choose an empty or new directory for --out; "
+                "vf never overwrites files it did not write",
                 str(out),
             )
         return []
-    return owned + [MANIFEST]
+    return [*owned, MANIFEST]
 
 
 def write_tree(out: Path, tree: Mapping[str, str]) -> None:

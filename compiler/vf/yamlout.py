@@ -98,11 +98,7 @@ def _emit_entry(head: str, value: Any, child_indent: str, out: list[str]) -> Non
 
 
 def _emit_item(indent: str, item: Any, out: list[str]) -> None:
-    if isinstance(item, Mapping) and item:
-        start = len(out)
-        _emit(item, indent + "  ", out)
-        out[start] = f"{indent}- {out[start][len(indent) + 2 :]}"
-    elif isinstance(item, list | tuple) and item:
+    if (isinstance(item, Mapping) and item) or (isinstance(item, list | tuple) and item):
         start = len(out)
         _emit(item, indent + "  ", out)
         out[start] = f"{indent}- {out[start][len(indent) + 2 :]}"

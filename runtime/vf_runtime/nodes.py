@@ -30,12 +30,13 @@ class _NodeMeta(type):
 
 def _bind_params(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Turn a constructor call into keyword arguments; positional extras land in ``*``."""
+    init = cls.__init__  # type: ignore[misc]
     try:
-        bound = inspect.signature(cls).bind(*args, **kwargs)
+        bound = inspect.signature(init).bind(None, *args, **kwargs)
     except TypeError:
         return dict(kwargs)
     params: dict[str, Any] = {}
-    for name, value in bound.arguments.items():
+    for name, value in list(bound.arguments.items())[1:]:
         kind = bound.signature.parameters[name].kind
         if kind is inspect.Parameter.VAR_KEYWORD:
             params.update(value)

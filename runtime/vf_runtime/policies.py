@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from vf_runtime.constants import BATCH, FLOW_TYPES
@@ -66,7 +66,6 @@ class JoinPolicy:
             "quorum": self.quorum,
             "collect": collect,
         }
-
 
     def _collect_items(self) -> tuple[tuple[str, float], ...]:
         if self.collect is None or isinstance(self.collect, Mapping):

@@ -1,0 +1,28 @@
+# vf's two entry points: `make demo` (set up, then compile an example) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test check bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/setup
+	PYTHON=$(PYTHON) bash scripts/setup
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/vf compile examples/batch_pipeline/graph.py --out deploy/batch_pipeline
+	$(BIN)/vf compile examples/realtime_cameras/graph.py --out deploy/realtime_cameras
+	$(BIN)/vf explain examples/batch_pipeline/graph.py
+	kubectl kustomize deploy/batch_pipeline/overlays/dev > /dev/null && echo "overlay dev builds with kubectl kustomize"
+
+test: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
+
+bench: setup
+	$(BIN)/python bench/compile.py
+
+clean:
+	rm -rf $(VENV) deploy .mypy_cache .ruff_cache .pytest_cache

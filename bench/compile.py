@@ -1,0 +1,263 @@
+"""Time ``vf compile`` on synthetic layered BATCH graphs of 10 to 5000 nodes.
+
+The graphs have the same shape and node names as the videoflow reference benchmark, so
+the numbers can be set side by side: W lanes fed by one producer ``src``, D layers of
+processors ``p-{j}-{d}`` with a two-parent join on every odd lane at layers d % 5 == 3,
+R chained ``tail-k`` processors after lane 0 and one consumer ``sink-{j}`` per lane.
+
+Every measurement is a fresh ``vf compile GRAPH --out DIR`` process into a new directory:
+wall time covers interpreter start-up, imports, compilation, writing and exit; peak RSS is
+the child's ``ru_maxrss`` as reported by ``os.wait4``. Results go to
+``bench/results/compile.json`` and to the table section of ``docs/performance.md``.
+
+Usage: ``python bench/compile.py [--sizes 10,100] [--repeat K] [--no-save]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "compile.json"
+DOC = ROOT / "docs" / "performance.md"
+START, END = "<!-- compile-table:start -->", "<!-- compile-table:end -->"
+SIZES = (10, 100, 1000, 5000)
+# videoflow's compile + render of the same shapes, one environment: median wall s, peak MiB.
+VIDEOFLOW = {10: (0.315, 89.0), 100: (0.487, 90.3), 1000: (2.310, 100.3), 5000: (11.467, 147.0)}
+
+NODES = '''"""Node classes of the compile benchmark's synthetic graph."""
+
+from typing import Any
+
+from vf import Consumer, Processor, Producer
+
+
+class IntProducer(Producer):
+    def __init__(self, start_value: int = 0, end_value: int = 99, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.start_value = start_value
+        self.end_value = end_value
+        self._next = start_value
+
+    def next(self) -> int:
+        if self._next > self.end_value:
+            raise StopIteration
+        self._next += 1
+        return self._next - 1
+
+
+class IdentityProcessor(Processor):
+    def process(self, item: Any) -> Any:
+        return item
+
+
+class JoinerProcessor(Processor):
+    def process(self, left: Any, right: Any) -> Any:
+        return (left, right)
+
+
+class PrintConsumer(Consumer):
+    def consume(self, item: Any) -> None:
+        print(item)
+'''
+
+GRAPH = '''"""Synthetic layered BATCH graph of {n} nodes: {w} lanes, {d} layers, {r} tail nodes."""
+
+from bench_nodes import IdentityProcessor, IntProducer, JoinerProcessor, PrintConsumer
+
+from vf import BATCH, Flow
+
+W, D, R = {w}, {d}, {r}
+
+
+def build_flow() -> Flow:
+    src = IntProducer(start_value=0, end_value=99, name="src")
+    lane = [IdentityProcessor(name=f"p-{{j}}-1")(src) for j in range(W)]
+    for d in range(2, D + 1):
+        prev = lane
+        lane = [
+            JoinerProcessor(name=f"p-{{j}}-{{d}}")(prev[j], prev[j - 1])
+            if d % 5 == 3 and j % 2 == 1
+            else IdentityProcessor(name=f"p-{{j}}-{{d}}")(prev[j])
+            for j in range(W)
+        ]
+    for k in range(1, R + 1):
+        lane[0] = IdentityProcessor(name=f"tail-{{k}}")(lane[0])
+    sinks = [PrintConsumer(name=f"sink-{{j}}")(lane[j]) for j in range(W)]
+    return Flow(sinks, flow_type=BATCH, flow_id="peerbench")
+'''
+
+CONFIG = """flow_id: peerbench
+environments:
+  dev:
+    namespace: peerbench-dev
+    images: {default: registry.example.com/vf-worker:bench}
+  prod:
+    namespace: peerbench
+    images: {default: registry.example.com/vf-worker:bench}
+"""
+
+
+def shape(n: int) -> dict[str, int]:
+    """Lanes, layers, tail length, joins and edges of the N-node graph."""
+    w = max(2, round(math.sqrt(n) / 3))
+    d = (n - 1 - w) // w
+    r = (n - 1 - w) - w * d
+    joins = sum(1 for layer in range(2, d + 1) if layer % 5 == 3) * (w // 2)
+    return {"W": w, "D": d, "R": r, "joins": joins, "edges": w * (d + 1) + joins + r}
+
+
+def write_project(root: Path, n: int) -> Path:
+    s = shape(n)
+    project = root / f"n{n}"
+    project.mkdir()
+    (project / "bench_nodes.py").write_text(NODES, encoding="utf-8")
+    (project / "vf.yaml").write_text(CONFIG, encoding="utf-8")
+    graph = project / "graph.py"
+    graph.write_text(GRAPH.format(n=n, w=s["W"], d=s["D"], r=s["R"]), encoding="utf-8")
+    return graph
+
+
+def run_once(argv: list[str], cwd: Path) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one child process; raise if it fails."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            message = err.read().decode(errors="replace")
+            raise RuntimeError(f"{argv[1:]} exited {proc.returncode}: {message}")
+    return wall, usage.ru_maxrss
+
+
+def tree_stats(out: Path) -> tuple[int, int, str]:
+    """Number of files, total bytes and a digest of the tree written to ``out``."""
+    digest, files, size = hashlib.sha256(), 0, 0
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        digest.update(str(path.relative_to(out)).encode() + b"\0" + data + b"\0")
+        files, size = files + 1, size + len(data)
+    return files, size, digest.hexdigest()[:16]
+
+
+def measure(vf: str, graph: Path, envs: list[str], repeat: int, work: Path) -> dict[str, Any]:
+    walls: list[float] = []
+    rss: list[int] = []
+    digests: set[str] = set()
+    files = size = 0
+    for i in range(repeat):
+        out = work / f"out-{'-'.join(envs) or 'all'}-{i}"
+        argv = [vf, "compile", str(graph), "--out", str(out), *[f"--env={e}" for e in envs]]
+        wall, peak = run_once(argv, graph.parent)
+        walls.append(round(wall, 4))
+        rss.append(peak)
+        files, size, digest = tree_stats(out)
+        digests.add(digest)
+    return {
+        "wall_s": walls,
+        "wall_median_s": round(statistics.median(walls), 4),
+        "peak_rss_kib": rss,
+        "peak_rss_median_mib": round(statistics.median(rss) / 1024, 1),
+        "files": files,
+        "bytes": size,
+        "distinct_outputs": len(digests),
+    }
+
+
+def startup(argv: list[str], repeat: int = 10) -> float:
+    return round(statistics.median(run_once(argv, ROOT)[0] for _ in range(repeat)), 4)
+
+
+def table(report: dict[str, Any]) -> str:
+    lines = [
+        "| N | vf, 2 envs (s) | vf, 1 env (s) | vf peak RSS, 2 / 1 env (MiB) | files / bytes "
+        "(2 envs) | videoflow (s) | videoflow peak (MiB) | videoflow / vf, 1 env | "
+        "videoflow / vf, 2 envs |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key, row in report["sizes"].items():
+        two, one = row["two_envs"], row["one_env"]
+        peer_s, peer_mib = VIDEOFLOW.get(int(key), (math.nan, math.nan))
+        lines.append(
+            f"| {key} | {two['wall_median_s']:.3f} | {one['wall_median_s']:.3f} | "
+            f"{two['peak_rss_median_mib']:.1f} / {one['peak_rss_median_mib']:.1f} | "
+            f"{two['files']} / {two['bytes']:,} | {peer_s:.3f} | {peer_mib:.1f} | "
+            f"{peer_s / one['wall_median_s']:.2f}x | {peer_s / two['wall_median_s']:.2f}x |"
+        )
+    m = report["machine"]
+    lines += [
+        "",
+        f"`vf --version` start-up: {report['startup_s']['vf_version']:.3f} s median of 10 "
+        f"(bare `python -c pass`: {report['startup_s']['python']:.3f} s). "
+        f"Machine: {m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}.",
+    ]
+    return "\n".join(lines)
+
+
+def update_doc(text: str) -> None:
+    section = f"{START}\n{text}\n{END}"
+    old = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Performance\n"
+    if START in old and END in old:
+        head, rest = old.split(START, 1)
+        new = head + section + rest.split(END, 1)[1]
+    else:
+        new = old.rstrip("\n") + "\n\n" + section + "\n"
+    DOC.write_text(new, encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="e.g. 10,100")
+    parser.add_argument("--repeat", type=int, default=0, help="runs per size (default 5/3)")
+    parser.add_argument("--no-save", action="store_true", help="only print the table")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    vf = str(Path(sys.executable).parent / "vf")
+    report: dict[str, Any] = {
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "machine": platform.machine(),
+            "platform": f"{platform.system()} {platform.release()}",
+            "python": platform.python_version(),
+        },
+        "startup_s": {
+            "python": startup([sys.executable, "-c", "pass"]),
+            "vf_version": startup([vf, "--version"]),
+        },
+        "sizes": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="vf-bench-") as tmp:
+        for n in sizes:
+            graph = write_project(Path(tmp), n)
+            repeat = args.repeat or (3 if n >= 5000 else 5)
+            run_once([vf, "compile", str(graph), "--out", str(graph.parent / "warm")], ROOT)
+            row: dict[str, Any] = {"repeat": repeat, "shape": shape(n)}
+            row["two_envs"] = measure(vf, graph, [], repeat, graph.parent)
+            row["one_env"] = measure(vf, graph, ["dev"], repeat, graph.parent)
+            report["sizes"][str(n)] = row
+            print(f"N={n}: {row['two_envs']['wall_median_s']} s, 2 envs", file=sys.stderr)
+    text = table(report)
+    print(text)
+    if not args.no_save:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        update_doc(text)
+
+
+if __name__ == "__main__":
+    main()
