@@ -47,9 +47,7 @@ from vf import Consumer, Processor, Producer
 class IntProducer(Producer):
     def __init__(self, start_value: int = 0, end_value: int = 99, **kw: Any) -> None:
         super().__init__(**kw)
-        self.start_value = start_value
-        self.end_value = end_value
-        self._next = start_value
+        self.start_value, self.end_value, self._next = start_value, end_value, start_value
 
     def next(self) -> int:
         if self._next > self.end_value:
@@ -140,8 +138,7 @@ def run_once(argv: list[str], cwd: Path) -> tuple[float, int]:
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             err.seek(0)
-            message = err.read().decode(errors="replace")
-            raise RuntimeError(f"{argv[1:]} exited {proc.returncode}: {message}")
+            raise RuntimeError(f"{argv[1:]} exited {proc.returncode}: {err.read().decode()}")
     return wall, usage.ru_maxrss
 
 

@@ -143,6 +143,8 @@ def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Pr
         allowed = sorted(schema.get("properties", {}))
         extra = sorted(str(k) for k in error.instance if k not in allowed)
         hints = [difflib.get_close_matches(k, allowed, n=1) for k in extra]
+        if extra:
+            where = f"{path}:{_line_of(document, [*error.absolute_path, extra[0]])}"
         suggestion = "; ".join(
             f"did you mean {h[0]!r} for {k!r}?" for k, h in zip(extra, hints, strict=True) if h
         )

@@ -36,7 +36,11 @@ def scalar(value: Any) -> str:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"cannot write {value!r} to YAML")
-        return repr(value)
+        text = repr(value)
+        if "e" in text and "." not in text:  # YAML 1.1 floats need a dot in the mantissa
+            mantissa, _, exponent = text.partition("e")
+            text = f"{mantissa}.0e{exponent}"
+        return text
     if isinstance(value, str):
         return value if _is_plain(value) else quote(value)
     raise TypeError(f"cannot write {type(value).__name__} to YAML")

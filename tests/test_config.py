@@ -1,0 +1,118 @@
+"""vf.yaml: schema validation with suggestions and locations, environment selection."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from vf.cli import cli
+from vf.config import load_targets
+
+GRAPH = """
+from vf import Consumer, Flow, Processor, Producer
+
+
+class Src(Producer):
+    def next(self):
+        raise StopIteration
+
+
+class Work(Processor):
+    def process(self, x):
+        return x
+
+
+class Sink(Consumer):
+    def consume(self, x):
+        pass
+
+
+def build_flow():
+    return Flow([Sink()(Work()(Src()))])
+"""
+
+
+IMAGE = "environments:\n  dev:\n    images:\n      default: r.io/a:1\n"
+
+
+def _validate(write_graph: Callable[..., Path], config: str) -> tuple[int, str]:
+    graph = write_graph(GRAPH, config)
+    result = CliRunner().invoke(cli, ["validate", str(graph)])
+    return result.exit_code, result.output
+
+
+def test_unknown_key_suggests_the_nearest(write_graph: Callable[..., Path]) -> None:
+    config = "environments:\n  dev:\n    namespce: x\n    images:\n      default: reg.io/a:1\n"
+    code, output = _validate(write_graph, config)
+    assert code == 2
+    assert "error[VF_CONFIG_UNKNOWN_KEY]" in output
+    assert "did you mean 'namespace'" in output
+    assert "vf.yaml:3" in output
+
+
+@pytest.mark.parametrize(
+    ("config", "code"),
+    [
+        ("environments:\n  dev:\n    replicas:\n      work: 0\n", "VF_CONFIG_SCHEMA"),
+        ("environments:\n  dev:\n    replicas:\n      work: two\n", "VF_CONFIG_SCHEMA"),
+        ("environments:\n  dev:\n    image_pull_policy: Sometimes\n", "VF_CONFIG_SCHEMA"),
+        ("environments:\n  dev:\n    namespace: Bad_NS\n", "VF_CONFIG_SCHEMA"),
+        ("environments:\n  Dev:\n    namespace: x\n", "VF_CONFIG_SCHEMA"),
+        ("environments:\n  dev:\n    images:\n      default: 'UPPER:case'\n", "VF_CONFIG_SCHEMA"),
+        (
+            "environments:\n  dev:\n    resources:\n      work:\n        cpu: lots\n",
+            "VF_CONFIG_SCHEMA",
+        ),
+        ("environments: {}\n", "VF_CONFIG_SCHEMA"),
+        ("flow_id: x\nflow_id: y\n", "VF_CONFIG_SYNTAX"),
+        ("environments: [\n", "VF_CONFIG_SYNTAX"),
+        ("- a\n- b\n", "VF_CONFIG_SCHEMA"),
+        (
+            IMAGE + "    replicas:\n      ghost: 2\n",
+            "VF_CONFIG_UNKNOWN_NODE",
+        ),
+        (
+            IMAGE + "    replicas:\n      src: 2\n",
+            "VF_CONFIG_REPLICAS",
+        ),
+    ],
+)
+def test_bad_configs_get_named_errors(
+    config: str, code: str, write_graph: Callable[..., Path]
+) -> None:
+    exit_code, output = _validate(write_graph, config)
+    assert exit_code == 2, output
+    assert f"error[{code}]" in output
+    assert "Traceback" not in output
+
+
+def test_without_a_config_there_is_one_default_environment() -> None:
+    targets = load_targets(None)
+    assert [env.name for env in targets.environments] == ["default"]
+    assert targets.environments[0].namespace == "default"
+
+
+def test_explicit_config_path(write_graph: Callable[..., Path], tmp_path: Path) -> None:
+    graph = write_graph(GRAPH)
+    config = tmp_path / "targets.yaml"
+    config.write_text("environments:\n  edge:\n    images:\n      default: r.io/a:1\n")
+    result = CliRunner().invoke(cli, ["validate", str(graph), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    missing = CliRunner().invoke(cli, ["validate", str(graph), "--config", str(tmp_path / "no")])
+    assert missing.exit_code == 2
+    assert "error[VF_CONFIG_NOT_FOUND]" in missing.output
+
+
+def test_resources_fall_back_to_the_wildcard(write_graph: Callable[..., Path]) -> None:
+    config = (
+        "environments:\n  dev:\n    images:\n      default: r.io/a:1\n    resources:\n"
+        "      '*':\n        cpu: 100m\n        memory: 64Mi\n      work:\n        cpu: 2\n"
+    )
+    graph = write_graph(GRAPH, config)
+    result = CliRunner().invoke(cli, ["plan", str(graph)])
+    assert result.exit_code == 0, result.output
+    assert '"cpu": "2"' in result.output
+    assert '"memory": "64Mi"' in result.output

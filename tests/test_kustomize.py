@@ -1,0 +1,88 @@
+"""Every overlay builds with the real kubectl, equals its plan's objects, and is schema-valid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from ruamel.yaml import YAML
+
+from tests.conftest import EXAMPLE_NAMES, kustomize_build
+from vf.pipeline import CompileResult
+from vf.write import write_tree
+
+K8S_VERSIONS = ("1.31", "1.32", "1.33", "1.34", "1.35")
+
+
+def _parse(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in YAML(typ="safe").load_all(text) if doc is not None]
+
+
+def _by_identity(objects: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    return {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects}
+
+
+@pytest.fixture(scope="module")
+def built(
+    compiled_examples: dict[str, CompileResult],
+    kubectl: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """``kubectl kustomize overlays/<env>`` for every example and environment."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for example, result in compiled_examples.items():
+        root = tmp_path_factory.mktemp(example) / "deploy"
+        write_tree(root, result.tree)
+        for plan in result.plans:
+            overlay = root / "overlays" / plan.environment
+            out[(example, plan.environment)] = _parse(kustomize_build(kubectl, overlay))
+    return out
+
+
+def _cases(compiled: list[str]) -> list[tuple[str, str]]:
+    return [(e, env) for e in compiled for env in ("dev", "prod")]
+
+
+@pytest.mark.parametrize(("example", "env"), _cases(EXAMPLE_NAMES))
+def test_overlay_build_equals_the_plans_objects(
+    example: str,
+    env: str,
+    built: dict[tuple[str, str], list[dict[str, Any]]],
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    expected = _by_identity(compiled_examples[example].objects[env])
+    actual = _by_identity(built[(example, env)])
+    assert sorted(actual) == sorted(expected)
+    for key, obj in expected.items():
+        assert actual[key] == obj, key
+
+
+@pytest.mark.parametrize(("example", "env"), _cases(EXAMPLE_NAMES))
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_overlay_validates_strictly(
+    example: str, env: str, version: str, built: dict[tuple[str, str], list[dict[str, Any]]]
+) -> None:
+    for obj in built[(example, env)]:
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_overlays_differ_only_where_the_environments_do(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    tree = compiled_examples["batch_pipeline"].tree
+    dev = tree["overlays/dev/kustomization.yaml"]
+    assert "namespace: pipelines-dev" in dev
+    assert any(path.startswith("overlays/prod/patches/") for path in tree)
+    assert sum(path.startswith("base/") for path in tree) > 5
+
+
+def test_write_creates_every_overlay(
+    compiled_examples: dict[str, CompileResult], tmp_path: Path
+) -> None:
+    result = compiled_examples["realtime_cameras"]
+    write_tree(tmp_path / "out", result.tree)
+    for plan in result.plans:
+        assert (tmp_path / "out" / "overlays" / plan.environment / "kustomization.yaml").is_file()
+        assert (tmp_path / "out" / "plan" / f"{plan.environment}.json").is_file()

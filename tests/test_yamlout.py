@@ -1,0 +1,57 @@
+"""Canonical YAML: reads back as the same data under YAML 1.1 and 1.2, and stays stable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ruamel.yaml import YAML
+
+from vf import yamlout
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**53), max_value=2**53),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=40),
+    st.sampled_from(
+        ["on", "off", "yes", "No", "0755", "1e3", "~", "null", ".5", "-", "a: b", "#x"]
+    ),
+)
+documents = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+def _load(text: str, version: tuple[int, int]) -> Any:
+    yaml = YAML(typ="safe", pure=True)
+    yaml.version = version
+    return yaml.load(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=12), documents, min_size=1, max_size=5))
+def test_round_trips_under_yaml_1_1_and_1_2(document: dict[str, Any]) -> None:
+    text = yamlout.dump(document)
+    assert text.endswith("\n") and not text.endswith("\n\n")
+    for version in ((1, 1), (1, 2)):
+        assert _load(text, version) == document
+
+
+def test_top_level_key_order() -> None:
+    text = yamlout.dump(
+        {"spec": {"b": 1, "a": 2}, "metadata": {"name": "x"}, "kind": "K", "apiVersion": "v1"}
+    )
+    assert text.splitlines()[:3] == ["apiVersion: v1", "kind: K", "metadata:"]
+    assert text.index("a: 2") < text.index("b: 1")
+
+
+def test_yaml_1_1_words_stay_strings() -> None:
+    text = yamlout.dump({"data": {"a": "on", "b": "0755", "c": "yes", "d": "1:20"}})
+    assert '"on"' in text and '"0755"' in text and '"yes"' in text and '"1:20"' in text
