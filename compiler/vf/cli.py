@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from vf import __version__
-from vf.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_STALE, VfError
+from vf.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_STALE, EXIT_USER, VfError
 
 if TYPE_CHECKING:
     from vf.pipeline import CompileRequest, CompileResult
@@ -63,14 +63,23 @@ def _graph_options(func: F) -> F:
         metavar="FILE",
         help="vf.yaml to use (default: next to GRAPH).",
     )(func)
+    func = click.option(
+        "--require-profile",
+        "profiles",
+        multiple=True,
+        metavar="CHANNEL=PROFILE",
+        help="Require a messaging profile on a channel (repeatable); Unknown capabilities fail.",
+    )(func)
     func = click.argument("graph", metavar="GRAPH")(func)
     return func
 
 
-def _request(graph: str, config: str | None, envs: tuple[str, ...]) -> CompileRequest:
+def _request(
+    graph: str, config: str | None, envs: tuple[str, ...], profiles: tuple[str, ...]
+) -> CompileRequest:
     from vf.pipeline import CompileRequest
 
-    return CompileRequest(graph=graph, config=config, environments=envs)
+    return CompileRequest(graph=graph, config=config, environments=envs, required_profiles=profiles)
 
 
 def _compile(request: CompileRequest) -> CompileResult:
@@ -95,14 +104,20 @@ def cli() -> None:
 )
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 with a diff when OUT is stale.")
 def compile_command(
-    graph: str, config: str | None, envs: tuple[str, ...], out: Path, check: bool
+    *,
+    graph: str,
+    config: str | None,
+    envs: tuple[str, ...],
+    profiles: tuple[str, ...],
+    out: Path,
+    check: bool,
 ) -> None:
     """Compile GRAPH into a Kustomize tree and plans under OUT."""
 
     def body() -> int:
         from vf.write import check_owned, diff_tree, write_tree
 
-        result = _compile(_request(graph, config, envs))
+        result = _compile(_request(graph, config, envs, profiles))
         if check:
             check_owned(out)
             diff = diff_tree(out, result.tree)
@@ -125,7 +140,9 @@ def compile_command(
 @click.option(
     "--format", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True
 )
-def plan_command(graph: str, config: str | None, envs: tuple[str, ...], fmt: str) -> None:
+def plan_command(
+    *, graph: str, config: str | None, envs: tuple[str, ...], profiles: tuple[str, ...], fmt: str
+) -> None:
     """Print the plan of each environment."""
 
     def body() -> int:
@@ -133,7 +150,7 @@ def plan_command(graph: str, config: str | None, envs: tuple[str, ...], fmt: str
         from vf.pipeline import plan_json_text
         from vf.planir import plan_to_json
 
-        result = _compile(_request(graph, config, envs))
+        result = _compile(_request(graph, config, envs, profiles))
         documents = [plan_to_json(p) for p in result.plans]
         if fmt == "json":
             payload = documents[0] if len(documents) == 1 else documents
@@ -152,25 +169,32 @@ def plan_command(graph: str, config: str | None, envs: tuple[str, ...], fmt: str
 
 @cli.command("explain")
 @_graph_options
-def explain_command(graph: str, config: str | None, envs: tuple[str, ...]) -> None:
+def explain_command(
+    *, graph: str, config: str | None, envs: tuple[str, ...], profiles: tuple[str, ...]
+) -> None:
     """Summarise what GRAPH deploys in each environment."""
 
     def body() -> int:
-        from vf.explain import explain
+        from dataclasses import replace
 
-        click.echo(explain(_compile(_request(graph, config, envs))), nl=False)
-        return 0
+        from vf.explain import explain, has_rejections
+
+        result = _compile(replace(_request(graph, config, envs, profiles), enforce_admission=False))
+        click.echo(explain(result), nl=False)
+        return EXIT_USER if has_rejections(result) else 0
 
     _run(body)
 
 
 @cli.command("validate")
 @_graph_options
-def validate_command(graph: str, config: str | None, envs: tuple[str, ...]) -> None:
+def validate_command(
+    *, graph: str, config: str | None, envs: tuple[str, ...], profiles: tuple[str, ...]
+) -> None:
     """Check GRAPH and its vf.yaml without writing anything."""
 
     def body() -> int:
-        result = _compile(_request(graph, config, envs))
+        result = _compile(_request(graph, config, envs, profiles))
         click.echo(f"ok: {len(result.graph.nodes)} nodes, {len(result.plans)} environment(s)")
         return 0
 

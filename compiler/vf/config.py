@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,14 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import Problem, VfError, raise_if
+from vf.infra_config import (
+    BrokerTarget,
+    Requirements,
+    StoreTarget,
+    parse_broker,
+    parse_requirements,
+    parse_store,
+)
 from vf.resources import schema_path
 
 CONFIG_NAME = "vf.yaml"
@@ -48,6 +56,9 @@ class Environment:
     replicas: tuple[tuple[str, int], ...] = ()
     resources: tuple[tuple[str, Resources], ...] = ()
     priority_class: str | None = None
+    broker: BrokerTarget = field(default_factory=BrokerTarget)
+    payload_store: StoreTarget = field(default_factory=StoreTarget)
+    requirements: Requirements = field(default_factory=Requirements)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +102,7 @@ def load_targets(path: Path | None) -> Targets:
     envs = plain.get("environments") or {DEFAULT_ENV: {}}
     return Targets(
         flow_id=plain.get("flow_id"),
-        environments=tuple(_environment(name, envs[name]) for name in sorted(envs)),
+        environments=_environments(envs, path.name),
         source=path.name,
     )
 
@@ -186,6 +197,26 @@ def _quantity(value: Any) -> str | None:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def _environments(envs: dict[str, Any], source: str) -> tuple[Environment, ...]:
+    problems: list[Problem] = []
+    parsed = []
+    for name in sorted(envs):
+        raw = envs[name] or {}
+        broker, broker_problems = parse_broker(raw.get("broker"), env=name, source=source)
+        store, store_problems = parse_store(raw.get("payload_store"), env=name, source=source)
+        problems.extend(broker_problems + store_problems)
+        parsed.append(
+            replace(
+                _environment(name, raw),
+                broker=broker,
+                payload_store=store,
+                requirements=parse_requirements(raw.get("requirements")),
+            )
+        )
+    raise_if(problems)
+    return tuple(parsed)
 
 
 def _environment(name: str, raw: dict[str, Any]) -> Environment:

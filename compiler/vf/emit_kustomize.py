@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from vf import yamlout
+from vf.infra import component_files, component_objects
 
 Obj = dict[str, Any]
 Tree = dict[str, str]
@@ -36,60 +38,98 @@ def _without_namespace(obj: Obj) -> Obj:
     return out
 
 
-def emit_kustomize(per_env: Mapping[str, Sequence[Obj]], namespaces: Mapping[str, str]) -> Tree:
-    """The ``base/`` and ``overlays/`` files for every environment, keyed by relative path."""
-    envs = sorted(per_env)
-    indexed = {env: {_key(o): _without_namespace(o) for o in per_env[env]} for env in envs}
-    first = indexed[envs[0]]
-    common = [k for k in first if all(k in indexed[e] for e in envs)]
+@dataclass(frozen=True, kw_only=True)
+class EnvObjects:
+    """One environment's objects: the namespace, the flow's own and each component's."""
+
+    namespace: str
+    objects: Sequence[Obj]
+    components: Mapping[str, Sequence[Obj]]
+
+
+def emit_kustomize(envs: Mapping[str, EnvObjects]) -> Tree:
+    """The ``base/``, ``components/`` and ``overlays/`` files, keyed by relative path."""
+    names = sorted(envs)
+    owned = {
+        env: {_key(o) for objs in envs[env].components.values() for o in objs} for env in names
+    }
+    indexed = {
+        env: {
+            _key(o): _without_namespace(o) for o in envs[env].objects if _key(o) not in owned[env]
+        }
+        for env in names
+    }
+    first = indexed[names[0]]
+    common = [k for k in first if all(k in indexed[e] for e in names)]
     tree: Tree = {}
     base_files = []
     for key in common:
-        obj = first[key]
-        name = object_file(obj)
-        tree[f"base/{name}"] = yamlout.dump(obj)
+        name = object_file(first[key])
+        tree[f"base/{name}"] = yamlout.dump(first[key])
         base_files.append(name)
     tree["base/kustomization.yaml"] = yamlout.dump(
         {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": sorted(base_files)}
     )
-    for env in envs:
-        tree.update(_overlay(env, indexed[env], first, common, namespaces[env]))
+    for component in sorted({c for env in names for c in envs[env].components}):
+        for file, text in component_files(component).items():
+            tree[f"components/{component}/{file}"] = text
+    for env in names:
+        overlay = _Overlay(root=f"overlays/{env}", namespace=envs[env].namespace)
+        overlay.add_resources(indexed[env], exclude=set(common))
+        for key in common:
+            overlay.add_patch(key, first[key], indexed[env][key])
+        for component, objects in sorted(envs[env].components.items()):
+            overlay.add_component(component, objects)
+        tree.update(overlay.files())
     return tree
 
 
-def _overlay(
-    env: str,
-    objects: Mapping[tuple[str, str], Obj],
-    base: Mapping[tuple[str, str], Obj],
-    common: Sequence[tuple[str, str]],
-    namespace: str,
-) -> Tree:
-    root = f"overlays/{env}"
-    tree: Tree = {}
-    shared = set(common)
-    resources = ["../../base"]
-    for key, obj in objects.items():
-        if key not in shared:
-            name = object_file(obj)
-            tree[f"{root}/resources/{name}"] = yamlout.dump(obj)
-            resources.append(f"resources/{name}")
-    patches = []
-    for key in common:
-        ops = json_patch(base[key], objects[key])
+@dataclass
+class _Overlay:
+    root: str
+    namespace: str
+    tree: Tree = field(default_factory=dict)
+    resources: list[str] = field(default_factory=list)
+    components: list[str] = field(default_factory=list)
+    patches: list[Obj] = field(default_factory=list)
+
+    def add_resources(
+        self, objects: Mapping[tuple[str, str], Obj], *, exclude: set[tuple[str, str]]
+    ) -> None:
+        for key, obj in objects.items():
+            if key not in exclude:
+                name = object_file(obj)
+                self.tree[f"{self.root}/resources/{name}"] = yamlout.dump(obj)
+                self.resources.append(f"resources/{name}")
+
+    def add_patch(self, key: tuple[str, str], old: Obj, new: Obj) -> None:
+        ops = json_patch(old, new)
         if ops:
-            name = object_file(objects[key])
-            tree[f"{root}/patches/{name}"] = yamlout.dump_sequence(ops)
-            patches.append({"path": f"patches/{name}", "target": {"kind": key[0], "name": key[1]}})
-    kustomization: Obj = {
-        "apiVersion": KUSTOMIZE_API,
-        "kind": "Kustomization",
-        "namespace": namespace,
-        "resources": resources[:1] + sorted(resources[1:]),
-    }
-    if patches:
-        kustomization["patches"] = sorted(patches, key=lambda p: str(p["path"]))
-    tree[f"{root}/kustomization.yaml"] = yamlout.dump(kustomization)
-    return tree
+            name = object_file(new)
+            self.tree[f"{self.root}/patches/{name}"] = yamlout.dump_sequence(ops)
+            self.patches.append(
+                {"path": f"patches/{name}", "target": {"kind": key[0], "name": key[1]}}
+            )
+
+    def add_component(self, component: str, objects: Sequence[Obj]) -> None:
+        self.components.append(f"../../components/{component}")
+        shipped = {_key(o): o for o in component_objects(component)}
+        for obj in objects:
+            self.add_patch(_key(obj), shipped[_key(obj)], _without_namespace(obj))
+
+    def files(self) -> Tree:
+        kustomization: Obj = {
+            "apiVersion": KUSTOMIZE_API,
+            "kind": "Kustomization",
+            "namespace": self.namespace,
+            "resources": ["../../base", *sorted(self.resources)],
+        }
+        if self.components:
+            kustomization["components"] = self.components
+        if self.patches:
+            kustomization["patches"] = sorted(self.patches, key=lambda p: str(p["path"]))
+        self.tree[f"{self.root}/kustomization.yaml"] = yamlout.dump(kustomization)
+        return self.tree
 
 
 def _pointer(parts: Sequence[str | int]) -> str:

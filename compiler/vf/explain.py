@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from vf.pipeline import CompileResult
+from vf.planir import Plan
 
 
 def explain(result: CompileResult) -> str:
@@ -24,10 +25,30 @@ def explain(result: CompileResult) -> str:
                 f", image {workload.image}, parents {parents}{extra}"
             )
         for channel in plan.channels:
+            request = next(r for r in plan.admission.requests if r.channel == channel.node)
             lines.append(
-                f"  channel {channel.node}: {channel.profile}, stream {channel.stream}, "
-                f"{len(channel.readers)} reader(s)"
+                f"  channel {channel.node}: {channel.profile} ({request.source}), "
+                f"stream {channel.stream}, {len(channel.readers)} reader(s)"
             )
+        lines.extend(_admission_lines(plan))
         for warning in plan.warnings:
             lines.append(f"  warning: {warning}")
     return "\n".join(lines) + "\n"
+
+
+def _admission_lines(plan: Plan) -> list[str]:
+    infra = plan.infra
+    broker = infra.broker_profile
+    if broker == "durable":
+        broker += f" ({infra.broker_replicas} servers, streams x{infra.stream_replicas})"
+    lines = [f"  broker: {broker}; payload store: {infra.store_profile}"]
+    admitted = sum(f.status == "admitted" for f in plan.admission.findings)
+    lines.append(f"  admission: {admitted} channel(s) admitted")
+    for finding in plan.admission.findings:
+        if finding.status == "rejected":
+            lines.append(f"  rejected: {finding.subject}: {finding.reason}")
+    return lines
+
+
+def has_rejections(result: CompileResult) -> bool:
+    return any(plan.admission.rejections for plan in result.plans)

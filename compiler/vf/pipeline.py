@@ -7,15 +7,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from vf import names
+from vf.admission import parse_profile_flags
 from vf.config import Targets, find_config, load_targets, select_environments
-from vf.emit_kustomize import emit_kustomize
+from vf.emit_kustomize import EnvObjects, emit_kustomize
 from vf.errors import VfError
 from vf.graph import Graph
 from vf.load import load_flow
 from vf.lower import lower
 from vf.plan import plan_environment
 from vf.planir import Plan
-from vf.render import render_plan
+from vf.render import render_components, render_plan
 from vf.verify import verify
 
 
@@ -26,6 +27,8 @@ class CompileRequest:
     graph: str
     config: str | None = None
     environments: tuple[str, ...] = ()
+    required_profiles: tuple[str, ...] = ()
+    enforce_admission: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,19 +64,30 @@ def compile_project(request: CompileRequest) -> CompileResult:
         load_targets(find_config(path, request.config)), request.environments
     )
     graph = lower(flow, source_stem=path.stem)
+    flags = parse_profile_flags(request.required_profiles)
     flow_id = resolve_flow_id(graph, targets)
     plans: list[Plan] = []
     objects: dict[str, list[dict[str, Any]]] = {}
     tree: dict[str, str] = {}
     for env in targets.environments:
-        plan = plan_environment(graph, env, flow_id=flow_id)
+        plan = plan_environment(graph, env, flow_id=flow_id, flags=flags)
         rendered = render_plan(plan)
-        document = verify(plan, rendered)
+        document = verify(plan, rendered, enforce_admission=request.enforce_admission)
         plans.append(plan)
         objects[env.name] = rendered
         tree[f"plan/{env.name}.json"] = plan_json_text(document)
-    namespaces = {plan.environment: plan.namespace for plan in plans}
-    tree.update(emit_kustomize(objects, namespaces))
+    tree.update(
+        emit_kustomize(
+            {
+                plan.environment: EnvObjects(
+                    namespace=plan.namespace,
+                    objects=objects[plan.environment],
+                    components=render_components(plan),
+                )
+                for plan in plans
+            }
+        )
+    )
     return CompileResult(
         graph=graph, targets=targets, plans=tuple(plans), objects=objects, tree=tree
     )

@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 
 from vf import names
+from vf.admission import Admission, admit
 from vf.config import Environment
 from vf.errors import Problem, raise_if
 from vf.graph import Graph, NodeIR
@@ -14,6 +15,7 @@ from vf.planir import (
     PLAN_VERSION,
     Channel,
     ContainerResources,
+    Infra,
     Pairs,
     Plan,
     Provision,
@@ -32,13 +34,20 @@ PART_OF, NAME, INSTANCE, COMPONENT, MANAGED_BY = (
 FLOW_LABEL, RUN_LABEL, NODE_LABEL = (f"{LABEL_DOMAIN}/{key}" for key in ("flow", "run", "node"))
 
 
-def plan_environment(graph: Graph, env: Environment, *, flow_id: str) -> Plan:
+def plan_environment(
+    graph: Graph,
+    env: Environment,
+    *,
+    flow_id: str,
+    flags: tuple[tuple[str, str], ...] = (),
+) -> Plan:
     """Decide everything the renderers need for ``env``; raise with every problem found."""
     problems: list[Problem] = []
     replicas = _replicas(graph, env, problems)
     images = _images(graph, env, problems)
     _check_config_nodes(graph, env, problems)
     raise_if(problems)
+    admission = admit(graph, env, flags=flags)
     run_id, run_source = _run_id(graph, env, flow_id=flow_id, replicas=replicas)
     flow_labels: Pairs = (
         (FLOW_LABEL, names.label_value(flow_id)),
@@ -66,15 +75,20 @@ def plan_environment(graph: Graph, env: Environment, *, flow_id: str) -> Plan:
         run_id_source=run_source,
         image_pull_policy=env.image_pull_policy,
         priority_class=env.priority_class,
-        nats_url=f"nats://nats.{env.namespace}.svc:4222",
         broker_configmap=names.k8s_name("vf", flow_id, run_id, "broker"),
         network_policy=names.k8s_name("vf", flow_id, "netpol"),
         flow_labels=flow_labels,
         run_labels=run_labels,
         provision=_provision(ctx, images),
         workloads=workloads,
-        channels=tuple(_channel(ctx, node) for node in graph.nodes if node.children),
-        warnings=_warnings(graph, images),
+        channels=tuple(
+            _channel(ctx, node, admission.profile_of(node.name))
+            for node in graph.nodes
+            if node.children
+        ),
+        infra=plan_infra(env),
+        admission=admission,
+        warnings=_warnings(graph, images, admission),
     )
 
 
@@ -317,7 +331,7 @@ def _worker_env(ctx: _Context, node: NodeIR) -> Pairs:
     return tuple(sorted(env.items()))
 
 
-def _channel(ctx: _Context, node: NodeIR) -> Channel:
+def _channel(ctx: _Context, node: NodeIR, profile: str) -> Channel:
     readers: list[str] = []
     parent = names.broker_token(node.name)
     for child_name in node.children:
@@ -335,7 +349,7 @@ def _channel(ctx: _Context, node: NodeIR) -> Channel:
         subject=subject,
         eos_subject=f"{subject}._eos",
         stream=ctx.stream(node.name),
-        profile="reliable_work" if ctx.graph.flow_type == BATCH else "live_latest",
+        profile=profile,
         readers=tuple(readers),
     )
 
@@ -384,10 +398,49 @@ def _provision(ctx: _Context, images: Mapping[str, str]) -> Provision:
     )
 
 
-def _warnings(graph: Graph, images: Mapping[str, str]) -> tuple[str, ...]:
-    found = []
+def _warnings(graph: Graph, images: Mapping[str, str], admission: Admission) -> tuple[str, ...]:
+    unpinned: dict[str, list[str]] = {}
     for node in graph.nodes:
-        image = images[node.name]
-        if "@sha256:" not in image:
-            found.append(f"node '{node.name}': image {image} is not pinned by digest")
+        if "@sha256:" not in images[node.name]:
+            unpinned.setdefault(images[node.name], []).append(node.name)
+    found = [
+        f"image {image} ({_count(nodes, 'node')}) is not pinned by digest"
+        for image, nodes in sorted(unpinned.items())
+    ]
+    found.extend(f"{f.subject}: {f.reason}" for f in admission.warnings)
     return tuple(found)
+
+
+def _count(items: list[str], noun: str) -> str:
+    if len(items) <= 3:
+        return ", ".join(items)
+    return f"{items[0]}, {items[1]} and {len(items) - 2} more {noun}s"
+
+
+def plan_infra(env: Environment) -> Infra:
+    """What the environment's broker and payload store are, and the components they need."""
+    broker, store = env.broker, env.payload_store
+    components = []
+    if broker.profile in ("dev", "durable"):
+        components.append(f"nats-{broker.profile}")
+    if store.profile in ("dev", "durable", "cache"):
+        components.append(f"redis-{store.profile}")
+    provisioned_nats = f"nats://vf-nats.{env.namespace}.svc:4222"
+    provisioned_redis = f"redis://vf-redis.{env.namespace}.svc:6379/0"
+    return Infra(
+        broker_profile=broker.profile,
+        broker_replicas=broker.replicas,
+        stream_replicas=broker.stream_replicas,
+        broker_storage_class=broker.storage_class,
+        broker_storage_size=broker.storage_size,
+        broker_image=broker.image,
+        store_profile=store.profile,
+        store_storage_class=store.storage_class,
+        store_storage_size=store.storage_size,
+        store_image=store.image,
+        components=tuple(components),
+        nats_url=broker.url if broker.profile == "external" else provisioned_nats,
+        nats_url_secret=broker.url_secret,
+        store_url={"none": None, "external": store.url}.get(store.profile, provisioned_redis),
+        store_url_secret=store.url_secret,
+    )

@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vf.admission import Admission
+from vf.capabilities import Known, Unknown, observation_json
+from vf.infra_config import SecretRef
+
 PLAN_VERSION = "vf.plan/v1"
 
 Pairs = tuple[tuple[str, str], ...]
@@ -72,6 +76,27 @@ class Provision:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Infra:
+    """The broker and payload store of an environment, and what vf provisions for them."""
+
+    broker_profile: str
+    broker_replicas: int
+    stream_replicas: int
+    broker_storage_class: str | None
+    broker_storage_size: str
+    broker_image: str
+    store_profile: str
+    store_storage_class: str | None
+    store_storage_size: str
+    store_image: str
+    components: tuple[str, ...]
+    nats_url: str | None
+    nats_url_secret: SecretRef | None
+    store_url: str | None
+    store_url_secret: SecretRef | None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     """Every decision vf made for one environment."""
 
@@ -85,7 +110,6 @@ class Plan:
     run_id_source: str
     image_pull_policy: str
     priority_class: str | None
-    nats_url: str
     broker_configmap: str
     network_policy: str
     flow_labels: Pairs
@@ -93,6 +117,8 @@ class Plan:
     provision: Provision
     workloads: tuple[Workload, ...]
     channels: tuple[Channel, ...]
+    infra: Infra
+    admission: Admission
     warnings: tuple[str, ...]
 
 
@@ -103,6 +129,8 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, Known | Unknown):
+        return observation_json(value)
     if hasattr(value, "__dataclass_fields__"):
         return {name: _field(name, getattr(value, name)) for name in value.__dataclass_fields__}
     if isinstance(value, tuple):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from vf.infra import render_infra
 from vf.planir import Pairs, Plan, Workload
 from vf_runtime.constants import HEALTH_PORT
 
@@ -13,9 +15,20 @@ TOPOLOGY_DIR = "/etc/vf/topology"
 RUN_AS = 65532
 
 
+def render_components(plan: Plan) -> dict[str, list[Obj]]:
+    """The auto-provisioned infrastructure objects, keyed by the component they come from."""
+    return render_infra(
+        plan.infra,
+        namespace=plan.namespace,
+        pull_policy=plan.image_pull_policy,
+        priority_class=plan.priority_class,
+    )
+
+
 def render_plan(plan: Plan) -> list[Obj]:
-    """Every object of one environment: flow-wide first, then each node's."""
-    objects: list[Obj] = [_broker_configmap(plan), _network_policy(plan)]
+    """Every object of one environment: infrastructure, flow-wide objects, then each node's."""
+    objects: list[Obj] = [o for objs in render_components(plan).values() for o in objs]
+    objects += [_broker_configmap(plan), _network_policy(plan)]
     objects.extend(_topology_configmaps(plan))
     objects.append(_provision_job(plan))
     for workload in plan.workloads:
@@ -38,8 +51,39 @@ def _broker_configmap(plan: Plan) -> Obj:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(plan, plan.broker_configmap, labels),
-        "data": {"VF_NATS_URL": plan.nats_url},
+        "data": broker_env(plan),
     }
+
+
+def broker_env(plan: Plan) -> dict[str, str]:
+    """What every worker and the provision Job learn about the broker and the payload store."""
+    infra = plan.infra
+    data: dict[str, str] = {}
+    if infra.nats_url is not None:
+        data["VF_NATS_URL"] = infra.nats_url
+    if infra.store_url is not None:
+        data["VF_BLOB_REDIS_URL"] = infra.store_url
+    if infra.stream_replicas > 1:
+        data["VF_STREAM_REPLICAS"] = str(infra.stream_replicas)
+    explicit = [
+        {"channel": r.channel, "profile": r.profile} for r in plan.admission.requests if r.explicit
+    ]
+    if explicit:
+        data["VF_PROFILE_REQUESTS_JSON"] = json.dumps(
+            explicit, sort_keys=True, separators=(",", ":")
+        )
+    return data
+
+
+def _secret_env(plan: Plan) -> list[Obj]:
+    """Service URLs that carry credentials come from Secrets, never from the ConfigMap."""
+    infra = plan.infra
+    pairs = (("VF_NATS_URL", infra.nats_url_secret), ("VF_BLOB_REDIS_URL", infra.store_url_secret))
+    return [
+        {"name": var, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        for var, ref in pairs
+        if ref is not None
+    ]
 
 
 def _network_policy(plan: Plan) -> Obj:
@@ -116,6 +160,7 @@ def _provision_job(plan: Plan) -> Obj:
         "command": ["vf-provision"],
         "envFrom": [{"configMapRef": {"name": plan.broker_configmap}}],
         "env": [
+            *_secret_env(plan),
             {"name": "VF_FLOW_ID", "value": plan.flow_id},
             {"name": "VF_FLOW_TYPE", "value": plan.flow_type},
             {"name": "VF_RUN_ID", "value": plan.run_id},
@@ -195,7 +240,7 @@ def _worker_container(plan: Plan, workload: Workload) -> Obj:
         "securityContext": _container_security(),
         "volumeMounts": [{"name": TMP_VOLUME, "mountPath": "/tmp"}],
     }
-    env = _replica_env(workload)
+    env = _secret_env(plan) + _replica_env(workload)
     if env:
         container["env"] = env
     if workload.probes:

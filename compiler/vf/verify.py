@@ -9,6 +9,7 @@ from typing import Any
 
 import jsonschema
 
+from vf.admission import admission_problems
 from vf.errors import Problem, raise_if
 from vf.planir import Plan, plan_to_json
 from vf.resources import schema_path
@@ -24,8 +25,14 @@ def _plan_validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
-def verify(plan: Plan, objects: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Return the plan's JSON form after checking it and its objects; raise on any problem."""
+def verify(
+    plan: Plan, objects: Sequence[dict[str, Any]], *, enforce_admission: bool = True
+) -> dict[str, Any]:
+    """Return the plan's JSON form after checking it and its objects; raise on any problem.
+
+    Admission rejections are problems too, unless ``enforce_admission`` is False (``vf
+    explain`` shows them instead of failing first).
+    """
     document = plan_to_json(plan)
     problems = [
         Problem(
@@ -37,6 +44,8 @@ def verify(plan: Plan, objects: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for error in _plan_validator().iter_errors(document)
     ]
     problems.extend(_object_limits(plan, objects))
+    if enforce_admission:
+        problems.extend(admission_problems(plan.admission, environment=plan.environment))
     raise_if(problems)
     return document
 

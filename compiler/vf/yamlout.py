@@ -48,7 +48,7 @@ def scalar(value: Any) -> str:
 
 def _is_plain(text: str) -> bool:
     return (
-        bool(_PLAIN.match(text))
+        bool(_PLAIN.fullmatch(text))
         and text.lower() not in _RESERVED
         and not _NUMBERISH.match(text)
         and not text.endswith((":", " "))

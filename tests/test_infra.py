@@ -1,0 +1,117 @@
+"""Auto-provisioned infrastructure: shapes match the capability records they are judged by."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from vf.capabilities import (
+    INLINE_PAYLOAD_BYTES,
+    REDIS_PROFILES,
+    Known,
+    nats_capabilities,
+    redis_capabilities,
+)
+from vf.infra import component_files, component_objects, nats_conf
+from vf.pipeline import CompileResult
+
+SIZES = {"KB": 1024, "MB": 1024**2, "GB": 1024**3}
+
+
+def _redis_deployment(profile: str) -> dict[str, Any]:
+    return next(o for o in component_objects(f"redis-{profile}") if o["kind"] == "Deployment")
+
+
+def _capabilities_from_args(deployment: dict[str, Any]) -> dict[str, bool]:
+    """What the rendered redis-server arguments and volumes actually promise."""
+    pod = deployment["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    options = dict(zip(args[::2], args[1::2], strict=True))
+    data = next(v for v in pod["volumes"] if v["name"] == "data")
+    appendonly = options["--appendonly"] == "yes"
+    policy = options["--maxmemory-policy"]
+    return {
+        "durable": appendonly and policy == "noeviction",
+        "evictable": policy != "noeviction",
+        "persistent_storage": "persistentVolumeClaim" in data,
+    }
+
+
+@pytest.mark.parametrize("profile", sorted(REDIS_PROFILES))
+def test_redis_arguments_match_the_capability_record(profile: str) -> None:
+    record = redis_capabilities(profile=profile)
+    actual = _capabilities_from_args(_redis_deployment(profile))
+    declared = {k: getattr(record, k) for k in actual}
+    assert declared == {k: Known(v) for k, v in actual.items()}
+
+
+@pytest.mark.parametrize("profile", ["dev", "durable"])
+def test_nats_max_payload_matches_the_record_and_the_inline_threshold(profile: str) -> None:
+    conf = next(o for o in component_objects(f"nats-{profile}") if o["kind"] == "ConfigMap")
+    text = conf["data"]["nats.conf"]
+    number, unit = re.search(r"max_payload: (\d+)(KB|MB|GB)", text).groups()  # type: ignore[union-attr]
+    limit = int(number) * SIZES[unit]
+    record = nats_capabilities(profile=profile, replicas=3)
+    assert record.max_payload_bytes == Known(limit)
+    assert limit > INLINE_PAYLOAD_BYTES
+
+
+@pytest.mark.parametrize(("profile", "durable"), [("dev", False), ("durable", True)])
+def test_shipped_nats_conf_is_what_vf_generates(profile: str, durable: bool) -> None:
+    conf = next(o for o in component_objects(f"nats-{profile}") if o["kind"] == "ConfigMap")
+    assert conf["data"]["nats.conf"] == nats_conf(durable=durable, replicas=3)
+
+
+def test_durable_broker_is_a_routed_statefulset_with_claims(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    objects = compiled_examples["batch_pipeline"].objects["prod"]
+    sts = next(
+        o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "vf-nats"
+    )
+    assert sts["spec"]["replicas"] == 3
+    claim = sts["spec"]["volumeClaimTemplates"][0]["spec"]
+    assert claim["storageClassName"] == "fast-ssd"
+    assert claim["resources"]["requests"]["storage"] == "50Gi"
+    broker = next(
+        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-broker")
+    )
+    assert broker["data"]["VF_STREAM_REPLICAS"] == "3"
+    assert broker["data"]["VF_BLOB_REDIS_URL"] == "redis://vf-redis.pipelines.svc:6379/0"
+
+
+def test_infra_pods_follow_the_worker_defaults(compiled_examples: dict[str, CompileResult]) -> None:
+    objects = compiled_examples["batch_pipeline"].objects["prod"]
+    infra = [o for o in objects if o["metadata"]["labels"].get("vf.dev/infra")]
+    pods = [o["spec"]["template"]["spec"] for o in infra if "template" in o.get("spec", {})]
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod["priorityClassName"] == "pipelines-high"
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        container = pod["containers"][0]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["imagePullPolicy"] == "Always"
+        assert "readinessProbe" in container
+
+
+def test_external_broker_renders_only_a_secret_reference(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    objects = compiled_examples["realtime_cameras"].objects["prod"]
+    assert not [o for o in objects if o["metadata"]["labels"].get("vf.dev/infra") == "nats"]
+    broker = next(o for o in objects if o["metadata"]["name"].endswith("-broker"))
+    assert "VF_NATS_URL" not in broker["data"]
+    worker = next(o for o in objects if o["kind"] == "Deployment")
+    env = worker["spec"]["template"]["spec"]["containers"][0]["env"]
+    ref = {"secretKeyRef": {"name": "cameras-nats", "key": "url"}}
+    assert {"name": "VF_NATS_URL", "valueFrom": ref} in env
+
+
+def test_components_are_copied_verbatim(compiled_examples: dict[str, CompileResult]) -> None:
+    tree = compiled_examples["batch_pipeline"].tree
+    for name in ("nats-dev", "nats-durable", "redis-dev", "redis-durable"):
+        for file, text in component_files(name).items():
+            assert tree[f"components/{name}/{file}"] == text
+    assert '- "../../components/nats-durable"' in tree["overlays/prod/kustomization.yaml"]
