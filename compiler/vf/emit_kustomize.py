@@ -15,6 +15,7 @@ from typing import Any
 
 from vf import yamlout
 from vf.infra import component_files, component_objects
+from vf.ordering import with_sync_waves
 
 Obj = dict[str, Any]
 Tree = dict[str, str]
@@ -47,8 +48,18 @@ class EnvObjects:
     components: Mapping[str, Sequence[Obj]]
 
 
+def _with_sync_waves(env: EnvObjects) -> EnvObjects:
+    """Argo CD sync waves belong to this tree only (the chart uses Helm hooks instead)."""
+    return EnvObjects(
+        namespace=env.namespace,
+        objects=[with_sync_waves(o) for o in env.objects],
+        components={c: [with_sync_waves(o) for o in objs] for c, objs in env.components.items()},
+    )
+
+
 def emit_kustomize(envs: Mapping[str, EnvObjects]) -> Tree:
     """The ``base/``, ``components/`` and ``overlays/`` files, keyed by relative path."""
+    envs = {env: _with_sync_waves(objects) for env, objects in envs.items()}
     names = sorted(envs)
     owned = {
         env: {_key(o) for objs in envs[env].components.values() for o in objs} for env in names

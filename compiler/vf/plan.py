@@ -11,27 +11,24 @@ from vf.admission import Admission, admit
 from vf.config import Environment
 from vf.errors import Problem, raise_if
 from vf.graph import Graph, NodeIR
-from vf.planir import (
-    PLAN_VERSION,
-    Channel,
-    ContainerResources,
-    Infra,
-    Pairs,
-    Plan,
-    Provision,
-    Workload,
+from vf.plan_context import (
+    COMPONENT,
+    FLOW_LABEL,
+    INSTANCE,
+    MANAGED_BY,
+    NAME,
+    NODE_LABEL,
+    PART_OF,
+    RUN_LABEL,
+    PlanContext,
 )
+from vf.plan_infra import plan_infra, plan_provision
+from vf.plan_inputs import check_config_nodes, resolve_images, resolve_replicas
+from vf.planir import PLAN_VERSION, Channel, ContainerResources, Pairs, Plan, Workload
 from vf_runtime.constants import BATCH, ENVELOPE_VERSION, GPU, HEALTH_PORT
 
 WORKER_BACKOFF_LIMIT = 3
-PROVISION_BACKOFF_LIMIT = 6
-TOPOLOGY_SHARD_BYTES = 256 * 1024
 STATEFULSET_NAME_MAX = 52  # leaves room for the controller-revision-hash label
-LABEL_DOMAIN = "vf.dev"
-PART_OF, NAME, INSTANCE, COMPONENT, MANAGED_BY = (
-    f"app.kubernetes.io/{key}" for key in ("part-of", "name", "instance", "component", "managed-by")
-)
-FLOW_LABEL, RUN_LABEL, NODE_LABEL = (f"{LABEL_DOMAIN}/{key}" for key in ("flow", "run", "node"))
 
 
 def plan_environment(
@@ -43,9 +40,9 @@ def plan_environment(
 ) -> Plan:
     """Decide everything the renderers need for ``env``; raise with every problem found."""
     problems: list[Problem] = []
-    replicas = _replicas(graph, env, problems)
-    images = _images(graph, env, problems)
-    _check_config_nodes(graph, env, problems)
+    replicas = resolve_replicas(graph, env, problems)
+    images = resolve_images(graph, env, problems)
+    check_config_nodes(graph, env, problems)
     raise_if(problems)
     admission = admit(graph, env, flags=flags)
     run_id, run_source = _run_id(graph, env, flow_id=flow_id, replicas=replicas)
@@ -55,7 +52,7 @@ def plan_environment(
         (PART_OF, names.label_value(flow_id)),
     )
     run_labels = (*flow_labels, (RUN_LABEL, run_id))
-    ctx = _Context(
+    ctx = PlanContext(
         graph=graph,
         env=env,
         flow_id=flow_id,
@@ -79,7 +76,7 @@ def plan_environment(
         network_policy=names.k8s_name("vf", flow_id, "netpol"),
         flow_labels=flow_labels,
         run_labels=run_labels,
-        provision=_provision(ctx, images),
+        provision=plan_provision(ctx, images),
         workloads=workloads,
         channels=tuple(
             _channel(ctx, node, admission.profile_of(node.name))
@@ -90,109 +87,6 @@ def plan_environment(
         admission=admission,
         warnings=_warnings(graph, images, admission),
     )
-
-
-class _Context:
-    """What every per-node decision of one environment shares."""
-
-    def __init__(
-        self,
-        *,
-        graph: Graph,
-        env: Environment,
-        flow_id: str,
-        run_id: str,
-        replicas: Mapping[str, int],
-        run_labels: Pairs,
-    ) -> None:
-        self.graph = graph
-        self.env = env
-        self.flow_id = flow_id
-        self.run_id = run_id
-        self.replicas = replicas
-        self.run_labels = run_labels
-        self.nodes = {node.name: node for node in graph.nodes}
-        self.flow_token = names.broker_token(flow_id)
-        self.run_token = names.broker_token(run_id)
-
-    def partitioned(self, node: NodeIR) -> bool:
-        return node.partition_by is not None and self.replicas[node.name] > 1
-
-    def stream(self, node: str) -> str:
-        return f"vf-{self.flow_token}-{self.run_token}-{names.broker_token(node)}"
-
-    def subject(self, node: str) -> str:
-        return f"vf.{self.flow_token}.{self.run_token}.{names.broker_token(node)}"
-
-
-def _replicas(graph: Graph, env: Environment, problems: list[Problem]) -> dict[str, int]:
-    counts = {node.name: node.nb_tasks for node in graph.nodes}
-    kinds = {node.name: node for node in graph.nodes}
-    for name, count in env.replicas:
-        node = kinds.get(name)
-        if node is None:
-            continue
-        if node.kind == "producer" and count != 1:
-            problems.append(
-                Problem(
-                    code="VF_CONFIG_REPLICAS",
-                    what=f"environments.{env.name}.replicas.{name}: producers run one replica",
-                    remedy="remove the entry; replicate the processors after the producer instead",
-                    where=f"vf.yaml (environment '{env.name}')",
-                )
-            )
-        elif len(node.parents) > 1 and count > 1 and node.partition_by is None:
-            problems.append(
-                Problem(
-                    code="VF_GRAPH_JOIN_PARTITION",
-                    what=f"environments.{env.name}.replicas.{name}={count}: node joins "
-                    f"{len(node.parents)} parents but has no partition_by",
-                    remedy="set partition_by='trace_id' on the node, or keep one replica",
-                    where=node.site,
-                )
-            )
-        counts[name] = count
-    return counts
-
-
-def _images(graph: Graph, env: Environment, problems: list[Problem]) -> dict[str, str]:
-    overrides = dict(env.image_overrides)
-    images: dict[str, str] = {}
-    for node in graph.nodes:
-        image = overrides.get(node.name) or node.image or env.default_image
-        if image is None:
-            problems.append(
-                Problem(
-                    code="VF_CONFIG_NO_IMAGE",
-                    what=f"node '{node.name}' has no container image in environment '{env.name}'",
-                    remedy=f"declare image= on the node, or set environments.{env.name}.images."
-                    f"default (or images.overrides.{node.name}) in vf.yaml",
-                    where=node.site,
-                )
-            )
-            image = ""
-        images[node.name] = image
-    return images
-
-
-def _check_config_nodes(graph: Graph, env: Environment, problems: list[Problem]) -> None:
-    known = {node.name for node in graph.nodes}
-    sections = (
-        ("images.overrides", [k for k, _ in env.image_overrides]),
-        ("replicas", [k for k, _ in env.replicas]),
-        ("resources", [k for k, _ in env.resources if k != "*"]),
-    )
-    for section, keys in sections:
-        for key in keys:
-            if key not in known:
-                problems.append(
-                    Problem(
-                        code="VF_CONFIG_UNKNOWN_NODE",
-                        what=f"environments.{env.name}.{section} names unknown node {key!r}",
-                        remedy=f"use one of the flow's nodes: {', '.join(sorted(known)[:12])}",
-                        where=f"vf.yaml (environment '{env.name}')",
-                    )
-                )
 
 
 def _run_id(
@@ -222,7 +116,7 @@ def _workload_kind(graph: Graph, node: NodeIR, partitioned: bool) -> str:
     return "StatefulSet" if partitioned else "Deployment"
 
 
-def _workload(ctx: _Context, node: NodeIR, image: str) -> Workload:
+def _workload(ctx: PlanContext, node: NodeIR, image: str) -> Workload:
     partitioned = ctx.partitioned(node)
     kind = _workload_kind(ctx.graph, node, partitioned)
     replicas = ctx.replicas[node.name]
@@ -291,7 +185,7 @@ def _resources(env: Environment, node: str) -> ContainerResources:
     )
 
 
-def _worker_env(ctx: _Context, node: NodeIR) -> Pairs:
+def _worker_env(ctx: PlanContext, node: NodeIR) -> Pairs:
     """The VF_* contract of one worker; optional variables only when they are set."""
     env: dict[str, str] = {
         "VF_ENVELOPE_VERSION": str(ENVELOPE_VERSION),
@@ -331,7 +225,7 @@ def _worker_env(ctx: _Context, node: NodeIR) -> Pairs:
     return tuple(sorted(env.items()))
 
 
-def _channel(ctx: _Context, node: NodeIR, profile: str) -> Channel:
+def _channel(ctx: PlanContext, node: NodeIR, profile: str) -> Channel:
     readers: list[str] = []
     parent = names.broker_token(node.name)
     for child_name in node.children:
@@ -354,50 +248,6 @@ def _channel(ctx: _Context, node: NodeIR, profile: str) -> Channel:
     )
 
 
-def _provision(ctx: _Context, images: Mapping[str, str]) -> Provision:
-    lines = [
-        json.dumps(
-            {
-                "name": node.name,
-                "parents": list(node.parents),
-                "replicas": ctx.replicas[node.name],
-                "partitioned": ctx.partitioned(node),
-                "has_children": bool(node.children),
-                "max_deliver": node.delivery.max_deliver,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
-        for node in ctx.graph.nodes
-    ]
-    shards: list[str] = []
-    current: list[str] = []
-    size = 0
-    for line in lines:
-        if current and size + len(line) + 1 > TOPOLOGY_SHARD_BYTES:
-            shards.append("\n".join(current) + "\n")
-            current, size = [], 0
-        current.append(line)
-        size += len(line) + 1
-    shards.append("\n".join(current) + "\n")
-    base = ("vf", ctx.flow_id, ctx.run_id, "topology")
-    cms = (
-        (names.k8s_name(*base),)
-        if len(shards) == 1
-        else tuple(names.k8s_name(*base, str(i)) for i in range(len(shards)))
-    )
-    image = ctx.env.default_image or images[ctx.graph.nodes[0].name]
-    labels = tuple(sorted({*ctx.run_labels, (NAME, "vf-provision"), (COMPONENT, "provision")}))
-    return Provision(
-        job=names.k8s_name("vf", ctx.flow_id, ctx.run_id, "provision"),
-        image=image,
-        topology_configmaps=cms,
-        topology_shards=tuple(shards),
-        backoff_limit=PROVISION_BACKOFF_LIMIT,
-        labels=labels,
-    )
-
-
 def _warnings(graph: Graph, images: Mapping[str, str], admission: Admission) -> tuple[str, ...]:
     unpinned: dict[str, list[str]] = {}
     for node in graph.nodes:
@@ -415,32 +265,3 @@ def _count(items: list[str], noun: str) -> str:
     if len(items) <= 3:
         return ", ".join(items)
     return f"{items[0]}, {items[1]} and {len(items) - 2} more {noun}s"
-
-
-def plan_infra(env: Environment) -> Infra:
-    """What the environment's broker and payload store are, and the components they need."""
-    broker, store = env.broker, env.payload_store
-    components = []
-    if broker.profile in ("dev", "durable"):
-        components.append(f"nats-{broker.profile}")
-    if store.profile in ("dev", "durable", "cache"):
-        components.append(f"redis-{store.profile}")
-    provisioned_nats = f"nats://vf-nats.{env.namespace}.svc:4222"
-    provisioned_redis = f"redis://vf-redis.{env.namespace}.svc:6379/0"
-    return Infra(
-        broker_profile=broker.profile,
-        broker_replicas=broker.replicas,
-        stream_replicas=broker.stream_replicas,
-        broker_storage_class=broker.storage_class,
-        broker_storage_size=broker.storage_size,
-        broker_image=broker.image,
-        store_profile=store.profile,
-        store_storage_class=store.storage_class,
-        store_storage_size=store.storage_size,
-        store_image=store.image,
-        components=tuple(components),
-        nats_url=broker.url if broker.profile == "external" else provisioned_nats,
-        nats_url_secret=broker.url_secret,
-        store_url={"none": None, "external": store.url}.get(store.profile, provisioned_redis),
-        store_url_secret=store.url_secret,
-    )

@@ -1,0 +1,145 @@
+"""The delivery sections of vf.yaml: ``gitops:`` (top level) and ``autoscaling:`` (per env).
+
+The JSON Schema has already checked shapes and patterns; this module turns the raw
+mappings into frozen records and checks what a schema cannot (names of environments).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vf.errors import Problem
+
+DEFAULT_MAX_REPLICAS = 10
+DEFAULT_LAG_THRESHOLD = 10
+DEFAULT_POLLING_SECONDS = 15
+DEFAULT_COOLDOWN_SECONDS = 300
+DEFAULT_NATS_ACCOUNT = "$G"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Autoscaling:
+    """KEDA scaling of an environment's long-running workers on their input lag."""
+
+    enabled: bool = True
+    min_replicas: int | None = None
+    max_replicas: int = DEFAULT_MAX_REPLICAS
+    lag_threshold: int = DEFAULT_LAG_THRESHOLD
+    gpu_nodes: bool = False
+    nodes: tuple[str, ...] = ()
+    polling_interval_seconds: int = DEFAULT_POLLING_SECONDS
+    cooldown_seconds: int = DEFAULT_COOLDOWN_SECONDS
+    monitoring_endpoint: str | None = None
+    account: str = DEFAULT_NATS_ACCOUNT
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceRef:
+    """A Flux source the operator already runs (vf references it, never creates it)."""
+
+    kind: str
+    name: str
+    namespace: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArgoCD:
+    namespace: str = "argocd"
+    project: str = "default"
+    server: str = "https://kubernetes.default.svc"
+    auto_sync: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flux:
+    namespace: str = "flux-system"
+    interval: str = "10m"
+    source: SourceRef | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Destination:
+    """Where one environment is delivered, when it is not the controller's own cluster."""
+
+    server: str | None = None
+    cluster: str | None = None
+    kubeconfig_secret: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GitOps:
+    """The repository the compiled tree is committed to, and the controllers that sync it."""
+
+    repo_url: str
+    revision: str
+    path: str
+    argocd: ArgoCD | None
+    flux: Flux | None
+    destinations: tuple[tuple[str, Destination], ...] = ()
+
+    def destination(self, env: str) -> Destination:
+        return dict(self.destinations).get(env, Destination())
+
+
+def parse_autoscaling(raw: Mapping[str, Any] | None) -> Autoscaling | None:
+    """The ``autoscaling:`` block of one environment; None when absent."""
+    if raw is None:
+        return None
+    fields = dict(raw)
+    if "nodes" in fields:
+        fields["nodes"] = tuple(sorted(set(fields["nodes"])))
+    return Autoscaling(**fields)
+
+
+def parse_gitops(
+    raw: Mapping[str, Any] | None, *, environments: Iterable[str], source: str
+) -> tuple[GitOps | None, list[Problem]]:
+    """The top-level ``gitops:`` block and any environment it names that does not exist."""
+    if raw is None:
+        return None, []
+    known = set(environments)
+    dests = raw.get("environments") or {}
+    problems = [
+        Problem(
+            code="VF_CONFIG_UNKNOWN_ENV",
+            what=f"gitops.environments.{name}: no environment {name!r} in {source}",
+            remedy=f"use one of: {', '.join(sorted(known))}",
+            where=source,
+        )
+        for name in sorted(set(dests) - known)
+    ]
+    argocd, flux = raw.get("argocd"), raw.get("flux")
+    flux_source = (flux or {}).get("source")
+    gitops = GitOps(
+        repo_url=raw["repo_url"],
+        revision=raw.get("revision", "main"),
+        path=raw["path"],
+        argocd=None if argocd is None else ArgoCD(**argocd),
+        flux=None
+        if flux is None
+        else Flux(
+            **{k: v for k, v in flux.items() if k != "source"},
+            source=None if flux_source is None else SourceRef(**flux_source),
+        ),
+        destinations=tuple((name, Destination(**dests[name])) for name in sorted(dests)),
+    )
+    if gitops.flux is not None and gitops.flux.source is None:
+        problems.extend(_flux_url_problems(gitops, source))
+    return gitops, problems
+
+
+def _flux_url_problems(gitops: GitOps, source: str) -> list[Problem]:
+    if gitops.repo_url.startswith(("http://", "https://", "ssh://")):
+        return []
+    return [
+        Problem(
+            code="VF_CONFIG_GITOPS",
+            what=f"gitops.repo_url {gitops.repo_url!r}: a Flux GitRepository needs an "
+            "http(s):// or ssh:// URL",
+            remedy="write the URL as ssh://git@host/org/repo.git, or name an existing "
+            "source under gitops.flux.source",
+            where=source,
+        )
+    ]

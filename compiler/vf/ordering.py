@@ -1,0 +1,101 @@
+"""Ordering hints for delivery tools: Argo CD sync waves in the Kustomize tree, Helm hooks
+in the chart, never both in one tree.
+
+Correctness never depends on these hints (workers ensure their own streams and consumers);
+they only make a sync converge in fewer steps. Each emitter annotates its own copies of the
+plan's objects, so the objects of the plan stay tool-neutral.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+Obj = dict[str, Any]
+
+SYNC_WAVE = "argocd.argoproj.io/sync-wave"
+SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+FLUX_FORCE = "kustomize.toolkit.fluxcd.io/force"
+HELM_HOOK = "helm.sh/hook"
+HELM_HOOK_WEIGHT = "helm.sh/hook-weight"
+HELM_HOOK_DELETE = "helm.sh/hook-delete-policy"
+KUSTOMIZE_ONLY = (SYNC_WAVE, SYNC_OPTIONS, FLUX_FORCE)
+HELM_ONLY = (HELM_HOOK, HELM_HOOK_WEIGHT, HELM_HOOK_DELETE)
+TOOL_ANNOTATIONS = frozenset(KUSTOMIZE_ONLY + HELM_ONLY)
+
+WAVE_INFRA = "-2"
+WAVE_PROVISION = "-1"
+WAVE_WORKERS = "0"
+WAVE_AFTER = "1"
+_WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
+_AFTER_KINDS = frozenset({"ScaledObject", "PodDisruptionBudget", "HorizontalPodAutoscaler"})
+
+
+def is_provision_job(obj: Mapping[str, Any]) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return obj.get("kind") == "Job" and labels.get("app.kubernetes.io/component") == "provision"
+
+
+def sync_wave(obj: Mapping[str, Any]) -> str:
+    """Infrastructure (-2) → provision Job (-1) → workers (0) → scalers and budgets (1)."""
+    kind = obj.get("kind")
+    labels = obj.get("metadata", {}).get("labels") or {}
+    if is_provision_job(obj):
+        return WAVE_PROVISION
+    if kind in _AFTER_KINDS:
+        return WAVE_AFTER
+    if kind in _WORKLOAD_KINDS and "vf.dev/node" in labels:
+        return WAVE_WORKERS
+    return WAVE_INFRA
+
+
+def _annotated(obj: Mapping[str, Any], annotations: Mapping[str, str]) -> Obj:
+    out = copy.deepcopy(dict(obj))
+    meta = out.setdefault("metadata", {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+    return out
+
+
+def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
+    """A copy for the Kustomize tree: its Argo CD wave; Jobs are replaced when they change.
+
+    A Job's pod template is immutable, so a changed Job is deleted and created again by
+    Argo CD (``Force=true,Replace=true``, paired with ``ApplyOutOfSyncOnly=true`` in the
+    Applications vf writes) and by Flux (``force: enabled`` acts only on immutable fields).
+    """
+    annotations = {SYNC_WAVE: sync_wave(obj)}
+    if obj.get("kind") == "Job":
+        annotations[SYNC_OPTIONS] = "Force=true,Replace=true"
+        annotations[FLUX_FORCE] = "enabled"
+    return _annotated(obj, annotations)
+
+
+def with_helm_hooks(obj: Mapping[str, Any]) -> Obj:
+    """A copy for the chart: the provision Job becomes a post-install/upgrade hook.
+
+    Post, not pre: a pre-install hook runs before the release's ConfigMaps exist, and the
+    Job mounts them. Workers do not wait for it, so running it after them is safe.
+    """
+    if not is_provision_job(obj):
+        return copy.deepcopy(dict(obj))
+    hooks = {
+        HELM_HOOK: "post-install,post-upgrade",
+        HELM_HOOK_WEIGHT: "0",
+        HELM_HOOK_DELETE: "before-hook-creation",
+    }
+    return _annotated(obj, hooks)
+
+
+def without_tool_annotations(obj: Mapping[str, Any]) -> Obj:
+    """A copy with every delivery-tool annotation removed (how the trees are compared)."""
+    out = copy.deepcopy(dict(obj))
+    meta = out.get("metadata") or {}
+    annotations = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k not in TOOL_ANNOTATIONS
+    }
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
+    return out
