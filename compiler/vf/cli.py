@@ -167,10 +167,16 @@ def plan_command(
     _run(body)
 
 
+_FORMAT = click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+
+
 @cli.command("explain")
 @_graph_options
+@_FORMAT
 def explain_command(
-    *, graph: str, config: str | None, envs: tuple[str, ...], profiles: tuple[str, ...]
+    *, graph: str, config: str | None, envs: tuple[str, ...], profiles: tuple[str, ...], fmt: str
 ) -> None:
     """Summarise what GRAPH deploys in each environment."""
 
@@ -178,9 +184,11 @@ def explain_command(
         from dataclasses import replace
 
         from vf.explain import explain, has_rejections
+        from vf.summary import explain_document, json_text
 
         result = _compile(replace(_request(graph, config, envs, profiles), enforce_admission=False))
-        click.echo(explain(result), nl=False)
+        text = json_text(explain_document(result)) if fmt == "json" else explain(result)
+        click.echo(text, nl=False)
         return EXIT_USER if has_rejections(result) else 0
 
     _run(body)
@@ -188,15 +196,104 @@ def explain_command(
 
 @cli.command("validate")
 @_graph_options
+@_FORMAT
 def validate_command(
-    *, graph: str, config: str | None, envs: tuple[str, ...], profiles: tuple[str, ...]
+    *, graph: str, config: str | None, envs: tuple[str, ...], profiles: tuple[str, ...], fmt: str
 ) -> None:
     """Check GRAPH and its vf.yaml without writing anything."""
 
     def body() -> int:
-        result = _compile(_request(graph, config, envs, profiles))
-        click.echo(f"ok: {len(result.graph.nodes)} nodes, {len(result.plans)} environment(s)")
+        from vf.summary import json_text, problems_document, validate_document
+
+        if fmt == "text":
+            result = _compile(_request(graph, config, envs, profiles))
+            click.echo(f"ok: {len(result.graph.nodes)} nodes, {len(result.plans)} environment(s)")
+            return 0
+        try:
+            result = _compile(_request(graph, config, envs, profiles))
+        except VfError as exc:
+            click.echo(json_text(problems_document(exc)), nl=False)
+            return exc.exit_code
+        click.echo(json_text(validate_document(result)), nl=False)
         return 0
+
+    _run(body)
+
+
+@cli.command("diff")
+@_graph_options
+@click.option(
+    "--out", "out", required=True, type=click.Path(path_type=Path), help="The committed tree."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+)
+@click.option("--raw", is_flag=True, help="Append the file-level YAML diff.")
+def diff_command(
+    *,
+    graph: str,
+    config: str | None,
+    envs: tuple[str, ...],
+    profiles: tuple[str, ...],
+    out: Path,
+    fmt: str,
+    raw: bool,
+) -> None:
+    """Explain what compiling GRAPH would change in the tree at OUT; exit 1 if anything."""
+
+    def body() -> int:
+        from vf.diff import diff_project
+        from vf.diff_report import RENDERERS
+
+        result = _compile(_request(graph, config, (), profiles))
+        report = diff_project(result, out=out, environments=envs, raw=raw)
+        click.echo(RENDERERS[fmt](report), nl=False)
+        return EXIT_STALE if report.changed else 0
+
+    _run(body)
+
+
+@cli.command("run-local")
+@click.argument("graph", metavar="GRAPH")
+@click.option("--config", default=None, metavar="FILE", help="vf.yaml (default: next to GRAPH).")
+@click.option("--env", default=None, metavar="NAME", help="Environment to run (default: first).")
+@click.option("--nats", "nats_url", default=None, metavar="URL", help="Use this NATS JetStream.")
+@click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this payload store.")
+@click.option(
+    "--stall-timeout",
+    "stall",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="Exit 5 after this many seconds without progress (0: never).",
+)
+def run_local_command(
+    *,
+    graph: str,
+    config: str | None,
+    env: str | None,
+    nats_url: str | None,
+    redis_url: str | None,
+    stall: float,
+) -> None:
+    """Run GRAPH on this machine: one process per replica, embedded NATS and Redis."""
+
+    def body() -> int:
+        from vf.run_local import RunLocalRequest, run_local
+
+        request = RunLocalRequest(
+            graph=graph,
+            config=config,
+            environment=env,
+            nats_url=nats_url,
+            redis_url=redis_url,
+            stall_seconds=stall or None,
+        )
+        return run_local(request)
 
     _run(body)
 

@@ -13,7 +13,9 @@ import jsonschema
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from vf.delivery_config import Autoscaling, GitOps, parse_autoscaling, parse_gitops
 from vf.errors import Problem, VfError, raise_if
+from vf.gpu_config import GpuTarget, parse_gpu
 from vf.infra_config import (
     BrokerTarget,
     Requirements,
@@ -23,6 +25,7 @@ from vf.infra_config import (
     parse_store,
 )
 from vf.resources import schema_path
+from vf.workload_config import WorkloadOptions, parse_workloads
 
 CONFIG_NAME = "vf.yaml"
 CONFIG_SCHEMA = "vf.config.v1.schema.json"
@@ -59,6 +62,9 @@ class Environment:
     broker: BrokerTarget = field(default_factory=BrokerTarget)
     payload_store: StoreTarget = field(default_factory=StoreTarget)
     requirements: Requirements = field(default_factory=Requirements)
+    gpu: GpuTarget = field(default_factory=GpuTarget)
+    autoscaling: Autoscaling | None = None
+    workloads: WorkloadOptions = field(default_factory=WorkloadOptions)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +74,7 @@ class Targets:
     flow_id: str | None
     environments: tuple[Environment, ...]
     source: str
+    gitops: GitOps | None = None
 
 
 @cache
@@ -100,10 +107,14 @@ def load_targets(path: Path | None) -> Targets:
     _validate(document, path)
     plain: dict[str, Any] = json.loads(json.dumps(document, default=str))
     envs = plain.get("environments") or {DEFAULT_ENV: {}}
+    environments = _environments(envs, path.name)
+    gitops, problems = parse_gitops(plain.get("gitops"), environments=envs, source=path.name)
+    raise_if(problems)
     return Targets(
         flow_id=plain.get("flow_id"),
-        environments=_environments(envs, path.name),
+        environments=environments,
         source=path.name,
+        gitops=gitops,
     )
 
 
@@ -113,6 +124,13 @@ def _read_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
         document = yaml.load(text)
+    except RecursionError:
+        raise VfError(
+            "VF_CONFIG_SYNTAX",
+            f"{path.name} nests deeper than vf reads",
+            "flatten the document; vf.yaml needs only a few levels of nesting",
+            str(path),
+        ) from None
     except (YAMLError, UnicodeDecodeError, OSError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -206,13 +224,15 @@ def _environments(envs: dict[str, Any], source: str) -> tuple[Environment, ...]:
         raw = envs[name] or {}
         broker, broker_problems = parse_broker(raw.get("broker"), env=name, source=source)
         store, store_problems = parse_store(raw.get("payload_store"), env=name, source=source)
-        problems.extend(broker_problems + store_problems)
+        workloads, workload_problems = parse_workloads(raw, env=name, source=source)
+        problems.extend(broker_problems + store_problems + workload_problems)
         parsed.append(
             replace(
                 _environment(name, raw),
                 broker=broker,
                 payload_store=store,
                 requirements=parse_requirements(raw.get("requirements")),
+                workloads=workloads,
             )
         )
     raise_if(problems)
@@ -236,6 +256,8 @@ def _environment(name: str, raw: dict[str, Any]) -> Environment:
             for key, spec in sorted(resources.items())
         ),
         priority_class=raw.get("priority_class"),
+        gpu=parse_gpu(raw.get("gpu")),
+        autoscaling=parse_autoscaling(raw.get("autoscaling")),
     )
 
 
@@ -253,4 +275,4 @@ def select_environments(targets: Targets, wanted: tuple[str, ...]) -> Targets:
             targets.source or "(no vf.yaml)",
         )
     kept = tuple(env for env in targets.environments if env.name in set(wanted))
-    return Targets(flow_id=targets.flow_id, environments=kept, source=targets.source)
+    return replace(targets, environments=kept)

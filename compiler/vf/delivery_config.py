@@ -126,11 +126,11 @@ def parse_gitops(
         destinations=tuple((name, Destination(**dests[name])) for name in sorted(dests)),
     )
     if gitops.flux is not None and gitops.flux.source is None:
-        problems.extend(_flux_url_problems(gitops, source))
+        problems.extend(_flux_url_problems(gitops, source=source))
     return gitops, problems
 
 
-def _flux_url_problems(gitops: GitOps, source: str) -> list[Problem]:
+def _flux_url_problems(gitops: GitOps, *, source: str) -> list[Problem]:
     if gitops.repo_url.startswith(("http://", "https://", "ssh://")):
         return []
     return [

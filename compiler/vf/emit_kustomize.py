@@ -46,6 +46,7 @@ class EnvObjects:
     namespace: str
     objects: Sequence[Obj]
     components: Mapping[str, Sequence[Obj]]
+    generated: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
 
 
 def _with_sync_waves(env: EnvObjects) -> EnvObjects:
@@ -54,6 +55,7 @@ def _with_sync_waves(env: EnvObjects) -> EnvObjects:
         namespace=env.namespace,
         objects=[with_sync_waves(o) for o in env.objects],
         components={c: [with_sync_waves(o) for o in objs] for c, objs in env.components.items()},
+        generated={c: [with_sync_waves(o) for o in objs] for c, objs in env.generated.items()},
     )
 
 
@@ -62,7 +64,13 @@ def emit_kustomize(envs: Mapping[str, EnvObjects]) -> Tree:
     envs = {env: _with_sync_waves(objects) for env, objects in envs.items()}
     names = sorted(envs)
     owned = {
-        env: {_key(o) for objs in envs[env].components.values() for o in objs} for env in names
+        env: {
+            _key(o)
+            for group in (envs[env].components, envs[env].generated)
+            for objs in group.values()
+            for o in objs
+        }
+        for env in names
     }
     indexed = {
         env: {
@@ -85,13 +93,34 @@ def emit_kustomize(envs: Mapping[str, EnvObjects]) -> Tree:
         for file, text in component_files(component).items():
             tree[f"components/{component}/{file}"] = text
     for env in names:
+        for component, objects in sorted(envs[env].generated.items()):
+            tree.update(_generated_component(component, objects))
+    for env in names:
         overlay = _Overlay(root=f"overlays/{env}", namespace=envs[env].namespace)
         overlay.add_resources(indexed[env], exclude=set(common))
         for key in common:
             overlay.add_patch(key, first[key], indexed[env][key])
         for component, objects in sorted(envs[env].components.items()):
             overlay.add_component(component, objects)
+        for component in sorted(envs[env].generated):
+            overlay.components.append(f"../../components/{component}")
         tree.update(overlay.files())
+    return tree
+
+
+def _generated_component(component: str, objects: Sequence[Obj]) -> Tree:
+    """A component vf writes itself (its objects are exactly one environment's)."""
+    root = f"components/{component}"
+    tree: Tree = {}
+    for obj in objects:
+        tree[f"{root}/{object_file(obj)}"] = yamlout.dump(_without_namespace(obj))
+    tree[f"{root}/kustomization.yaml"] = yamlout.dump(
+        {
+            "apiVersion": "kustomize.config.k8s.io/v1alpha1",
+            "kind": "Component",
+            "resources": sorted(object_file(o) for o in objects),
+        }
+    )
     return tree
 
 

@@ -31,6 +31,7 @@ def explain(result: CompileResult) -> str:
                 f"stream {channel.stream}, {len(channel.readers)} reader(s)"
             )
         lines.extend(_admission_lines(plan))
+        lines.extend(_gpu_lines(plan))
         for warning in plan.warnings:
             lines.append(f"  warning: {warning}")
     return "\n".join(lines) + "\n"
@@ -52,3 +53,25 @@ def _admission_lines(plan: Plan) -> list[str]:
 
 def has_rejections(result: CompileResult) -> bool:
     return any(plan.admission.rejections for plan in result.plans)
+
+
+def _gpu_lines(plan: Plan) -> list[str]:
+    gpu = plan.gpu
+    if gpu is None:
+        return []
+    lines = [f"  gpu: mode {gpu.mode}; feasibility {gpu.feasibility}"]
+    for grant in gpu.grants:
+        what = f"{grant.count} x {grant.profile or gpu.resource_name}"
+        if grant.claim_template:
+            what = f"claim {grant.claim_template} ({grant.count} device(s))"
+        hosts = f" on {', '.join(grant.hosts)}" if grant.hosts else ""
+        lines.append(f"  gpu {grant.node}: {grant.kind}, {what} per pod{hosts}")
+    for node in gpu.mig_nodes:
+        layout = "; ".join(
+            f"card {c.index}: " + (", ".join(f"{n}x{p}" for p, n in c.devices) or c.use)
+            for c in node.cards
+        )
+        lines.append(f"  mig {node.host} ({node.family}): {layout}")
+        lines.append(f"    label the node nvidia.com/mig.config={node.config_name}")
+    lines.extend(f"  gpu note: {note}" for note in gpu.notes)
+    return lines

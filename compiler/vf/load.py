@@ -14,9 +14,12 @@ from typing import TypeVar
 
 import vf_runtime
 from vf.errors import VfError
+from vf.params import safe_repr
+from vf.watchdog import LoadTimeout, Watchdog, load_timeout, watchdog
 from vf_runtime import AuthoringError, Flow
 
 DEFAULT_FACTORY = "build_flow"
+MAX_FRAMES = 12
 FALLBACK_MODULE = "_vf_user_graph"
 _OWN_DIRS = (
     str(Path(__file__).resolve().parent) + "/",
@@ -36,9 +39,12 @@ def split_target(target: str) -> tuple[Path, str]:
 
 
 def load_flow(target: str) -> tuple[Flow, Path]:
-    """Import the graph module named by ``target`` and return the Flow its factory builds."""
+    """Import the graph module named by ``target`` and return the Flow its factory builds.
+
+    Importing and building together must finish within ``VF_LOAD_TIMEOUT_SECONDS``.
+    """
     path, factory_name = split_target(target)
-    if not path.is_file() or path.suffix != ".py":
+    if not _is_python_file(path):
         raise VfError(
             "VF_LOAD_NOT_FOUND",
             f"graph module {str(path)!r} does not exist or is not a .py file",
@@ -46,8 +52,21 @@ def load_flow(target: str) -> tuple[Flow, Path]:
             str(path),
         )
     path = path.resolve()
-    module = _import_module(path)
-    factory = getattr(module, factory_name, None)
+    with watchdog(load_timeout(), path) as guard:
+        flow = _build(path, factory_name, guard)
+    return flow, path
+
+
+def _is_python_file(path: Path) -> bool:
+    try:
+        return path.suffix == ".py" and path.is_file()
+    except (OSError, ValueError):  # a name too long for the filesystem, or a NUL byte
+        return False
+
+
+def _build(path: Path, factory_name: str, guard: Watchdog) -> Flow:
+    module = _import_module(path, guard)
+    factory = _call_user(lambda: getattr(module, factory_name, None), path, guard)
     if not callable(factory):
         raise VfError(
             "VF_LOAD_NO_FACTORY",
@@ -55,7 +74,7 @@ def load_flow(target: str) -> tuple[Flow, Path]:
             f"define def {factory_name}() -> Flow in the module, or pass {path.name}:<factory>",
             str(path),
         )
-    flow = _call_user(factory, path, "VF_LOAD_FACTORY_FAILED")
+    flow = _call_user(factory, path, guard, code="VF_LOAD_FACTORY_FAILED")
     if not isinstance(flow, Flow):
         raise VfError(
             "VF_LOAD_FACTORY_TYPE",
@@ -63,7 +82,7 @@ def load_flow(target: str) -> tuple[Flow, Path]:
             "return Flow([...consumers], flow_type=...) without calling run()",
             str(path),
         )
-    return flow, path
+    return flow
 
 
 def _module_name(path: Path) -> str:
@@ -96,7 +115,7 @@ def _forget_user_modules(directory: Path) -> None:
             sys.path.remove(stale[:-1])
 
 
-def _import_module(path: Path) -> ModuleType:
+def _import_module(path: Path, guard: Watchdog) -> ModuleType:
     directory = path.parent
     _forget_user_modules(directory)
     name = _module_name(path)
@@ -108,41 +127,60 @@ def _import_module(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     loader = spec.loader
-    _call_user(lambda: loader.exec_module(module), path, "VF_LOAD_IMPORT_FAILED")
+    _call_user(lambda: loader.exec_module(module), path, guard)
     return module
 
 
-def _call_user(action: Callable[[], T], path: Path, code: str) -> T:
+def _call_user(
+    action: Callable[[], T], path: Path, guard: Watchdog, *, code: str = "VF_LOAD_IMPORT_FAILED"
+) -> T:
     """Run user code; turn anything it raises into a VfError that shows the user's frames only."""
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            return action()
-    except VfError:
+            result = action()
+    except (VfError, KeyboardInterrupt):
         raise
-    except AuthoringError as exc:
-        raise VfError(
-            exc.code, str(exc), exc.remedy, _last_user_frame(exc.__traceback__, path)
-        ) from None
-    except SyntaxError as exc:
+    except LoadTimeout as exc:
+        raise guard.error(_last_user_frame(exc.__traceback__, path)) from None
+    except BaseException as exc:
+        guard.check(str(path))  # the user's code swallowed the watchdog's interruption
+        raise _user_error(exc, path, code) from None
+    guard.check(str(path))
+    return result
+
+
+def _user_error(exc: BaseException, path: Path, code: str) -> VfError:
+    where = _last_user_frame(exc.__traceback__, path)
+    if isinstance(exc, AuthoringError):
+        return VfError(exc.code, safe_str(exc), exc.remedy, where)
+    if isinstance(exc, SyntaxError):
         where = f"{exc.filename}:{exc.lineno}" if exc.filename else str(path)
-        raise VfError(
+        return VfError(
             code, f"syntax error in the graph module: {exc.msg}", "fix the syntax", where
-        ) from None
-    except SystemExit as exc:
-        raise VfError(
+        )
+    if isinstance(exc, SystemExit):
+        return VfError(
             "VF_LOAD_EXIT",
-            f"the graph module called sys.exit({exc.code!r}) while loading",
+            f"the graph module called sys.exit({safe_repr(exc.code)}) while loading",
             "graph modules must not exit; guard scripts with if __name__ == '__main__'",
-            _last_user_frame(exc.__traceback__, path),
-        ) from None
-    except Exception as exc:
-        frames = _user_frames(exc.__traceback__)
-        raise VfError(
-            code,
-            f"{type(exc).__name__}: {exc}" + (f"\n{frames}" if frames else ""),
-            "fix the error in your graph code shown above",
-            _last_user_frame(exc.__traceback__, path),
-        ) from None
+            where,
+        )
+    frames = _user_frames(exc.__traceback__)
+    return VfError(
+        code,
+        f"{type(exc).__name__}: {safe_str(exc)}" + (f"\n{frames}" if frames else ""),
+        "fix the error in your graph code shown above",
+        where,
+    )
+
+
+def safe_str(value: object, limit: int = 500) -> str:
+    """``str`` of a user's object, shortened, and never raising."""
+    try:
+        text = str(value)
+    except Exception:
+        text = f"<{type(value).__name__} that cannot be printed>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _user_summary(tb: TracebackType | None) -> list[traceback.FrameSummary]:
@@ -154,7 +192,12 @@ def _user_summary(tb: TracebackType | None) -> list[traceback.FrameSummary]:
 
 
 def _user_frames(tb: TracebackType | None) -> str:
-    return "".join(traceback.format_list(_user_summary(tb))).rstrip()
+    """The user's frames, innermost last; a deep recursion shows only its last frames."""
+    frames = _user_summary(tb)
+    shown = traceback.format_list(frames[-MAX_FRAMES:])
+    skipped = len(frames) - len(shown)
+    head = [f"  ... {skipped} earlier frames\n"] if skipped > 0 else []
+    return "".join(head + shown).rstrip()
 
 
 def _last_user_frame(tb: TracebackType | None, path: Path) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import math
@@ -14,6 +15,7 @@ from vf import names
 from vf.errors import Problem, raise_if
 from vf.graph import Graph, NodeIR
 from vf.load import FALLBACK_MODULE
+from vf.params import json_problem, safe_repr
 from vf_runtime import Consumer, Flow, Node, Processor, Producer
 from vf_runtime.constants import DEVICE_TYPES, GPU
 from vf_runtime.policies import DeliveryPolicy, JoinPolicy
@@ -53,8 +55,14 @@ def site_of(node: Node) -> str:
     if site is None:
         return type(node).__name__
     path, line = site
-    rel = os.path.relpath(path)
-    return f"{rel if not rel.startswith('..') else path}:{line}"
+    return f"{_display_path(path, os.getcwd())}:{line}"
+
+
+@functools.lru_cache(maxsize=256)
+def _display_path(path: str, cwd: str) -> str:
+    """``path`` relative to ``cwd`` when it lies below it, else as given."""
+    rel = os.path.relpath(path, cwd)
+    return path if rel.startswith("..") else rel
 
 
 def lower(flow: Flow, *, source_stem: str) -> Graph:
@@ -70,6 +78,7 @@ def lower(flow: Flow, *, source_stem: str) -> Graph:
             children[id(parent)].append(scan.names[id(node)])
     irs = [_lower_node(n, sorted(children[id(n)]), flow.flow_type, scan) for n in order]
     _check_identities(irs, scan)
+    _check_flow_id(flow.flow_id, scan)
     raise_if(scan.problems)
     return Graph(
         flow_id=flow.flow_id, flow_type=flow.flow_type, source_stem=source_stem, nodes=tuple(irs)
@@ -94,7 +103,7 @@ def _check_shape(flow: Flow, reachable: Iterable[Node], scan: _Scan) -> None:
         if not isinstance(node, Consumer):
             scan.add(
                 "VF_GRAPH_NOT_CONSUMER",
-                f"{node!r} is passed to Flow() but is not a Consumer",
+                f"{safe_repr(node)} is passed to Flow() but is not a Consumer",
                 "pass only Consumer nodes to Flow(); processors are reached through them",
                 site_of(node),
             )
@@ -102,21 +111,22 @@ def _check_shape(flow: Flow, reachable: Iterable[Node], scan: _Scan) -> None:
         if not isinstance(node, Producer | Processor | Consumer):
             scan.add(
                 "VF_GRAPH_NODE_TYPE",
-                f"{node!r} subclasses Node directly",
+                f"{safe_repr(node)} subclasses Node directly",
                 "subclass Producer, Processor or Consumer",
                 site_of(node),
             )
         elif isinstance(node, Producer) and node.parents:
             scan.add(
                 "VF_GRAPH_PRODUCER_PARENTS",
-                f"producer {node!r} was given parents",
+                f"producer {safe_repr(node)} was given parents",
                 "producers are roots; make it a Processor if it needs inputs",
                 site_of(node),
             )
         elif not isinstance(node, Producer) and not node.parents:
             scan.add(
                 "VF_GRAPH_ROOT",
-                f"{node!r} has no parents but is not a Producer; every root must be a Producer",
+                f"{safe_repr(node)} has no parents but is not a Producer; "
+                "every root must be a Producer",
                 "wire it to its parents with node(parent) or make it a Producer",
                 site_of(node),
             )
@@ -124,7 +134,8 @@ def _check_shape(flow: Flow, reachable: Iterable[Node], scan: _Scan) -> None:
             if isinstance(parent, Consumer):
                 scan.add(
                     "VF_GRAPH_CONSUMER_CHILD",
-                    f"consumer {parent!r} is used as a parent of {node!r}; consumers are leaves",
+                    f"consumer {safe_repr(parent)} is used as a parent of {safe_repr(node)}; "
+                    "consumers are leaves",
                     "make the parent a Processor, or add a separate Consumer",
                     site_of(node),
                 )
@@ -140,7 +151,7 @@ def _assign_names(reachable: list[Node], scan: _Scan) -> None:
             if not isinstance(node.name, str) or not names.NODE_NAME.match(node.name):
                 scan.add(
                     "VF_GRAPH_NAME",
-                    f"node name {node.name!r} is not a valid name",
+                    f"node name {safe_repr(node.name)} is not a valid name",
                     "use 1-128 letters, digits, '-', '_' or '.', starting and ending alnum",
                     site_of(node),
                 )
@@ -207,7 +218,7 @@ def _topological(reachable: list[Node], scan: _Scan) -> list[Node]:
         if len(set(map(id, node.parents))) != len(node.parents):
             scan.add(
                 "VF_GRAPH_PARENT_REPEATED",
-                f"{node!r} lists the same parent twice",
+                f"{safe_repr(node)} lists the same parent twice",
                 "pass each parent once",
                 site_of(node),
             )
@@ -279,19 +290,19 @@ def _check_fields(
     if not _positive_int(nb_tasks):
         bad(
             "VF_GRAPH_NB_TASKS",
-            f"nb_tasks={nb_tasks!r} is not a positive integer",
+            f"nb_tasks={safe_repr(nb_tasks)} is not a positive integer",
             "pass nb_tasks >= 1",
         )
     if values["device_type"] not in DEVICE_TYPES:
         bad(
             "VF_GRAPH_DEVICE",
-            f"device_type={values['device_type']!r} is not one of cpu, gpu",
+            f"device_type={safe_repr(values['device_type'])} is not one of cpu, gpu",
             "pass device_type=CPU or GPU",
         )
     if not _positive_int(gpu_count):
         bad(
             "VF_GRAPH_GPU",
-            f"gpu_count={gpu_count!r} is not a positive integer",
+            f"gpu_count={safe_repr(gpu_count)} is not a positive integer",
             "pass gpu_count >= 1",
         )
     _check_gpu_memory(values, bad)
@@ -305,27 +316,46 @@ def _check_fields(
         if value is not None and not isinstance(value, expected):
             bad(
                 "VF_GRAPH_FIELD_TYPE",
-                f"{key}={value!r} has the wrong type",
+                f"{key}={safe_repr(value)} has the wrong type",
                 f"pass a {expected.__name__}",
             )
-    if values["image"] == "" or values["partition_by"] == "":
-        bad(
-            "VF_GRAPH_FIELD_TYPE",
-            "image and partition_by cannot be empty strings",
-            "pass a value or None",
-        )
+    _check_strings(values, bad)
     join, delivery = values["join_policy"], values["delivery"]
     if join is not None and not isinstance(join, JoinPolicy):
-        bad("VF_POLICY_JOIN", f"join_policy={join!r} is not a JoinPolicy", "pass JoinPolicy(...)")
+        bad(
+            "VF_POLICY_JOIN",
+            f"join_policy={safe_repr(join)} is not a JoinPolicy",
+            "pass JoinPolicy(...)",
+        )
         values["join_policy"] = None
     if delivery is not None and not isinstance(delivery, DeliveryPolicy):
         bad(
             "VF_POLICY_DELIVERY",
-            f"delivery={delivery!r} is not a DeliveryPolicy",
+            f"delivery={safe_repr(delivery)} is not a DeliveryPolicy",
             "pass DeliveryPolicy(...)",
         )
         values["delivery"] = None
     _check_join_rules(values, parents, bad)
+
+
+def _check_strings(values: dict[str, Any], bad: Any) -> None:
+    """An image reference and a partition key reach manifests verbatim: check their grammar."""
+    image, key = values["image"], values["partition_by"]
+    if isinstance(image, str) and (
+        len(image) > names.IMAGE_REF_MAX or not names.IMAGE_REF.match(image)
+    ):
+        bad(
+            "VF_GRAPH_IMAGE",
+            f"image={safe_repr(image)} is not a valid image reference",
+            "pass registry/path[:tag][@sha256:digest] in lowercase, e.g. "
+            "registry.example.com/team/worker:1.2",
+        )
+    if isinstance(key, str) and not names.PARTITION_KEY.match(key):
+        bad(
+            "VF_GRAPH_FIELD_TYPE",
+            f"partition_by={safe_repr(key)} is not a field name",
+            "pass the name of a message field: letters, digits, '_', '.', ':', '/' or '-'",
+        )
 
 
 def _check_gpu_memory(values: dict[str, Any], bad: Any) -> None:
@@ -340,7 +370,7 @@ def _check_gpu_memory(values: dict[str, Any], bad: Any) -> None:
     ):
         bad(
             "VF_GRAPH_GPU",
-            f"gpu_memory_gib={memory!r} is not a positive number",
+            f"gpu_memory_gib={safe_repr(memory)} is not a positive number",
             "pass the GiB the node needs",
         )
     if values["device_type"] != GPU:
@@ -374,11 +404,11 @@ def _check_join_rules(values: dict[str, Any], parents: tuple[str, ...], bad: Any
             "set nb_tasks=1 for time-aligned joins",
         )
     if isinstance(join, JoinPolicy):
-        unknown = sorted(k for k, _ in join._collect_items() if k not in parents)
+        unknown = sorted((k for k, _ in join._collect_items() if k not in parents), key=safe_repr)
         if unknown:
             bad(
                 "VF_POLICY_JOIN",
-                f"collect names unknown parents: {', '.join(unknown)}",
+                f"collect names unknown parents: {', '.join(map(safe_repr, unknown))}",
                 "collect by parent node names",
             )
 
@@ -418,7 +448,7 @@ def _params_json(node: Node, where: str, scan: _Scan) -> str:
                 "replace *args with named parameters",
                 where,
             )
-    problem = _json_problem(params, "params")
+    problem = json_problem(params, "params")
     if problem:
         scan.add(
             "VF_GRAPH_PARAMS",
@@ -431,27 +461,14 @@ def _params_json(node: Node, where: str, scan: _Scan) -> str:
     return json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _json_problem(value: object, path: str) -> str | None:
-    """The path of the first value that JSON cannot carry faithfully, or None."""
-    stack: list[tuple[object, str]] = [(value, path)]
-    while stack:
-        item, where = stack.pop()
-        if item is None or isinstance(item, str | bool | int):
-            continue
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return f"{where}={item!r}"
-            continue
-        if isinstance(item, list | tuple):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
-        elif isinstance(item, dict):
-            for key, sub in item.items():
-                if not isinstance(key, str):
-                    return f"{where} key {key!r}"
-                stack.append((sub, f"{where}.{key}"))
-        else:
-            return f"{where} ({type(item).__name__})"
-    return None
+def _check_flow_id(flow_id: object, scan: _Scan) -> None:
+    """An explicit flow id names every stream and object: it must be one already."""
+    if flow_id is not None and not (isinstance(flow_id, str) and names.FLOW_ID.match(flow_id)):
+        scan.add(
+            "VF_GRAPH_FLOW_ID",
+            f"flow_id {safe_repr(flow_id)} is not a valid flow id",
+            "use 1-32 lowercase letters, digits or '-', starting and ending alnum",
+        )
 
 
 def _check_identities(nodes: list[NodeIR], scan: _Scan) -> None:

@@ -50,7 +50,7 @@ def sync_wave(obj: Mapping[str, Any]) -> str:
     return WAVE_INFRA
 
 
-def _annotated(obj: Mapping[str, Any], annotations: Mapping[str, str]) -> Obj:
+def _annotated(obj: Mapping[str, Any], *, annotations: Mapping[str, str]) -> Obj:
     out = copy.deepcopy(dict(obj))
     meta = out.setdefault("metadata", {})
     meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
@@ -68,7 +68,7 @@ def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
     if obj.get("kind") == "Job":
         annotations[SYNC_OPTIONS] = "Force=true,Replace=true"
         annotations[FLUX_FORCE] = "enabled"
-    return _annotated(obj, annotations)
+    return _annotated(obj, annotations=annotations)
 
 
 def with_helm_hooks(obj: Mapping[str, Any]) -> Obj:
@@ -84,7 +84,7 @@ def with_helm_hooks(obj: Mapping[str, Any]) -> Obj:
         HELM_HOOK_WEIGHT: "0",
         HELM_HOOK_DELETE: "before-hook-creation",
     }
-    return _annotated(obj, hooks)
+    return _annotated(obj, annotations=hooks)
 
 
 def without_tool_annotations(obj: Mapping[str, Any]) -> Obj:

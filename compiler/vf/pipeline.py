@@ -8,7 +8,9 @@ from typing import Any
 
 from vf import names
 from vf.admission import parse_profile_flags
+from vf.autoscale import apply_autoscaling, plan_autoscaling
 from vf.config import Targets, find_config, load_targets, select_environments
+from vf.delivery import emit_delivery
 from vf.emit_kustomize import EnvObjects, emit_kustomize
 from vf.errors import VfError
 from vf.graph import Graph
@@ -16,7 +18,7 @@ from vf.load import load_flow
 from vf.lower import lower
 from vf.plan import plan_environment
 from vf.planir import Plan
-from vf.render import render_components, render_plan
+from vf.render import render_components, render_generated_components, render_plan
 from vf.verify import verify
 
 
@@ -71,7 +73,8 @@ def compile_project(request: CompileRequest) -> CompileResult:
     tree: dict[str, str] = {}
     for env in targets.environments:
         plan = plan_environment(graph, env, flow_id=flow_id, flags=flags)
-        rendered = render_plan(plan)
+        scalers = plan_autoscaling(graph, plan=plan, settings=env.autoscaling)
+        rendered = apply_autoscaling(plan, objects=render_plan(plan), scalers=scalers)
         document = verify(plan, rendered, enforce_admission=request.enforce_admission)
         plans.append(plan)
         objects[env.name] = rendered
@@ -83,11 +86,13 @@ def compile_project(request: CompileRequest) -> CompileResult:
                     namespace=plan.namespace,
                     objects=objects[plan.environment],
                     components=render_components(plan),
+                    generated=render_generated_components(plan),
                 )
                 for plan in plans
             }
         )
     )
+    tree.update(emit_delivery(graph, plans=plans, objects=objects, gitops=targets.gitops))
     return CompileResult(
         graph=graph, targets=targets, plans=tuple(plans), objects=objects, tree=tree
     )

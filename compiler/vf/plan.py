@@ -10,6 +10,8 @@ from vf import names
 from vf.admission import Admission, admit
 from vf.config import Environment
 from vf.errors import Problem, raise_if
+from vf.gpu_ir import GpuGrant, GpuPlan
+from vf.gpu_plan import plan_gpu
 from vf.graph import Graph, NodeIR
 from vf.plan_context import (
     COMPONENT,
@@ -25,9 +27,9 @@ from vf.plan_context import (
 from vf.plan_infra import plan_infra, plan_provision
 from vf.plan_inputs import check_config_nodes, resolve_images, resolve_replicas
 from vf.planir import PLAN_VERSION, Channel, ContainerResources, Pairs, Plan, Workload
+from vf.workload_config import pod_mounts
 from vf_runtime.constants import BATCH, ENVELOPE_VERSION, GPU, HEALTH_PORT
 
-WORKER_BACKOFF_LIMIT = 3
 STATEFULSET_NAME_MAX = 52  # leaves room for the controller-revision-hash label
 
 
@@ -60,7 +62,10 @@ def plan_environment(
         replicas=replicas,
         run_labels=run_labels,
     )
-    workloads = tuple(_workload(ctx, node, images[node.name]) for node in graph.nodes)
+    gpu = plan_gpu(ctx, problems)
+    raise_if(problems)
+    workloads = tuple(_workload(ctx, node, images[node.name], gpu) for node in graph.nodes)
+    raise_if(_rollout_problems(env, workloads))
     return Plan(
         version=PLAN_VERSION,
         environment=env.name,
@@ -85,6 +90,8 @@ def plan_environment(
         ),
         infra=plan_infra(env),
         admission=admission,
+        gpu=gpu,
+        supervision=env.workloads.supervision,
         warnings=_warnings(graph, images, admission),
     )
 
@@ -116,7 +123,7 @@ def _workload_kind(graph: Graph, node: NodeIR, partitioned: bool) -> str:
     return "StatefulSet" if partitioned else "Deployment"
 
 
-def _workload(ctx: PlanContext, node: NodeIR, image: str) -> Workload:
+def _workload(ctx: PlanContext, node: NodeIR, image: str, gpu: GpuPlan | None) -> Workload:
     partitioned = ctx.partitioned(node)
     kind = _workload_kind(ctx.graph, node, partitioned)
     replicas = ctx.replicas[node.name]
@@ -139,7 +146,8 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str) -> Workload:
             }
         )
     )
-    env = _worker_env(ctx, node)
+    grant = gpu.grant_for(node.name) if gpu is not None else None
+    env = _worker_env(ctx, node, grant)
     long_running = kind != "Job"
     return Workload(
         node=node.name,
@@ -158,9 +166,11 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str) -> Workload:
         selector=selector,
         config_hash=hashlib.sha256(json.dumps(env).encode()).hexdigest()[:16],
         probes=long_running,
-        backoff_limit=WORKER_BACKOFF_LIMIT if kind == "Job" else None,
+        backoff_limit=ctx.env.workloads.supervision.max_restarts if kind == "Job" else None,
         device_type=node.device_type,
         gpu_count=node.gpu_count if node.device_type == GPU else 0,
+        mounts=pod_mounts(ctx.env.workloads.mounts_for(node.name)),
+        rollout=ctx.env.workloads.rollout_for(node.name) if kind == "Deployment" else None,
     )
 
 
@@ -185,7 +195,7 @@ def _resources(env: Environment, node: str) -> ContainerResources:
     )
 
 
-def _worker_env(ctx: PlanContext, node: NodeIR) -> Pairs:
+def _worker_env(ctx: PlanContext, node: NodeIR, grant: GpuGrant | None) -> Pairs:
     """The VF_* contract of one worker; optional variables only when they are set."""
     env: dict[str, str] = {
         "VF_ENVELOPE_VERSION": str(ENVELOPE_VERSION),
@@ -218,8 +228,11 @@ def _worker_env(ctx: PlanContext, node: NodeIR) -> Pairs:
             env["VF_ON_ERROR"] = node.delivery.on_error
     if any(ctx.replicas[p] > 1 for p in node.parents):
         env["VF_PARENT_REPLICAS"] = ",".join(f"{p}={ctx.replicas[p]}" for p in node.parents)
-    if node.device_type == GPU:
-        env["VF_GPU_COUNT"] = str(node.gpu_count)
+    if grant is not None:
+        env["VF_GPU_COUNT"] = str(grant.count)
+        env["VF_GPU_GRANT"] = grant.kind
+        if grant.profile is not None:
+            env["VF_GPU_PROFILE"] = grant.profile
     if node.idempotent:
         env["VF_IDEMPOTENT"] = "1"
     return tuple(sorted(env.items()))
@@ -258,6 +271,13 @@ def _warnings(graph: Graph, images: Mapping[str, str], admission: Admission) -> 
         for image, nodes in sorted(unpinned.items())
     ]
     found.extend(f"{f.subject}: {f.reason}" for f in admission.warnings)
+    if not admission.payload.present:
+        found.extend(
+            f"consumer '{n.name}' is idempotent but the environment has no payload store, "
+            "where idempotency records live: delivery falls back to at-least-once"
+            for n in graph.nodes
+            if n.idempotent
+        )
     return tuple(found)
 
 
@@ -265,3 +285,20 @@ def _count(items: list[str], noun: str) -> str:
     if len(items) <= 3:
         return ", ".join(items)
     return f"{items[0]}, {items[1]} and {len(items) - 2} more {noun}s"
+
+
+def _rollout_problems(env: Environment, workloads: tuple[Workload, ...]) -> list[Problem]:
+    """A rollout policy named for a node must land on a Deployment: Jobs and StatefulSets
+    are not rolled that way."""
+    kinds = {w.node: w.kind for w in workloads}
+    return [
+        Problem(
+            code="VF_CONFIG_WORKLOAD",
+            what=f"environments.{env.name}.rollout.{node}: node '{node}' runs as a "
+            f"{kinds[node]}, which is not rolled by a rollout policy",
+            remedy="remove the entry; drain and surge apply to Deployments only",
+            where=f"vf.yaml (environment '{env.name}')",
+        )
+        for node, _ in env.workloads.rollout
+        if node in kinds and kinds[node] != "Deployment"
+    ]

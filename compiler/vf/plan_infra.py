@@ -53,6 +53,9 @@ def plan_provision(ctx: PlanContext, images: Mapping[str, str]) -> Provision:
                 "partitioned": ctx.partitioned(node),
                 "has_children": bool(node.children),
                 "max_deliver": node.delivery.max_deliver,
+                "join_max_pending": node.join_policy.max_pending
+                if node.join_policy is not None and len(node.parents) > 1
+                else None,
             },
             sort_keys=True,
             separators=(",", ":"),
@@ -75,7 +78,11 @@ def plan_provision(ctx: PlanContext, images: Mapping[str, str]) -> Provision:
         if len(shards) == 1
         else tuple(names.k8s_name(*base, str(i)) for i in range(len(shards)))
     )
-    image = ctx.env.default_image or images[ctx.graph.nodes[0].name]
+    image = (
+        ctx.env.workloads.provision_image
+        or ctx.env.default_image
+        or images[ctx.graph.nodes[0].name]
+    )
     labels = tuple(sorted({*ctx.run_labels, (NAME, "vf-provision"), (COMPONENT, "provision")}))
     return Provision(
         job=names.k8s_name("vf", ctx.flow_id, ctx.run_id, "provision"),

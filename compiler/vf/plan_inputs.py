@@ -63,6 +63,8 @@ def check_config_nodes(graph: Graph, env: Environment, problems: list[Problem]) 
         ("images.overrides", [k for k, _ in env.image_overrides]),
         ("replicas", [k for k, _ in env.replicas]),
         ("resources", [k for k, _ in env.resources if k != "*"]),
+        ("mounts", [k for k, _ in env.workloads.mounts if k != "*"]),
+        ("rollout", [k for k, _ in env.workloads.rollout if k != "*"]),
     )
     for section, keys in sections:
         for key in keys:

@@ -11,7 +11,9 @@ from typing import Any
 
 from vf.admission import Admission
 from vf.capabilities import Known, Unknown, observation_json
+from vf.gpu_ir import GpuPlan
 from vf.infra_config import SecretRef
+from vf.workload_config import Mount, Supervision
 
 PLAN_VERSION = "vf.plan/v1"
 
@@ -49,6 +51,8 @@ class Workload:
     backoff_limit: int | None
     device_type: str
     gpu_count: int
+    mounts: tuple[Mount, ...]
+    rollout: str | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +123,8 @@ class Plan:
     channels: tuple[Channel, ...]
     infra: Infra
     admission: Admission
+    gpu: GpuPlan | None
+    supervision: Supervision
     warnings: tuple[str, ...]
 
 

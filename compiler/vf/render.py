@@ -7,6 +7,7 @@ from typing import Any
 
 from vf.infra import render_infra
 from vf.planir import Pairs, Plan, Workload
+from vf.render_gpu import claim_templates, decorate_pod, mig_parted_configmap
 from vf_runtime.constants import HEALTH_PORT
 
 Obj = dict[str, Any]
@@ -25,10 +26,21 @@ def render_components(plan: Plan) -> dict[str, list[Obj]]:
     )
 
 
+def render_generated_components(plan: Plan) -> dict[str, list[Obj]]:
+    """Components vf writes per environment (the MIG geometry), keyed by component name."""
+    if plan.gpu is None:
+        return {}
+    mig = mig_parted_configmap(plan, plan.gpu)
+    return {} if mig is None else {f"mig-parted-{plan.environment}": [mig]}
+
+
 def render_plan(plan: Plan) -> list[Obj]:
     """Every object of one environment: infrastructure, flow-wide objects, then each node's."""
-    objects: list[Obj] = [o for objs in render_components(plan).values() for o in objs]
+    components = {**render_components(plan), **render_generated_components(plan)}
+    objects: list[Obj] = [o for objs in components.values() for o in objs]
     objects += [_broker_configmap(plan), _network_policy(plan)]
+    if plan.gpu is not None:
+        objects.extend(claim_templates(plan, plan.gpu))
     objects.extend(_topology_configmaps(plan))
     objects.append(_provision_job(plan))
     for workload in plan.workloads:
@@ -238,7 +250,7 @@ def _worker_container(plan: Plan, workload: Workload) -> Obj:
         ],
         "resources": _resources(workload),
         "securityContext": _container_security(),
-        "volumeMounts": [{"name": TMP_VOLUME, "mountPath": "/tmp"}],
+        "volumeMounts": [{"name": TMP_VOLUME, "mountPath": "/tmp"}, *_volume_mounts(workload)],
     }
     env = _secret_env(plan) + _replica_env(workload)
     if env:
@@ -249,6 +261,34 @@ def _worker_container(plan: Plan, workload: Workload) -> Obj:
         container["livenessProbe"] = _probe("/healthz", initialDelaySeconds=10, periodSeconds=15)
         container["startupProbe"] = _probe("/readyz", periodSeconds=2, failureThreshold=60)
     return container
+
+
+def _mount_name(index: int, claim: str | None) -> str:
+    return f"vf-pvc-{index}" if claim is not None else f"vf-mount-{index}"
+
+
+def _mount_volumes(workload: Workload) -> list[Obj]:
+    volumes: list[Obj] = []
+    for index, mount in enumerate(workload.mounts):
+        name = _mount_name(index, mount.claim)
+        if mount.claim is not None:
+            source: Obj = {"persistentVolumeClaim": {"claimName": mount.claim}}
+            if mount.read_only:
+                source["persistentVolumeClaim"]["readOnly"] = True
+        else:
+            source = {"hostPath": {"path": mount.source}}
+        volumes.append({"name": name, **source})
+    return volumes
+
+
+def _volume_mounts(workload: Workload) -> list[Obj]:
+    mounts: list[Obj] = []
+    for index, mount in enumerate(workload.mounts):
+        entry: Obj = {"name": _mount_name(index, mount.claim), "mountPath": mount.path}
+        if mount.read_only:
+            entry["readOnly"] = True
+        mounts.append(entry)
+    return mounts
 
 
 def _replica_env(workload: Workload) -> list[Obj]:
@@ -262,12 +302,16 @@ def _replica_env(workload: Workload) -> list[Obj]:
 
 def _workload(plan: Plan, workload: Workload) -> Obj:
     restart = "Never" if workload.kind == "Job" else "Always"
+    pod = _pod_spec(plan, [_worker_container(plan, workload)], _mount_volumes(workload), restart)
+    grant = plan.gpu.grant_for(workload.node) if plan.gpu is not None else None
+    if plan.gpu is not None and grant is not None:
+        decorate_pod(pod, gpu=plan.gpu, grant=grant)
     template = {
         "metadata": {
             "annotations": {"vf.dev/config-hash": workload.config_hash},
             "labels": dict(workload.labels),
         },
-        "spec": _pod_spec(plan, [_worker_container(plan, workload)], [], restart),
+        "spec": pod,
     }
     spec: Obj
     if workload.kind == "Job":
@@ -285,6 +329,13 @@ def _workload(plan: Plan, workload: Workload) -> Obj:
             "selector": {"matchLabels": dict(workload.selector)},
             "template": template,
         }
+        if workload.rollout == "drain":
+            spec["strategy"] = {"type": "Recreate"}
+        elif workload.rollout == "surge":
+            spec["strategy"] = {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            }
         if workload.kind == "StatefulSet":
             spec["serviceName"] = workload.headless_service
             spec["podManagementPolicy"] = "Parallel"

@@ -9,7 +9,6 @@ generate and no longer emits are pruned.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import difflib
 import json
 import os
@@ -83,28 +82,40 @@ def check_owned(out: Path) -> list[str]:
 
 def write_tree(out: Path, tree: Mapping[str, str]) -> None:
     """Replace vf's files in ``out`` with ``tree`` in one atomic swap."""
-    owned = set(check_owned(out))
-    full = with_manifest(tree)
-    parent = out.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    _sweep_leftovers(parent, out.name)
-    staging = parent / f".{out.name}.vf-new-{os.getpid()}"
     try:
-        _materialise(staging, full)
-        if out.exists():
-            _carry_user_files(out, staging, owned)
-            _exchange(staging, out)
-            shutil.rmtree(staging)
-        else:
-            os.rename(staging, out)
+        _swap_in(out, tree)
     except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
         raise EnvironmentProblem(
             "VF_OUTPUT_WRITE",
             f"could not write {str(out)!r}: {exc.strerror or exc}",
             "check permissions and free space; the previous tree is unchanged",
             str(out),
         ) from None
+
+
+def _swap_in(out: Path, tree: Mapping[str, str]) -> None:
+    owned = set(check_owned(out))
+    full = with_manifest(tree)
+    target = out.resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_leftovers(target.parent, target.name)
+    staging = target.parent / f".{target.name}.vf-new-{os.getpid()}"
+    try:
+        _materialise(staging, full)
+        existed = target.exists()
+        if existed:
+            _carry_user_files(target, staging, owned)
+        _sync_filesystem(staging)
+        if existed:
+            _exchange(staging, target)
+        else:
+            os.rename(staging, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    # The previous tree now sits in the staging path; a failure to delete it is swept later.
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def _sweep_leftovers(parent: Path, name: str) -> None:
@@ -126,19 +137,52 @@ def _alive(pid: int) -> bool:
 
 
 def _materialise(root: Path, tree: Mapping[str, str]) -> None:
+    """Write every file of ``tree`` under the new directory ``root`` (not yet durable)."""
     root.mkdir()
+    base = str(root) + "/"
+    made = {""}
     for rel in sorted(tree):
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(tree[rel])
-            handle.flush()
-            os.fsync(handle.fileno())
-    _fsync_dir(root)
+        folder = rel.rpartition("/")[0]
+        if folder not in made:
+            os.makedirs(base + folder, exist_ok=True)
+            made.add(folder)
+        _write_new(base + rel, tree[rel].encode("utf-8"))
+
+
+def _write_new(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _sync_filesystem(path: Path) -> None:
+    """Flush every dirty page of the filesystem holding ``path`` (``syncfs``, else ``sync``).
+
+    One sync after the last file replaces an fsync per file: the swap that follows needs
+    every byte on disk before it, not each file before the next.
+    """
+    syncfs = getattr(_libc(), "syncfs", None)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if syncfs is None or syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
 
 
 def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
     finally:
@@ -160,8 +204,7 @@ def _carry_user_files(out: Path, staging: Path, owned: set[str]) -> None:
 
 def _exchange(new: Path, old: Path) -> None:
     """Atomically swap two directories; after it ``old`` holds the new tree."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
+    renameat2 = getattr(_libc(), "renameat2", None)
     if renameat2 is not None:
         rc = renameat2(_AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(old), _RENAME_EXCHANGE)
         if rc == 0:
@@ -169,7 +212,11 @@ def _exchange(new: Path, old: Path) -> None:
     # No atomic exchange on this platform: two renames, the narrowest window available.
     aside = new.with_name(new.name + "-old")
     os.rename(old, aside)
-    os.rename(new, old)
+    try:
+        os.rename(new, old)
+    except OSError:
+        os.rename(aside, old)
+        raise
     os.rename(aside, new)
 
 

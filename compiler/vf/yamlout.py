@@ -20,6 +20,9 @@ _RESERVED = frozenset(
     {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "nan", "inf", "~", "="}
 )
 _NUMBERISH = re.compile(r"^[-+]?(\.?[0-9]|\.(inf|nan)$)", re.IGNORECASE)
+# Bounded so a long-lived process (a language server, a test session) cannot grow it forever.
+_RENDERED_MAX = 1 << 16
+_RENDERED: dict[str, str] = {}
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
@@ -42,7 +45,7 @@ def scalar(value: Any) -> str:
             text = f"{mantissa}.0e{exponent}"
         return text
     if isinstance(value, str):
-        return value if _is_plain(value) else quote(value)
+        return _text(value)
     raise TypeError(f"cannot write {type(value).__name__} to YAML")
 
 
@@ -75,6 +78,16 @@ def quote(text: str) -> str:
     return "".join(out)
 
 
+def _text(text: str) -> str:
+    """A string scalar, memoised: keys and label values repeat across thousands of objects."""
+    rendered = _RENDERED.get(text)
+    if rendered is None:
+        rendered = text if _is_plain(text) else quote(text)
+        if len(_RENDERED) < _RENDERED_MAX:
+            _RENDERED[text] = rendered
+    return rendered
+
+
 def _keys(mapping: Mapping[str, Any], top: bool) -> list[str]:
     if not top:
         return sorted(mapping)
@@ -82,35 +95,10 @@ def _keys(mapping: Mapping[str, Any], top: bool) -> list[str]:
     return first + sorted(k for k in mapping if k not in _FIRST_KEYS)
 
 
-def _emit(value: Any, indent: str, out: list[str], top: bool = False) -> None:
-    """Append the block lines of a non-empty mapping or sequence to ``out``."""
-    if isinstance(value, Mapping):
-        for key in _keys(value, top):
-            _emit_entry(f"{indent}{scalar(key)}:", value[key], indent + "  ", out)
-    else:
-        for item in value:
-            _emit_item(indent, item, out)
-
-
-def _emit_entry(head: str, value: Any, child_indent: str, out: list[str]) -> None:
-    if isinstance(value, Mapping | list | tuple) and value:
-        out.append(head)
-        nested = child_indent if isinstance(value, Mapping) else child_indent[:-2]
-        _emit(value, nested, out)
-    else:
-        out.append(f"{head} {_inline(value)}")
-
-
-def _emit_item(indent: str, item: Any, out: list[str]) -> None:
-    if (isinstance(item, Mapping) and item) or (isinstance(item, list | tuple) and item):
-        start = len(out)
-        _emit(item, indent + "  ", out)
-        out[start] = f"{indent}- {out[start][len(indent) + 2 :]}"
-    else:
-        out.append(f"{indent}- {_inline(item)}")
-
-
 def _inline(value: Any) -> str:
+    """A value written on its own line's end: a scalar, or an empty ``{}`` / ``[]``."""
+    if type(value) is str:
+        return _text(value)
     if isinstance(value, Mapping):
         return "{}"
     if isinstance(value, list | tuple):
@@ -118,12 +106,52 @@ def _inline(value: Any) -> str:
     return scalar(value)
 
 
+def _mapping(mapping: Mapping[str, Any], indent: str, out: list[str], keys: list[str]) -> None:
+    """Append the block lines of a non-empty mapping; sequences under a key are not indented."""
+    cache, child = _RENDERED, indent + "  "
+    for key in keys:
+        value = mapping[key]
+        head = f"{indent}{cache.get(key) or _text(key) if type(key) is str else scalar(key)}:"
+        kind = type(value)
+        if kind is str:
+            out.append(f"{head} {cache.get(value) or _text(value)}")
+        elif kind is dict and value:
+            out.append(head)
+            _mapping(value, child, out, sorted(value))
+        elif not value or not isinstance(value, Mapping | list | tuple):
+            out.append(f"{head} {_inline(value)}")
+        elif isinstance(value, Mapping):
+            out.append(head)
+            _mapping(value, child, out, sorted(value))
+        else:
+            out.append(head)
+            _sequence(value, indent, out)
+
+
+def _sequence(items: Sequence[Any], indent: str, out: list[str]) -> None:
+    """Append the block lines of a non-empty sequence; a nested block starts on the dash line."""
+    cache, dash, inner = _RENDERED, indent + "- ", indent + "  "
+    cut = len(inner)
+    for item in items:
+        if type(item) is str:
+            out.append(dash + (cache.get(item) or _text(item)))
+        elif not item or not isinstance(item, Mapping | list | tuple):
+            out.append(dash + _inline(item))
+        else:
+            start = len(out)
+            if isinstance(item, Mapping):
+                _mapping(item, inner, out, sorted(item))
+            else:
+                _sequence(item, inner, out)
+            out[start] = dash + out[start][cut:]
+
+
 def dump(document: Mapping[str, Any]) -> str:
     """One YAML document (a Kubernetes object or a kustomization) as canonical text."""
-    out: list[str] = []
     if not document:
         return "{}\n"
-    _emit(document, "", out, top=True)
+    out: list[str] = []
+    _mapping(document, "", out, _keys(document, top=True))
     return "\n".join(out) + "\n"
 
 
@@ -137,5 +165,5 @@ def dump_sequence(items: Sequence[Any]) -> str:
     if not items:
         return "[]\n"
     out: list[str] = []
-    _emit(items, "", out)
+    _sequence(items, "", out)
     return "\n".join(out) + "\n"

@@ -36,7 +36,7 @@ class Detector(Processor):
 
 
 class Tracker(Processor):
-    """Keeps per-camera state, so replicas partition by camera."""
+    """Keeps per-track state, so replicas partition by trace id and each owns its tracks."""
 
     def process(self, detection: dict[str, Any]) -> dict[str, Any]:
         return {**detection, "track": f"{detection['camera']}-{detection['frame']}"}
@@ -48,3 +48,16 @@ class AlertSink(Consumer):
     def consume(self, track: dict[str, Any]) -> None:
         if track["detected"]:
             print(f"alert {track['track']}")
+
+
+class Archiver(Consumer):
+    """Keeps a running count of archived frames (a real one would write to object storage)."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._archived = 0
+
+    def consume(self, frame: dict[str, Any]) -> None:
+        self._archived += 1
+        if self._archived % 100 == 0:
+            print(f"archived {self._archived} frames from {frame['camera']}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from vf_runtime.constants import CPU, DEVICE_TYPES, GPU
@@ -28,19 +29,101 @@ class _NodeMeta(type):
         return node
 
 
-def _bind_params(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Turn a constructor call into keyword arguments; positional extras land in ``*``."""
-    init = cls.__init__  # type: ignore[misc]
+@dataclass(frozen=True)
+class _Shape:
+    """What binding needs from an ``__init__`` signature, computed once per function."""
+
+    signature: inspect.Signature
+    positional: tuple[str, ...]  # positional-or-keyword parameters after ``self``
+    named: frozenset[str]  # every parameter that can be passed by keyword
+    required: frozenset[str]  # named parameters without a default
+    var_positional: str | None
+    var_keyword: str | None
+    simple: bool  # a plain ``self`` then no positional-only parameters: the fast binder applies
+
+
+_SHAPES: dict[Any, _Shape | None] = {}
+_P = inspect.Parameter
+
+
+def _shape(init: Any) -> _Shape | None:
+    """The binding shape of ``init`` (cached by function), or None when it has no signature."""
+    if init in _SHAPES:
+        return _SHAPES[init]
     try:
-        bound = inspect.signature(init).bind(None, *args, **kwargs)
+        signature = inspect.signature(init)
+    except (TypeError, ValueError):
+        shape = None
+    else:
+        every = list(signature.parameters.values())
+        first, params = (every[0] if every else None), every[1:]
+        named = [p for p in params if p.kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY)]
+        shape = _Shape(
+            signature=signature,
+            positional=tuple(p.name for p in params if p.kind is _P.POSITIONAL_OR_KEYWORD),
+            named=frozenset(p.name for p in named),
+            required=frozenset(p.name for p in named if p.default is _P.empty),
+            var_positional=next((p.name for p in params if p.kind is _P.VAR_POSITIONAL), None),
+            var_keyword=next((p.name for p in params if p.kind is _P.VAR_KEYWORD), None),
+            simple=first is not None
+            and first.kind is _P.POSITIONAL_OR_KEYWORD
+            and all(p.kind is not _P.POSITIONAL_ONLY for p in params),
+        )
+    _SHAPES[init] = shape
+    return shape
+
+
+def _bind_params(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Turn a constructor call into keyword arguments; positional extras land in ``*``.
+
+    Parameters come in signature order (positional extras as ``*name`` in its place), then
+    the extra keywords a ``**kwargs`` collected, in call order: what ``inspect`` binding
+    gives, without building a signature per node.
+    """
+    shape = _shape(cls.__init__)  # type: ignore[misc]
+    if shape is None:
+        return dict(kwargs)
+    if not shape.simple:
+        return _bind_slow(shape.signature, args, kwargs)
+    given = dict(zip(shape.positional, args, strict=False))
+    surplus = args[len(shape.positional) :]
+    extra: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if key in shape.named and key not in given:
+            given[key] = value
+        elif key not in shape.named and shape.var_keyword is not None and key != _self(shape):
+            extra[key] = value
+        else:
+            return dict(kwargs)  # a call __init__ itself would refuse
+    if (surplus and shape.var_positional is None) or not shape.required <= given.keys():
+        return dict(kwargs)
+    params: dict[str, Any] = {}
+    for name in shape.signature.parameters:
+        if name in given:
+            params[name] = given[name]
+        elif name == shape.var_positional and surplus:
+            params["*" + name] = list(surplus)
+    params.update(extra)
+    return params
+
+
+def _self(shape: _Shape) -> str:
+    return next(iter(shape.signature.parameters))
+
+
+def _bind_slow(
+    signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    try:
+        bound = signature.bind(None, *args, **kwargs)
     except TypeError:
         return dict(kwargs)
     params: dict[str, Any] = {}
     for name, value in list(bound.arguments.items())[1:]:
-        kind = bound.signature.parameters[name].kind
-        if kind is inspect.Parameter.VAR_KEYWORD:
+        kind = signature.parameters[name].kind
+        if kind is _P.VAR_KEYWORD:
             params.update(value)
-        elif kind is inspect.Parameter.VAR_POSITIONAL:
+        elif kind is _P.VAR_POSITIONAL:
             if value:
                 params["*" + name] = list(value)
         else:

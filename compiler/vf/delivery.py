@@ -1,0 +1,34 @@
+"""The delivery trees beside the Kustomize one: the Helm chart and the GitOps manifests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vf.delivery_config import GitOps
+from vf.emit_gitops import emit_gitops
+from vf.emit_helm import ChartInfo, emit_helm
+from vf.graph import Graph
+from vf.planir import Plan
+
+Tree = dict[str, str]
+
+
+def emit_delivery(
+    graph: Graph,
+    *,
+    plans: Sequence[Plan],
+    objects: Mapping[str, Sequence[dict[str, Any]]],
+    gitops: GitOps | None,
+) -> Tree:
+    """``chart/`` (always) and ``gitops/`` (when vf.yaml has ``gitops:``)."""
+    info = ChartInfo(
+        name=plans[0].flow_id,
+        flow_type=graph.flow_type,
+        kubernetes_versions={p.environment: p.kubernetes_version for p in plans},
+        namespaces={p.environment: p.namespace for p in plans},
+        nodes=tuple(node.name for node in graph.nodes),
+    )
+    tree = emit_helm(objects, info=info)
+    tree.update(emit_gitops(gitops, plans=plans, objects=objects))
+    return tree

@@ -1,0 +1,244 @@
+"""``vf diff``: what compiling now would change in a committed tree, per environment.
+
+Pipeline-level findings come from the plans (nodes, replicas, images, guarantees, GPUs,
+runs); resource-level ones from the objects each overlay builds (added, removed and
+changed objects, Jobs that will be re-created, selectors a controller cannot change).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vf.diff_plan import BREAKING, INFO, WARNING, Finding, plan_findings
+from vf.emit_kustomize import json_patch
+from vf.ordering import without_tool_annotations
+from vf.pipeline import CompileResult
+from vf.tree_read import build_overlay, committed_environments, committed_plan
+from vf.write import MANIFEST, check_owned, diff_tree, with_manifest
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+_SELECTOR_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
+_STATEFULSET_IMMUTABLE = ("serviceName", "podManagementPolicy", "volumeClaimTemplates")
+MAX_FIELDS = 8
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResourceChange:
+    """One object an overlay builds: added, removed, changed, or replaced under a new run's
+    name (``previous`` is the committed name; ``fields`` what differs besides the run)."""
+
+    action: str
+    kind: str
+    name: str
+    fields: tuple[str, ...] = ()
+    previous: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvDiff:
+    environment: str
+    status: str
+    findings: tuple[Finding, ...]
+    resources: tuple[ResourceChange, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TreeDiff:
+    """The whole report; ``changed`` decides the exit code."""
+
+    out: str
+    changed: bool
+    environments: tuple[EnvDiff, ...]
+    files: tuple[str, ...]
+    raw: str
+
+
+def read_tree(out: Path) -> dict[str, str]:
+    """The files vf owns in ``out`` (empty when ``out`` does not exist yet)."""
+    owned = check_owned(out)
+    return {
+        rel: (out / rel).read_text(encoding="utf-8")
+        for rel in owned
+        if rel != MANIFEST and (out / rel).is_file()
+    }
+
+
+def diff_project(
+    result: CompileResult, *, out: Path, environments: Sequence[str] = (), raw: bool = False
+) -> TreeDiff:
+    """Compare ``result`` with the tree committed at ``out``, reporting ``environments``."""
+    committed = read_tree(out)
+    fresh = result.tree
+    names = sorted(set(committed_environments(committed)) | set(result.objects))
+    wanted = [e for e in names if not environments or e in environments]
+    reports = tuple(_env_diff(env, committed=committed, fresh=fresh) for env in wanted)
+    text = diff_tree(out, fresh) if out.is_dir() else _all_new(fresh)
+    files = _changed_files(committed, fresh=fresh)
+    # With --env, only those environments decide; otherwise any generated file does.
+    changed = any(r.status != "unchanged" for r in reports) if environments else bool(files)
+    return TreeDiff(
+        out=str(out),
+        changed=changed,
+        environments=reports,
+        files=tuple(files),
+        raw=text if raw else "",
+    )
+
+
+def _all_new(tree: Mapping[str, str]) -> str:
+    return "".join(f"+++ b/{path}\n" for path in sorted(with_manifest(tree)))
+
+
+def _changed_files(committed: Mapping[str, str], *, fresh: Mapping[str, str]) -> list[str]:
+    return sorted(p for p in set(committed) | set(fresh) if committed.get(p) != fresh.get(p))
+
+
+def _env_diff(env: str, *, committed: Mapping[str, str], fresh: Mapping[str, str]) -> EnvDiff:
+    old_plan = committed_plan(committed, env=env)
+    new_plan = committed_plan(fresh, env=env)
+    if new_plan is None:
+        finding = Finding(
+            category="environment",
+            subject=env,
+            message="environment removed from vf.yaml: its overlay and plan are deleted",
+            severity=WARNING,
+        )
+        return EnvDiff(environment=env, status="removed", findings=(finding,), resources=())
+    old_objects = _index(build_overlay(committed, env=env))
+    new_objects = _index(build_overlay(fresh, env=env))
+    runs = (str((old_plan or {}).get("run_id", "")), str(new_plan.get("run_id", "")))
+    resources = _resources(old_objects, new=new_objects, runs=runs)
+    if old_plan is None:
+        return EnvDiff(environment=env, status="added", findings=(), resources=resources)
+    findings = [
+        *plan_findings(old_plan, new=new_plan),
+        *_object_findings(old_objects, new=new_objects),
+    ]
+    changed = bool(findings or resources or old_plan != new_plan)
+    return EnvDiff(
+        environment=env,
+        status="changed" if changed else "unchanged",
+        findings=tuple(findings),
+        resources=resources,
+    )
+
+
+def _index(objects: Sequence[Obj]) -> dict[Key, Obj]:
+    return {
+        (str(o["kind"]), str(o["metadata"]["name"])): without_tool_annotations(o) for o in objects
+    }
+
+
+def _as_run(old: Mapping[Key, Obj], *, runs: tuple[str, str]) -> dict[Key, tuple[str, Obj]]:
+    """Old objects as the new run would name them, each with its committed name."""
+    before, after = runs
+    if not before or before == after:
+        return {key: (key[1], obj) for key, obj in old.items()}
+    return {
+        (kind, name.replace(before, after)): (
+            name,
+            json.loads(json.dumps(obj).replace(before, after)),
+        )
+        for (kind, name), obj in old.items()
+    }
+
+
+def _fields(old: Obj, *, new: Obj) -> tuple[str, ...]:
+    paths = sorted({str(op["path"]) for op in json_patch(old, new)})
+    extra = [f"… {len(paths) - MAX_FIELDS} more"] if len(paths) > MAX_FIELDS else []
+    return tuple(paths[:MAX_FIELDS] + extra)
+
+
+def _resources(
+    old: Mapping[Key, Obj], *, new: Mapping[Key, Obj], runs: tuple[str, str]
+) -> tuple[ResourceChange, ...]:
+    """Objects added, removed, changed, or replaced by the new run's object of that role."""
+    renamed = _as_run(old, runs=runs)
+    changes = []
+    for key in sorted(set(renamed) | set(new)):
+        kind, name = key
+        if key not in renamed:
+            changes.append(ResourceChange(action="added", kind=kind, name=name))
+            continue
+        previous, before = renamed[key]
+        if key not in new:
+            changes.append(ResourceChange(action="removed", kind=kind, name=previous))
+        elif previous != name:
+            fields = _fields(before, new=new[key])
+            changes.append(
+                ResourceChange(
+                    action="replaced", kind=kind, name=name, fields=fields, previous=previous
+                )
+            )
+        elif before != new[key]:
+            fields = _fields(before, new=new[key])
+            changes.append(ResourceChange(action="changed", kind=kind, name=name, fields=fields))
+    return tuple(changes)
+
+
+def _object_findings(old: Mapping[Key, Obj], *, new: Mapping[Key, Obj]) -> list[Finding]:
+    found: list[Finding] = []
+    for key in sorted(set(old) & set(new)):
+        a, b = old[key], new[key]
+        if a == b:
+            continue
+        kind, name = key
+        spec_a, spec_b = a.get("spec") or {}, b.get("spec") or {}
+        if kind == "Job" and spec_a != spec_b:
+            found.append(
+                Finding(
+                    category="job",
+                    subject=f"Job/{name}",
+                    message="will be re-created (a Job's pod template is immutable); "
+                    "a finished Job runs again",
+                    severity=WARNING,
+                )
+            )
+        if kind in _SELECTOR_KINDS and spec_a.get("selector") != spec_b.get("selector"):
+            found.append(_immutable((kind, name), field="spec.selector"))
+        if kind == "StatefulSet":
+            for field in _STATEFULSET_IMMUTABLE:
+                if spec_a.get(field) != spec_b.get(field):
+                    found.append(_immutable((kind, name), field=f"spec.{field}"))
+    for key in sorted(set(new) - set(old)):
+        if key[0] == "ScaledObject":
+            message = "KEDA now scales this worker; its Deployment leaves replicas to KEDA"
+            found.append(Finding(category="autoscaling", subject=key[1], message=message))
+    for key in sorted(set(old) - set(new)):
+        if key[0] == "ScaledObject":
+            message = "no longer autoscaled; replicas come from the plan again"
+            found.append(Finding(category="autoscaling", subject=key[1], message=message))
+    return found
+
+
+def _immutable(key: Key, *, field: str) -> Finding:
+    kind, name = key
+    return Finding(
+        category="selector" if field == "spec.selector" else "immutable",
+        subject=f"{kind}/{name}",
+        message=f"{field} changed: the API server refuses this in place; delete the "
+        f"{kind} before syncing (or change the flow so vf starts a new run)",
+        severity=BREAKING,
+    )
+
+
+def diff_json(report: TreeDiff) -> dict[str, Any]:
+    """The report as plain data (``--format json``)."""
+    document: dict[str, Any] = json.loads(json.dumps(_plain(report)))
+    return document
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+SEVERITIES = (BREAKING, WARNING, INFO)

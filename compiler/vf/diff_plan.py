@@ -1,0 +1,291 @@
+"""What changed between two plans of one environment, in pipeline terms.
+
+Reads the plans' JSON form (``plan/<env>.json``), so a tree committed by an earlier vf is
+compared field by field where it has the field and silently otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Obj = dict[str, Any]
+INFO, WARNING, BREAKING = "info", "warning", "breaking"
+# How much a channel profile keeps: live_latest may drop, the others retain and redeliver.
+PROFILE_RANK = {"live_latest": 0, "reliable_work": 1, "durable_control": 1, "replay_archive": 2}
+DELIVERY_RANK = {"best-effort": 0, "at-least-once": 1}
+DLQ_RANK = {"off": 0, "sampled": 1, "full": 2}
+BROKER_RANK = {"dev": 0, "durable": 1}
+_DEFAULT_DELIVERY = {"batch": ("at-least-once", "full"), "realtime": ("best-effort", "sampled")}
+_COVERED = frozenset(
+    {
+        "workloads", "channels", "warnings", "run_id", "run_id_source", "namespace",
+        "flow_type", "gpu", "admission", "infra", "provision", "flow_labels", "run_labels",
+        "broker_configmap", "network_policy", "version", "environment",
+    }
+)  # fmt: skip
+
+
+class _Check(Protocol):
+    def __call__(self, old: Obj, *, new: Obj) -> list[Finding]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One change, said the way a pipeline author thinks of it."""
+
+    category: str
+    subject: str
+    message: str
+    severity: str = INFO
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def ranked(
+    where: tuple[str, str], *, what: str, old: Any, new: Any, rank: Mapping[Any, int]
+) -> Finding:
+    """A change of an ordered setting: weakened, strengthened or just changed.
+
+    ``where`` is the finding's (category, subject)."""
+    category, subject = where
+    if old in rank and new in rank and rank[old] != rank[new]:
+        weaker = rank[new] < rank[old]
+        verb = "weakened" if weaker else "strengthened"
+        severity = WARNING if weaker else INFO
+    else:
+        verb, severity = "changed", WARNING
+    return Finding(
+        category=category,
+        subject=subject,
+        message=f"{what} {verb}: {_text(old)} → {_text(new)}",
+        severity=severity,
+    )
+
+
+def plan_findings(old: Obj, *, new: Obj) -> list[Finding]:
+    """Every pipeline-level change from ``old`` to ``new`` (two plans of one environment)."""
+    found: list[Finding] = []
+    for check in _CHECKS:
+        found.extend(check(old, new=new))
+    return found
+
+
+def _flow(old: Obj, *, new: Obj) -> list[Finding]:
+    found = []
+    if old.get("namespace") != new.get("namespace"):
+        found.append(
+            Finding(
+                category="environment",
+                subject="namespace",
+                message=f"namespace {old.get('namespace')} → {new.get('namespace')}: every "
+                "object moves (the old ones are pruned)",
+                severity=BREAKING,
+            )
+        )
+    if old.get("flow_type") != new.get("flow_type"):
+        found.append(
+            Finding(
+                category="guarantee",
+                subject="flow",
+                message=f"flow type {old.get('flow_type')} → {new.get('flow_type')}: every "
+                "channel and workload changes shape",
+                severity=BREAKING,
+            )
+        )
+    if old.get("run_id") != new.get("run_id"):
+        found.append(
+            Finding(
+                category="run",
+                subject="streams",
+                message=f"new run {old.get('run_id')} → {new.get('run_id')}: new streams and "
+                "new Jobs; the old run's are superseded",
+                severity=WARNING,
+            )
+        )
+    return found
+
+
+def _by(items: Any, *, key: str) -> dict[str, Obj]:
+    return {str(i[key]): i for i in items or [] if isinstance(i, dict) and key in i}
+
+
+def _nodes(old: Obj, *, new: Obj) -> list[Finding]:
+    before, after = _by(old.get("workloads"), key="node"), _by(new.get("workloads"), key="node")
+    found = []
+    for node in sorted(set(after) - set(before)):
+        w = after[node]
+        found.append(
+            Finding(
+                category="node",
+                subject=node,
+                message=f"node added ({w.get('kind')} x{w.get('replicas')})",
+            )
+        )
+    for node in sorted(set(before) - set(after)):
+        found.append(
+            Finding(category="node", subject=node, message="node removed", severity=WARNING)
+        )
+    for node in sorted(set(before) & set(after)):
+        found.extend(
+            _workload(node, old=before[node], new=after[node], flow=str(new.get("flow_type")))
+        )
+    return found
+
+
+def _workload(node: str, *, old: Obj, new: Obj, flow: str) -> list[Finding]:
+    found = []
+    if old.get("kind") != new.get("kind"):
+        found.append(
+            Finding(
+                category="node",
+                subject=node,
+                message=f"workload {old.get('kind')} → {new.get('kind')}: the old one is "
+                "deleted and a new one created",
+                severity=WARNING,
+            )
+        )
+    for field, label in (("replicas", "replicas"), ("image", "image"), ("resources", "resources")):
+        if field in old and field in new and old[field] != new[field]:
+            message = f"{label} {_text(old[field])} → {_text(new[field])}"
+            found.append(Finding(category=field, subject=node, message=message))
+    for field in ("device_type", "gpu_count"):
+        if field in old and field in new and old[field] != new[field]:
+            message = f"{field} {_text(old[field])} → {_text(new[field])}"
+            found.append(Finding(category="gpu", subject=node, message=message, severity=WARNING))
+    found.extend(_delivery(node, old=old.get("env") or {}, new=new.get("env") or {}, flow=flow))
+    return found
+
+
+def _delivery(node: str, *, old: Obj, new: Obj, flow: str) -> list[Finding]:
+    delivery, dlq = _DEFAULT_DELIVERY.get(flow, ("", ""))
+    pairs = (
+        ("VF_DELIVERY", "delivery", delivery, DELIVERY_RANK),
+        ("VF_DLQ", "dead letters", dlq, DLQ_RANK),
+    )
+    found = []
+    for var, what, default, rank in pairs:
+        before, after = old.get(var, default), new.get(var, default)
+        if before != after:
+            found.append(ranked(("guarantee", node), what=what, old=before, new=after, rank=rank))
+    found.extend(
+        _counted(
+            ("guarantee", node),
+            what="retries",
+            old=old.get("VF_MAX_RETRIES"),
+            new=new.get("VF_MAX_RETRIES"),
+        )
+    )
+    return found
+
+
+def _counted(where: tuple[str, str], *, what: str, old: Any, new: Any) -> list[Finding]:
+    """A numeric setting where fewer is weaker (retries, stream replicas)."""
+    if old is None or new is None or str(old) == str(new):
+        return []
+    try:
+        rank = {old: int(str(old)), new: int(str(new))}
+    except ValueError:
+        rank = {}
+    return [ranked(where, what=what, old=old, new=new, rank=rank)]
+
+
+def _channels(old: Obj, *, new: Obj) -> list[Finding]:
+    before, after = _by(old.get("channels"), key="node"), _by(new.get("channels"), key="node")
+    found = []
+    for node in sorted(set(before) & set(after)):
+        a, b = before[node].get("profile"), after[node].get("profile")
+        if a != b:
+            found.append(
+                ranked(
+                    ("guarantee", f"channel {node}"),
+                    what="profile",
+                    old=a,
+                    new=b,
+                    rank=PROFILE_RANK,
+                )
+            )
+    statuses = [_by((p.get("admission") or {}).get("findings"), key="subject") for p in (old, new)]
+    for subject in sorted(set(statuses[0]) & set(statuses[1])):
+        a, b = statuses[0][subject].get("status"), statuses[1][subject].get("status")
+        if a != b:
+            message = f"admission {a} → {b}: {statuses[1][subject].get('reason', '')}"
+            found.append(
+                Finding(category="guarantee", subject=subject, message=message, severity=WARNING)
+            )
+    return found
+
+
+def _infra(old: Obj, *, new: Obj) -> list[Finding]:
+    a, b = old.get("infra") or {}, new.get("infra") or {}
+    found = []
+    if a.get("broker_profile") != b.get("broker_profile") and a and b:
+        found.append(
+            ranked(
+                ("guarantee", "broker"),
+                what="broker profile",
+                old=a.get("broker_profile"),
+                new=b.get("broker_profile"),
+                rank=BROKER_RANK,
+            )
+        )
+    found.extend(
+        _counted(
+            ("guarantee", "broker"),
+            what="stream replicas",
+            old=a.get("stream_replicas"),
+            new=b.get("stream_replicas"),
+        )
+    )
+    return found
+
+
+def _gpu(old: Obj, *, new: Obj) -> list[Finding]:
+    a, b = old.get("gpu") or {}, new.get("gpu") or {}
+    found = []
+    if a.get("mode") != b.get("mode"):
+        message = f"GPU mode {a.get('mode')} → {b.get('mode')}"
+        found.append(Finding(category="gpu", subject="gpu", message=message, severity=WARNING))
+    grants = [_by(g.get("grants"), key="node") for g in (a, b)]
+    for node in sorted(set(grants[0]) | set(grants[1])):
+        before, after = grants[0].get(node), grants[1].get(node)
+        if before != after:
+            message = f"GPU grant {_grant(before)} → {_grant(after)}"
+            found.append(Finding(category="gpu", subject=node, message=message, severity=WARNING))
+    for field, what in (("mig_nodes", "MIG layout"), ("placements", "GPU placement")):
+        if a.get(field) != b.get(field) and (a.get(field) or b.get(field)):
+            message = f"{what} changed (see gpu.{field} in the plan)"
+            found.append(Finding(category="gpu", subject="gpu", message=message, severity=WARNING))
+    return found
+
+
+def _grant(grant: Obj | None) -> str:
+    if grant is None:
+        return "none"
+    profile = f" {grant['profile']}" if grant.get("profile") else ""
+    return f"{grant.get('kind')}{profile} x{grant.get('count')}"
+
+
+def _rest(old: Obj, *, new: Obj) -> list[Finding]:
+    """Any other plan field that changed (new plan fields are reported without a reading)."""
+    return [
+        Finding(category="plan", subject=key, message=f"{key} changed")
+        for key in sorted((set(old) | set(new)) - _COVERED)
+        if old.get(key) != new.get(key)
+    ]
+
+
+_CHECKS: tuple[_Check, ...] = (
+    _flow,
+    _nodes,
+    _channels,
+    _infra,
+    _gpu,
+    _rest,
+)

@@ -1,0 +1,226 @@
+"""Emit ``chart/``: a Helm chart that renders, with ``values-<env>.yaml``, the objects of
+that environment's overlay.
+
+Derived from the per-environment objects together, like the Kustomize tree: a field equal
+everywhere is verbatim in ``templates/``; a field that differs is a value; an object that
+only some environments have is guarded by ``objects.<Kind>/<name>``. The namespace is
+the release's. The provision Job is a Helm hook here and only here.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from vf import yamlout
+from vf.emit_kustomize import object_file
+from vf.helm_schema import values_schema
+from vf.helm_slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
+from vf.helm_text import RELEASE_NAMESPACE, object_template, render_text
+from vf.ordering import with_helm_hooks, without_tool_annotations
+
+Obj = dict[str, Any]
+Tree = dict[str, str]
+Key = tuple[str, str]
+ROOT = "chart"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChartInfo:
+    """What the chart's metadata and notes say about the flow."""
+
+    name: str
+    flow_type: str
+    kubernetes_versions: Mapping[str, str]
+    namespaces: Mapping[str, str]
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Template:
+    key: Key
+    base: Obj
+    slots: tuple[Slot, ...]
+    present: frozenset[str]
+    partial: bool
+
+
+def _prepared(objects: Sequence[Obj], *, namespaced: set[Key]) -> dict[Key, Obj]:
+    """Chart copies of one environment's objects: Helm hooks, no namespace (noted aside)."""
+    out: dict[Key, Obj] = {}
+    for obj in objects:
+        clean = with_helm_hooks(without_tool_annotations(obj))
+        key = (str(clean["kind"]), str(clean["metadata"]["name"]))
+        if clean["metadata"].pop("namespace", None) is not None:
+            namespaced.add(key)
+        out[key] = clean
+    return out
+
+
+def emit_helm(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Tree:
+    """Every file of ``chart/`` keyed by its path in the output tree."""
+    envs = sorted(per_env)
+    namespaced: set[Key] = set()
+    indexed = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
+    keys = list(dict.fromkeys(k for env in envs for k in indexed[env]))
+    templates = [
+        _template(
+            key,
+            versions={e: indexed[e][key] for e in envs if key in indexed[e]},
+            envs=envs,
+            namespaced=key in namespaced,
+        )
+        for key in keys
+    ]
+    templates = _resolve_keys(templates, envs=envs)
+    values = {env: _values(templates, env=env) for env in envs}
+    files: Tree = {}
+    for tpl in templates:
+        guard = ("objects", f"{tpl.key[0]}/{tpl.key[1]}") if tpl.partial else None
+        files[f"templates/{object_file(tpl.base)}"] = object_template(
+            tpl.base, slots=tpl.slots, guard=guard
+        )
+    default = values[envs[0]]
+    files["values.yaml"] = yamlout.dump(default)
+    for env in envs:
+        files[f"values-{env}.yaml"] = yamlout.dump(_nulled(default, env=values[env]))
+    files["values.schema.json"] = json.dumps(values_schema(values), indent=2, sort_keys=True) + "\n"
+    context = _context(info, templates=templates, envs=envs)
+    files["templates/NOTES.txt"] = render_text("NOTES.txt", context=context)
+    files["README.md"] = render_text("README.md", context=context)
+    files["Chart.yaml"] = yamlout.dump(_chart_yaml(info, files=files))
+    return {f"{ROOT}/{path}": text for path, text in sorted(files.items())}
+
+
+def _template(
+    key: Key, *, versions: dict[str, Obj], envs: Sequence[str], namespaced: bool
+) -> _Template:
+    base = copy.deepcopy(versions[sorted(versions)[0]])
+    slots = find_slots(versions)
+    if namespaced:
+        ns = Slot(
+            path=("metadata", "namespace"),
+            values=dict.fromkeys(versions, ""),
+            key=RELEASE_NAMESPACE,
+        )
+        slots.append(ns)
+    return _Template(
+        key=key,
+        base=base,
+        slots=tuple(slots),
+        present=frozenset(versions),
+        partial=len(versions) < len(envs),
+    )
+
+
+def _resolve_keys(templates: Sequence[_Template], *, envs: Sequence[str]) -> list[_Template]:
+    """Slots sharing a key must agree in every environment; the others get generated keys."""
+    by_key: dict[ValueKey, list[Slot]] = {}
+    for tpl in templates:
+        for slot in tpl.slots:
+            by_key.setdefault(slot.key, []).append(slot)
+    clash = {key for key, slots in by_key.items() if not _agree(slots, envs=envs)}
+    prefixes = {key[:i] for key in by_key for i in range(1, len(key))}
+    clash |= {key for key in by_key if key in prefixes}
+    out = []
+    for tpl in templates:
+        slots = tuple(
+            Slot(path=s.path, values=s.values, key=generated_key(tpl.base, path=s.path))
+            if s.key in clash
+            else s
+            for s in tpl.slots
+        )
+        out.append(replace(tpl, slots=slots))
+    return out
+
+
+def _agree(slots: Sequence[Slot], *, envs: Sequence[str]) -> bool:
+    for env in envs:
+        seen = [s.values[env] for s in slots if env in s.values]
+        if any(not same(v, other=seen[0]) for v in seen[1:]):
+            return False
+    return True
+
+
+def _values(templates: Sequence[_Template], *, env: str) -> Obj:
+    """One environment's complete values: a missing field or object is null."""
+    out: Obj = {}
+    for tpl in templates:
+        if tpl.partial:
+            _put(
+                out,
+                key=("objects", f"{tpl.key[0]}/{tpl.key[1]}"),
+                value=env in tpl.present,
+                merge=False,
+            )
+        for slot in tpl.slots:
+            if slot.key == RELEASE_NAMESPACE:
+                continue
+            value = slot.values.get(env, ABSENT)
+            _put(
+                out,
+                key=slot.key,
+                value=None if value is ABSENT else copy.deepcopy(value),
+                merge=True,
+            )
+    return out
+
+
+def _put(tree: Obj, *, key: ValueKey, value: Any, merge: bool) -> None:
+    for part in key[:-1]:
+        tree = tree.setdefault(part, {})
+    if merge and key[-1] in tree and value is None:
+        return  # another slot with this key already holds the environment's value
+    tree[key[-1]] = value
+
+
+def _nulled(default: Any, *, env: Any) -> Any:
+    """``env`` plus an explicit null for every key only ``default`` has (Helm merges maps)."""
+    if not (isinstance(default, dict) and isinstance(env, dict)):
+        return env
+    out = {k: _nulled(default.get(k), env=v) for k, v in env.items()}
+    for key in default:
+        if key not in env:
+            out[key] = None
+    return out
+
+
+def _context(
+    info: ChartInfo, *, templates: Sequence[_Template], envs: Sequence[str]
+) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "flow_type": info.flow_type,
+        "environments": [
+            {
+                "name": env,
+                "namespace": info.namespaces[env],
+                "kubernetes": info.kubernetes_versions[env],
+            }
+            for env in envs
+        ],
+        "nodes": list(info.nodes),
+        "objects": sorted(f"{kind}/{name}" for kind, name in (t.key for t in templates)),
+    }
+
+
+def _chart_yaml(info: ChartInfo, *, files: Mapping[str, str]) -> Obj:
+    """Chart.yaml; the version's build metadata is a digest of every other chart file."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(f"{path}\0{files[path]}\0".encode())
+    oldest = min(
+        info.kubernetes_versions.values(), key=lambda v: tuple(int(p) for p in v.split("."))
+    )
+    return {
+        "apiVersion": "v2",
+        "name": info.name,
+        "description": f"vf flow {info.name} ({info.flow_type}), generated by vf compile",
+        "type": "application",
+        "version": f"0.1.0+{digest.hexdigest()[:12]}",
+        "kubeVersion": f">={oldest}.0-0",
+    }

@@ -1,0 +1,138 @@
+"""The chart's ``values.schema.json``: strict (unknown keys are typos), ``global`` allowed.
+
+Built from every environment's values: a key is known when some environment has it,
+required when every environment sets it to something other than null, and typed by
+what the knobs mean (images, pull policy, resources, replicas) or else by the values seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Obj = dict[str, Any]
+ValueKey = tuple[str, ...]
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+_QUANTITIES = {
+    "type": "object",
+    "additionalProperties": {"type": ["string", "number"]},
+}
+_RESOURCES = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"limits": _QUANTITIES, "requests": _QUANTITIES, "claims": {"type": "array"}},
+    "description": "Container resources (requests, limits) of this worker.",
+}
+_PULL = {
+    "enum": ["Always", "IfNotPresent", "Never"],
+    "description": "imagePullPolicy of every pod.",
+}
+_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
+
+
+def values_schema(values: Mapping[str, Obj]) -> Obj:
+    """The JSON Schema (draft-07) every environment's values satisfy."""
+    trees = [values[env] for env in sorted(values)]
+    root = _object((), trees=trees)
+    root["properties"]["global"] = {
+        "type": "object",
+        "description": "Values a parent chart shares with its subcharts.",
+    }
+    root["properties"]["enabled"] = {
+        "type": "boolean",
+        "description": "Read by a parent chart's dependency condition; unused here.",
+    }
+    return {"$schema": DRAFT_07, "title": "vf chart values", **root}
+
+
+def _object(prefix: ValueKey, *, trees: Sequence[Any]) -> Obj:
+    maps = [t for t in trees if isinstance(t, dict)]
+    keys = sorted({k for m in maps for k in m})
+    properties = {}
+    for key in keys:
+        children = [m.get(key) for m in maps]
+        properties[key] = _node((*prefix, key), values=children)
+    required = [k for k in keys if all(m.get(k) is not None for m in maps)]
+    schema: Obj = {"type": "object", "additionalProperties": False, "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _is_branch(prefix: ValueKey) -> bool:
+    """Sections of the values tree (as opposed to values that happen to be maps)."""
+    if len(prefix) == 1:
+        return prefix[0] in {
+            "nodes",
+            "infra",
+            "objects",
+            "generated",
+            "secretRefs",
+            "broker",
+            "payloadStore",
+            "provision",
+        }
+    if prefix[0] in {"nodes", "infra", "generated", "secretRefs"}:
+        return len(prefix) == 2 or (len(prefix) in (3, 4) and prefix[2] == "containers")
+    return False
+
+
+def _node(prefix: ValueKey, *, values: Sequence[Any]) -> Obj:
+    if _is_branch(prefix) and all(isinstance(v, dict) for v in values):
+        return _object(prefix, trees=values)
+    schema = _leaf(prefix, values=values)
+    if any(v is None for v in values):
+        return {"anyOf": [schema, {"type": "null"}]}
+    return schema
+
+
+_EXACT: dict[ValueKey, Obj] = {
+    ("imagePullPolicy",): _PULL,
+    ("broker", "natsUrl"): {
+        "type": "string",
+        "minLength": 1,
+        "description": "The NATS URL(s) workers and the provision Job connect to.",
+    },
+    ("payloadStore", "url"): {
+        "type": "string",
+        "minLength": 1,
+        "description": "The Redis URL large payloads are offloaded to.",
+    },
+    ("priorityClassName",): {
+        "type": "string",
+        "minLength": 1,
+        "description": "priorityClassName of every pod.",
+    },
+}
+_BY_LAST: dict[str, Obj] = {
+    "image": {"type": "string", "minLength": 1, "description": "Container image (tag or digest)."},
+    "resources": _RESOURCES,
+    "replicas": {"type": "integer", "minimum": 0, "description": "Planned replicas."},
+    "runtimeClassName": {"type": "string", "minLength": 1, "description": "GPU runtime class."},
+}
+_BY_SECTION: dict[str, Obj] = {
+    "objects": {"type": "boolean", "description": "Whether this environment has the object."},
+    "secretRefs": {"type": "string", "minLength": 1, "description": "Where the variable is."},
+}
+
+
+def _leaf(prefix: ValueKey, *, values: Sequence[Any]) -> Obj:
+    known = _EXACT.get(prefix) or _BY_SECTION.get(prefix[0]) or _BY_LAST.get(prefix[-1])
+    return dict(known) if known is not None else _observed(values)
+
+
+def _observed(values: Sequence[Any]) -> Obj:
+    types = set()
+    for value in values:
+        if isinstance(value, dict):
+            types.add("object")
+        elif isinstance(value, list):
+            types.add("array")
+        elif value is not None:
+            types.add(next(name for kind, name in _JSON_TYPES if isinstance(value, kind)))
+    if "integer" in types and "number" in types:
+        types.discard("integer")
+    ordered = sorted(types)
+    if not ordered:
+        return {}
+    return {"type": ordered[0] if len(ordered) == 1 else ordered}

@@ -1,0 +1,168 @@
+"""Where a chart template takes a value: the fields of one object that vary.
+
+An object is compared across the environments that have it. Every field equal in all of
+them stays verbatim; every field that differs (or may be missing) becomes a *slot*, read
+from ``.Values`` at a key. Fields an operator legitimately sets per environment (images,
+pull policy, resources, priority class, GPU runtime class, broker URLs, Secret references)
+are slots even when equal, under readable keys; any other difference gets a key under
+``generated``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+Path = tuple[str | int, ...]
+ValueKey = tuple[str, ...]
+ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
+POD_SPEC: Path = ("spec", "template", "spec")
+_WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
+_BROKER_DATA = {"VF_NATS_URL": ("broker", "natsUrl"), "VF_BLOB_REDIS_URL": ("payloadStore", "url")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slot:
+    """One varying field: its path in the object and its value (or ABSENT) per environment."""
+
+    path: Path
+    values: Mapping[str, Any]
+    key: ValueKey
+
+    @property
+    def optional(self) -> bool:
+        return any(v is ABSENT for v in self.values.values())
+
+
+def same(a: Any, *, other: Any) -> bool:
+    """Equal as JSON (so ``True`` and ``1`` differ)."""
+    if a is ABSENT or other is ABSENT:
+        return a is other
+    return json.dumps(a, sort_keys=True) == json.dumps(other, sort_keys=True)
+
+
+def owner(obj: Mapping[str, Any]) -> ValueKey | None:
+    """The values section an object's knobs live under: a node, the provision Job, infra."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    if labels.get("app.kubernetes.io/component") == "provision" and obj.get("kind") == "Job":
+        return ("provision",)
+    if "vf.dev/node" in labels:
+        return ("nodes", str(labels["vf.dev/node"]))
+    if "vf.dev/infra" in labels:
+        return ("infra", str(labels["vf.dev/infra"]))
+    return None
+
+
+def _at(obj: Any, *, path: Path) -> Any:
+    for part in path:
+        obj = obj[part]
+    return obj
+
+
+def knob_key(obj: Obj, *, path: Path) -> ValueKey | None:
+    """The operator-facing key of a field that is always a value, else None."""
+    kind = obj.get("kind")
+    if kind == "ConfigMap" and len(path) == 2 and path[0] == "data":
+        labels = obj.get("metadata", {}).get("labels") or {}
+        if labels.get("app.kubernetes.io/component") == "broker-config":
+            return _BROKER_DATA.get(str(path[1]))
+        return None
+    base = owner(obj)
+    if kind not in _WORKLOADS or base is None or path[:3] != POD_SPEC:
+        return None
+    rest = path[3:]
+    pod_level = {
+        ("priorityClassName",): ("priorityClassName",),
+        ("runtimeClassName",): (*base, "runtimeClassName"),
+    }
+    if rest in pod_level:
+        return pod_level[rest]
+    if len(rest) < 3 or rest[0] != "containers" or not isinstance(rest[1], int):
+        return None
+    return _container_knob(obj, path=path, base=base)
+
+
+def _container_knob(obj: Obj, *, path: Path, base: ValueKey) -> ValueKey | None:
+    containers = _at(obj, path=(*POD_SPEC, "containers"))
+    index = int(path[4])
+    mine = base if len(containers) == 1 else (*base, "containers", str(containers[index]["name"]))
+    field = path[5:]
+    if field in (("image",), ("resources",)):
+        return (*mine, str(field[0]))
+    if field == ("imagePullPolicy",):
+        return ("imagePullPolicy",)
+    if len(field) == 5 and field[0] == "env" and field[2:4] == ("valueFrom", "secretKeyRef"):
+        var = _at(obj, path=(*path[:-3], "name"))
+        return ("secretRefs", str(var), str(field[4]))
+    return None
+
+
+def derived_key(obj: Obj, *, path: Path) -> ValueKey:
+    """The key of a differing field that is not a knob: readable where known, else generated."""
+    base = owner(obj)
+    if base is not None and obj.get("kind") in _WORKLOADS:
+        if path in (("spec", "replicas"), ("spec", "parallelism"), ("spec", "completions")):
+            return (*base, "replicas")
+        if path == ("spec", "template", "metadata", "annotations", "vf.dev/config-hash"):
+            return (*base, "configHash")
+    return generated_key(obj, path=path)
+
+
+def generated_key(obj: Mapping[str, Any], *, path: Path) -> ValueKey:
+    pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+    return ("generated", f"{obj['kind']}/{obj['metadata']['name']}", pointer)
+
+
+def find_slots(versions: Mapping[str, Obj]) -> list[Slot]:
+    """Every slot of one object, given its version in each environment that has it."""
+    first = versions[sorted(versions)[0]]
+    out: list[Slot] = []
+
+    def knob(path: Path) -> ValueKey | None:
+        return knob_key(first, path=path)
+
+    _walk((), values=dict(versions), knob=knob, out=out, first=first)
+    return out
+
+
+def _walk(
+    path: Path,
+    *,
+    values: dict[str, Any],
+    knob: Callable[[Path], ValueKey | None],
+    out: list[Slot],
+    first: Obj,
+) -> None:
+    forced = knob(path) if path else None
+    present = [v for v in values.values() if v is not ABSENT]
+    whole = len(present) == len(values)
+    if forced is not None:
+        out.append(Slot(path=path, values=values, key=forced))
+        return
+    if whole and all(isinstance(v, dict) for v in present):
+        common = set.intersection(*(set(v) for v in present))
+        if common:
+            keys = set().union(*(set(v) for v in present))
+            if path == POD_SPEC and knob((*path, "priorityClassName")) is not None:
+                keys.add("priorityClassName")  # settable per environment even when unset
+            for key in sorted(keys):
+                child = {env: v.get(key, ABSENT) for env, v in values.items()}
+                _walk((*path, key), values=child, knob=knob, out=out, first=first)
+            return
+    lengths = {len(v) for v in present if isinstance(v, list)}
+    if (
+        whole
+        and all(isinstance(v, list) for v in present)
+        and len(lengths) == 1
+        and 0 not in lengths
+    ):
+        for index in range(lengths.pop()):
+            child = {env: v[index] for env, v in values.items()}
+            _walk((*path, index), values=child, knob=knob, out=out, first=first)
+        return
+    if whole and all(same(v, other=present[0]) for v in present):
+        return
+    out.append(Slot(path=path, values=values, key=derived_key(first, path=path)))

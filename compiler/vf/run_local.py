@@ -1,0 +1,178 @@
+"""``vf run-local``: run a flow on this machine from the same plan the cluster gets.
+
+One subprocess per replica, each with the environment its pod would get, against
+an embedded ``nats-server -js`` and ``redis-server`` (started here on free
+loopback ports unless URLs are given), supervised with the Jobs' restart budget.
+Exit codes: 0 the flow finished, 4 nodes were lost, 5 the flow stalled, 130
+interrupted (after a clean stop); environment problems are errors with code 3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem
+from vf.pipeline import CompileRequest, compile_project
+from vf.planir import Plan
+from vf_runtime.broker import BrokerError, announce_stop
+from vf_runtime.localinfra import LocalServer, MissingTool, free_port, start_nats, start_redis
+from vf_runtime.naming import RunNames
+from vf_runtime.provision import RunTopology, provision_run
+from vf_runtime.supervisor import ReplicaSpec, SuperviseOptions, SupervisionPolicy, Supervisor
+from vf_runtime.topology import NodeTopology
+
+EXIT_LOST = 4
+EXIT_STALLED = 5
+_EXIT = {"ok": 0, "lost": EXIT_LOST, "stalled": EXIT_STALLED, "interrupted": EXIT_INTERRUPTED}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunLocalRequest:
+    """What to run and against which services (None: start embedded ones)."""
+
+    graph: str
+    config: str | None = None
+    environment: str | None = None
+    nats_url: str | None = None
+    redis_url: str | None = None
+    stall_seconds: float | None = 120.0
+    extra_env: tuple[tuple[str, str], ...] = ()
+    output: TextIO = sys.stderr
+
+
+def _plan(request: RunLocalRequest) -> Plan:
+    envs = (request.environment,) if request.environment else ()
+    result = compile_project(
+        CompileRequest(graph=request.graph, config=request.config, environments=envs)
+    )
+    return result.plans[0]
+
+
+def _topology(plan: Plan) -> RunTopology:
+    nodes = tuple(
+        NodeTopology.from_json(json.loads(line))
+        for shard in plan.provision.topology_shards
+        for line in shard.splitlines()
+        if line.strip()
+    )
+    return RunTopology(
+        flow_id=plan.flow_id,
+        run_id=plan.run_id,
+        flow_type=plan.flow_type,
+        nodes=nodes,
+        ack_wait=float(os.environ.get("VF_ACK_WAIT_SECONDS", "60")),
+    )
+
+
+def needs_payload_store(plan: Plan) -> bool:
+    """Any edge may carry a payload over the inline limit; idempotent sinks keep records."""
+    return any(
+        dict(w.env).get("VF_HAS_CHILDREN") == "1" or dict(w.env).get("VF_IDEMPOTENT") == "1"
+        for w in plan.workloads
+    )
+
+
+def _replicas(plan: Plan, *, urls: dict[str, str], request: RunLocalRequest) -> list[ReplicaSpec]:
+    graph_dir = str(Path(request.graph.split(":")[0]).resolve().parent)
+    path = os.pathsep.join(filter(None, [graph_dir, os.environ.get("PYTHONPATH", "")]))
+    specs = []
+    for workload in plan.workloads:
+        for replica in range(workload.replicas):
+            port = free_port()
+            env = {
+                **dict(workload.env),
+                **urls,
+                "VF_REPLICA_ID": str(replica),
+                "VF_HEALTH_PORT": str(port),
+                "PYTHONPATH": path,
+                "PYTHONUNBUFFERED": "1",
+                "VF_EXIT_WITH_PARENT": "1",
+                **dict(request.extra_env),
+            }
+            specs.append(
+                ReplicaSpec(node=workload.node, replica=replica, env=env, health_port=port)
+            )
+    return specs
+
+
+def _start_services(plan: Plan, *, request: RunLocalRequest, stack: ExitStack) -> dict[str, str]:
+    out = request.output
+    urls: dict[str, str] = {}
+    started: list[LocalServer] = []
+    try:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vf-run-")))
+        if request.nats_url is None:
+            started.append(start_nats(workdir / "nats"))
+        if request.redis_url is None and needs_payload_store(plan):
+            started.append(start_redis(workdir / "redis"))
+    except (MissingTool, RuntimeError) as exc:
+        for server in started:
+            server.stop()
+        raise EnvironmentProblem(
+            "VF_LOCAL_INFRA", f"cannot start a local server: {exc}", str(exc)
+        ) from exc
+    for server in started:
+        stack.callback(server.stop)
+        out.write(f"[vf] started {server.name} at {server.url}\n")
+    by_name = {s.name: s.url for s in started}
+    urls["VF_NATS_URL"] = request.nats_url or by_name["nats-server"]
+    redis = request.redis_url or by_name.get("redis-server")
+    if redis is not None:
+        urls["VF_BLOB_REDIS_URL"] = redis
+    return urls
+
+
+def _policy(plan: Plan) -> SupervisionPolicy:
+    """The plan's restart budget (the Jobs' backoff limit) with its local backoff."""
+    supervision = getattr(plan, "supervision", None)
+    if supervision is None:
+        return SupervisionPolicy()
+    return SupervisionPolicy(
+        max_restarts=int(supervision.max_restarts),
+        backoff=tuple(float(s) for s in supervision.local_backoff_seconds),
+    )
+
+
+def run_local(request: RunLocalRequest) -> int:
+    """Compile, start services, provision, run every replica; return the exit code."""
+    plan = _plan(request)
+    out = request.output
+    with ExitStack() as stack:
+        urls = _start_services(plan, request=request, stack=stack)
+        nats_url = urls["VF_NATS_URL"]
+        try:
+            asyncio.run(provision_run(nats_url, _topology(plan), prune=False, timeout=15))
+        except BrokerError as exc:
+            raise EnvironmentProblem(
+                exc.code, str(exc), "start nats-server with -js, or pass --nats URL"
+            ) from exc
+        replicas = _replicas(plan, urls=urls, request=request)
+        out.write(
+            f"[vf] running flow {plan.flow_id} run {plan.run_id} ({plan.flow_type}, "
+            f"environment {plan.environment}): {len(replicas)} worker process(es)\n"
+        )
+        subject = RunNames(plan.flow_id, plan.run_id).control()
+        options = SuperviseOptions(
+            announce_stop=lambda: announce_stop(nats_url, subject),
+            policy=_policy(plan),
+            stall_seconds=request.stall_seconds,
+            output=out,
+        )
+        outcome = Supervisor(replicas, options).run()
+    code = _EXIT[outcome.status]
+    summary = {
+        "ok": "flow finished",
+        "lost": f"flow lost node(s): {', '.join(outcome.lost)}",
+        "stalled": "flow stalled: no progress",
+        "interrupted": "interrupted; workers stopped",
+    }[outcome.status]
+    out.write(f"[vf] {summary} (restarts: {outcome.restarts}, exit {code})\n")
+    return code

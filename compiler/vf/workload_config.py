@@ -1,0 +1,154 @@
+"""Workload options of an environment: mounts, rollout policy, supervision, provision image."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from vf.errors import Problem
+
+ROLLOUTS = ("drain", "surge")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mount:
+    """A host path (``source`` absolute) or a claim (``claim`` set) at ``path`` in the pod."""
+
+    path: str
+    read_only: bool
+    source: str | None = None
+    claim: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Supervision:
+    """One restart policy for the cluster (Job backoff limit) and for ``vf run-local``."""
+
+    max_restarts: int = 3
+    backoff_seconds: tuple[int, ...] = (10, 20, 40)
+    local_backoff_seconds: tuple[int, ...] = (1, 2, 4)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadOptions:
+    mounts: tuple[tuple[str, tuple[Mount, ...]], ...] = ()
+    rollout: tuple[tuple[str, str], ...] = ()
+    supervision: Supervision = field(default_factory=Supervision)
+    provision_image: str | None = None
+
+    def mounts_for(self, node: str) -> tuple[Mount, ...]:
+        """``*`` mounts plus the node's own, in declaration order."""
+        table = dict(self.mounts)
+        return table.get("*", ()) + table.get(node, ())
+
+    def rollout_for(self, node: str) -> str | None:
+        table = dict(self.rollout)
+        return table.get(node, table.get("*"))
+
+
+def parse_mount(text: str) -> Mount | str:
+    """``/host[:/container][:ro]`` or ``claim:/path[:ro]``; a string is the reason it is bad."""
+    parts = text.split(":")
+    read_only = parts[-1] == "ro"
+    if read_only:
+        parts = parts[:-1]
+    if not parts or not parts[0]:
+        return "empty mount"
+    if parts[0].startswith("/"):
+        return _host_mount(parts, read_only=read_only)
+    if len(parts) == 1:
+        return f"path {parts[0]!r} is not absolute"
+    if len(parts) != 2 or not parts[1].startswith("/"):
+        return "a claim mount is claim:/path[:ro] with an absolute path"
+    return Mount(path=posixpath.normpath(parts[1]), read_only=read_only, claim=parts[0])
+
+
+def _host_mount(parts: list[str], *, read_only: bool) -> Mount | str:
+    if len(parts) > 2:
+        return "too many ':' fields"
+    path = parts[1] if len(parts) == 2 else parts[0]
+    if not path.startswith("/"):
+        return f"container path {path!r} is not absolute"
+    return Mount(
+        path=posixpath.normpath(path),
+        read_only=read_only,
+        source=posixpath.normpath(parts[0]),
+    )
+
+
+def _problem(env: str, key: str, what: str, remedy: str, source: str) -> Problem:
+    return Problem(
+        code="VF_CONFIG_WORKLOAD",
+        what=f"environments.{env}.{key}: {what}",
+        remedy=remedy,
+        where=f"{source} (environment '{env}')",
+    )
+
+
+def parse_workloads(
+    raw: dict[str, Any], *, env: str, source: str
+) -> tuple[WorkloadOptions, list[Problem]]:
+    """Mounts, rollout, supervision and provision image of one environment."""
+    problems: list[Problem] = []
+    mounts: list[tuple[str, tuple[Mount, ...]]] = []
+    for key, entries in sorted((raw.get("mounts") or {}).items()):
+        parsed: list[Mount] = []
+        for entry in entries:
+            mount = parse_mount(entry)
+            if isinstance(mount, str):
+                problems.append(
+                    _problem(
+                        env,
+                        f"mounts.{key}",
+                        f"{entry!r}: {mount}",
+                        "write /host[:/container][:ro] or claim:/path[:ro]",
+                        source,
+                    )
+                )
+            else:
+                parsed.append(mount)
+        mounts.append((key, tuple(parsed)))
+    options = WorkloadOptions(
+        mounts=tuple(mounts),
+        rollout=tuple(sorted((raw.get("rollout") or {}).items())),
+        supervision=_supervision(raw.get("supervision") or {}),
+        provision_image=raw.get("provision_image"),
+    )
+    table = dict(options.mounts)
+    for key in sorted(table):
+        combined = options.mounts_for(key) if key != "*" else table["*"]
+        paths = [m.path for m in combined]
+        for path in sorted({p for p in paths if paths.count(p) > 1}):
+            problems.append(
+                _problem(
+                    env,
+                    f"mounts.{key}",
+                    f"container path {path} is mounted twice",
+                    "mount each container path once",
+                    source,
+                )
+            )
+    return options, problems
+
+
+def _supervision(raw: dict[str, Any]) -> Supervision:
+    default = Supervision()
+    return Supervision(
+        max_restarts=raw.get("max_restarts", default.max_restarts),
+        backoff_seconds=tuple(raw.get("backoff_seconds", default.backoff_seconds)),
+        local_backoff_seconds=tuple(
+            raw.get("local_backoff_seconds", default.local_backoff_seconds)
+        ),
+    )
+
+
+def pod_mounts(mounts: tuple[Mount, ...]) -> tuple[Mount, ...]:
+    """What the pod mounts: a host path at or under a claim's path is served by the claim."""
+    claims = [m.path for m in mounts if m.claim is not None]
+    return tuple(
+        m
+        for m in mounts
+        if m.claim is not None
+        or not any(m.path == c or m.path.startswith(c.rstrip("/") + "/") for c in claims)
+    )

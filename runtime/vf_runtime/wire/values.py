@@ -1,0 +1,207 @@
+"""Python values to and from the envelope's ``Value`` union, and the known payloads.
+
+Encoding rules: ``bool`` is checked before ``int`` (Value keeps booleans, 64-bit
+integers and doubles apart); tuples become lists; map keys must be strings; a
+numpy array or :class:`Tensor` nested anywhere becomes a tensor value. Decoding
+keeps the order map entries had on the wire so a value re-encodes to the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from google.protobuf.message import Message
+
+from vf_runtime.wire import envelope_pb2 as pb
+from vf_runtime.wire.payloads import (
+    BLOB_REF,
+    DETECTIONS,
+    FRAME,
+    TENSOR,
+    TRACKS,
+    VALUE,
+    BlobRef,
+    Detections,
+    Frame,
+    RawPayload,
+    Tensor,
+    Tracks,
+    is_ndarray,
+    is_numpy_scalar,
+)
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class WireError(ValueError):
+    """Bytes that are not a vf v4 envelope, or a value that cannot be encoded as one."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def tensor_to_pb(tensor: Tensor) -> pb.Tensor:
+    return pb.Tensor(shape=tensor.shape, dtype=tensor.dtype, data=tensor.data)
+
+
+def tensor_from_pb(message: pb.Tensor, *, arrays: bool) -> Any:
+    tensor = Tensor(shape=tuple(message.shape), dtype=message.dtype, data=message.data)
+    return tensor.to_numpy() if arrays else tensor
+
+
+def as_tensor(value: Any) -> Tensor:
+    return value if isinstance(value, Tensor) else Tensor.from_array(value)
+
+
+def to_value(obj: Any, *, tensors: bool = True) -> pb.Value:
+    """One Python value as a ``Value``; ``tensors=False`` refuses arrays (metadata)."""
+    scalar = _scalar_value(obj)
+    if scalar is not None:
+        return scalar
+    if isinstance(obj, list | tuple):
+        return pb.Value(list_value=pb.ListValue(values=[to_value(v, tensors=tensors) for v in obj]))
+    if isinstance(obj, Mapping):
+        return pb.Value(map_value=pb.MapValue(fields=map_entries(obj, tensors=tensors)))
+    if isinstance(obj, Tensor) or is_ndarray(obj):
+        if not tensors:
+            raise WireError("VF_WIRE_VALUE", "metadata values cannot be tensors")
+        return pb.Value(tensor_value=tensor_to_pb(as_tensor(obj)))
+    if is_numpy_scalar(obj):
+        return to_value(obj.item(), tensors=tensors)
+    raise WireError(
+        "VF_WIRE_VALUE",
+        f"cannot encode a {type(obj).__name__}: use None, bool, int, float, str, bytes, "
+        "lists, str-keyed dicts, tensors or a protobuf message",
+    )
+
+
+def _scalar_value(obj: Any) -> pb.Value | None:
+    if obj is None:
+        return pb.Value(null_value=pb.NULL_VALUE)
+    if isinstance(obj, int) and not isinstance(obj, bool) and not INT64_MIN <= obj <= INT64_MAX:
+        raise WireError("VF_WIRE_VALUE", f"integer {obj} does not fit in 64 bits")
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return pb.Value(bytes_value=bytes(obj))
+    for kind, field in _SCALARS:
+        if isinstance(obj, kind):
+            value = pb.Value()
+            setattr(value, field, obj)
+            return value
+    return None
+
+
+# Order matters: bool is an int subclass and must be recognised first.
+_SCALARS: tuple[tuple[type, str], ...] = (
+    (bool, "bool_value"),
+    (int, "int_value"),
+    (float, "double_value"),
+    (str, "string_value"),
+)
+
+
+def map_entries(mapping: Mapping[Any, Any], *, tensors: bool) -> list[pb.MapEntry]:
+    entries = []
+    for key, item in mapping.items():
+        if not isinstance(key, str):
+            raise WireError("VF_WIRE_VALUE", f"map key {key!r} is not a string")
+        entries.append(pb.MapEntry(key=key, value=to_value(item, tensors=tensors)))
+    return entries
+
+
+def from_value(value: pb.Value, *, arrays: bool = False) -> Any:
+    """A ``Value`` as a Python value (maps keep their wire order)."""
+    kind = value.WhichOneof("kind")
+    if kind is None or kind == "null_value":
+        return None
+    if kind == "list_value":
+        return [from_value(v, arrays=arrays) for v in value.list_value.values]
+    if kind == "map_value":
+        return {e.key: from_value(e.value, arrays=arrays) for e in value.map_value.fields}
+    if kind == "tensor_value":
+        return tensor_from_pb(value.tensor_value, arrays=arrays)
+    return getattr(value, kind)
+
+
+def _frame_pb(obj: Frame) -> Message:
+    frame = pb.Frame(pixels=tensor_to_pb(obj.pixels), pixel_format=obj.pixel_format)
+    if obj.capture_ts is not None:
+        frame.capture_ts = obj.capture_ts
+    return frame
+
+
+_ENCODERS: tuple[tuple[type, str, Callable[[Any], Message]], ...] = (
+    (Tensor, TENSOR, tensor_to_pb),
+    (Frame, FRAME, _frame_pb),
+    (
+        Detections,
+        DETECTIONS,
+        lambda d: pb.Detections(boxes=tensor_to_pb(d.boxes), class_names=d.class_names),
+    ),
+    (Tracks, TRACKS, lambda t: pb.Tracks(tracks=tensor_to_pb(t.tracks))),
+    (
+        BlobRef,
+        BLOB_REF,
+        lambda r: pb.BlobRef(ref=r.ref, inner_payload_type=r.inner_payload_type, size=r.size),
+    ),
+)
+
+
+def encode_payload(obj: Any) -> tuple[str, bytes]:
+    """A node's output as ``(payload_type, bytes)``."""
+    if isinstance(obj, RawPayload):
+        return obj.payload_type, obj.data
+    if is_ndarray(obj):
+        obj = Tensor.from_array(obj)
+    for kind, payload_type, build in _ENCODERS:
+        if isinstance(obj, kind):
+            return payload_type, bytes(build(obj).SerializeToString())
+    if isinstance(obj, Message):
+        return str(obj.DESCRIPTOR.full_name), bytes(obj.SerializeToString())
+    return VALUE, bytes(to_value(obj).SerializeToString())
+
+
+def decode_payload(payload_type: str, data: bytes, *, arrays: bool = False) -> Any:
+    """The Python value of a payload; unknown types come back as :class:`RawPayload`."""
+    if payload_type == "" and not data:
+        return None
+    decoder = _DECODERS.get(payload_type)
+    if decoder is None:
+        return RawPayload(payload_type=payload_type, data=data)
+    try:
+        return decoder(data, arrays)
+    except WireError:
+        raise
+    except Exception as exc:
+        raise WireError("VF_WIRE_PAYLOAD", f"{payload_type} payload does not parse: {exc}") from exc
+
+
+def _tensor(message: pb.Tensor) -> Tensor:
+    return Tensor(shape=tuple(message.shape), dtype=message.dtype, data=message.data)
+
+
+def _decode_frame(data: bytes, _arrays: bool) -> Frame:
+    frame = pb.Frame.FromString(data)
+    capture = frame.capture_ts if frame.HasField("capture_ts") else None
+    return Frame(pixels=_tensor(frame.pixels), pixel_format=frame.pixel_format, capture_ts=capture)
+
+
+def _decode_detections(data: bytes, _arrays: bool) -> Detections:
+    found = pb.Detections.FromString(data)
+    return Detections(boxes=_tensor(found.boxes), class_names=tuple(found.class_names))
+
+
+def _decode_blob_ref(data: bytes, _arrays: bool) -> BlobRef:
+    ref = pb.BlobRef.FromString(data)
+    return BlobRef(ref=ref.ref, inner_payload_type=ref.inner_payload_type, size=ref.size)
+
+
+_DECODERS: dict[str, Callable[[bytes, bool], Any]] = {
+    VALUE: lambda data, arrays: from_value(pb.Value.FromString(data), arrays=arrays),
+    TENSOR: lambda data, arrays: tensor_from_pb(pb.Tensor.FromString(data), arrays=arrays),
+    FRAME: _decode_frame,
+    DETECTIONS: _decode_detections,
+    TRACKS: lambda data, _arrays: Tracks(tracks=_tensor(pb.Tracks.FromString(data).tracks)),
+    BLOB_REF: _decode_blob_ref,
+}

@@ -1,0 +1,297 @@
+"""``vf-worker``: run one replica of one node, configured only by its ``VF_*`` environment.
+
+Lifecycle: parse the environment, rebuild the node, connect (bounded), ensure this
+node's streams and durables, wait for readers (BATCH), ``open()``, loop,
+``close()`` in all cases. Exit codes: 0 done or stopped, 1 the node failed,
+2 the environment or node class is wrong, 3 the broker is unreachable or holds
+contradicting topology.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any, cast
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from vf_runtime.blobstore import AppliedLog, BlobStore
+from vf_runtime.broker import BrokerError, connect, ensure_consumer, ensure_stream
+from vf_runtime.config import ConfigError, WorkerConfig, load_worker_config
+from vf_runtime.constants import BATCH
+from vf_runtime.health import HealthServer, Metrics
+from vf_runtime.inputs import EndOfStream, Inputs
+from vf_runtime.naming import RunNames, token
+from vf_runtime.nodes import Consumer, Node, Processor, Producer
+from vf_runtime.outputs import DeadLetters, Publisher
+from vf_runtime.processor import ProcessorLoop
+from vf_runtime.producer import ProducerLoop
+from vf_runtime.topology import dlq_config, eos_anchor_config, stream_config
+
+log = logging.getLogger("vf.worker")
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_BROKER = 0, 1, 2, 3
+KIND_CLASSES: dict[str, type[Node]] = {
+    "producer": Producer,
+    "processor": Processor,
+    "consumer": Consumer,
+}
+
+
+def _resolve_class(path: str) -> Any:
+    """Import ``module.Qualname``, trying the longest importable module prefix first."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            target: Any = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[cut:]:
+            target = getattr(target, attribute)
+        return target
+    raise ModuleNotFoundError(f"no importable module in {path!r}")
+
+
+def build_node(config: WorkerConfig) -> Node:
+    """Rebuild the node as ``cls(**params)`` and check it is the kind the plan says."""
+    try:
+        cls = _resolve_class(config.node_class)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            [
+                f"VF_NODE_CLASS={config.node_class!r} cannot be imported: {exc} "
+                "(is the module on PYTHONPATH inside the image?)"
+            ]
+        ) from exc
+    params = dict(config.params)
+    positional = [v for k in list(params) if k.startswith("*") for v in params.pop(k)]
+    try:
+        node = cls(*positional, **params)
+    except Exception as exc:
+        raise ConfigError([f"{config.node_class}(**VF_NODE_PARAMS_JSON) raised {exc!r}"]) from exc
+    expected = KIND_CLASSES[config.node_kind]
+    if not isinstance(node, expected):
+        raise ConfigError(
+            [
+                f"VF_NODE_CLASS {config.node_class} is not a {expected.__name__} "
+                f"but VF_NODE_KIND is {config.node_kind!r}: recompile and redeploy together"
+            ]
+        )
+    node._name = config.node_name  # the environment names the node, not its params
+    return node
+
+
+class Worker:
+    """One replica: its connections, its loop and its clean-up."""
+
+    def __init__(self, config: WorkerConfig, node: Node) -> None:
+        self.config = config
+        self.node = node
+        self.names = RunNames(config.flow_id, config.run_id)
+        self.metrics = Metrics(node=config.node_name)
+        self.stop = asyncio.Event()
+        self.blobs: BlobStore | None = None
+        self.applied: AppliedLog | None = None
+        self._watch: asyncio.Task[None] | None = None
+
+    async def run(self) -> int:
+        health = HealthServer(self.metrics, port=self.config.health_port)
+        client: Client | None = None
+        try:
+            client = await connect(
+                self.config.nats_url, timeout=self.config.connect_timeout, name=self._label()
+            )
+            return await self._run_connected(client)
+        finally:
+            if client is not None:
+                # flush (acks are fire-and-forget publishes), then close; draining would
+                # wait on fetch inboxes that nobody reads any more
+                with contextlib.suppress(Exception):
+                    await client.flush(timeout=2)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(client.close(), timeout=5)
+            if self.blobs is not None:
+                with contextlib.suppress(Exception):
+                    await self.blobs.close()
+            health.close()
+
+    def _label(self) -> str:
+        return f"vf-{self.config.flow_id}-{self.config.node_name}-r{self.config.replica_id}"
+
+    async def _run_connected(self, client: Client) -> int:
+        js = client.jetstream(timeout=10)
+        await client.subscribe(self.names.control(), cb=self._on_stop)
+        if os.environ.get("VF_EXIT_WITH_PARENT") == "1":
+            self._watch = asyncio.create_task(self._orphan_watch())
+        await ensure_stream(js, dlq_config(self.names))
+        self._stores()
+        publisher = await self._outputs(client) if self.config.has_children else None
+        dlq = DeadLetters(js, config=self.config, metrics=self.metrics)
+        keepalive: asyncio.Task[None] | None = None
+        inputs = Inputs(js, config=self.config, metrics=self.metrics)
+        await asyncio.to_thread(self.node.open)
+        try:
+            self.metrics.ready = True
+            if isinstance(self.node, Producer):
+                return await self._produce(publisher)
+            await inputs.start()
+            keepalive = asyncio.create_task(self._keepalive(inputs))
+            node = self.node
+            call = node.process if isinstance(node, Processor) else cast(Consumer, node).consume
+            loop = ProcessorLoop(
+                call,
+                config=self.config,
+                inputs=inputs,
+                outputs=(publisher, dlq),
+                stores=(self.blobs, self.applied),
+                metrics=self.metrics,
+            )
+            return await self._consume(loop, EndOfStream(js, config=self.config), publisher)
+        finally:
+            if keepalive is not None:
+                keepalive.cancel()
+            await inputs.stop()
+            await asyncio.to_thread(self.node.close)
+
+    async def _outputs(self, client: Client) -> Publisher:
+        js = client.jetstream(timeout=10)
+        node = self.config.node_name
+        config = stream_config(
+            self.names,
+            node,
+            flow_type=self.config.flow_type,
+            replicas=self.config.stream_replicas,
+        )
+        await ensure_stream(js, config)
+        if self.config.flow_type == BATCH:
+            await ensure_consumer(js, self.names.stream(node), eos_anchor_config(self.names, node))
+        publisher = Publisher(
+            js,
+            config=self.config,
+            metrics=self.metrics,
+            blobs=self.blobs,
+            stopping=self.stop.is_set,
+        )
+        publisher.readers = await self._readers(client)
+        return publisher
+
+    async def _readers(self, client: Client) -> tuple[str, ...]:
+        """The durables reading this node; under BATCH, wait until all of them exist."""
+        js = client.jetstream(timeout=10)
+        stream = self.names.stream(self.config.node_name)
+        reader = re.compile(f"--from--{re.escape(token(self.config.node_name))}(--p[0-9]+)?$")
+        expected = self.config.blob_readers
+        waited = time.monotonic()
+        while True:
+            infos = await js.consumers_info(stream)
+            found = tuple(sorted(i.name for i in infos if reader.search(i.name)))
+            if len(found) >= expected or self.config.flow_type != BATCH or self.stop.is_set():
+                return found
+            if time.monotonic() - waited > 10:
+                log.info("waiting for %d reader(s) of %s, %d present", expected, stream, len(found))
+                waited = time.monotonic()
+            await asyncio.sleep(0.2)
+
+    def _stores(self) -> None:
+        url = self.config.blob_redis_url
+        if url is None:
+            if self.config.idempotent:
+                log.warning(
+                    "VF_IDEMPOTENT=1 but VF_BLOB_REDIS_URL is unset: no sink de-duplication"
+                )
+            return
+        self.blobs = BlobStore.from_url(url, ttl_seconds=self.config.blob_ttl_seconds)
+        if self.config.idempotent:
+            self.applied = AppliedLog(
+                self.blobs.client, flow_id=self.config.flow_id, node=self.config.node_name
+            )
+
+    async def _produce(self, publisher: Publisher | None) -> int:
+        assert isinstance(self.node, Producer)
+        loop = ProducerLoop(
+            self.node, name=self.config.node_name, publisher=publisher, metrics=self.metrics
+        )
+        await loop.run(self.stop, beat=self.metrics.beat)
+        if publisher is not None:
+            await publisher.terminator()
+        return EXIT_OK
+
+    async def _consume(
+        self, loop: ProcessorLoop, eos: EndOfStream, publisher: Publisher | None
+    ) -> int:
+        drained = await loop.run(self.stop, eos)
+        if loop.fatal:
+            return EXIT_FAILED
+        if drained and publisher is not None:
+            error = eos.aborted[0].error if eos.aborted else None
+            await publisher.terminator(error=error)
+        if drained:
+            log.info("all inputs drained; done")
+        return EXIT_OK
+
+    async def _keepalive(self, inputs: Inputs) -> None:
+        period = max(1.0, self.config.ack_wait_seconds / 3)
+        while True:
+            await asyncio.sleep(period)
+            await inputs.keepalive()
+
+    async def _orphan_watch(self) -> None:
+        """Under ``vf run-local`` a worker ends with its supervisor (VF_EXIT_WITH_PARENT=1)."""
+        parent = os.getppid()
+        while not self.stop.is_set():
+            await asyncio.sleep(1.0)
+            if os.getppid() != parent:
+                log.warning("supervisor is gone; stopping")
+                self.stop.set()
+
+    async def _on_stop(self, msg: Msg) -> None:
+        if not self.stop.is_set():
+            log.info("stop received on %s", msg.subject)
+        self.stop.set()
+
+
+async def run_worker(env: Mapping[str, str]) -> int:
+    """Run one replica from ``env``; returns the process exit code."""
+    try:
+        config = load_worker_config(env)
+        if config.join_policy.mode == "time" and len(config.parents) > 1:
+            raise ConfigError(["time-aligned joins (JoinPolicy mode='time') are not supported yet"])
+        node = build_node(config)
+    except ConfigError as exc:
+        print(exc.render(), file=sys.stderr)
+        return EXIT_CONFIG
+    worker = Worker(config, node)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, worker.stop.set)
+    try:
+        return await worker.run()
+    except BrokerError as exc:
+        print(f"error[{exc.code}] {exc}", file=sys.stderr)
+        return EXIT_BROKER
+    except Exception:
+        log.exception("worker failed")
+        return EXIT_FAILED
+
+
+def main() -> None:
+    """Console entry point of ``vf-worker``."""
+    logging.basicConfig(
+        level=os.environ.get("VF_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    sys.exit(asyncio.run(run_worker(os.environ)))
+
+
+if __name__ == "__main__":
+    main()

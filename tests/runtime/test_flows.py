@@ -1,0 +1,199 @@
+"""Whole flows on real nats-server and redis-server: delivery, crashes, joins, overload, blobs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+import redis
+
+from tests.runtime.conftest import FLOWS, FlowRun, run_flow
+from vf.pipeline import CompileRequest, compile_project
+from vf_runtime.broker import announce_stop
+from vf_runtime.localinfra import LocalServer
+from vf_runtime.naming import RunNames
+from vf_runtime.wire import decode_envelope, decode_payload
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _ok(run: FlowRun) -> None:
+    assert run.code == 0, run.output[-4000:]
+    assert "flow finished" in run.output
+
+
+def test_batch_flow_delivers_every_item_exactly_once(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    out = tmp_path / "sink.jsonl"
+    env = {"VF_TEST_OUT": str(out), "VF_TEST_FLOW": "exactly-once", "VF_TEST_COUNT": "40"}
+    run = run_flow("linear.py", nats=nats_server, redis=redis_server, env=env)
+    _ok(run)
+    items = sorted(line["i"] for line in _lines(out))
+    assert items == list(range(1, 41))
+    assert all(line["v"] == 2 * line["i"] for line in _lines(out))
+
+
+def test_sigkilled_worker_is_restarted_and_nothing_is_lost(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    out, marker = tmp_path / "sink.jsonl", tmp_path / "crashed"
+    env = {
+        "VF_TEST_OUT": str(out),
+        "VF_TEST_FLOW": "crash",
+        "VF_TEST_COUNT": "40",
+        "VF_TEST_CRASH_AT": "7",
+        "VF_TEST_MARKER": str(marker),
+        "VF_ACK_WAIT_SECONDS": "2",
+    }
+    run = run_flow("linear.py", nats=nats_server, redis=redis_server, env=env)
+    _ok(run)
+    assert marker.exists(), "the scale replica never reached the item that kills it"
+    assert "exited with -9; restart 1" in run.output
+    items = sorted(line["i"] for line in _lines(out))
+    assert items == list(range(1, 41)), "lost or duplicated items after the SIGKILL"
+
+
+def test_join_completes_under_partitioned_replicas(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    out = tmp_path / "sink.jsonl"
+    run = run_flow("join.py", nats=nats_server, redis=redis_server, env={"VF_TEST_OUT": str(out)})
+    _ok(run)
+    lines = _lines(out)
+    assert sorted(line["i"] for line in lines) == list(range(1, 31))
+    assert all(line["sum"] == 5 * line["i"] for line in lines)
+    assert "[pair/r0]" in run.output and "[pair/r1]" in run.output
+
+
+def test_realtime_keeps_the_freshest_items_and_never_loses_eos(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    out = tmp_path / "sink.jsonl"
+    run = run_flow(
+        "realtime.py", nats=nats_server, redis=redis_server, env={"VF_TEST_OUT": str(out)}
+    )
+    _ok(run)  # ending at all proves every end-of-stream marker arrived
+    items = [line["i"] for line in _lines(out)]
+    assert 60 in items, "the freshest item was evicted"
+    assert len(items) < 45, f"an overloaded REALTIME stage should skip stale items: {len(items)}"
+    assert items == sorted(items)
+
+
+def _command_calls(client: redis.Redis, command: str) -> int:
+    stats = client.info("commandstats")
+    entry = stats.get(f"cmdstat_{command}", {})
+    return int(entry.get("calls", 0)) if isinstance(entry, dict) else 0
+
+
+def test_a_4_mib_payload_goes_through_redis_and_is_released(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    sets_before = _command_calls(client, "set")
+    out = tmp_path / "sink.jsonl"
+    run = run_flow("blob.py", nats=nats_server, redis=redis_server, env={"VF_TEST_OUT": str(out)})
+    _ok(run)
+    lines = _lines(out)
+    assert [line["i"] for line in lines] == [1, 2, 3]
+    assert all(line["blob"] == 4 * 1024 * 1024 and line["blob_ok"] for line in lines)
+    assert _command_calls(client, "set") - sets_before >= 3, "payloads did not go to Redis"
+    assert list(client.scan_iter("vf-blob*")) == [], "blobs were not released after the ack"
+
+
+async def _dead_letter(url: str, flow: str) -> tuple[dict[str, str], bytes]:
+    client = await nats.connect(url)
+    try:
+        js = client.jetstream()
+        message = await js.get_last_msg(f"vf-{flow}-dlq", f"vf.{flow}._dlq.>")
+        return dict(message.headers or {}), message.data or b""
+    finally:
+        await client.close()
+
+
+def test_a_poison_message_ends_in_the_dlq_with_its_reason(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    out = tmp_path / "sink.jsonl"
+    env = {"VF_TEST_OUT": str(out), "VF_RETRY_DELAY_CAP_SECONDS": "0.5"}
+    run = run_flow("poison.py", nats=nats_server, redis=redis_server, env=env)
+    _ok(run)
+    assert sorted(line["i"] for line in _lines(out)) == [1, 2, 4, 5, 6]
+    headers, data = asyncio.run(_dead_letter(nats_server.url, "poison"))
+    assert headers["VF-Code"] == "VF_NODE_VALUEERROR"
+    assert "refusing item 3" in headers["VF-Error"]
+    assert headers["VF-Num-Delivered"] == "2"  # one retry, then the dead letter
+    envelope = decode_envelope(data)
+    assert decode_payload(envelope.payload_type, envelope.payload) == {"i": 3}
+
+
+def test_stop_ends_a_running_realtime_flow(
+    tmp_path: Path,
+    nats_server: LocalServer,
+    redis_server: LocalServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "sink.jsonl"
+    monkeypatch.setenv("VF_TEST_OUT", str(out))
+    graph = str(FLOWS / "live.py")
+    plan = compile_project(CompileRequest(graph=graph)).plans[0]
+    script = (
+        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_server.url!r}, "
+        f"redis_url={redis_server.url!r}, stall_seconds=30)))\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while len(_lines(out)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_lines(out)) >= 5, "the live flow never delivered anything"
+        announce_stop(nats_server.url, RunNames(plan.flow_id, plan.run_id).control())
+        output, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, output[-3000:]
+    assert "stop received" in output
+
+
+def test_ctrl_c_stops_a_run_with_its_own_servers_and_exits_130(tmp_path: Path) -> None:
+    out = tmp_path / "sink.jsonl"
+    command = [str(Path(sys.executable).with_name("vf")), "run-local", str(FLOWS / "live.py")]
+    process = subprocess.Popen(
+        command,
+        env={**os.environ, "VF_TEST_OUT": str(out)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while len(_lines(out)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_lines(out)) >= 3, "the live flow never delivered anything"
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, output[-3000:]
+    assert "started nats-server" in output and "started redis-server" in output
+    assert "interrupted; workers stopped" in output

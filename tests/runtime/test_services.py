@@ -1,0 +1,307 @@
+"""Provisioning, dead letters, health and supervision against real servers and processes."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import nats
+import pytest
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
+
+from tests.runtime.conftest import FLOWS
+from vf.pipeline import CompileRequest, compile_project
+from vf.run_local import _topology
+from vf_runtime.broker import BrokerError
+from vf_runtime.health import HealthServer, Metrics
+from vf_runtime.localinfra import LocalServer, free_port
+from vf_runtime.naming import RunNames
+from vf_runtime.provision import RunTopology, provision, prune_superseded
+from vf_runtime.supervisor import (
+    ReplicaSpec,
+    SuperviseOptions,
+    SupervisionPolicy,
+    Supervisor,
+    scrape,
+)
+from vf_runtime.topology import NodeTopology
+from vf_runtime.wire import EOS, Envelope, encode_envelope
+from vf_runtime.worker import run_worker
+
+T = TypeVar("T")
+NODES = (
+    NodeTopology(
+        name="src", parents=(), replicas=1, partitioned=False, has_children=True, max_deliver=4
+    ),
+    NodeTopology(
+        name="mid", parents=("src",), replicas=2, partitioned=True, has_children=True, max_deliver=4
+    ),
+    NodeTopology(
+        name="out",
+        parents=("mid",),
+        replicas=1,
+        partitioned=False,
+        has_children=False,
+        max_deliver=4,
+    ),
+)
+
+
+def _with_js(url: str, body: Callable[[JetStreamContext], Awaitable[T]]) -> T:
+    async def main() -> T:
+        client = await nats.connect(url)
+        try:
+            return await body(client.jetstream())
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+def _run(flow: str, run: str = "r1") -> RunTopology:
+    return RunTopology(flow_id=flow, run_id=run, flow_type="batch", nodes=NODES)
+
+
+def test_provisioning_is_idempotent_and_creates_every_durable(nats_server: LocalServer) -> None:
+    async def body(js: JetStreamContext) -> list[str]:
+        first = await provision(js, _run("prov-idem"))
+        assert await provision(js, _run("prov-idem")) == first
+        names = RunNames("prov-idem", "r1")
+        mid = [c.name for c in await js.consumers_info(names.stream("src"))]
+        out = [c.name for c in await js.consumers_info(names.stream("mid"))]
+        await js.stream_info(names.dlq_stream())
+        return sorted(mid + out)
+
+    found = _with_js(nats_server.url, body)
+    assert set(found) == {
+        "mid--from--src--p0",
+        "mid--from--src--p1",
+        "src--eos--anchor",
+        "mid--eos--anchor",
+        "out--from--mid",
+    }
+
+
+def test_an_existing_durable_that_differs_fails_with_the_difference(
+    nats_server: LocalServer,
+) -> None:
+    async def body(js: JetStreamContext) -> str:
+        names = RunNames("prov-diff", "r1")
+        await provision(js, _run("prov-diff"))
+        await js.delete_consumer(names.stream("mid"), "out--from--mid")
+        await js.add_consumer(
+            names.stream("mid"),
+            ConsumerConfig(
+                durable_name="out--from--mid", filter_subject=names.subject("mid"), max_deliver=9
+            ),
+        )
+        with pytest.raises(BrokerError) as caught:
+            await provision(js, _run("prov-diff"))
+        return str(caught.value)
+
+    message = _with_js(nats_server.url, body)
+    assert "out--from--mid" in message and "max_deliver: has 9, this run needs 4" in message
+
+
+def test_prune_removes_only_streams_vf_owns_for_other_runs(nats_server: LocalServer) -> None:
+    async def body(js: JetStreamContext) -> tuple[list[str], list[str]]:
+        await provision(js, _run("prune", "r1"))
+        await provision(js, _run("prune", "r2"))
+        await provision(js, _run("prune-other", "r1"))
+        await js.add_stream(name="vf-prune-r1-stranger", subjects=["stranger.prune"])
+        deleted = await prune_superseded(js, flow_id="prune", run_id="r2")
+        left = [i.config.name or "" for i in await js.streams_info()]
+        return deleted, left
+
+    deleted, left = _with_js(nats_server.url, body)
+    assert deleted == ["vf-prune-r1-mid", "vf-prune-r1-src"]
+    for kept in (
+        "vf-prune-r2-src",
+        "vf-prune-dlq",
+        "vf-prune-other-r1-src",
+        "vf-prune-r1-stranger",
+    ):
+        assert kept in left
+
+
+def test_vf_provision_command_reads_the_topology_shards(
+    tmp_path: Path, nats_server: LocalServer
+) -> None:
+    (tmp_path / "nodes-000.jsonl").write_text(
+        '{"name":"src","parents":[],"replicas":1,"partitioned":false,"has_children":true,'
+        '"max_deliver":1}\n{"name":"out","parents":["src"],"replicas":3,"partitioned":false,'
+        '"has_children":false,"max_deliver":1}\n'
+    )
+    env = {
+        **os.environ,
+        "VF_NATS_URL": nats_server.url,
+        "VF_FLOW_ID": "cmd",
+        "VF_FLOW_TYPE": "realtime",
+        "VF_RUN_ID": "r9",
+        "VF_TOPOLOGY_DIR": str(tmp_path),
+    }
+    command = [str(Path(sys.executable).with_name("vf-provision")), "--prune-superseded"]
+    for _ in range(2):
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 0, done.stderr
+    missing = subprocess.run(
+        command,
+        env={**env, "VF_FLOW_ID": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert missing.returncode == 2 and "VF_FLOW_ID" in missing.stderr
+
+
+def test_an_undecodable_message_is_dead_lettered_not_dropped(
+    nats_server: LocalServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("VF_TEST_OUT", str(tmp_path / "unused.jsonl"))
+    monkeypatch.setenv("VF_TEST_FLOW", "garbage")
+    monkeypatch.syspath_prepend(str(FLOWS))
+    plan = compile_project(CompileRequest(graph=str(FLOWS / "linear.py"))).plans[0]
+    names = RunNames(plan.flow_id, plan.run_id)
+    eos = Envelope(
+        type=EOS,
+        producer="numbers",
+        flow_id="garbage",
+        run_id=plan.run_id,
+        trace_id="eos-r0",
+        seq=1,
+    )
+
+    async def body(js: JetStreamContext) -> Any:
+        await provision(js, _topology(plan))
+        await js.publish(names.subject("numbers"), b"\x0a\xff\xffnot an envelope")
+        await js.publish(names.eos_subject("numbers", replica=0), encode_envelope(eos))
+        env = dict(next(w for w in plan.workloads if w.node == "scale").env)
+        env.update(VF_NATS_URL=nats_server.url, VF_REPLICA_ID="0", VF_HEALTH_PORT="0")
+        assert await asyncio.wait_for(run_worker(env), timeout=30) == 0
+        return await js.get_last_msg(names.dlq_stream(), names.dlq_subject("scale"))
+
+    message = _with_js(nats_server.url, body)
+    assert message.data == b"\x0a\xff\xffnot an envelope"
+    assert (message.headers or {})["VF-Code"] == "VF_POISON_DECODE"
+
+
+def test_workers_need_no_provisioning_and_a_batch_producer_waits_for_readers(
+    nats_server: LocalServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out = tmp_path / "sink.jsonl"
+    monkeypatch.setenv("VF_TEST_OUT", str(out))
+    monkeypatch.setenv("VF_TEST_FLOW", "no-provision")
+    monkeypatch.setenv("VF_TEST_COUNT", "20")
+    monkeypatch.syspath_prepend(str(FLOWS))
+    plan = compile_project(CompileRequest(graph=str(FLOWS / "linear.py"))).plans[0]
+    names = RunNames(plan.flow_id, plan.run_id)
+
+    def env(node: str, replica: int) -> dict[str, str]:
+        values = dict(next(w for w in plan.workloads if w.node == node).env)
+        values.update(VF_NATS_URL=nats_server.url, VF_REPLICA_ID=str(replica), VF_HEALTH_PORT="0")
+        return values
+
+    async def body(js: JetStreamContext) -> tuple[int, int]:
+        producer = asyncio.create_task(run_worker(env("numbers", 0)))
+        await asyncio.sleep(1.5)
+        assert not producer.done(), "the producer published with no reader to keep its output"
+        held = (await js.stream_info(names.stream("numbers"))).state.messages
+        rest = [
+            run_worker(env("sink", 0)),
+            run_worker(env("scale", 0)),
+            run_worker(env("scale", 1)),
+        ]
+        codes = await asyncio.wait_for(asyncio.gather(producer, *rest), timeout=60)
+        assert codes == [0, 0, 0, 0]
+        return held, len(out.read_text().splitlines())
+
+    held, delivered = _with_js(nats_server.url, body)
+    assert held == 0
+    assert delivered == 20
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_health_endpoints_follow_the_worker_state() -> None:
+    metrics = Metrics(node="scale")
+    port = free_port()
+    server = HealthServer(metrics, port=port, host="127.0.0.1")
+    try:
+        assert _get(port, "/readyz")[0] == 503
+        metrics.ready = True
+        metrics.bump("processed", 3)
+        metrics.observe(0.5)
+        assert _get(port, "/readyz") == (200, "ready\n")
+        assert _get(port, "/healthz") == (200, "ok\n")
+        status, text = _get(port, "/metrics")
+        assert status == 200
+        assert 'vf_messages_processed_total{node="scale"} 3' in text
+        assert 'vf_processing_seconds_sum{node="scale"} 0.500000' in text
+        assert _get(port, "/other")[0] == 404
+        assert scrape(port)["processed"] == 3
+        metrics.last_beat -= 3600
+        assert _get(port, "/healthz") == (503, "stalled\n")
+    finally:
+        server.close()
+
+
+def _spec(node: str, code: str) -> ReplicaSpec:
+    return ReplicaSpec(node=node, replica=0, env={}, command=(sys.executable, "-c", code))
+
+
+def test_supervisor_restarts_crashes_then_reports_the_lost_node() -> None:
+    stops: list[int] = []
+    out = io.StringIO()
+    options = SuperviseOptions(
+        announce_stop=lambda: stops.append(1),
+        policy=SupervisionPolicy(max_restarts=2, backoff=(0.0,)),
+        stall_seconds=None,
+        grace_seconds=0.5,
+        output=out,
+    )
+    replicas = [
+        _spec("bad", "import sys; print('boom'); sys.exit(3)"),
+        _spec("slow", "import time; time.sleep(60)"),
+    ]
+    outcome = Supervisor(replicas, options).run()
+    assert outcome.status == "lost"
+    assert outcome.lost[0] == "bad/r0" and outcome.restarts == 2
+    assert out.getvalue().count("[bad/r0] boom") == 3
+    assert "restart 2" in out.getvalue()
+    assert stops, "the supervisor never announced a stop"
+
+
+def test_supervisor_reports_success_with_prefixed_logs() -> None:
+    out = io.StringIO()
+    options = SuperviseOptions(announce_stop=lambda: None, stall_seconds=None, output=out)
+    outcome = Supervisor([_spec("ok", "print('hello')")], options).run()
+    assert outcome.status == "ok" and outcome.lost == []
+    assert "[ok/r0] hello" in out.getvalue()
+
+
+def test_supervisor_stops_a_flow_that_makes_no_progress() -> None:
+    out = io.StringIO()
+    options = SuperviseOptions(
+        announce_stop=lambda: None, stall_seconds=1.0, grace_seconds=0.5, output=out
+    )
+    outcome = Supervisor([_spec("stuck", "import time; time.sleep(60)")], options).run()
+    assert outcome.status == "stalled"
+    assert "no progress for 1s" in out.getvalue()

@@ -1,0 +1,189 @@
+"""Units of the runtime: naming against the compiler's plan, configs, joins, ownership, credit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import EXAMPLE_NAMES
+from vf.pipeline import CompileResult
+from vf_runtime.assembler import TraceAssembler
+from vf_runtime.config import ConfigError, load_worker_config, replica_id
+from vf_runtime.inputs import owns
+from vf_runtime.naming import RunNames, token
+from vf_runtime.policies import JoinPolicy
+from vf_runtime.topology import NodeTopology, credit, readers_of
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_runtime_names_match_the_compilers_plan(
+    example: str, compiled_examples: dict[str, CompileResult]
+) -> None:
+    for plan in compiled_examples[example].plans:
+        names = RunNames(plan.flow_id, plan.run_id)
+        topology = [
+            NodeTopology.from_json(json.loads(line))
+            for shard in plan.provision.topology_shards
+            for line in shard.splitlines()
+        ]
+        readers = {
+            (s.parent, names.durable(s.child, parent=s.parent, partition=s.partition))
+            for s in readers_of(tuple(topology), ack_wait=60)
+        }
+        for channel in plan.channels:
+            assert names.stream(channel.node) == channel.stream
+            assert names.subject(channel.node) == channel.subject
+            assert names.eos_prefix(channel.node) == channel.eos_subject
+            assert {d for p, d in readers if p == channel.node} == set(channel.readers)
+        for workload in plan.workloads:
+            env = dict(workload.env)
+            assert env["VF_NODE_NAME"] == workload.node
+            config = load_worker_config({**env, "VF_NATS_URL": "nats://127.0.0.1:4222"})
+            assert config.node_kind == workload.node_kind
+            assert config.nb_tasks == workload.replicas
+
+
+def test_tokens_are_sanitised_like_the_compiler() -> None:
+    assert token("a.b c/d") == "a_b_c_d"
+    assert token("ok_-Name9") == "ok_-Name9"
+    names = RunNames("f", "r1")
+    assert names.durable("Child.x", parent="p", partition=2) == "Child_x--from--p--p2"
+    assert names.control() == "vf.f.r1._control.stop"
+    assert names.dlq_stream() == "vf-f-dlq"
+    assert names.dlq_subject("n") == "vf.f._dlq.r1.n"
+    assert names.eos_subject("n", replica=3) == "vf.f.r1.n._eos.r3"
+
+
+def _env(**overrides: str) -> dict[str, str]:
+    env = {
+        "VF_NODE_NAME": "scale",
+        "VF_NODE_KIND": "processor",
+        "VF_NODE_CLASS": "nodes.Scale",
+        "VF_NODE_PARAMS_JSON": '{"factor": 2}',
+        "VF_PARENT_NAMES": "a,b",
+        "VF_HAS_CHILDREN": "1",
+        "VF_FLOW_ID": "f",
+        "VF_FLOW_TYPE": "batch",
+        "VF_RUN_ID": "r1",
+        "VF_NB_TASKS": "2",
+        "VF_HEALTH_PORT": "8080",
+        "VF_ENVELOPE_VERSION": "4",
+        "VF_NATS_URL": "nats://127.0.0.1:4222",
+        "VF_PARTITION_BY": "trace_id",
+        "VF_PARENT_REPLICAS": "a=3,b=1",
+    }
+    env.update(overrides)
+    return {k: v for k, v in env.items() if v != "<unset>"}
+
+
+def test_a_complete_environment_parses() -> None:
+    config = load_worker_config(_env())
+    assert config.parents == ("a", "b")
+    assert config.partitioned
+    assert config.parent_replicas == {"a": 3, "b": 1}
+    assert config.join_policy == JoinPolicy.default_for("batch")
+    assert config.delivery.max_deliver == 4
+    assert config.blob_ttl_seconds == 86400
+
+
+def test_every_missing_or_malformed_variable_is_named_at_once() -> None:
+    env = _env(
+        VF_NODE_NAME="<unset>",
+        VF_NATS_URL="<unset>",
+        VF_FLOW_TYPE="streaming",
+        VF_NB_TASKS="two",
+        VF_NODE_PARAMS_JSON="{not json",
+        VF_ENVELOPE_VERSION="3",
+        VF_PARENT_REPLICAS="zzz=2",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_worker_config(env)
+    text = caught.value.render()
+    for name in (
+        "VF_NODE_NAME is missing",
+        "VF_NATS_URL is missing",
+        "VF_FLOW_TYPE='streaming'",
+        "VF_NB_TASKS='two'",
+        "VF_NODE_PARAMS_JSON is not valid JSON",
+        "VF_ENVELOPE_VERSION=3",
+        "VF_PARENT_REPLICAS entry 'zzz=2'",
+    ):
+        assert name in text
+
+
+def test_unknown_vf_variables_are_ignored() -> None:
+    assert load_worker_config(_env(VF_SOMETHING_NEW="x")).node_name == "scale"
+
+
+def test_replica_id_comes_from_env_then_pod_ordinal() -> None:
+    assert replica_id({"VF_REPLICA_ID": "3", "POD_NAME": "x-7"}) == 3
+    assert replica_id({"POD_NAME": "vf-flow-tracker-2"}) == 2
+    assert replica_id({"HOSTNAME": "box-11"}) == 11
+    assert replica_id({"POD_NAME": "deploy-7d9f8-abcde"}) == 0
+
+
+def test_partition_ownership_is_a_stable_sha256_prefix() -> None:
+    for key in ("cam:1", "front", 17, None):
+        expected = int(hashlib.sha256(str(key).encode()).hexdigest()[:8], 16) % 3
+        assert [owns(key, replicas=3, replica=r) for r in range(3)] == [
+            r == expected for r in range(3)
+        ]
+
+
+def test_credit_scales_with_replicas_and_covers_joins() -> None:
+    assert credit(replicas=1, partitioned=False, parents=1, max_pending=256) == 5
+    assert credit(replicas=10, partitioned=False, parents=1, max_pending=256) == 50
+    assert credit(replicas=10, partitioned=True, parents=1, max_pending=256) == 5
+    assert credit(replicas=2, partitioned=True, parents=3, max_pending=16) == 33
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Iterator[Clock]:
+    yield Clock()
+
+
+def test_trace_join_completes_when_every_parent_arrived(clock: Clock) -> None:
+    join: TraceAssembler[str] = TraceAssembler(("a", "b"), JoinPolicy(), clock=clock)
+    assert join.add("a1", parent="a", trace_id="t1").complete == []
+    assert join.held("a") == 1
+    done = join.add("b1", parent="b", trace_id="t1").complete
+    assert [g.items for g in done] == [{"a": "a1", "b": "b1"}]
+    assert join.held("a") == 0
+
+
+def test_a_redelivered_half_supersedes_the_held_one(clock: Clock) -> None:
+    join: TraceAssembler[str] = TraceAssembler(("a", "b"), JoinPolicy(), clock=clock)
+    join.add("old", parent="a", trace_id="t1")
+    outcome = join.add("new", parent="a", trace_id="t1")
+    assert outcome.superseded == ["old"]
+    assert join.add("b", parent="b", trace_id="t1").complete[0].items["a"] == "new"
+
+
+def test_groups_time_out_and_overflow_unless_waiting(clock: Clock) -> None:
+    policy = JoinPolicy(timeout_seconds=2.0, missing="drop", max_pending=2)
+    join: TraceAssembler[str] = TraceAssembler(("a", "b"), policy, clock=clock)
+    join.add("x", parent="a", trace_id="t1")
+    join.add("x", parent="a", trace_id="t2")
+    evicted = join.add("x", parent="a", trace_id="t3").evicted
+    assert [g.trace_id for g in evicted] == ["t1"]
+    clock.now = 5.0
+    assert sorted(g.trace_id for g in join.expire()) == ["t2", "t3"]
+    waiting: TraceAssembler[str] = TraceAssembler(
+        ("a", "b"), JoinPolicy(missing="wait", max_pending=1), clock=clock
+    )
+    for trace in ("t1", "t2", "t3"):
+        assert waiting.add("x", parent="a", trace_id=trace).evicted == []
+    clock.now = 1e9
+    assert waiting.expire() == []
+    assert len(waiting.take_all()) == 3

@@ -1,0 +1,213 @@
+"""The v4 envelope: videoflow's conformance vectors, vf's own goldens, and refusals."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+import pytest
+
+from tests.runtime.wirecases import GOLDEN, REPO, VECTORS, tagged, vf_cases
+from vf_runtime.wire import (
+    TENSOR,
+    VALUE,
+    Envelope,
+    RawPayload,
+    Tensor,
+    WireError,
+    decode_envelope,
+    decode_payload,
+    encode_envelope,
+    encode_payload,
+    message_id,
+)
+
+needs_vectors = pytest.mark.skipif(
+    not VECTORS.is_dir(),
+    reason=f"videoflow's conformance vectors are not beside the project ({VECTORS} is absent)",
+)
+
+
+def _manifest(folder: str) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = json.loads((VECTORS / folder / "manifest.json").read_text())
+    return entries
+
+
+def _payload_notation(envelope: Envelope) -> dict[str, Any]:
+    value = decode_payload(envelope.payload_type, envelope.payload)
+    if envelope.payload_type == TENSOR:
+        return tagged(value)
+    if envelope.payload_type == VALUE:
+        return {"value": tagged(value)}
+    assert envelope.payload_type == "" and value is None
+    return {"none": True}
+
+
+def _vector_ids(folder: str) -> list[str]:
+    return [entry["name"] for entry in _manifest(folder)] if VECTORS.is_dir() else ["absent"]
+
+
+@needs_vectors
+@pytest.mark.parametrize("name", _vector_ids("envelope"))
+def test_vector_decodes_to_its_manifest_values(name: str) -> None:
+    entry = next(e for e in _manifest("envelope") if e["name"] == name)
+    envelope = decode_envelope((VECTORS / "envelope" / entry["file"]).read_bytes())
+    got = {
+        "version": envelope.version,
+        "type": envelope.type,
+        "producer_name": envelope.producer,
+        "flow_id": envelope.flow_id,
+        "run_id": envelope.run_id,
+        "trace_id": envelope.trace_id,
+        "seq": envelope.seq,
+        "event_ts": envelope.event_ts,
+        "replica_id": envelope.replica_id,
+        "metadata": tagged(dict(envelope.metadata)),
+        "payload": _payload_notation(envelope),
+    }
+    expected = {key: entry[key] for key in got}
+    assert got == expected
+
+
+@needs_vectors
+@pytest.mark.parametrize("name", _vector_ids("envelope"))
+def test_vector_reencodes_byte_identically(name: str) -> None:
+    raw = (VECTORS / "envelope" / f"{name}.bin").read_bytes()
+    envelope = decode_envelope(raw)
+    value = decode_payload(envelope.payload_type, envelope.payload)
+    payload_type, payload = ("", b"") if value is None else encode_payload(value)
+    assert (payload_type, payload) == (envelope.payload_type, envelope.payload)
+    rebuilt = Envelope(
+        type=envelope.type,
+        producer=envelope.producer,
+        flow_id=envelope.flow_id,
+        run_id=envelope.run_id,
+        trace_id=envelope.trace_id,
+        seq=envelope.seq,
+        event_ts=envelope.event_ts,
+        replica_id=envelope.replica_id,
+        metadata=dict(envelope.metadata),
+        payload_type=payload_type,
+        payload=payload,
+    )
+    assert encode_envelope(rebuilt) == raw
+
+
+@needs_vectors
+def test_legacy_msgpack_vector_is_refused_by_name() -> None:
+    entry = next(e for e in _manifest("reject") if e["name"] == "legacy_msgpack")
+    with pytest.raises(WireError) as caught:
+        decode_envelope((VECTORS / "reject" / entry["file"]).read_bytes())
+    assert entry["expect"]["reject"]["message_contains"] in str(caught.value)
+    assert caught.value.code == "VF_WIRE_LEGACY"
+
+
+@needs_vectors
+def test_unknown_payload_type_stays_opaque_and_passes_through() -> None:
+    entry = next(e for e in _manifest("reject") if e["name"] == "unknown_payload_type")
+    raw = (VECTORS / "reject" / entry["file"]).read_bytes()
+    envelope = decode_envelope(raw)
+    value = decode_payload(envelope.payload_type, envelope.payload)
+    expected = entry["expect"]["opaque"]
+    assert value == RawPayload(
+        payload_type=expected["payload_type"], data=base64.b64decode(expected["data_b64"])
+    )
+    assert encode_payload(value) == (envelope.payload_type, envelope.payload)
+
+
+@needs_vectors
+def test_every_message_id_vector_is_derived() -> None:
+    vectors = json.loads((VECTORS / "message_id" / "vectors.json").read_text())
+    assert vectors
+    for vector in vectors:
+        derived = message_id(
+            flow_id=vector["flow_id"],
+            run_id=vector["run_id"],
+            producer=vector["producer_name"],
+            trace_id=vector["trace_id"],
+            seq=vector["seq"],
+            msg_type=vector["msg_type"],
+        )
+        assert derived == vector["expected_id"], vector
+
+
+@pytest.mark.parametrize("name", [name for name, _ in vf_cases()])
+def test_vf_golden_envelopes_are_stable(name: str) -> None:
+    envelope = dict(vf_cases())[name]
+    golden = (GOLDEN / f"{name}.bin").read_bytes()
+    assert encode_envelope(envelope) == golden
+    assert decode_envelope(golden) == envelope
+
+
+def test_golden_folder_holds_only_known_cases() -> None:
+    on_disk = sorted(p.stem for p in GOLDEN.glob("*.bin"))
+    assert on_disk == sorted(name for name, _ in vf_cases())
+
+
+def test_message_id_is_32_hex_of_sha256_over_the_identity() -> None:
+    expected = hashlib.sha256(b"f:r:p:t:3:data").hexdigest()[:32]
+    got = message_id(flow_id="f", run_id="r", producer="p", trace_id="t", seq=3, msg_type="data")
+    assert got == expected
+    other = message_id(flow_id="f", run_id="r", producer="p", trace_id="t", seq=3, msg_type="eos")
+    assert other != got
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (b"", "VF_WIRE_EMPTY"),
+        (b"\x83\xa1v\x03", "VF_WIRE_LEGACY"),
+        (b"\xde\x00\x01", "VF_WIRE_LEGACY"),
+        (b"\x08\x03\x10\x01", "VF_WIRE_VERSION"),
+        (b"\x08\x04\x10\x07", "VF_WIRE_TYPE"),
+        (b"\x0a\xff\xff", "VF_WIRE_DECODE"),
+    ],
+)
+def test_bad_bytes_are_refused_with_a_code(data: bytes, code: str) -> None:
+    with pytest.raises(WireError) as caught:
+        decode_envelope(data)
+    assert caught.value.code == code
+
+
+def test_values_keep_ints_doubles_and_bools_apart() -> None:
+    payload_type, data = encode_payload([1, 1.0, True, None, "x", b"y", {"k": (2,)}])
+    assert payload_type == VALUE
+    decoded = decode_payload(payload_type, data)
+    assert decoded == [1, 1.0, True, None, "x", b"y", {"k": [2]}]
+    assert [type(v) for v in decoded[:3]] == [int, float, bool]
+
+
+@pytest.mark.parametrize("bad", [{1: "int key"}, object(), 2**64, {1.5}])
+def test_unencodable_payloads_are_refused(bad: Any) -> None:
+    with pytest.raises(WireError):
+        encode_payload(bad)
+
+
+def test_metadata_cannot_carry_tensors() -> None:
+    envelope = Envelope(
+        type="data",
+        producer="p",
+        flow_id="f",
+        run_id="r",
+        trace_id="t",
+        seq=1,
+        metadata={"t": Tensor((1,), "uint8", b"\x00")},
+    )
+    with pytest.raises(WireError):
+        encode_envelope(envelope)
+
+
+def test_malformed_known_payload_is_a_wire_error() -> None:
+    with pytest.raises(WireError) as caught:
+        decode_payload(TENSOR, b"\x0a\xff")
+    assert caught.value.code == "VF_WIRE_PAYLOAD"
+
+
+def test_committed_generated_code_matches_the_proto() -> None:
+    proto = REPO / "proto" / "videoflow" / "v1" / "envelope.proto"
+    recorded = (REPO / "runtime" / "vf_runtime" / "wire" / "PROTO_SHA256").read_text().strip()
+    assert hashlib.sha256(proto.read_bytes()).hexdigest() == recorded, (
+        "proto/videoflow/v1/envelope.proto changed: run scripts/gen-proto and commit the result"
+    )

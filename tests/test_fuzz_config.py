@@ -1,0 +1,236 @@
+"""Property-based fuzzing of ``vf.yaml``: every document compiles or fails by name.
+
+Documents are schema-adjacent: a valid two-environment target with random mutations
+(deleted keys, unknown keys, values of the wrong type, extreme numbers, unicode, huge
+strings, odd environment names), plus raw text that is not YAML at all. The property:
+the facade returns a tree, or raises a ``VfError`` with a code, a fix and exit code 2.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.test_fuzz_graph import assert_named_failure, assert_valid_tree
+from vf.errors import VfError
+from vf.pipeline import CompileRequest, CompileResult, compile_project
+
+GRAPH = '''"""A small fixed graph for the vf.yaml fuzz tests."""
+
+from vf import BATCH, Consumer, Flow, Processor, Producer
+
+
+class Numbers(Producer):
+    def next(self):
+        raise StopIteration
+
+
+class Double(Processor):
+    def process(self, item):
+        return item
+
+
+class Store(Consumer):
+    def consume(self, item):
+        pass
+
+
+def build_flow():
+    src = Numbers(name="numbers")
+    left = Double(name="double", nb_tasks=2)(src)
+    right = Double(name="triple")(src)
+    merge = Double(name="merge", nb_tasks=2, partition_by="trace_id")(left, right)
+    return Flow([Store(name="store")(merge)], flow_type=BATCH)
+'''
+
+DIGEST = "sha256:" + "c" * 64
+BASE: dict[str, Any] = {
+    "flow_id": "fuzzcfg",
+    "environments": {
+        "dev": {
+            "namespace": "fuzz-dev",
+            "kubernetes_version": "1.33",
+            "images": {"default": "registry.example.com/fuzz/worker:1"},
+            "replicas": {"double": 1},
+            "resources": {"*": {"cpu": "100m", "memory": "128Mi"}},
+            "broker": {"profile": "dev"},
+            "payload_store": {"profile": "dev"},
+        },
+        "prod": {
+            "namespace": "fuzz",
+            "kubernetes_version": "1.34",
+            "images": {
+                "default": f"registry.example.com/fuzz/worker@{DIGEST}",
+                "overrides": {"merge": "registry.example.com/fuzz/merge:2"},
+            },
+            "image_pull_policy": "Always",
+            "replicas": {"double": 3, "merge": 2},
+            "resources": {"merge": {"cpu": "1", "memory": "1Gi", "memory_limit": "2Gi"}},
+            "priority_class": "pipelines-high",
+            "broker": {"profile": "durable", "replicas": 3, "storage_size": "10Gi"},
+            "payload_store": {"profile": "durable", "storage_class": "fast-ssd"},
+            "requirements": {"tolerated_failures": 1, "profiles": {"merge": "reliable_work"}},
+        },
+    },
+}
+
+odd_text = st.one_of(
+    st.text(max_size=30),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "名前",
+            "{{ .Values.x }}",
+            "$(reboot)",
+            "a\nb: c",
+            "on",
+            "0755",
+            "1e3",
+            "~",
+            "- x",
+            "x" * 70_000,
+            "\u202e",
+            "\x00",
+        ]
+    ),
+)
+wild_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.sampled_from([0, -1, 1, 2, 3, 9, 10, 64, 1000, 1001, 2**31, 2**63, 10**30, -(10**30)]),
+        st.floats(),
+        odd_text,
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(odd_text, inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+ENV_KEYS = [
+    "namespace", "kubernetes_version", "run_id", "images", "image_pull_policy", "replicas",
+    "resources", "priority_class", "broker", "payload_store", "requirements", "gpu",
+    "autoscaling", "mounts", "bogus",
+]  # fmt: skip
+BROKER_KEYS = [
+    "profile", "replicas", "stream_replicas", "storage_class", "storage_size", "url",
+    "url_secret", "capabilities", "image",
+]  # fmt: skip
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found.extend(_paths(value, (*prefix, key)))
+    return found
+
+
+def _at(document: dict[str, Any], path: tuple[Any, ...]) -> Any:
+    node: Any = document
+    for key in path:
+        node = node[key]
+    return node
+
+
+@st.composite
+def mutated_documents(draw: st.DrawFn) -> Any:
+    """The base target with one to four mutations, each at a random place."""
+    document = copy.deepcopy(BASE)
+    for _ in range(draw(st.integers(1, 4))):
+        paths = _paths(document)
+        path = draw(st.sampled_from(paths))
+        op = draw(st.sampled_from(["replace", "delete", "add", "rename", "known"]))
+        if not path:
+            return draw(st.one_of(wild_values, st.just(document)))
+        parent = _at(document, path[:-1])
+        if not isinstance(parent, dict) or path[-1] not in parent:
+            continue
+        if op == "replace":
+            parent[path[-1]] = draw(wild_values)
+        elif op == "delete":
+            del parent[path[-1]]
+        elif op == "rename":
+            parent[draw(odd_text)] = parent.pop(path[-1])
+        else:
+            target = _at(document, path)
+            keys = ENV_KEYS + BROKER_KEYS if op == "known" else []
+            key = draw(st.sampled_from(keys)) if keys else draw(odd_text)
+            if isinstance(target, dict):
+                target[key] = draw(wild_values)
+    return document
+
+
+RAW_TEXTS = [
+    "environments: [",
+    "environments:\n  dev:\n    namespace: a\n    namespace: b\n",
+    "\tenvironments: {}",
+    "a: &x [*x]",
+    "environments: !!python/object:os.system {}",
+    "%YAML 9.9\n---\n{}",
+    "--- a\n--- b\n",
+    "\ufeffflow_id: bom",
+    "environments:\n  dev: {images: {default: " + "x" * 100_000 + "}}",
+    "\x00\x01\x02",
+]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("fuzz-config")
+    (root / "graph.py").write_text(GRAPH, encoding="utf-8")
+    yield root
+
+
+def compile_config(root: Path, text: str | bytes) -> CompileResult | VfError:
+    path = root / "vf.yaml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        return compile_project(CompileRequest(graph=str(root / "graph.py")))
+    except VfError as error:
+        return error
+
+
+def check(outcome: CompileResult | VfError) -> None:
+    if isinstance(outcome, VfError):
+        assert_named_failure(outcome)
+    else:
+        assert_valid_tree(outcome)
+
+
+def test_deeply_nested_yaml_fails_by_name(project: Path) -> None:
+    check(compile_config(project, "environments: " + "[" * 5000 + "]" * 5000))
+
+
+def test_the_base_document_compiles(project: Path) -> None:
+    outcome = compile_config(project, json.dumps(BASE))
+    assert not isinstance(outcome, VfError), outcome.render()
+
+
+@settings(max_examples=350, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(document=mutated_documents())
+def test_any_target_compiles_or_fails_by_name(project: Path, document: Any) -> None:
+    check(compile_config(project, json.dumps(document)))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.one_of(
+        st.sampled_from(RAW_TEXTS),
+        st.text(max_size=200),
+        st.binary(max_size=200),
+    )
+)
+def test_any_text_compiles_or_fails_by_name(project: Path, text: str | bytes) -> None:
+    check(compile_config(project, text))

@@ -1,0 +1,174 @@
+"""The plan check agrees with jsonschema: the same verdict on valid and broken plans.
+
+``verify`` validates a plan with jsonschema on a sample (each record array cut to its first
+record) and with checkers compiled from the schema on the other records. These tests mutate
+real plans anywhere, record 0 or record 7 alike, and require that verdict to equal
+jsonschema's verdict on the whole document; and they compare the compiled checkers with
+jsonschema record by record on values chosen to sit on each keyword's edge.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vf.pipeline import CompileResult
+from vf.planir import plan_to_json
+from vf.schema_check import compile_schema
+from vf.verify import RECORD_ARRAYS, plan_schema, plan_schema_errors, record_checks
+
+edge_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, 1, -1, 2, 5, 6, 63, 64, 1.0, 1.5, -0.0, 2**70]),
+    st.floats(allow_nan=False),
+    st.sampled_from(
+        [
+            "",
+            "a",
+            "A",
+            "a-",
+            "-a",
+            "a" * 63,
+            "a" * 64,
+            "VF_X",
+            "vf_x",
+            "0123456789abcdef",
+            "0123456789abcdeF",
+            "vf.a.b.c",
+            "vf.a.b",
+            "x._eos",
+            "vf-x",
+            "reliable_work",
+            "Job",
+            "gpu",
+            "batch",
+            "1.33",
+            "dev",
+        ]
+    ),
+    st.text(max_size=12),
+    st.lists(st.sampled_from(["a", 1, None]), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "VF_A", "known", "unknown"]), st.just("x"), max_size=2),
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found.extend(_paths(value, (*prefix, key)))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found.extend(_paths(value, (*prefix, index)))
+    return found
+
+
+@st.composite
+def mutated(draw: st.DrawFn, document: dict[str, Any]) -> dict[str, Any]:
+    doc = copy.deepcopy(document)
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(_paths(doc)[1:]))
+        parent: Any = doc
+        for key in path[:-1]:
+            parent = parent[key]
+        op = draw(st.sampled_from(["replace", "replace", "delete", "add"]))
+        if op == "replace":
+            parent[path[-1]] = draw(edge_values)
+        elif op == "delete" and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif op == "delete":
+            parent.pop(path[-1])
+        elif isinstance(parent[path[-1]], dict):
+            parent[path[-1]][draw(st.sampled_from(["VF_EXTRA", "extra", "bad key"]))] = draw(
+                edge_values
+            )
+    return doc
+
+
+@pytest.fixture(scope="module")
+def plans(compiled_examples: dict[str, CompileResult]) -> list[dict[str, Any]]:
+    """Every example's plans, each with more records than the first so both checks run."""
+    found = []
+    for result in compiled_examples.values():
+        for plan in result.plans:
+            document = plan_to_json(plan)
+            assert len(document["workloads"]) > 1 and len(document["channels"]) > 1
+            found.append(document)
+    return found
+
+
+def _full_verdict(document: dict[str, Any]) -> bool:
+    return not any(jsonschema.Draft202012Validator(plan_schema()).iter_errors(document))
+
+
+def test_real_plans_are_valid_both_ways(plans: list[dict[str, Any]]) -> None:
+    for document in plans:
+        assert plan_schema_errors(document) == []
+        assert _full_verdict(document)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_split_check_agrees_with_jsonschema(
+    plans: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    document = data.draw(mutated(data.draw(st.sampled_from(plans))))
+    fast = plan_schema_errors(document)
+    assert (not fast) == _full_verdict(document), fast
+
+
+@pytest.fixture(scope="module")
+def records(plans: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(schema pointer, record) for every repeated record of every example plan."""
+    found = []
+    for document in plans:
+        for path, pointer in RECORD_ARRAYS:
+            holder: Any = document
+            for key in path:
+                holder = holder.get(key) if isinstance(holder, dict) else None
+            found.extend((pointer, record) for record in holder or ())
+    assert {pointer for pointer, _ in found} >= {"#/$defs/workload", "#/$defs/channel"}
+    return found
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_each_compiled_checker_agrees_with_jsonschema(
+    records: list[tuple[str, dict[str, Any]]], data: st.DataObject
+) -> None:
+    pointer, original = data.draw(st.sampled_from(records))
+    record = data.draw(mutated(original))
+    schema = plan_schema()
+    sub: Any = schema
+    for part in pointer[2:].split("/"):
+        sub = sub[part]
+    validator = jsonschema.Draft202012Validator(schema).evolve(schema=sub)
+    errors: list[tuple[str, str]] = []
+    compile_schema(schema, pointer)(record, "", errors)
+    assert (not errors) == (not any(validator.iter_errors(record))), errors
+
+
+def test_the_whole_plan_schema_compiles() -> None:
+    compile_schema(plan_schema())
+    assert {path for path, _ in record_checks()} == {path for path, _ in RECORD_ARRAYS}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "integer", "exclusiveMinimum": 0},
+        {"type": "array", "uniqueItems": True},
+        {"patternProperties": {"a": {}}},
+        {"$ref": "https://example.com/other.json"},
+        {"type": "decimal"},
+    ],
+)
+def test_unsupported_keywords_are_refused_when_compiling(schema: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        compile_schema(schema)

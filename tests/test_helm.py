@@ -1,0 +1,230 @@
+"""The chart: ``helm template`` with an environment's values equals that overlay's build,
+``helm lint --strict`` passes, the schema is strict, and user text cannot inject templates.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.conftest import EXAMPLE_ENVS, EXAMPLE_NAMES, kustomize_build
+from vf.ordering import HELM_ONLY, KUSTOMIZE_ONLY, without_tool_annotations
+from vf.pipeline import CompileRequest, CompileResult, compile_project
+from vf.write import write_tree
+
+Obj = dict[str, Any]
+
+
+def _parse(text: str) -> list[Obj]:
+    return [doc for doc in YAML(typ="safe").load_all(text) if doc is not None]
+
+
+def _identity(objects: list[Obj]) -> dict[tuple[str, str, str], Obj]:
+    return {
+        (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects
+    }
+
+
+def _annotations(obj: Obj) -> dict[str, str]:
+    return dict(obj["metadata"].get("annotations") or {})
+
+
+def helm_template(helm: str, chart: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [helm, "template", "vf-release", str(chart), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def trees(
+    compiled_examples: dict[str, CompileResult], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """Every example's tree written to disk once."""
+    out = {}
+    for example, result in compiled_examples.items():
+        root = tmp_path_factory.mktemp(example) / "deploy"
+        write_tree(root, result.tree)
+        out[example] = root
+    return out
+
+
+def _plan(result: CompileResult, env: str) -> Any:
+    return next(p for p in result.plans if p.environment == env)
+
+
+@pytest.mark.parametrize(("example", "env"), EXAMPLE_ENVS)
+def test_helm_template_equals_the_overlay(
+    example: str,
+    env: str,
+    trees: dict[str, Path],
+    compiled_examples: dict[str, CompileResult],
+    helm: str,
+    kubectl: str,
+) -> None:
+    root = trees[example]
+    plan = _plan(compiled_examples[example], env)
+    rendered = helm_template(
+        helm,
+        root / "chart",
+        "-f",
+        str(root / "chart" / f"values-{env}.yaml"),
+        "--namespace",
+        plan.namespace,
+        "--kube-version",
+        plan.kubernetes_version,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    from_helm = _identity(_parse(rendered.stdout))
+    from_kustomize = _identity(_parse(kustomize_build(kubectl, root / "overlays" / env)))
+    assert sorted(from_helm) == sorted(from_kustomize)
+    for key, obj in from_kustomize.items():
+        assert without_tool_annotations(from_helm[key]) == without_tool_annotations(obj), key
+        assert not set(_annotations(from_helm[key])) & set(KUSTOMIZE_ONLY), key
+        assert not set(_annotations(obj)) & set(HELM_ONLY), key
+
+
+@pytest.mark.parametrize(("example", "env"), EXAMPLE_ENVS)
+def test_helm_lint_strict_passes(example: str, env: str, trees: dict[str, Path], helm: str) -> None:
+    chart = trees[example] / "chart"
+    for values in (chart / "values.yaml", chart / f"values-{env}.yaml"):
+        done = subprocess.run(
+            [helm, "lint", "--strict", str(chart), "-f", str(values)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_default_values_render_the_first_environment(
+    example: str, trees: dict[str, Path], compiled_examples: dict[str, CompileResult], helm: str
+) -> None:
+    chart = trees[example] / "chart"
+    first = compiled_examples[example].plans[0].environment
+    plain = helm_template(helm, chart, "-n", "ns")
+    explicit = helm_template(helm, chart, "-n", "ns", "-f", str(chart / f"values-{first}.yaml"))
+    assert plain.returncode == 0 and explicit.returncode == 0, plain.stderr + explicit.stderr
+    assert _identity(_parse(plain.stdout)) == _identity(_parse(explicit.stdout))
+
+
+def test_provision_job_is_a_helm_hook_only_in_the_chart(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    tree = compiled_examples["batch_pipeline"].tree
+    chart_job = next(
+        v for k, v in tree.items() if k.startswith("chart/templates/job-") and "provision" in k
+    )
+    base_job = next(v for k, v in tree.items() if k.startswith("base/job-") and "provision" in k)
+    assert 'helm.sh/hook: "post-install,post-upgrade"' in chart_job
+    assert "argocd.argoproj.io" not in chart_job
+    assert 'argocd.argoproj.io/sync-wave: "-1"' in base_job
+    assert "helm.sh/" not in base_job
+    for path, text in tree.items():
+        if path.startswith("chart/"):
+            assert "argocd.argoproj.io/sync-wave" not in text, path
+        elif path.startswith(("base/", "overlays/", "components/")):
+            assert "helm.sh/hook" not in text, path
+
+
+def test_schema_is_strict_but_allows_global(trees: dict[str, Path], helm: str) -> None:
+    chart = trees["realtime_cameras"] / "chart"
+    typo = helm_template(helm, chart, "--set", "imagePullPolicyy=Always")
+    assert typo.returncode != 0
+    assert "imagePullPolicyy" in typo.stderr
+    wrong = helm_template(helm, chart, "--set", "imagePullPolicy=Sometimes")
+    assert wrong.returncode != 0
+    shared = helm_template(
+        helm, chart, "--set", "global.registry=example.com", "--set", "enabled=true"
+    )
+    assert shared.returncode == 0, shared.stderr
+    schema = json.loads((chart / "values.schema.json").read_text(encoding="utf-8"))
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["global"] == {
+        "type": "object",
+        "description": "Values a parent chart shares with its subcharts.",
+    }
+
+
+def test_an_operator_can_change_an_image_per_release(trees: dict[str, Path], helm: str) -> None:
+    chart = trees["realtime_cameras"] / "chart"
+    done = helm_template(helm, chart, "--set", "nodes.alerts.image=registry.example.com/a:2")
+    assert done.returncode == 0, done.stderr
+    alerts = next(
+        o
+        for o in _parse(done.stdout)
+        if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-alerts")
+    )
+    assert (
+        alerts["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/a:2"
+    )
+
+
+INJECTION = """
+from vf import BATCH, Consumer, Flow, Producer
+
+
+class Source(Producer):
+    def __init__(self, text: str = "", **kw):
+        super().__init__(**kw)
+        self.text = text
+
+    def next(self):
+        raise StopIteration
+
+
+class Sink(Consumer):
+    def __init__(self, note: str = "", **kw):
+        super().__init__(**kw)
+        self.note = note
+
+    def consume(self, item):
+        pass
+
+
+def build_flow() -> Flow:
+    source = Source(text='{{ .Release.Name }} {{- fail "boom" }} }}', name="src")
+    return Flow([Sink(note="{{", name="sink")(source)], flow_type=BATCH, flow_id="inject")
+"""
+
+CONFIG = """
+environments:
+  dev:
+    images:
+      default: registry.example.com/x:1
+  prod:
+    images:
+      default: registry.example.com/x:2
+"""
+
+
+def test_user_text_cannot_inject_go_templates(
+    write_graph: Callable[..., Path], tmp_path: Path, helm: str
+) -> None:
+    graph = write_graph(INJECTION, CONFIG)
+    result = compile_project(CompileRequest(graph=str(graph)))
+    out = tmp_path / "deploy"
+    write_tree(out, result.tree)
+    done = helm_template(helm, out / "chart", "-f", str(out / "chart" / "values-prod.yaml"))
+    assert done.returncode == 0, done.stderr
+    rendered = {(o["kind"], o["metadata"]["name"]): o for o in _parse(done.stdout)}
+    for env_objects in (result.objects["prod"],):
+        for obj in env_objects:
+            if obj["kind"] == "ConfigMap":
+                got = rendered[(obj["kind"], obj["metadata"]["name"])]
+                assert got["data"] == obj["data"]
+    params = [
+        o["data"]["VF_NODE_PARAMS_JSON"]
+        for o in rendered.values()
+        if o["kind"] == "ConfigMap" and "VF_NODE_PARAMS_JSON" in o.get("data", {})
+    ]
+    assert any('{{ .Release.Name }} {{- fail \\"boom\\" }} }}' in p for p in params), params

@@ -1,0 +1,89 @@
+"""The chart's slot machinery on generated objects: whatever differs between environments
+(values, missing keys, list lengths, awkward strings), ``helm template`` gives back each
+environment's object exactly.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ruamel.yaml import YAML
+
+from vf.emit_helm import ChartInfo, emit_helm
+
+Obj = dict[str, Any]
+ENVS = ("blue", "green")
+KEYS = st.sampled_from(["a", "b", "c", "on", "yes", "n", "x.y/z", "{{", "k~1"])
+SCALARS = st.one_of(
+    st.integers(min_value=-(2**40), max_value=2**40),
+    st.booleans(),
+    st.sampled_from(["", "on", "0755", "1e3", "{{ .Values }}", "a: b", "- x", "é", "{{-", "}}"]),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=8),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(KEYS, inner, max_size=3)),
+    max_leaves=8,
+)
+
+
+def _object(name: str, data: Obj) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "ns", "labels": {"vf.dev/flow": "f"}},
+        "data": data,
+    }
+
+
+def _render(helm: str, root: Path, tree: dict[str, str], env: str) -> list[Obj]:
+    for path, text in tree.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    chart = root / "chart"
+    done = subprocess.run(
+        [helm, "template", "r", str(chart), "-n", "ns", "-f", str(chart / f"values-{env}.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [d for d in YAML(typ="safe").load_all(done.stdout) if d is not None]
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    shared=st.dictionaries(KEYS, VALUES, min_size=1, max_size=3),
+    blue=st.dictionaries(KEYS, VALUES, max_size=3),
+    green=st.dictionaries(KEYS, VALUES, max_size=3),
+    only_green=st.booleans(),
+)
+def test_any_difference_round_trips_through_helm(
+    shared: Obj, blue: Obj, green: Obj, only_green: bool, helm: str, tmp_path_factory: Any
+) -> None:
+    per_env = {
+        "blue": [_object("one", {**shared, "spec": blue})],
+        "green": [_object("one", {**shared, "spec": green})],
+    }
+    if only_green:
+        per_env["green"].append(_object("two", green))
+    info = ChartInfo(
+        name="prop",
+        flow_type="batch",
+        kubernetes_versions=dict.fromkeys(ENVS, "1.33"),
+        namespaces=dict.fromkeys(ENVS, "ns"),
+        nodes=(),
+    )
+    tree = emit_helm(per_env, info=info)
+    root = tmp_path_factory.mktemp("chart")
+    for env in ENVS:
+        assert _render(helm, root, tree, env) == per_env[env]

@@ -1,0 +1,122 @@
+"""Workload options: mounts, rollout policy, supervision and the provision image."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from vf.cli import cli
+from vf.pipeline import CompileResult
+from vf.workload_config import Mount, parse_mount, pod_mounts
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/data", Mount(path="/data", read_only=False, source="/data")),
+        ("/data:/in:ro", Mount(path="/in", read_only=True, source="/data")),
+        ("/data/:/in/", Mount(path="/in", read_only=False, source="/data")),
+        ("models:/models:ro", Mount(path="/models", read_only=True, claim="models")),
+    ],
+)
+def test_mount_forms(text: str, expected: Mount) -> None:
+    assert parse_mount(text) == expected
+
+
+@pytest.mark.parametrize("text", ["data", "/a:b", "claim:rel", "/a:/b:/c", "claim:/x:/y", ":ro"])
+def test_bad_mounts(text: str) -> None:
+    assert isinstance(parse_mount(text), str)
+
+
+def test_host_path_under_a_claim_is_served_by_the_claim() -> None:
+    claim = Mount(path="/models", read_only=True, claim="models")
+    inside = Mount(path="/models/cache", read_only=False, source="/models/cache")
+    beside = Mount(path="/models-extra", read_only=False, source="/x")
+    assert pod_mounts((claim, inside, beside)) == (claim, beside)
+
+
+def _objects(result: CompileResult, env: str, kind: str) -> list[dict[str, Any]]:
+    return [o for o in result.objects[env] if o["kind"] == kind]
+
+
+def test_examples_render_mounts_rollout_and_supervision(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    cameras = compiled_examples["realtime_cameras"]
+    detector = next(
+        o
+        for o in _objects(cameras, "prod", "Deployment")
+        if o["metadata"]["name"].endswith("-detector")
+    )
+    pod = detector["spec"]["template"]["spec"]
+    assert detector["spec"]["strategy"] == {"type": "Recreate"}
+    assert [v["name"] for v in pod["volumes"]] == ["tmp", "vf-pvc-0"]
+    others = [d for d in _objects(cameras, "prod", "Deployment") if d is not detector]
+    assert all(
+        d["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+        for d in others
+        if "vf.dev/node" in d["metadata"]["labels"]
+    )
+    provision = next(
+        j for j in _objects(cameras, "dev", "Job") if "provision" in j["metadata"]["name"]
+    )
+    assert [v["name"] for v in provision["spec"]["template"]["spec"]["volumes"]] == [
+        "tmp",
+        "topology",
+    ]
+    batch = compiled_examples["batch_pipeline"]
+    jobs = _objects(batch, "prod", "Job")
+    workers = [j for j in jobs if "provision" not in j["metadata"]["name"]]
+    assert {j["spec"]["backoffLimit"] for j in workers} == {5}
+    provision = next(j for j in jobs if "provision" in j["metadata"]["name"])
+    container = provision["spec"]["template"]["spec"]["containers"][0]
+    assert "batch-provision@sha256:" in container["image"]
+    assert (
+        container["imagePullPolicy"]
+        == workers[0]["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"]
+    )
+
+
+GRAPH = """
+from vf import BATCH, Consumer, Flow, Processor, Producer
+
+
+class Src(Producer):
+    def next(self):
+        raise StopIteration
+
+
+class Work(Processor):
+    def process(self, x):
+        return x
+
+
+class Sink(Consumer):
+    def consume(self, x):
+        pass
+
+
+def build_flow():
+    return Flow([Sink()(Work()(Src()))], flow_type=BATCH)
+"""
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ("mounts:\n  '*': ['/a:/x']\n  work: ['/b:/x']", "mounted twice"),
+        ("mounts:\n  work: ['relative']", "is not absolute"),
+        ("mounts:\n  ghost: ['/a']", "unknown node 'ghost'"),
+        ("rollout:\n  work: drain", "runs as a Job"),
+    ],
+)
+def test_bad_workload_options(options: str, message: str, write_graph: Callable[..., Path]) -> None:
+    body = "".join(f"    {line}\n" for line in options.splitlines())
+    config = "environments:\n  dev:\n    images:\n      default: r.io/a:1\n" + body
+    result = CliRunner().invoke(cli, ["validate", str(write_graph(GRAPH, config))])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
