@@ -10,7 +10,13 @@ wall time covers interpreter start-up, imports, compilation, writing and exit; p
 the child's ``ru_maxrss`` as reported by ``os.wait4``. Results go to
 ``bench/results/compile.json`` and to the table section of ``docs/performance.md``.
 
-Usage: ``python bench/compile.py [--sizes 10,100] [--repeat K] [--no-save]``
+``--profile`` adds where the time goes: one more child per size (one environment) runs
+the compile under cProfile and reports the cumulative seconds of each stage's entry point,
+the cyclic garbage collector's pauses (timed through ``gc.callbacks``) and how many
+collections ran; the shares go to ``compile.json`` and to the profile section of
+``docs/performance.md``.
+
+Usage: ``python bench/compile.py [--sizes 10,100] [--repeat K] [--profile] [--no-save]``
 """
 
 from __future__ import annotations
@@ -33,6 +39,23 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "compile.json"
 DOC = ROOT / "docs" / "performance.md"
 START, END = "<!-- compile-table:start -->", "<!-- compile-table:end -->"
+PROFILE_MARKS = ("<!-- compile-profile:start -->", "<!-- compile-profile:end -->")
+# Stage entry points, as (module, function): each stage's cumulative time under cProfile.
+STAGES = (
+    ("vf.load", "load_flow", "load the graph module (user code)"),
+    ("vf.config", "load_targets", "read and check vf.yaml"),
+    ("vf.lower", "lower", "lower to the graph IR"),
+    ("vf.plan", "plan_environment", "plan"),
+    ("vf.render", "render_plan", "render objects"),
+    ("vf.verify", "verify", "verify (schema, limits, admission)"),
+    ("vf.pipeline", "plan_json_text", "plan JSON text"),
+    ("vf.emit_kustomize", "emit_kustomize", "Kustomize tree"),
+    ("vf.emit_helm", "emit_helm", "Helm chart"),
+    ("vf.emit_gitops", "emit_gitops", "GitOps delivery files"),
+    ("vf.write", "write_tree", "write the tree (atomic swap)"),
+    ("vf.yamlout", "dump", "of which: YAML text, every emitter"),
+    ("copy", "deepcopy", "of which: copy.deepcopy, every stage"),
+)
 SIZES = (10, 100, 1000, 5000)
 # videoflow's compile + render of the same shapes, one environment: median wall s, peak MiB.
 VIDEOFLOW = {10: (0.315, 89.0), 100: (0.487, 90.3), 1000: (2.310, 100.3), 5000: (11.467, 147.0)}
@@ -206,15 +229,93 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def update_doc(text: str) -> None:
-    section = f"{START}\n{text}\n{END}"
+def update_doc(text: str, marks: tuple[str, str] = (START, END)) -> None:
+    start, end = marks
+    section = f"{start}\n{text}\n{end}"
     old = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Performance\n"
-    if START in old and END in old:
-        head, rest = old.split(START, 1)
-        new = head + section + rest.split(END, 1)[1]
+    if start in old and end in old:
+        head, rest = old.split(start, 1)
+        new = head + section + rest.split(end, 1)[1]
     else:
         new = old.rstrip("\n") + "\n\n" + section + "\n"
     DOC.write_text(new, encoding="utf-8")
+
+
+def profile_child(graph: str, out: str) -> None:
+    """In a fresh interpreter: compile one environment under cProfile; print stage times."""
+    import cProfile
+    import gc
+    import pstats
+
+    pauses: list[float] = []
+    started: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            pauses.append(time.perf_counter() - started.pop())
+
+    gc.callbacks.append(on_gc)
+    from vf.cli import cli
+
+    profiler = cProfile.Profile()
+    began = time.perf_counter()
+    profiler.enable()
+    try:
+        cli.main(["compile", graph, "--out", out, "--env", "dev"], prog_name="vf")
+    except SystemExit as done:
+        if done.code:
+            raise
+    profiler.disable()
+    total = time.perf_counter() - began
+    gc.callbacks.remove(on_gc)
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    stages = {}
+    for module, function, label in STAGES:
+        suffix = module.replace(".", "/") + ".py"
+        stages[label] = round(
+            sum(v[3] for k, v in stats.items() if k[2] == function and k[0].endswith(suffix)), 4
+        )
+    stages["cyclic GC pauses (gc.callbacks)"] = round(sum(pauses), 4)
+    print(
+        json.dumps(
+            {"profiled_total_s": round(total, 4), "gc_collections": len(pauses), "stages_s": stages}
+        )
+    )
+
+
+def profile(vf_python: str, graph: Path) -> dict[str, Any]:
+    out = graph.parent / "profiled"
+    argv = [vf_python, __file__, "--profile-child", str(graph), str(out)]
+    done = subprocess.run(argv, cwd=graph.parent, capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def profile_table(report: dict[str, Any]) -> str:
+    sizes = [k for k, row in report["sizes"].items() if "profile" in row]
+    lines = [
+        "| stage (cumulative, under cProfile, one environment) | "
+        + " | ".join(f"N = {k}" for k in sizes)
+        + " |",
+        "|---|" + "---:|" * len(sizes),
+    ]
+    labels = [label for _, _, label in STAGES] + ["cyclic GC pauses (gc.callbacks)"]
+    for label in labels:
+        cells = []
+        for key in sizes:
+            row = report["sizes"][key]["profile"]
+            seconds = row["stages_s"].get(label, 0.0)
+            cells.append(f"{seconds:.2f} s ({100 * seconds / row['profiled_total_s']:.0f}%)")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    totals = [report["sizes"][k]["profile"] for k in sizes]
+    lines.append(
+        "| whole compile under the profiler | "
+        + " | ".join(f"{t['profiled_total_s']:.2f} s, {t['gc_collections']} GCs" for t in totals)
+        + " |"
+    )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -222,7 +323,14 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="e.g. 10,100")
     parser.add_argument("--repeat", type=int, default=0, help="runs per size (default 5/3)")
     parser.add_argument("--no-save", action="store_true", help="only print the table")
+    parser.add_argument("--profile", action="store_true", help="add the per-stage profile")
+    parser.add_argument(
+        "--profile-child", nargs=2, metavar=("GRAPH", "OUT"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    if args.profile_child:
+        profile_child(*args.profile_child)
+        return
     sizes = [int(s) for s in args.sizes.split(",") if s]
     vf = str(Path(sys.executable).parent / "vf")
     report: dict[str, Any] = {
@@ -246,14 +354,21 @@ def main() -> None:
             row: dict[str, Any] = {"repeat": repeat, "shape": shape(n)}
             row["two_envs"] = measure(vf, graph, [], repeat, graph.parent)
             row["one_env"] = measure(vf, graph, ["dev"], repeat, graph.parent)
+            if args.profile and n >= 1000:
+                row["profile"] = profile(sys.executable, graph)
             report["sizes"][str(n)] = row
             print(f"N={n}: {row['two_envs']['wall_median_s']} s, 2 envs", file=sys.stderr)
     text = table(report)
     print(text)
+    profiled = any("profile" in row for row in report["sizes"].values())
+    if profiled:
+        print(profile_table(report))
     if not args.no_save:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         update_doc(text)
+        if profiled:
+            update_doc(profile_table(report), PROFILE_MARKS)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,21 @@
 """Benchmark vf's worker runtime against raw nats-py and raw Redis on one local server pair.
 
-Measures, in one run: 1 KiB messages through raw nats-py (publish → fetch → ack)
-and through a vf producer → processor → consumer flow; per-hop latency of an
-identity chain; 1 MiB payloads through vf's blob path and through raw Redis SET+GET.
-Writes ``bench/results/runtime.json`` and the table in ``docs/performance.md``.
+In one run: 1 KiB messages through raw nats-py loops and a vf producer → processor →
+consumer flow; per-hop latency of an identity chain; 1 MiB payloads through vf's blob
+path and raw Redis SET+GET; one stage at 1, 2 and 4 replicas. Writes
+``bench/results/runtime.json`` and the runtime table in ``docs/performance.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import io
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -22,19 +24,38 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nats.errors
 import redis
-from nats.js.api import RetentionPolicy, StreamConfig
+from nats.js.api import DiscardPolicy, RetentionPolicy, StreamConfig
 
 from vf.run_local import RunLocalRequest, run_local
 from vf_runtime.blobstore import BlobStore
 from vf_runtime.localinfra import LocalServer, start_nats, start_redis
-from vf_runtime.wire import DATA, Envelope, decode_envelope, decode_payload, encode_envelope
+from vf_runtime.topology import BATCH_MAX_MSGS, DUPLICATE_WINDOW
+from vf_runtime.wire import (
+    DATA,
+    BlobRef,
+    Envelope,
+    decode_envelope,
+    decode_payload,
+    encode_envelope,
+)
 from vf_runtime.wire import encode_payload as encode
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "runtime.json"
 DOC = ROOT / "docs" / "performance.md"
 START, END = "<!-- runtime-table:start -->", "<!-- runtime-table:end -->"
+SUMMARY = re.compile(r"\[(\S+)/r\d+\] .* summary: .*cpu_seconds=([\d.]+)")
+Servers = tuple[LocalServer, LocalServer]
+SPIN_ROUNDS = 360_000
+RAW_FETCH_BATCH = 64  # what vf's readers fetch at most; the raw reader gets the same
+# videoflow's published figures (32-thread machine; E2, E3), shown beside ours.
+VIDEOFLOW: dict[str, Any] = {
+    "per_hop_ms": 1.9,
+    "median_ms_by_depth": {"1": 4.22, "2": 6.40, "4": 10.31, "8": 17.80},
+    "scaling_sleep_msgs_s": {"1": 44.0, "2": 87.2, "4": 172.7},
+}
 
 NODES = """
 import json, os, time
@@ -44,11 +65,16 @@ class Source(Producer):
     def __init__(self, count=100, size=1024, rate=0.0, **kw):
         super().__init__(**kw)
         self.count, self.size, self.rate, self.n = count, size, rate, 0
+        self.next_at = None
     def next(self):
         if self.n >= self.count:
             raise StopIteration
         if self.rate:
-            time.sleep(1.0 / self.rate)
+            now = time.monotonic()
+            self.next_at = self.next_at or now
+            if self.next_at > now:
+                time.sleep(self.next_at - now)
+            self.next_at += 1.0 / self.rate
         self.n += 1
         return {"i": self.n, "t0": time.time(), "pad": b"x" * self.size}
 
@@ -56,18 +82,34 @@ class Identity(Processor):
     def process(self, item):
         return item
 
+def spin(rounds):
+    total = 0
+    for i in range(rounds):
+        total += i * i
+    return total
+
+class Work(Processor):
+    def __init__(self, ms=20.0, rounds=0, **kw):
+        super().__init__(**kw)
+        self.ms, self.rounds = ms, rounds
+    def process(self, item):
+        if self.rounds:  # a fixed amount of computation, whoever else wants the CPU
+            spin(self.rounds)
+        else:
+            time.sleep(self.ms / 1000)
+        return item
+
 class Sink(Consumer):
     def __init__(self, path="", **kw):
         super().__init__(**kw)
-        self.path = path
+        self.out = open(path, "a", buffering=1)
     def consume(self, item):
-        with open(self.path, "a") as out:
-            out.write(json.dumps([item["i"], item["t0"], time.time()]) + "\\n")
+        self.out.write(json.dumps([item["i"], item["t0"], time.time()]) + "\\n")
 """
 
 GRAPH = """
 import os
-from bench_nodes import Identity, Sink, Source
+from bench_nodes import Identity, Sink, Source, Work
 from vf import BATCH, Flow
 
 def build_flow():
@@ -75,149 +117,341 @@ def build_flow():
                   rate=float(os.environ["B_RATE"]), name="source")
     for depth in range(int(os.environ["B_DEPTH"])):
         node = Identity(name=f"hop{depth}")(node)
+    if os.environ["B_WORK"]:
+        node = Work(ms=float(os.environ["B_WORK_MS"]), rounds=int(os.environ["B_WORK_ROUNDS"]),
+                    nb_tasks=int(os.environ["B_REPLICAS"]), name="work")(node)
     sink = Sink(path=os.environ["B_OUT"], name="sink")(node)
     return Flow([sink], flow_type=BATCH, flow_id=os.environ["B_FLOW"])
 """
 
 
-async def raw_nats(url: str, *, count: int, size: int) -> float:
-    """Messages per second: one publisher task, one fetch-and-ack task, like one vf hop."""
+async def raw_nats(url: str, *, count: int, size: int, pipelined: bool) -> dict[str, float]:
+    """One nats-py process: a publisher task and a fetch-and-ack task on one stream with
+    vf's BATCH settings, a ``Nats-Msg-Id`` on each publish, fetches as large as vf's
+    largest prefetch. ``pipelined`` uses ``publish_async`` instead of awaiting each ack.
+    """
     client = await nats.connect(url)
     js = client.jetstream()
+    name = f"raw{time.monotonic_ns()}"
     await js.add_stream(
-        StreamConfig(name="raw", subjects=["raw.data"], retention=RetentionPolicy.INTEREST)
+        StreamConfig(
+            name=name,
+            subjects=[f"{name}.data"],
+            retention=RetentionPolicy.INTEREST,
+            max_msgs=BATCH_MAX_MSGS,
+            discard=DiscardPolicy.NEW,
+            duplicate_window=DUPLICATE_WINDOW,
+        )
     )
-    sub = await js.pull_subscribe("raw.data", durable="raw-reader", stream="raw")
+    sub = await js.pull_subscribe(f"{name}.data", durable="reader", stream=name)
     payload = b"x" * size
-    started = time.perf_counter()
+    cpu, started = time.process_time(), time.perf_counter()
 
     async def publish() -> None:
         for i in range(count):
-            await js.publish("raw.data", payload, headers={"Nats-Msg-Id": f"m{i}"})
+            headers = {"Nats-Msg-Id": f"m{i}"}
+            if pipelined:
+                await js.publish_async(f"{name}.data", payload, headers=headers)
+            else:
+                await js.publish(f"{name}.data", payload, headers=headers)
+        await js.publish_async_completed()
 
     async def consume() -> None:
         seen = 0
         while seen < count:
             try:
-                batch = await sub.fetch(batch=4, timeout=1.0)
-            except nats.errors.TimeoutError:
+                batch = await sub.fetch(batch=RAW_FETCH_BATCH, timeout=1.0)
+            except (TimeoutError, nats.errors.TimeoutError):
                 continue
             for msg in batch:
                 await msg.ack()
             seen += len(batch)
 
     await asyncio.gather(publish(), consume())
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    await js.delete_stream(name)
     await client.close()
-    return count / elapsed
+    return {"msgs_s": count / elapsed, "cpu_us_per_msg": cpu / count * 1e6}
 
 
-def vf_flow(
-    servers: tuple[LocalServer, LocalServer], *, work: Path, **params: Any
-) -> list[list[float]]:
-    """Run the bench graph through ``vf run-local``; the sink's [i, t0, t1] records."""
+def vf_flow(servers: Servers, *, work: Path, **params: Any) -> dict[str, Any]:
+    """Run the bench graph through ``vf run-local``: the sink's records and each stage's CPU."""
     out = work / f"{params['flow']}.jsonl"
     os.environ.update(
         B_COUNT=str(params["count"]),
         B_SIZE=str(params.get("size", 1024)),
         B_RATE=str(params.get("rate", 0.0)),
-        B_DEPTH=str(params["depth"]),
+        B_DEPTH=str(params.get("depth", 0)),
+        B_WORK=params.get("kind", ""),
+        B_WORK_ROUNDS=str(params.get("rounds", 0)),
+        B_WORK_MS=str(params.get("work_ms", 0)),
+        B_REPLICAS=str(params.get("replicas", 1)),
         B_OUT=str(out),
         B_FLOW=params["flow"],
     )
+    log = io.StringIO()
     request = RunLocalRequest(
         graph=str(work / "graph.py"),
         nats_url=servers[0].url,
         redis_url=servers[1].url,
         stall_seconds=60,
-        output=io.StringIO(),
+        output=log,
     )
     code = run_local(request)
     if code != 0:
-        raise SystemExit(f"bench flow {params['flow']} failed with exit {code}")
-    return [json.loads(line) for line in out.read_text().splitlines()]
+        raise SystemExit(f"bench flow {params['flow']} failed with exit {code}:\n{log.getvalue()}")
+    cpu: dict[str, float] = {}
+    for node, seconds in SUMMARY.findall(log.getvalue()):
+        cpu[node] = cpu.get(node, 0.0) + float(seconds)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    if len(records) != params["count"]:
+        raise SystemExit(f"bench flow {params['flow']} delivered {len(records)} records")
+    return {"records": records, "cpu": cpu}
 
 
-def throughput(records: list[list[float]]) -> float:
-    span = max(r[2] for r in records) - min(r[1] for r in records)
-    return len(records) / span
+def rate(records: list[list[float]]) -> float:
+    """Items per second from the first item produced to the last one consumed."""
+    return len(records) / (max(r[2] for r in records) - min(r[1] for r in records))
 
 
-def hop_latency(
-    servers: tuple[LocalServer, LocalServer], *, work: Path, depths: list[int]
-) -> dict[str, Any]:
-    medians = {}
-    for depth in depths:
-        records = vf_flow(
-            servers, work=work, flow=f"chain{depth}", count=150, rate=50.0, depth=depth
+def throughput(servers: Servers, *, work: Path, count: int, reps: int) -> dict[str, Any]:
+    """Raw loops and the vf flow, interleaved rep by rep; medians and per-rep ratios."""
+    runs: list[dict[str, Any]] = []
+    for rep in range(reps):
+        awaited = asyncio.run(raw_nats(servers[0].url, count=count, size=1024, pipelined=False))
+        pipelined = asyncio.run(raw_nats(servers[0].url, count=count, size=1024, pipelined=True))
+        flow = vf_flow(servers, work=work, flow=f"tput{rep}", count=count, depth=1)
+        vf = rate(flow["records"])
+        runs.append(
+            {
+                "raw_awaited_msgs_s": awaited["msgs_s"],
+                "raw_pipelined_msgs_s": pipelined["msgs_s"],
+                "raw_cpu_us_per_msg": pipelined["cpu_us_per_msg"],
+                "vf_msgs_s": vf,
+                "vf_cpu_us_per_msg": {k: v / count * 1e6 for k, v in flow["cpu"].items()},
+                "ratio_vs_pipelined": vf / pipelined["msgs_s"],
+                "ratio_vs_awaited": vf / awaited["msgs_s"],
+            }
         )
-        medians[depth] = statistics.median((r[2] - r[1]) * 1000 for r in records)
-    xs, ys = list(medians), list(medians.values())
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum(
-        (x - mean_x) ** 2 for x in xs
-    )
-    return {"median_ms_by_depth": medians, "per_hop_ms": slope}
+    keys = ["raw_awaited_msgs_s", "raw_pipelined_msgs_s", "raw_cpu_us_per_msg", "vf_msgs_s"]
+    keys += ["ratio_vs_pipelined", "ratio_vs_awaited"]
+    medians = {k: statistics.median(r[k] for r in runs) for k in keys}
+    stages = runs[0]["vf_cpu_us_per_msg"]
+    medians["vf_cpu_us_per_msg"] = {
+        s: statistics.median(r["vf_cpu_us_per_msg"][s] for r in runs) for s in stages
+    }
+    return {"count": count, "reps": reps, "median": medians, "runs": runs}
+
+
+def hop_latency(servers: Servers, *, work: Path, depths: list[int], count: int) -> dict[str, Any]:
+    """Median end-to-end latency of a paced identity chain per depth, and the slope per hop."""
+    medians: dict[int, float] = {}
+    p95: dict[int, float] = {}
+    for depth in depths:
+        flow = vf_flow(
+            servers, work=work, flow=f"chain{depth}", count=count, rate=50.0, depth=depth
+        )
+        latencies = sorted((r[2] - r[1]) * 1000 for r in flow["records"])
+        medians[depth] = statistics.median(latencies)
+        p95[depth] = latencies[int(0.95 * (len(latencies) - 1))]
+    slope = statistics.linear_regression(list(medians), list(medians.values())).slope
+    return {"median_ms_by_depth": medians, "p95_ms_by_depth": p95, "per_hop_ms": slope}
+
+
+async def _vf_blobs(store: BlobStore, value: dict[str, bytes], *, first: int, count: int) -> None:
+    """``count`` payloads through vf's offload path: encode, store with the reader
+    obligation, envelope out and in, fetch, decode; each release runs in the
+    background while the next payload goes, as in a worker."""
+    releases: list[asyncio.Task[bool]] = []
+    for i in range(first, first + count):
+        payload_type, data = encode(value)
+        ref = await store.put(f"bench{i}", data, readers=["reader"])
+        pointer_type, pointer = encode(
+            BlobRef(ref=ref, inner_payload_type=payload_type, size=len(data))
+        )
+        envelope = Envelope(type=DATA, producer="p", flow_id="b", run_id="r", trace_id="", seq=i)
+        envelope = dataclasses.replace(envelope, payload_type=pointer_type, payload=pointer)
+        received = decode_envelope(encode_envelope(envelope))
+        ref_back = decode_payload(received.payload_type, received.payload)
+        decode_payload(ref_back.inner_payload_type, await store.get(ref_back.ref))
+        releases.append(asyncio.create_task(store.release(ref_back.ref, reader="reader")))
+    await asyncio.gather(*releases)
 
 
 async def blob_path(url: str, *, size: int, reps: int) -> dict[str, float]:
-    """Median milliseconds for a 1 MiB payload: vf's offload round trip vs raw SET+GET."""
+    """MiB/s for payloads of ``size`` bytes: vf's offload path vs raw SET+GET, same server.
+
+    vf's path is what an offloaded payload costs a publisher and a reader (see
+    ``_vf_blobs``); the raw path is one SET and one GET of the same bytes. Blocks of
+    ten alternate, so both see the same server state (append-only file, memory).
+    """
     store = BlobStore.from_url(url, ttl_seconds=600)
     raw = redis.asyncio.Redis.from_url(url)
     value = {"frame": b"\x7f" * size}
-    vf_times, raw_times = [], []
-    for i in range(reps):
+    vf_seconds = raw_seconds = 0.0
+    for block in range(0, reps, 10):
         started = time.perf_counter()
-        payload_type, data = encode(value)
-        ref = await store.put(f"bench{i}", data, readers=["reader"])
-        envelope = Envelope(
-            type=DATA, producer="p", flow_id="b", run_id="r", trace_id=str(i), seq=i
-        )
-        decode_envelope(encode_envelope(envelope))
-        decode_payload(payload_type, await store.get(ref))
-        await store.release(ref, reader="reader")
-        vf_times.append(time.perf_counter() - started)
-        blob = value["frame"]
+        await _vf_blobs(store, value, first=block, count=10)
+        vf_seconds += time.perf_counter() - started
         started = time.perf_counter()
-        await raw.set(f"raw{i}", blob, ex=600)
-        await raw.get(f"raw{i}")
-        raw_times.append(time.perf_counter() - started)
+        for i in range(block, block + 10):
+            await raw.set(f"raw{i}", value["frame"], ex=600)
+            await raw.get(f"raw{i}")
+        raw_seconds += time.perf_counter() - started
+        await raw.delete(*[f"raw{i}" for i in range(block, block + 10)])
     await store.close()
     await raw.aclose()
-    vf_ms, raw_ms = statistics.median(vf_times) * 1000, statistics.median(raw_times) * 1000
-    mib = size / (1024 * 1024)
+    mib = size * reps / (1024 * 1024)
     return {
-        "vf_ms": vf_ms,
-        "raw_ms": raw_ms,
-        "vf_mib_s": mib / (vf_ms / 1000),
-        "raw_mib_s": mib / (raw_ms / 1000),
+        "vf_mib_s": mib / vf_seconds,
+        "raw_mib_s": mib / raw_seconds,
+        "ratio": raw_seconds / vf_seconds,
+        "reps": reps,
+    }
+
+
+def _spin(rounds: int) -> int:
+    total = 0  # the same loop as the bench nodes' spin()
+    for i in range(rounds):
+        total += i * i
+    return total
+
+
+def spin_ms(rounds: int) -> float:
+    """Milliseconds ``rounds`` of the CPU-bound stage's loop take on one core here (best of 5)."""
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        _spin(rounds)
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
+
+
+def scaling(servers: Servers, *, work: Path, kind: str, count: int) -> dict[str, Any]:
+    """One 20 ms stage with 1, 2 and 4 competing replicas (videoflow's E2 shape).
+
+    ``sleep`` waits 20 ms per item (I/O, a remote GPU); ``cpu`` does a fixed amount of
+    computation per item (``SPIN_ROUNDS``, about 20 ms of one core of the machine
+    this was written on), so the cores bound it whatever the replica count.
+    """
+    rounds = SPIN_ROUNDS if kind == "cpu" else 0
+    found: dict[int, float] = {}
+    for replicas in (1, 2, 4):
+        flow = vf_flow(
+            servers,
+            work=work,
+            flow=f"scale-{kind}-{replicas}",
+            count=count,
+            kind=kind,
+            work_ms=20,
+            rounds=rounds,
+            replicas=replicas,
+        )
+        found[replicas] = rate(flow["records"])
+    return {
+        "msgs_s": found,
+        "speedup": {r: found[r] / found[1] for r in found},
+        "count": count,
+        "work_ms": 20,
+        "spin_rounds": rounds,
+        "spin_ms_one_core": spin_ms(rounds) if rounds else None,
+    }
+
+
+def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    servers: Servers = (start_nats(work / "nats"), start_redis(work / "redis"))
+    try:
+        results: dict[str, Any] = {
+            "throughput": throughput(servers, work=work, count=args.count, reps=args.reps)
+        }
+        depths = [1, 2, 4, 8]
+        results["hop_latency"] = hop_latency(servers, work=work, depths=depths, count=250)
+        blobs = sorted(
+            (asyncio.run(blob_path(servers[1].url, size=1024 * 1024, reps=100)) for _ in range(3)),
+            key=lambda run: float(run["ratio"]),
+        )
+        results["blob"] = {**blobs[1], "ratios": [run["ratio"] for run in blobs]}  # the median
+        results["scaling"] = {
+            "sleep": scaling(servers, work=work, kind="sleep", count=240),
+            "cpu": scaling(servers, work=work, kind="cpu", count=240),
+        }
+    finally:
+        for server in servers:
+            server.stop()
+    results["machine"] = (
+        f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}"
+    )
+    return results
+
+
+def _cells(result: dict[str, Any] | None) -> dict[str, str]:
+    """The figures of one run (``before`` or ``after``) as table cells."""
+    if result is None:
+        return {}
+    tput = result["throughput"]["median"]
+    chain = result["hop_latency"]
+    blob = result["blob"]
+    sleep = result["scaling"]["sleep"]["msgs_s"]
+    cpu = result["scaling"]["cpu"]["msgs_s"]
+    depths = chain["median_ms_by_depth"]
+    return {
+        "pipe": f"{tput['vf_msgs_s']:.0f} / {tput['raw_pipelined_msgs_s']:.0f} = "
+        f"**{tput['ratio_vs_pipelined']:.2f}**",
+        "await": f"{tput['vf_msgs_s']:.0f} / {tput['raw_awaited_msgs_s']:.0f} = "
+        f"{tput['ratio_vs_awaited']:.2f}",
+        "hop": f"**{chain['per_hop_ms']:.2f}**",
+        "depths": " / ".join(f"{depths[d]:.1f}" for d in sorted(depths, key=int)),
+        "blob": f"{blob['vf_mib_s']:.0f} / {blob['raw_mib_s']:.0f} = **{blob['ratio']:.2f}**",
+        "sleep": " / ".join(f"{sleep[r]:.0f}" for r in sorted(sleep, key=int)),
+        "cpu": " / ".join(f"{cpu[r]:.0f}" for r in sorted(cpu, key=int)),
     }
 
 
 def table(results: dict[str, Any]) -> str:
-    r = results
-    chain = r["hop_latency"]
-    depth_cells = ", ".join(f"{d}: {m:.1f}" for d, m in chain["median_ms_by_depth"].items())
+    before, after = _cells(results.get("before")), _cells(results.get("after"))
+    video = VIDEOFLOW
+    vf_depths = " / ".join(f"{v:.1f}" for v in video["median_ms_by_depth"].values())
+    vf_sleep = " / ".join(f"{v:.0f}" for v in video["scaling_sleep_msgs_s"].values())
     rows = [
-        "| Measurement | vf | raw baseline | vf / raw |",
-        "|---|---:|---:|---:|",
-        f"| 1 KiB messages (msg/s): vf flow vs raw loop | {r['vf_pipeline_msgs_s']:.0f} | "
-        f"{r['raw_nats_msgs_s']:.0f} | {r['pipeline_ratio']:.2f} |",
-        f"| 1 MiB payload round trip (ms, median) | {r['blob']['vf_ms']:.2f} | "
-        f"{r['blob']['raw_ms']:.2f} | {r['blob']['vf_ms'] / r['blob']['raw_ms']:.2f} |",
-        f"| 1 MiB payload (MiB/s) | {r['blob']['vf_mib_s']:.0f} | {r['blob']['raw_mib_s']:.0f} | "
-        f"{r['blob']['vf_mib_s'] / r['blob']['raw_mib_s']:.2f} |",
-        "",
-        f"Per-hop latency of an identity chain: **{chain['per_hop_ms']:.2f} ms per hop** "
-        f"(least-squares slope; median end-to-end ms by depth: {depth_cells}).",
-        "",
-        f"vf's producer → processor → consumer flow moves 1 KiB messages at "
-        f"{r['pipeline_ratio']:.0%} of the rate of a bare nats-py publish → fetch → ack loop "
-        f"(the vf flow crosses two hops, three processes and a protobuf envelope each way); "
-        f"vf's blob path takes {r['blob']['vf_ms'] / r['blob']['raw_ms']:.1f}x the time of a raw "
-        f"Redis SET+GET for 1 MiB. Machine: {r['machine']}.",
+        ("1 KiB msg/s, vf flow / raw pipelined loop (target ≥ 0.50)", "pipe", "—"),
+        ("1 KiB msg/s, vf flow / raw awaited loop", "await", "—"),
+        ("Per-hop latency, identity chain (ms, slope; target ≤ 1.9)", "hop", "1.9"),
+        ("Median end-to-end ms at depth 1 / 2 / 4 / 8", "depths", vf_depths),
+        ("1 MiB blob path MiB/s, vf / raw SET+GET (target ≥ 0.60)", "blob", "—"),
+        ("20 ms sleeping stage, msg/s at 1 / 2 / 4 replicas", "sleep", vf_sleep),
+        ("20 ms CPU-bound stage, msg/s at 1 / 2 / 4 replicas", "cpu", "—"),
     ]
-    return "\n".join(rows)
+    lines = [
+        "| Measurement | vf before | vf after | videoflow |",
+        "|---|---:|---:|---:|",
+    ]
+    for label, key, theirs in rows:
+        lines.append(f"| {label} | {before.get(key, '—')} | {after.get(key, '—')} | {theirs} |")
+    latest = results.get("after") or results.get("before") or {}
+    if latest:
+        lines += ["", *_closing(latest)]
+    return "\n".join(lines)
+
+
+def _closing(result: dict[str, Any]) -> list[str]:
+    """The notes under the table: CPU per stage, and the ratios quoted in words."""
+    tput = result["throughput"]["median"]
+    stages = ", ".join(f"{k} {v:.0f}" for k, v in tput["vf_cpu_us_per_msg"].items())
+    sleep = result["scaling"]["sleep"]["speedup"]
+    cpu = result["scaling"]["cpu"]["speedup"]
+    return [
+        f"CPU per message (µs): vf stages {stages or 'n/a'}; the raw pipelined loop "
+        f"(publisher and reader in one process) {tput['raw_cpu_us_per_msg']:.0f}.",
+        "",
+        f"Ratios: the vf flow moves 1 KiB messages at {tput['ratio_vs_awaited']:.0%} of the "
+        f"awaited raw loop's rate and {tput['ratio_vs_pipelined']:.0%} of the pipelined "
+        f"one's; an identity hop costs {result['hop_latency']['per_hop_ms']:.2f} ms "
+        f"(videoflow: 1.9 ms); 1 MiB payloads go through the blob path at "
+        f"{result['blob']['ratio']:.0%} of raw SET+GET; 2 and 4 replicas speed a "
+        f"sleeping stage up {sleep['2']:.1f}x and {sleep['4']:.1f}x, a CPU-bound one "
+        f"{cpu['2']:.1f}x and {cpu['4']:.1f}x (2 cores). Machine: {result['machine']}.",
+    ]
 
 
 def write_doc(text: str) -> None:
@@ -232,48 +466,32 @@ def write_doc(text: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--count", type=int, default=3000, help="1 KiB messages per throughput run")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--count", type=int, default=5000, help="1 KiB messages per throughput run")
+    parser.add_argument("--reps", type=int, default=3, help="throughput repetitions (medians)")
+    parser.add_argument(
+        "--record", choices=("after", "before"), default="after", help="which column to fill"
+    )
     parser.add_argument("--no-save", action="store_true", help="print, write nothing")
     parser.add_argument("--render", action="store_true", help="re-render the saved results only")
     args = parser.parse_args()
-    if args.render:
-        text = table(json.loads(RESULTS.read_text()))
-        print(text)
-        write_doc(text)
-        return
-    with tempfile.TemporaryDirectory(prefix="vf-bench-") as tmp:
-        work = Path(tmp)
-        (work / "bench_nodes.py").write_text(NODES)
-        (work / "graph.py").write_text(GRAPH)
-        (work / "vf.yaml").write_text(
-            "environments:\n  bench:\n    images:\n      default: bench:0\n"
-        )
-        sys.path.insert(0, str(work))
-        servers = (start_nats(work / "nats"), start_redis(work / "redis"))
-        try:
-            raw = asyncio.run(raw_nats(servers[0].url, count=args.count, size=1024))
-            flow = throughput(vf_flow(servers, work=work, flow="tput", count=args.count, depth=1))
-            chain = hop_latency(servers, work=work, depths=[1, 2, 4])
-            blob = asyncio.run(blob_path(servers[1].url, size=1024 * 1024, reps=50))
-        finally:
-            for server in servers:
-                server.stop()
-    results = {
-        "raw_nats_msgs_s": raw,
-        "vf_pipeline_msgs_s": flow,
-        "pipeline_ratio": flow / raw,
-        "hop_latency": chain,
-        "blob": blob,
-        "count": args.count,
-        "machine": f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}",
-    }
-    text = table(results)
+    saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    saved = saved if "after" in saved or "before" in saved else {}
+    if not args.render:
+        with tempfile.TemporaryDirectory(prefix="vf-bench-") as tmp:
+            work = Path(tmp)
+            (work / "bench_nodes.py").write_text(NODES)
+            (work / "graph.py").write_text(GRAPH)
+            (work / "vf.yaml").write_text(
+                "environments:\n  bench:\n    images:\n      default: bench:0\n"
+            )
+            sys.path.insert(0, str(work))
+            saved[args.record] = measure(args, work)
+    text = table(saved)
     print(text)
     if not args.no_save:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        RESULTS.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
         write_doc(text)
 
 

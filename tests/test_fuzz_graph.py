@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from vf.cli import cli
 from vf.errors import EXIT_USER, VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
+from vf.verify import CONFIGMAP_MAX_BYTES
 from vf.write import MANIFEST
 
 NODES_MODULE = '''"""Node classes and the interpreter of the fuzz tests' graph specs."""
@@ -379,6 +380,7 @@ def assert_valid_tree(result: CompileResult) -> None:
     assert result.tree
     for path, text in result.tree.items():
         assert text.endswith("\n") and "\r" not in text, path
+        text.encode("utf-8")  # what the writer does: an unpaired surrogate cannot be written
         if path.endswith(".json"):
             json.loads(text)
 
@@ -414,3 +416,47 @@ def test_the_cli_exits_0_or_2_and_writes_only_on_success(
         assert "error[VF_" in result.output and "= fix: " in result.output
         assert not out.exists()
     assert not list(project.glob(".out.vf-new-*"))
+
+
+CHAIN = '''"""A single chain of 5,000 nodes: deeper than Python's default recursion limit."""
+
+from vf import BATCH, Consumer, Flow, Processor, Producer
+
+
+class Src(Producer):
+    def next(self):
+        raise StopIteration
+
+
+class Step(Processor):
+    def process(self, item):
+        return item
+
+
+class Sink(Consumer):
+    def consume(self, item):
+        pass
+
+
+def build_flow():
+    node = Src(name="src")
+    for index in range(4998):
+        node = Step(name=f"s{index}")(node)
+    return Flow([Sink(name="sink")(node)], flow_type=BATCH)
+'''
+
+
+def test_a_5000_deep_chain_compiles(tmp_path: Path) -> None:
+    (tmp_path / "graph.py").write_text(CHAIN, encoding="utf-8")
+    (tmp_path / "vf.yaml").write_text(
+        "environments:\n  dev:\n    images: {default: registry.example.com/chain/w:1}\n",
+        encoding="utf-8",
+    )
+    result = compile_project(CompileRequest(graph=str(tmp_path / "graph.py")))
+    assert len(result.graph.nodes) == 5000
+    assert [n.name for n in result.graph.nodes[:2]] == ["src", "s0"]
+    assert result.graph.nodes[-1].name == "sink"
+    assert len(result.plans[0].workloads) == 5000
+    assert_valid_tree(result)
+    largest = max(len(json.dumps(obj)) for obj in result.objects["dev"])
+    assert largest < CONFIGMAP_MAX_BYTES  # no single object grows with the graph

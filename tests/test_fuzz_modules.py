@@ -8,6 +8,7 @@ watchdog (``VF_LOAD_TIMEOUT_SECONDS``), stdout kept clean, and randomly damaged 
 from __future__ import annotations
 
 import json
+import signal
 import threading
 from pathlib import Path
 
@@ -269,3 +270,18 @@ def test_damaged_modules_compile_or_fail_by_name(
     if exit_code == 2:
         assert "error[VF_" in output and "Traceback" not in output
         assert not (root / "out").exists()
+
+
+def test_the_watchdog_gives_back_an_alarm_it_found_running(tmp_path: Path) -> None:
+    graph = write(tmp_path, VALID)
+    fired: list[int] = []
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: fired.append(signum))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        load_flow(str(graph))
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 0 < left <= 30
+        assert signal.getsignal(signal.SIGALRM) is not previous and not fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

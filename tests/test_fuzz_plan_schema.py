@@ -3,13 +3,15 @@
 ``verify`` validates a plan with jsonschema on a sample (each record array cut to its first
 record) and with checkers compiled from the schema on the other records. These tests mutate
 real plans anywhere, record 0 or record 7 alike, and require that verdict to equal
-jsonschema's verdict on the whole document; and they compare the compiled checkers with
-jsonschema record by record on values chosen to sit on each keyword's edge.
+jsonschema's verdict on the whole document; they compare the compiled checkers with
+jsonschema record by record on values chosen to sit on each keyword's edge; and they hold
+``json_text`` (the plan file's text) to ``json.dumps`` byte for byte.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import jsonschema
@@ -20,7 +22,13 @@ from hypothesis import strategies as st
 from vf.pipeline import CompileResult
 from vf.planir import plan_to_json
 from vf.schema_check import compile_schema
-from vf.verify import RECORD_ARRAYS, plan_schema, plan_schema_errors, record_checks
+from vf.verify import (
+    RECORD_ARRAYS,
+    json_text,
+    plan_schema,
+    plan_schema_errors,
+    record_checks,
+)
 
 edge_values = st.one_of(
     st.none(),
@@ -172,3 +180,33 @@ def test_the_whole_plan_schema_compiles() -> None:
 def test_unsupported_keywords_are_refused_when_compiling(schema: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         compile_schema(schema)
+
+
+json_documents = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False),
+        st.text(),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=json_documents)
+def test_plan_json_text_is_json_dumps_byte_for_byte(document: Any) -> None:
+    expected = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    assert json_text(document) == expected
+
+
+def test_plan_json_text_of_real_plans(plans: list[dict[str, Any]]) -> None:
+    for document in plans:
+        expected = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        assert json_text(document) == expected

@@ -26,6 +26,7 @@ from tests.test_fuzz_graph import assert_named_failure
 from vf import names
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
+from vf.write import write_tree
 
 GRAPH = '''"""One node of each kind, configured by the pickled spec next to this file."""
 
@@ -259,3 +260,14 @@ def test_namespaces_are_kept_or_refused(project: Path, namespace: str) -> None:
         return
     overlay = documents(outcome)["overlays/dev/kustomization.yaml"][0]
     assert overlay["namespace"] == namespace
+
+
+def test_the_writer_refuses_text_utf8_cannot_encode(tmp_path: Path) -> None:
+    out = tmp_path / "deploy"
+    write_tree(out, {"a.yaml": "a: 1\n"})
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(VfError) as info:
+        write_tree(out, {"a.yaml": "a: 2\n", "plan/dev.json": '{"url": "nats://a\ud800"}\n'})
+    assert info.value.code == "VF_OUTPUT_TEXT" and info.value.exit_code == 2
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert not list(tmp_path.glob(".deploy.vf-new-*"))

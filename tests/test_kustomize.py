@@ -24,7 +24,9 @@ def _parse(text: str) -> list[dict[str, Any]]:
 
 
 def _by_identity(objects: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    return {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objects}
+    return {
+        (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects
+    }
 
 
 @pytest.fixture(scope="module")

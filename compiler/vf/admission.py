@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from vf.capabilities import (
@@ -59,7 +60,15 @@ class Admission:
     runtime: RuntimeCapabilities
 
     def profile_of(self, channel: str) -> str:
-        return next(r.profile for r in self.requests if r.channel == channel)
+        return self._profiles[channel]
+
+    @cached_property
+    def _profiles(self) -> dict[str, str]:
+        """Each channel's profile, looked up once per channel instead of scanned for."""
+        profiles: dict[str, str] = {}
+        for request in self.requests:
+            profiles.setdefault(request.channel, request.profile)
+        return profiles
 
     @property
     def rejections(self) -> tuple[Finding, ...]:
@@ -286,63 +295,66 @@ def _judge_channel(request: ChannelRequest, ctx: _Context) -> list[Finding]:
     return findings
 
 
-def _judge_requirements(env: Environment, ctx: _Context) -> list[Finding]:
+EXACTLY_ONCE = (
+    "no broker or store can give exactly-once effects; only an idempotent sink that writes "
+    "with its external system's idempotency key can (Consumer(idempotent=True))"
+)
+
+
+def _requirement_checks(
+    env: Environment, ctx: _Context
+) -> list[tuple[str, tuple[str, str] | None]]:
+    """(subject, outcome) for every explicit requirement; each one is binding."""
     req = env.requirements
-    findings: list[Finding] = []
-
-    def add(subject: str, outcome: tuple[str, str] | None) -> None:
-        if outcome is not None:
-            findings.append(
-                Finding(
-                    subject=subject,
-                    status=REJECTED if outcome[0] == WARNING else outcome[0],
-                    reason=outcome[1],
-                )
-            )
-
+    checks: list[tuple[str, tuple[str, str] | None]] = []
     if req.exactly_once_effects:
-        findings.append(
-            Finding(
-                subject="requirements.exactly_once_effects",
-                status=REJECTED,
-                reason="no broker or store can give exactly-once effects; only an idempotent sink "
-                "that writes with its external system's idempotency key can "
-                "(Consumer(idempotent=True))",
-            )
-        )
+        checks.append(("requirements.exactly_once_effects", (REJECTED, EXACTLY_ONCE)))
     if req.tolerated_failures > 0:
         f = req.tolerated_failures
         subject = f"requirements.tolerated_failures={f}"
-        add(subject, _need(ctx.broker.persistent_storage, True, "the broker's persistent storage"))
-        add(
-            subject,
-            _need(
-                ctx.broker.replication_factor,
-                lambda r: r >= 2 * f + 1,
-                f"stream replication (needs >= {2 * f + 1})",
-            ),
+        replicas = f"stream replication (needs >= {2 * f + 1})"
+        checks.append(
+            (subject, _need(ctx.broker.persistent_storage, True, "the broker's persistent storage"))
+        )
+        checks.append(
+            (subject, _need(ctx.broker.replication_factor, lambda r: r >= 2 * f + 1, replicas))
         )
         if ctx.payload.present:
-            add(subject, _need(ctx.payload.durable, True, "the payload store's durability"))
-            add(
-                subject,
-                _need(
-                    ctx.payload.persistent_storage, True, "the payload store's persistent storage"
-                ),
+            checks.append(
+                (subject, _need(ctx.payload.durable, True, "the payload store's durability"))
+            )
+            checks.append(
+                (
+                    subject,
+                    _need(
+                        ctx.payload.persistent_storage,
+                        True,
+                        "the payload store's persistent storage",
+                    ),
+                )
             )
     if req.restart_safe:
-        add(
-            "requirements.restart_safe",
-            _need(ctx.runtime.durable, True, "the runtime store's durability"),
+        subject = "requirements.restart_safe"
+        checks.append((subject, _need(ctx.runtime.durable, True, "the runtime store's durability")))
+        checks.append(
+            (
+                subject,
+                _need(
+                    ctx.runtime.shared_across_processes,
+                    True,
+                    "the runtime store's sharing across processes",
+                ),
+            )
         )
-        add(
-            "requirements.restart_safe",
-            _need(
-                ctx.runtime.shared_across_processes,
-                True,
-                "the runtime store's sharing across processes",
-            ),
-        )
+    return checks
+
+
+def _judge_requirements(env: Environment, ctx: _Context) -> list[Finding]:
+    findings = [
+        Finding(subject=subject, status=REJECTED, reason=outcome[1])
+        for subject, outcome in _requirement_checks(env, ctx)
+        if outcome is not None
+    ]
     payload_limit = _need(
         ctx.broker.max_payload_bytes, lambda n: n > INLINE_PAYLOAD_BYTES, "the broker's max payload"
     )

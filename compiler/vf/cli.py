@@ -271,6 +271,15 @@ def diff_command(
     show_default=True,
     help="Exit 5 after this many seconds without progress (0: never).",
 )
+@click.option(
+    "--gpu-policy",
+    "gpu_policy",
+    type=click.Choice(["shared", "strict"]),
+    default="shared",
+    show_default=True,
+    help="shared: GPU replicas may share this machine's devices; strict: refuse unless "
+    "every grant fits.",
+)
 def run_local_command(
     *,
     graph: str,
@@ -279,6 +288,7 @@ def run_local_command(
     nats_url: str | None,
     redis_url: str | None,
     stall: float,
+    gpu_policy: str,
 ) -> None:
     """Run GRAPH on this machine: one process per replica, embedded NATS and Redis."""
 
@@ -292,8 +302,65 @@ def run_local_command(
             nats_url=nats_url,
             redis_url=redis_url,
             stall_seconds=stall or None,
+            gpu_policy=gpu_policy,
         )
         return run_local(request)
+
+    _run(body)
+
+
+@cli.command("inventory")
+@click.option("--context", "context", required=True, metavar="NAME", help="kubectl context.")
+@click.option(
+    "--out", "out", type=click.Path(path_type=Path), default=None, help="vf.yaml to update."
+)
+@click.option("--env", "env", default=None, metavar="NAME", help="Environment to update.")
+@click.option("--kubectl", "kubectl", default="kubectl", show_default=True, metavar="PATH")
+def inventory_command(*, context: str, out: Path | None, env: str | None, kubectl: str) -> None:
+    """Read a cluster's GPU nodes, Kubernetes version and DeviceClasses (read-only).
+
+    With --out and --env, write them into that environment of vf.yaml, keeping everything
+    else; otherwise print them.
+    """
+
+    def body() -> int:
+        from vf.inventory import read_cluster
+        from vf.inventory_write import fragment_text, write_inventory
+
+        if out is not None and env is None:
+            raise VfError(
+                "VF_INVENTORY_ENV",
+                "--out needs --env: which environment of the file gets the inventory",
+                f"pass --env NAME, e.g. vf inventory --context {context} --out {out} --env prod",
+            )
+        inventory = read_cluster(context, kubectl=kubectl)
+        if out is None or env is None:
+            text, warnings = fragment_text(inventory)
+            click.echo(text, nl=False)
+        else:
+            warnings = write_inventory(out, environment=env, inventory=inventory)
+            click.echo(f"wrote {len(inventory.nodes)} GPU node(s) to {out} ({env})", err=True)
+        for warning in warnings:
+            click.echo(f"warning: {warning}", err=True)
+        return 0
+
+    _run(body)
+
+
+@cli.command("init")
+@click.argument("directory", metavar="DIR", type=click.Path(path_type=Path))
+@click.option("--name", default=None, metavar="NAME", help="Flow name (default: from DIR).")
+def init_command(*, directory: Path, name: str | None) -> None:
+    """Create a new pipeline project in DIR that compiles and runs as it is."""
+
+    def body() -> int:
+        from vf.scaffold import init_project
+
+        written = init_project(directory, name=name)
+        for path in written:
+            click.echo(f"  {directory / path}")
+        click.echo(f"created {directory}: try vf run-local {directory / 'graph.py'}", err=True)
+        return 0
 
     _run(body)
 

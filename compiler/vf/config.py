@@ -24,6 +24,7 @@ from vf.infra_config import (
     parse_requirements,
     parse_store,
 )
+from vf.network_config import PodSecurity, parse_pod_security
 from vf.resources import schema_path
 from vf.workload_config import WorkloadOptions, parse_workloads
 
@@ -65,6 +66,7 @@ class Environment:
     gpu: GpuTarget = field(default_factory=GpuTarget)
     autoscaling: Autoscaling | None = None
     workloads: WorkloadOptions = field(default_factory=WorkloadOptions)
+    pod_security: PodSecurity = field(default_factory=PodSecurity)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,6 +260,7 @@ def _environment(name: str, raw: dict[str, Any]) -> Environment:
         priority_class=raw.get("priority_class"),
         gpu=parse_gpu(raw.get("gpu")),
         autoscaling=parse_autoscaling(raw.get("autoscaling")),
+        pod_security=parse_pod_security(raw.get("pod_security")),
     )
 
 

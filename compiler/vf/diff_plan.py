@@ -23,7 +23,7 @@ _COVERED = frozenset(
     {
         "workloads", "channels", "warnings", "run_id", "run_id_source", "namespace",
         "flow_type", "gpu", "admission", "infra", "provision", "flow_labels", "run_labels",
-        "broker_configmap", "network_policy", "version", "environment",
+        "broker_configmap", "network_policy", "version", "environment", "security",
     }
 )  # fmt: skip
 
@@ -246,6 +246,57 @@ def _infra(old: Obj, *, new: Obj) -> list[Finding]:
     return found
 
 
+def _security(old: Obj, *, new: Obj) -> list[Finding]:
+    """Pod Security level, namespace labels and network reach: opening is a warning."""
+    a, b = old.get("security") or {}, new.get("security") or {}
+    if not (a and b):
+        return []
+    where = ("security", "pod security")
+    found = []
+    if a.get("pod_security_level") != b.get("pod_security_level"):
+        before, after = a.get("pod_security_level"), b.get("pod_security_level")
+        rank = {"privileged": 0, "restricted": 1}
+        found.append(ranked(where, what="pod security level", old=before, new=after, rank=rank))
+    if a.get("namespace_labels") != b.get("namespace_labels"):
+        state = "now" if b.get("namespace_labels") else "no longer"
+        found.append(
+            Finding(
+                category="security",
+                subject="namespace",
+                message=f"vf {state} labels the namespace for Pod Security",
+                severity=WARNING,
+            )
+        )
+    if a.get("worker_egress") != b.get("worker_egress"):
+        found.append(
+            Finding(
+                category="security",
+                subject="egress",
+                message="the flow's egress rules changed",
+                severity=WARNING,
+            )
+        )
+    readers = [
+        [
+            (p.get("name"), peer)
+            for p in s.get("infra_policies", [])
+            for peer in p["monitoring_from"]
+        ]
+        for s in (a, b)
+    ]
+    if readers[0] != readers[1]:
+        opened = any(peer not in readers[0] for peer in readers[1])
+        found.append(
+            Finding(
+                category="security",
+                subject="monitoring",
+                message=f"monitoring readers {'widened' if opened else 'narrowed'}",
+                severity=WARNING if opened else INFO,
+            )
+        )
+    return found
+
+
 def _gpu(old: Obj, *, new: Obj) -> list[Finding]:
     a, b = old.get("gpu") or {}, new.get("gpu") or {}
     found = []
@@ -287,5 +338,6 @@ _CHECKS: tuple[_Check, ...] = (
     _channels,
     _infra,
     _gpu,
+    _security,
     _rest,
 )

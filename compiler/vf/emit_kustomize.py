@@ -178,6 +178,8 @@ def _pointer(parts: Sequence[str | int]) -> str:
 
 def json_patch(old: Any, new: Any, path: tuple[str | int, ...] = ()) -> list[Obj]:
     """RFC 6902 operations turning ``old`` into ``new``; lists of unequal length are replaced."""
+    if old is new:
+        return []
     if isinstance(old, dict) and isinstance(new, dict):
         ops: list[Obj] = []
         for key in sorted(set(old) | set(new)):

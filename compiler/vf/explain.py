@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from vf.network_config import Peer
 from vf.pipeline import CompileResult
 from vf.planir import Plan
+from vf.security_ir import EgressRule
 
 
 def explain(result: CompileResult) -> str:
@@ -32,6 +34,7 @@ def explain(result: CompileResult) -> str:
             )
         lines.extend(_admission_lines(plan))
         lines.extend(_gpu_lines(plan))
+        lines.extend(security_lines(plan))
         for warning in plan.warnings:
             lines.append(f"  warning: {warning}")
     return "\n".join(lines) + "\n"
@@ -74,4 +77,45 @@ def _gpu_lines(plan: Plan) -> list[str]:
         lines.append(f"  mig {node.host} ({node.family}): {layout}")
         lines.append(f"    label the node nvidia.com/mig.config={node.config_name}")
     lines.extend(f"  gpu note: {note}" for note in gpu.notes)
+    return lines
+
+
+def _peer_text(peer: Peer) -> str:
+    if peer.cidr is not None:
+        return peer.cidr
+    parts = [f"namespace {peer.namespace}"] if peer.namespace is not None else []
+    if peer.pod_labels:
+        parts.append("pods " + ",".join(f"{k}={v}" for k, v in peer.pod_labels))
+    return " ".join(parts)
+
+
+def _peers_text(peers: tuple[Peer, ...]) -> str:
+    return " or ".join(_peer_text(p) for p in peers) if peers else "anywhere"
+
+
+def _egress_text(rule: EgressRule) -> str:
+    ports = ",".join(str(p) for p in rule.ports)
+    return f"{rule.purpose}:{ports} to {_peers_text(rule.to)}"
+
+
+def security_lines(plan: Plan) -> list[str]:
+    """The pods' Pod Security level and what the NetworkPolicies let through."""
+    sec = plan.security
+    level = sec.pod_security_level
+    if sec.host_path_nodes:
+        level += f" (host paths: {', '.join(sec.host_path_nodes)})"
+    labelled = "labelled by vf" if sec.namespace_labels else "not labelled by vf"
+    lines = [
+        f"  pod security: {level}; namespace {labelled}",
+        "  network: ingress to the flow's pods denied; egress "
+        + ", ".join(_egress_text(rule) for rule in sec.worker_egress),
+    ]
+    for policy in sec.infra_policies:
+        readers = (
+            f"monitoring port {policy.monitoring_port} open to "
+            f"{_peers_text(policy.monitoring_from)} ({policy.monitoring_source})"
+            if policy.monitoring_port is not None
+            else "no monitoring readers"
+        )
+        lines.append(f"  {policy.name}: accepts the flow's pods only; {readers}")
     return lines

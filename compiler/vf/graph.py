@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
+from vf_runtime.components import ComponentSpec
 from vf_runtime.policies import DeliveryPolicy, JoinPolicy
 
 
@@ -29,6 +31,7 @@ class NodeIR:
     delivery_declared: bool
     idempotent: bool
     site: str
+    component: ComponentSpec | None = None  # set for a native component (VF_COMPONENT_REF)
 
     @property
     def partitioned(self) -> bool:
@@ -45,7 +48,12 @@ class Graph:
     nodes: tuple[NodeIR, ...]
 
     def node(self, name: str) -> NodeIR:
+        """The node called ``name`` (KeyError when there is none), found in constant time."""
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, NodeIR]:
+        index: dict[str, NodeIR] = {}
         for item in self.nodes:
-            if item.name == name:
-                return item
-        raise KeyError(name)
+            index.setdefault(item.name, item)
+        return index

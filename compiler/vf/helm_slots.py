@@ -10,7 +10,6 @@ are slots even when equal, under readable keys; any other difference gets a key 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,10 +37,18 @@ class Slot:
 
 
 def same(a: Any, *, other: Any) -> bool:
-    """Equal as JSON (so ``True`` and ``1`` differ)."""
+    """Equal as JSON values (so ``True``, ``1`` and ``1.0`` differ)."""
     if a is ABSENT or other is ABSENT:
         return a is other
-    return json.dumps(a, sort_keys=True) == json.dumps(other, sort_keys=True)
+    if a is other:
+        return True
+    if isinstance(a, list | tuple) and isinstance(other, list | tuple):
+        return len(a) == len(other) and all(same(x, other=y) for x, y in zip(a, other, strict=True))
+    if type(a) is not type(other):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == other.keys() and all(same(a[k], other=other[k]) for k in a)
+    return bool(a == other)
 
 
 def owner(obj: Mapping[str, Any]) -> ValueKey | None:

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from vf.errors import Problem
+from vf.network_config import (
+    NATS_CLIENT_PORT,
+    REDIS_PORT,
+    Egress,
+    Peer,
+    parse_egress,
+    parse_peers,
+    peer_problems,
+    url_credentials,
+)
 
 BROKER_PROFILES = ("dev", "durable", "external")
 STORE_PROFILES = ("none", "dev", "durable", "cache", "external")
@@ -15,6 +26,8 @@ DEFAULT_STORAGE_SIZE = "10Gi"
 MAX_STREAM_REPLICAS = 5
 NATS_IMAGE = "nats:2.10.29-alpine"
 REDIS_IMAGE = "redis:7.2.7-alpine"
+# A service address: printable, and nothing UTF-8 cannot encode (no unpaired surrogates).
+_PRINTABLE_URL = re.compile("^[^\\x00-\\x20\\x7f\\ud800-\\udfff]+$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +49,8 @@ class BrokerTarget:
     url_secret: SecretRef | None = None
     capabilities: tuple[tuple[str, Any], ...] = ()
     image: str = NATS_IMAGE
+    monitoring_from: tuple[Peer, ...] | None = None
+    egress: Egress | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +64,7 @@ class StoreTarget:
     url_secret: SecretRef | None = None
     capabilities: tuple[tuple[str, Any], ...] = ()
     image: str = REDIS_IMAGE
+    egress: Egress | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +122,7 @@ def parse_broker(
         section="broker",
         data=data,
         profile=profile,
-        keys={"url", "url_secret", "capabilities"},
+        keys={"url", "url_secret", "capabilities", "egress"},
         wanted="external",
     )
     if profile == "durable" and replicas % 2 == 0:
@@ -134,6 +150,8 @@ def parse_broker(
         url_secret=_secret(data.get("url_secret")),
         capabilities=tuple(sorted((data.get("capabilities") or {}).items())),
         image=data.get("image", NATS_IMAGE),
+        monitoring_from=_monitoring_from(check, data=data, profile=profile),
+        egress=_egress(check, section="broker", data=data, profile=profile, port=NATS_CLIENT_PORT),
     )
     return target, check.problems
 
@@ -158,7 +176,7 @@ def parse_store(
         section="payload_store",
         data=data,
         profile=profile,
-        keys={"url", "url_secret", "capabilities"},
+        keys={"url", "url_secret", "capabilities", "egress"},
         wanted="external",
     )
     if profile == "none" and "image" in data:
@@ -176,6 +194,7 @@ def parse_store(
         url_secret=_secret(data.get("url_secret")),
         capabilities=tuple(sorted((data.get("capabilities") or {}).items())),
         image=data.get("image", REDIS_IMAGE),
+        egress=_egress(check, section="payload_store", data=data, profile=profile, port=REDIS_PORT),
     )
     return target, check.problems
 
@@ -208,9 +227,52 @@ def _only_for(
             )
 
 
+def _monitoring_from(
+    check: _Checker, *, data: dict[str, Any], profile: str
+) -> tuple[Peer, ...] | None:
+    """Who may read a provisioned broker's monitoring port; None when vf.yaml does not say."""
+    if "monitoring_from" not in data:
+        return None
+    if profile == "external":
+        check.fail(
+            "broker.monitoring_from",
+            "vf does not run an external broker, so it cannot guard its monitoring endpoint",
+            "remove monitoring_from; allow the readers in the external broker's own policy",
+        )
+    peers = parse_peers(data["monitoring_from"])
+    for what in peer_problems(peers):
+        check.fail("broker.monitoring_from", what, "write cidr: a.b.c.d/n on its own")
+    return peers
+
+
+def _egress(
+    check: _Checker, *, section: str, data: dict[str, Any], profile: str, port: int
+) -> Egress | None:
+    """Where workers reach an external service (its URL's ports unless declared)."""
+    if profile != "external":
+        return None
+    egress = parse_egress(data.get("egress"), url=data.get("url"), default_port=port)
+    for what in peer_problems(egress.to):
+        check.fail(f"{section}.egress.to", what, "write cidr: a.b.c.d/n on its own")
+    return egress
+
+
 def _external_url(check: _Checker, section: str, data: dict[str, Any], profile: str) -> None:
+    url = data.get("url")
+    if isinstance(url, str) and not _PRINTABLE_URL.match(url):
+        check.fail(
+            f"{section}.url",
+            "the url holds a control character or an escaped unpaired surrogate",
+            "write the address in plain printable characters",
+        )
     if profile != "external":
         return
+    if isinstance(url, str) and url_credentials(url):
+        check.fail(
+            f"{section}.url",
+            "the url carries credentials, which would land in a ConfigMap and the plan",
+            "put the URL in a Secret and reference it with url_secret: {name, key}",
+        )
     given = [k for k in ("url", "url_secret") if k in data]
     if len(given) != 1:
         check.fail(

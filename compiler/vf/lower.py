@@ -17,6 +17,7 @@ from vf.graph import Graph, NodeIR
 from vf.load import FALLBACK_MODULE
 from vf.params import json_problem, safe_repr
 from vf_runtime import Consumer, Flow, Node, Processor, Producer
+from vf_runtime.components import component_params, component_spec
 from vf_runtime.constants import DEVICE_TYPES, GPU
 from vf_runtime.policies import DeliveryPolicy, JoinPolicy
 
@@ -234,11 +235,13 @@ def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) ->
     if join is None and len(parents) > 1:
         join = JoinPolicy.default_for(flow_type)
     delivery = fields.pop("delivery")
+    native = component_spec(node)  # a native component: no class, params already checked
     return NodeIR(
         name=name,
         kind=type(node).kind,
-        node_class=_node_class(node, where, scan),
-        params_json=_params_json(node, where, scan),
+        node_class="" if native else _node_class(node, where, scan),
+        params_json=component_params(node) if native else _params_json(node, where, scan),
+        component=native,
         parents=parents,
         children=tuple(children),
         join_policy=join,

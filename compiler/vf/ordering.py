@@ -17,11 +17,13 @@ Obj = dict[str, Any]
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
 FLUX_FORCE = "kustomize.toolkit.fluxcd.io/force"
+FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
 HELM_HOOK = "helm.sh/hook"
 HELM_HOOK_WEIGHT = "helm.sh/hook-weight"
 HELM_HOOK_DELETE = "helm.sh/hook-delete-policy"
-KUSTOMIZE_ONLY = (SYNC_WAVE, SYNC_OPTIONS, FLUX_FORCE)
-HELM_ONLY = (HELM_HOOK, HELM_HOOK_WEIGHT, HELM_HOOK_DELETE)
+HELM_RESOURCE_POLICY = "helm.sh/resource-policy"
+KUSTOMIZE_ONLY = (SYNC_WAVE, SYNC_OPTIONS, FLUX_FORCE, FLUX_PRUNE)
+HELM_ONLY = (HELM_HOOK, HELM_HOOK_WEIGHT, HELM_HOOK_DELETE, HELM_RESOURCE_POLICY)
 TOOL_ANNOTATIONS = frozenset(KUSTOMIZE_ONLY + HELM_ONLY)
 
 WAVE_INFRA = "-2"
@@ -51,9 +53,11 @@ def sync_wave(obj: Mapping[str, Any]) -> str:
 
 
 def _annotated(obj: Mapping[str, Any], *, annotations: Mapping[str, str]) -> Obj:
-    out = copy.deepcopy(dict(obj))
-    meta = out.setdefault("metadata", {})
+    # Only metadata changes: share the rest of the object instead of copying it.
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
     meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+    out["metadata"] = meta
     return out
 
 
@@ -68,17 +72,22 @@ def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
     if obj.get("kind") == "Job":
         annotations[SYNC_OPTIONS] = "Force=true,Replace=true"
         annotations[FLUX_FORCE] = "enabled"
+    if obj.get("kind") == "Namespace":  # never delete a namespace (and all in it) on prune
+        annotations[SYNC_OPTIONS] = "Prune=false"
+        annotations[FLUX_PRUNE] = "disabled"
     return _annotated(obj, annotations=annotations)
 
 
 def with_helm_hooks(obj: Mapping[str, Any]) -> Obj:
-    """A copy for the chart: the provision Job becomes a post-install/upgrade hook.
+    """The chart's version: the provision Job becomes a post-install/upgrade hook.
 
     Post, not pre: a pre-install hook runs before the release's ConfigMaps exist, and the
     Job mounts them. Workers do not wait for it, so running it after them is safe.
     """
+    if obj.get("kind") == "Namespace":  # uninstalling a release must not delete a namespace
+        return _annotated(obj, annotations={HELM_RESOURCE_POLICY: "keep"})
     if not is_provision_job(obj):
-        return copy.deepcopy(dict(obj))
+        return dict(obj)  # callers hand in their own copy; only the hook objects change
     hooks = {
         HELM_HOOK: "post-install,post-upgrade",
         HELM_HOOK_WEIGHT: "0",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import gc
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from vf.lower import lower
 from vf.plan import plan_environment
 from vf.planir import Plan
 from vf.render import render_components, render_generated_components, render_plan
-from vf.verify import verify
+from vf.verify import json_text, verify
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +61,18 @@ def resolve_flow_id(graph: Graph, targets: Targets) -> str:
 
 def compile_project(request: CompileRequest) -> CompileResult:
     """Run every stage; raise a VfError listing every problem, never write anything."""
+    # The compile builds many small, long-lived objects and no cycles worth collecting:
+    # pausing the collector saves a large share of the time at thousands of nodes.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _compile(request)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _compile(request: CompileRequest) -> CompileResult:
     flow, path = load_flow(request.graph)
     targets = select_environments(
         load_targets(find_config(path, request.config)), request.environments
@@ -99,4 +111,4 @@ def compile_project(request: CompileRequest) -> CompileResult:
 
 
 def plan_json_text(document: dict[str, Any]) -> str:
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json_text(document)

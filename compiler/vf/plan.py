@@ -13,6 +13,7 @@ from vf.errors import Problem, raise_if
 from vf.gpu_ir import GpuGrant, GpuPlan
 from vf.gpu_plan import plan_gpu
 from vf.graph import Graph, NodeIR
+from vf.plan_component import component_resources, component_run
 from vf.plan_context import (
     COMPONENT,
     FLOW_LABEL,
@@ -26,11 +27,20 @@ from vf.plan_context import (
 )
 from vf.plan_infra import plan_infra, plan_provision
 from vf.plan_inputs import check_config_nodes, resolve_images, resolve_replicas
+from vf.plan_security import plan_security, security_warnings
 from vf.planir import PLAN_VERSION, Channel, ContainerResources, Pairs, Plan, Workload
 from vf.workload_config import pod_mounts
 from vf_runtime.constants import BATCH, ENVELOPE_VERSION, GPU, HEALTH_PORT
 
 STATEFULSET_NAME_MAX = 52  # leaves room for the controller-revision-hash label
+
+
+def _flow_labels(flow_id: str) -> Pairs:
+    return (
+        (FLOW_LABEL, names.label_value(flow_id)),
+        (MANAGED_BY, "vf"),
+        (PART_OF, names.label_value(flow_id)),
+    )
 
 
 def plan_environment(
@@ -48,11 +58,7 @@ def plan_environment(
     raise_if(problems)
     admission = admit(graph, env, flags=flags)
     run_id, run_source = _run_id(graph, env, flow_id=flow_id, replicas=replicas)
-    flow_labels: Pairs = (
-        (FLOW_LABEL, names.label_value(flow_id)),
-        (MANAGED_BY, "vf"),
-        (PART_OF, names.label_value(flow_id)),
-    )
+    flow_labels = _flow_labels(flow_id)
     run_labels = (*flow_labels, (RUN_LABEL, run_id))
     ctx = PlanContext(
         graph=graph,
@@ -66,6 +72,7 @@ def plan_environment(
     raise_if(problems)
     workloads = tuple(_workload(ctx, node, images[node.name], gpu) for node in graph.nodes)
     raise_if(_rollout_problems(env, workloads))
+    security = plan_security(env, workloads=workloads)
     return Plan(
         version=PLAN_VERSION,
         environment=env.name,
@@ -92,7 +99,8 @@ def plan_environment(
         admission=admission,
         gpu=gpu,
         supervision=env.workloads.supervision,
-        warnings=_warnings(graph, images, admission),
+        security=security,
+        warnings=_warnings(graph, images, admission) + security_warnings(security),
     )
 
 
@@ -160,7 +168,7 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str, gpu: GpuPlan | None) -
         replicas=replicas,
         indexed=kind == "Job" and replicas > 1,
         image=image,
-        resources=_resources(ctx.env, node.name),
+        resources=component_resources(ctx.env, node=node, merged=_resources(ctx.env, node.name)),
         env=env,
         labels=labels,
         selector=selector,
@@ -171,6 +179,7 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str, gpu: GpuPlan | None) -
         gpu_count=node.gpu_count if node.device_type == GPU else 0,
         mounts=pod_mounts(ctx.env.workloads.mounts_for(node.name)),
         rollout=ctx.env.workloads.rollout_for(node.name) if kind == "Deployment" else None,
+        component=component_run(node),
     )
 
 
@@ -204,13 +213,16 @@ def _worker_env(ctx: PlanContext, node: NodeIR, grant: GpuGrant | None) -> Pairs
         "VF_HAS_CHILDREN": "1" if node.children else "0",
         "VF_HEALTH_PORT": str(HEALTH_PORT),
         "VF_NB_TASKS": str(ctx.replicas[node.name]),
-        "VF_NODE_CLASS": node.node_class,
         "VF_NODE_KIND": node.kind,
         "VF_NODE_NAME": node.name,
         "VF_NODE_PARAMS_JSON": node.params_json,
         "VF_PARENT_NAMES": ",".join(node.parents),
         "VF_RUN_ID": ctx.run_id,
     }
+    if node.component is None:
+        env["VF_NODE_CLASS"] = node.node_class
+    else:  # a native component: its descriptor, not a Python class (docs/PROTOCOL.md §20)
+        env["VF_COMPONENT_REF"] = node.component.ref
     if node.partition_by is not None and ctx.partitioned(node):
         env["VF_PARTITION_BY"] = node.partition_by
     if node.join_policy is not None and node.parents:

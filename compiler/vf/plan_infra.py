@@ -8,10 +8,12 @@ from collections.abc import Mapping
 from vf import names
 from vf.config import Environment
 from vf.plan_context import COMPONENT, NAME, PlanContext
-from vf.planir import Infra, Provision
+from vf.planir import ContainerResources, Infra, Provision
 
 PROVISION_BACKOFF_LIMIT = 6
 TOPOLOGY_SHARD_BYTES = 256 * 1024
+# What creating streams and durables needs, so the Job is never the first pod evicted.
+PROVISION_RESOURCES = ContainerResources(cpu="50m", memory="64Mi", memory_limit="256Mi")
 
 
 def plan_infra(env: Environment) -> Infra:
@@ -91,4 +93,5 @@ def plan_provision(ctx: PlanContext, images: Mapping[str, str]) -> Provision:
         topology_shards=tuple(shards),
         backoff_limit=PROVISION_BACKOFF_LIMIT,
         labels=labels,
+        resources=PROVISION_RESOURCES,
     )

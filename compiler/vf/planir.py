@@ -13,7 +13,9 @@ from vf.admission import Admission
 from vf.capabilities import Known, Unknown, observation_json
 from vf.gpu_ir import GpuPlan
 from vf.infra_config import SecretRef
+from vf.security_ir import Security
 from vf.workload_config import Mount, Supervision
+from vf_runtime.components import ComponentPort
 
 PLAN_VERSION = "vf.plan/v1"
 
@@ -53,6 +55,16 @@ class Workload:
     gpu_count: int
     mounts: tuple[Mount, ...]
     rollout: str | None
+    component: ComponentRun | None = None  # omitted from the JSON when None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComponentRun:
+    """How a native component's container runs: its descriptor ref, command and ports."""
+
+    ref: str
+    command: tuple[str, ...]
+    ports: tuple[ComponentPort, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +89,7 @@ class Provision:
     topology_shards: tuple[str, ...]
     backoff_limit: int
     labels: Pairs
+    resources: ContainerResources
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +138,7 @@ class Plan:
     admission: Admission
     gpu: GpuPlan | None
     supervision: Supervision
+    security: Security
     warnings: tuple[str, ...]
 
 
@@ -138,13 +152,21 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Known | Unknown):
         return observation_json(value)
     if hasattr(value, "__dataclass_fields__"):
-        return {name: _field(name, getattr(value, name)) for name in value.__dataclass_fields__}
+        return {
+            name: _field(name, getattr(value, name))
+            for name in value.__dataclass_fields__
+            if not (name in _OMITTED_WHEN_NONE and getattr(value, name) is None)
+        }
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
     return value
 
 
-_PAIR_FIELDS = frozenset({"env", "labels", "selector", "flow_labels", "run_labels"})
+_PAIR_FIELDS = frozenset({"env", "labels", "selector", "flow_labels", "run_labels", "pod_labels"})
+
+
+# Fields added after plan v1 shipped: absent (not null) when unused, so plans stay as they were.
+_OMITTED_WHEN_NONE = frozenset({"component"})
 
 
 def _field(name: str, value: Any) -> Any:

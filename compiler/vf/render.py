@@ -6,8 +6,10 @@ import json
 from typing import Any
 
 from vf.infra import render_infra
-from vf.planir import Pairs, Plan, Workload
+from vf.planir import ContainerResources, Pairs, Plan, Workload
+from vf.render_component import apply_component
 from vf.render_gpu import claim_templates, decorate_pod, mig_parted_configmap
+from vf.render_security import namespace_object, network_policies
 from vf_runtime.constants import HEALTH_PORT
 
 Obj = dict[str, Any]
@@ -27,18 +29,23 @@ def render_components(plan: Plan) -> dict[str, list[Obj]]:
 
 
 def render_generated_components(plan: Plan) -> dict[str, list[Obj]]:
-    """Components vf writes per environment (the MIG geometry), keyed by component name."""
-    if plan.gpu is None:
-        return {}
-    mig = mig_parted_configmap(plan, plan.gpu)
-    return {} if mig is None else {f"mig-parted-{plan.environment}": [mig]}
+    """Components vf writes per environment (the MIG geometry, the labelled Namespace),
+    keyed by component name."""
+    out: dict[str, list[Obj]] = {}
+    namespace = namespace_object(plan)
+    if namespace is not None and plan.security.namespace_component is not None:
+        out[plan.security.namespace_component] = [namespace]
+    mig = mig_parted_configmap(plan, plan.gpu) if plan.gpu is not None else None
+    if mig is not None:
+        out[f"mig-parted-{plan.environment}"] = [mig]
+    return out
 
 
 def render_plan(plan: Plan) -> list[Obj]:
     """Every object of one environment: infrastructure, flow-wide objects, then each node's."""
     components = {**render_components(plan), **render_generated_components(plan)}
     objects: list[Obj] = [o for objs in components.values() for o in objs]
-    objects += [_broker_configmap(plan), _network_policy(plan)]
+    objects += [_broker_configmap(plan), *network_policies(plan)]
     if plan.gpu is not None:
         objects.extend(claim_templates(plan, plan.gpu))
     objects.extend(_topology_configmaps(plan))
@@ -96,21 +103,6 @@ def _secret_env(plan: Plan) -> list[Obj]:
         for var, ref in pairs
         if ref is not None
     ]
-
-
-def _network_policy(plan: Plan) -> Obj:
-    flow = dict(plan.flow_labels)
-    selector = {"vf.dev/flow": flow["vf.dev/flow"]}
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": _meta(plan, plan.network_policy, plan.flow_labels),
-        "spec": {
-            "podSelector": {"matchLabels": selector},
-            "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"podSelector": {"matchLabels": selector}}]}],
-        },
-    }
 
 
 def _topology_configmaps(plan: Plan) -> list[Obj]:
@@ -178,6 +170,7 @@ def _provision_job(plan: Plan) -> Obj:
             {"name": "VF_RUN_ID", "value": plan.run_id},
             {"name": "VF_TOPOLOGY_DIR", "value": TOPOLOGY_DIR},
         ],
+        "resources": _resources(prov.resources),
         "securityContext": _container_security(),
         "volumeMounts": mounts,
     }
@@ -224,8 +217,7 @@ def _probe(path: str, **timing: int) -> Obj:
     return {"httpGet": {"path": path, "port": "health"}, **timing}
 
 
-def _resources(workload: Workload) -> Obj:
-    res = workload.resources
+def _resources(res: ContainerResources) -> Obj:
     requests = {k: v for k, v in (("cpu", res.cpu), ("memory", res.memory)) if v is not None}
     limits = {
         k: v for k, v in (("cpu", res.cpu_limit), ("memory", res.memory_limit)) if v is not None
@@ -248,7 +240,7 @@ def _worker_container(plan: Plan, workload: Workload) -> Obj:
             {"configMapRef": {"name": workload.env_configmap}},
             {"configMapRef": {"name": plan.broker_configmap}},
         ],
-        "resources": _resources(workload),
+        "resources": _resources(workload.resources),
         "securityContext": _container_security(),
         "volumeMounts": [{"name": TMP_VOLUME, "mountPath": "/tmp"}, *_volume_mounts(workload)],
     }
@@ -260,6 +252,7 @@ def _worker_container(plan: Plan, workload: Workload) -> Obj:
         container["readinessProbe"] = _probe("/readyz", initialDelaySeconds=2, periodSeconds=5)
         container["livenessProbe"] = _probe("/healthz", initialDelaySeconds=10, periodSeconds=15)
         container["startupProbe"] = _probe("/readyz", periodSeconds=2, failureThreshold=60)
+    apply_component(container, workload)
     return container
 
 

@@ -14,12 +14,18 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from vf.capabilities import Known
 from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem
+from vf.graph import Graph
+from vf.local_components import local_commands
+from vf.local_gpus import read_host
+from vf.local_grants import gpu_requests, grant_local_gpus
 from vf.pipeline import CompileRequest, compile_project
 from vf.planir import Plan
 from vf_runtime.broker import BrokerError, announce_stop
@@ -46,14 +52,35 @@ class RunLocalRequest:
     stall_seconds: float | None = 120.0
     extra_env: tuple[tuple[str, str], ...] = ()
     output: TextIO = sys.stderr
+    gpu_policy: str = "shared"
 
 
-def _plan(request: RunLocalRequest) -> Plan:
+@dataclass(frozen=True, kw_only=True)
+class _Launch:
+    """How each replica starts: native components' local commands, GPU grants' variables."""
+
+    commands: Mapping[str, tuple[str, ...]]
+    gpus: Mapping[tuple[str, int], Mapping[str, str]]
+
+
+def _prepare(plan: Plan, graph: Graph, request: RunLocalRequest) -> _Launch:
+    """Everything decided before any server or worker starts, so a refusal leaves nothing."""
+    commands = local_commands(graph)
+    requests = gpu_requests(plan, graph)
+    grants = grant_local_gpus(
+        requests, host=read_host() if requests else Known(()), policy=request.gpu_policy
+    )
+    for warning in grants.warnings:
+        request.output.write(f"[vf] warning: {warning}\n")
+    return _Launch(commands=commands, gpus=grants.env)
+
+
+def _plan(request: RunLocalRequest) -> tuple[Plan, Graph]:
     envs = (request.environment,) if request.environment else ()
     result = compile_project(
         CompileRequest(graph=request.graph, config=request.config, environments=envs)
     )
-    return result.plans[0]
+    return result.plans[0], result.graph
 
 
 def _topology(plan: Plan) -> RunTopology:
@@ -80,7 +107,15 @@ def needs_payload_store(plan: Plan) -> bool:
     )
 
 
-def _replicas(plan: Plan, *, urls: dict[str, str], request: RunLocalRequest) -> list[ReplicaSpec]:
+def _replicas(
+    plan: Plan,
+    *,
+    urls: dict[str, str],
+    request: RunLocalRequest,
+    launch: _Launch,
+) -> list[ReplicaSpec]:
+    """One process per replica; a native component runs its local command instead of
+    ``vf-worker``; a GPU replica gets its local grant instead of the cluster's count."""
     graph_dir = str(Path(request.graph.split(":")[0]).resolve().parent)
     path = os.pathsep.join(filter(None, [graph_dir, os.environ.get("PYTHONPATH", "")]))
     specs = []
@@ -97,8 +132,17 @@ def _replicas(plan: Plan, *, urls: dict[str, str], request: RunLocalRequest) -> 
                 "VF_EXIT_WITH_PARENT": "1",
                 **dict(request.extra_env),
             }
+            grant = launch.gpus.get((workload.node, replica))
+            if grant is not None:
+                env.pop("VF_GPU_COUNT", None)  # the cluster's count; the grant says what is here
+                env.update(grant)
+            native = launch.commands.get(workload.node)
             specs.append(
                 ReplicaSpec(node=workload.node, replica=replica, env=env, health_port=port)
+                if native is None
+                else ReplicaSpec(
+                    node=workload.node, replica=replica, env=env, health_port=port, command=native
+                )
             )
     return specs
 
@@ -143,7 +187,8 @@ def _policy(plan: Plan) -> SupervisionPolicy:
 
 def run_local(request: RunLocalRequest) -> int:
     """Compile, start services, provision, run every replica; return the exit code."""
-    plan = _plan(request)
+    plan, graph = _plan(request)
+    launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
     out = request.output
     with ExitStack() as stack:
         urls = _start_services(plan, request=request, stack=stack)
@@ -154,7 +199,7 @@ def run_local(request: RunLocalRequest) -> int:
             raise EnvironmentProblem(
                 exc.code, str(exc), "start nats-server with -js, or pass --nats URL"
             ) from exc
-        replicas = _replicas(plan, urls=urls, request=request)
+        replicas = _replicas(plan, urls=urls, request=request, launch=launch)
         out.write(
             f"[vf] running flow {plan.flow_id} run {plan.run_id} ({plan.flow_type}, "
             f"environment {plan.environment}): {len(replicas)} worker process(es)\n"

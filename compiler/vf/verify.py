@@ -24,6 +24,8 @@ from vf.planir import Plan, plan_to_json
 from vf.resources import schema_path
 from vf.schema_check import Check, compile_schema
 
+_encode_string = json.encoder.encode_basestring  # the C encoder where there is one
+_JSON_CONSTANTS = {None: "null", True: "true", False: "false"}
 PLAN_SCHEMA = "plan.v1.schema.json"
 CONFIGMAP_MAX_BYTES = 1024 * 1024
 OBJECT_MAX_BYTES = 1536 * 1024  # etcd's default request limit
@@ -128,6 +130,45 @@ def verify(
     return document
 
 
+def json_text(document: Any) -> str:
+    """``json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\\n"``, byte
+    for byte, built value by value with the C string encoder.
+
+    ``json.dumps`` with an indent runs the pure-Python encoder, which materialises a list of
+    millions of small chunks for a large plan before joining them: slower, and the compile's
+    peak memory. Here each value becomes one string as soon as its children are done.
+    """
+    return _json_value(document, "\n") + "\n"
+
+
+def _json_value(value: Any, newline: str) -> str:
+    if isinstance(value, str):
+        return _encode_string(value)
+    if isinstance(value, dict | list | tuple) and value:
+        inner = newline + "  "
+        if isinstance(value, dict):
+            items = [
+                _encode_string(str(key)) + ": " + _json_value(value[key], inner)
+                for key in sorted(value)
+            ]
+            return "{" + inner + ("," + inner).join(items) + newline + "}"
+        items = [_json_value(item, inner) for item in value]
+        return "[" + inner + ("," + inner).join(items) + newline + "]"
+    return _json_scalar(value)
+
+
+def _json_scalar(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{}"
+    if isinstance(value, list | tuple):
+        return "[]"
+    if value is None or type(value) is bool:
+        return _JSON_CONSTANTS[value]
+    if type(value) is int:
+        return int.__repr__(value)
+    return json.dumps(value)  # floats, and whatever json itself accepts or refuses
+
+
 @contextmanager
 def _paused_gc() -> Iterator[None]:
     """Pause the cyclic collector while a large, acyclic document is built and walked.
@@ -146,22 +187,23 @@ def _paused_gc() -> Iterator[None]:
 
 
 def _object_limits(plan: Plan, objects: Sequence[dict[str, Any]]) -> list[Problem]:
+    """Names unique per kind, ConfigMaps within 1 MiB, every object within etcd's limit."""
     problems: list[Problem] = []
     seen: dict[tuple[str, str], int] = {}
     for obj in objects:
         key = (str(obj["kind"]), str(obj["metadata"]["name"]))
         seen[key] = seen.get(key, 0) + 1
-        if obj["kind"] == "ConfigMap":
-            size = sum(len(k) + len(v.encode()) for k, v in obj.get("data", {}).items())
-            if size > CONFIGMAP_MAX_BYTES:
-                problems.append(
-                    Problem(
-                        code="VF_K8S_LIMIT",
-                        what=f"ConfigMap {key[1]} holds {size} bytes, over the 1 MiB limit",
-                        remedy="shrink the node's constructor arguments; load large data in open()",
-                        where=f"environment '{plan.environment}'",
-                    )
+        size, limit = _object_size(obj)
+        if size > limit:
+            problems.append(
+                Problem(
+                    code="VF_K8S_LIMIT",
+                    what=f"{key[0]} {key[1]} holds {size} bytes, over the API server's "
+                    f"{limit // 1024} KiB limit",
+                    remedy="shrink the node's constructor arguments; load large data in open()",
+                    where=f"environment '{plan.environment}'",
                 )
+            )
     for (kind, name), count in sorted(seen.items()):
         if count > 1:
             problems.append(
@@ -172,3 +214,13 @@ def _object_limits(plan: Plan, objects: Sequence[dict[str, Any]]) -> list[Proble
                 )
             )
     return problems
+
+
+def _object_size(obj: dict[str, Any]) -> tuple[int, int]:
+    """(bytes, limit): a ConfigMap's data against 1 MiB; anything else, its JSON (an upper
+    bound: escapes are never shorter than the UTF-8 they stand for) against etcd's limit."""
+    if obj["kind"] == "ConfigMap":
+        data = obj.get("data") or {}
+        size = sum(len(k) + len(str(v).encode("utf-8", "surrogatepass")) for k, v in data.items())
+        return size, CONFIGMAP_MAX_BYTES
+    return len(json.dumps(obj, separators=(",", ":"))), OBJECT_MAX_BYTES

@@ -17,6 +17,7 @@ import math
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,12 +102,16 @@ def _alarm(guard: Watchdog) -> Iterator[None]:
         raise LoadTimeout
 
     previous = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, guard.seconds)
+    began = time.monotonic()
+    delay, interval = signal.setitimer(signal.ITIMER_REAL, guard.seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if delay > 0:  # someone else's timer was running: give back what is left of it
+            left = delay - (time.monotonic() - began)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), interval)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ import ctypes
 import difflib
 import json
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from vf.errors import EnvironmentProblem, VfError
 
 MANIFEST = ".vf-manifest.json"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
@@ -96,6 +98,7 @@ def write_tree(out: Path, tree: Mapping[str, str]) -> None:
 def _swap_in(out: Path, tree: Mapping[str, str]) -> None:
     owned = set(check_owned(out))
     full = with_manifest(tree)
+    _check_encodable(full)
     target = out.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     _sweep_leftovers(target.parent, target.name)
@@ -116,6 +119,20 @@ def _swap_in(out: Path, tree: Mapping[str, str]) -> None:
         raise
     # The previous tree now sits in the staging path; a failure to delete it is swept later.
     shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_encodable(tree: Mapping[str, str]) -> None:
+    """Refuse, before touching the disk, a file that UTF-8 cannot encode."""
+    for rel in sorted(tree):
+        text = tree[rel]
+        if not text.isascii() and _SURROGATE.search(text):
+            raise VfError(
+                "VF_OUTPUT_TEXT",
+                f"{rel} would hold an unpaired surrogate (an escape like \\ud800), "
+                "which is not valid Unicode",
+                "remove the escaped surrogate from vf.yaml or from the graph's strings",
+                rel,
+            )
 
 
 def _sweep_leftovers(parent: Path, name: str) -> None:

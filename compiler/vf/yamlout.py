@@ -20,8 +20,10 @@ _RESERVED = frozenset(
     {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "nan", "inf", "~", "="}
 )
 _NUMBERISH = re.compile(r"^[-+]?(\.?[0-9]|\.(inf|nan)$)", re.IGNORECASE)
+# Keys and common values repeat across thousands of objects; long, unique strings do not.
 # Bounded so a long-lived process (a language server, a test session) cannot grow it forever.
-_RENDERED_MAX = 1 << 16
+_RENDERED_MAX = 4096
+_RENDERED_LEN = 64
 _RENDERED: dict[str, str] = {}
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
@@ -83,7 +85,7 @@ def _text(text: str) -> str:
     rendered = _RENDERED.get(text)
     if rendered is None:
         rendered = text if _is_plain(text) else quote(text)
-        if len(_RENDERED) < _RENDERED_MAX:
+        if len(_RENDERED) < _RENDERED_MAX and len(text) <= _RENDERED_LEN:
             _RENDERED[text] = rendered
     return rendered
 

@@ -5,23 +5,104 @@ backstop. Its *obligations* name the readers (durables) that still have to ack
 the envelope; each reader removes its own name after a successful ack and the
 last one deletes the blob. Removing a name twice is a no-op, so a redelivered
 message can never release a blob another reader still needs.
+
+A store that cannot be reached raises :class:`StoreUnavailable` (typed, transient);
+:func:`patiently` retries such an operation with backoff until it succeeds or the
+worker stops, so an outage delays messages but never spends their delivery budget.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
-from collections.abc import Iterable
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any, ParamSpec, TypeVar
 
+from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
 BLOB_PREFIX = "vf-blob-"
 IDEM_PREFIX = "vf-idem-"
 IDEM_TTL = 24 * 3600
+RETRY_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)
+_TRANSIENT = (
+    redis_errors.ConnectionError,  # refused, reset, still loading its data
+    redis_errors.TimeoutError,
+    redis_errors.ReadOnlyError,  # a replica during fail-over
+    redis_errors.TryAgainError,
+    redis_errors.ClusterDownError,
+    OSError,
+)
+log = logging.getLogger("vf.store")
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class StoreUnavailable(Exception):
+    """The payload store could not be reached; retrying later may succeed."""
+
+    code = "VF_STORE_UNAVAILABLE"
+    disposition = "transient"
+
+
+class Stopped(Exception):
+    """The worker is stopping while an operation waited for the store."""
+
+
+def _typed(method: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Translate the client's connection-level errors into :class:`StoreUnavailable`."""
+
+    @functools.wraps(method)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(*args, **kwargs)
+        except _TRANSIENT as exc:
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+    return wrapper
+
+
+async def patiently(
+    operation: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    stopping: Callable[[], bool],
+    on_retry: Callable[[], None] = lambda: None,
+) -> T:
+    """Run ``operation`` until the store answers; raise :class:`Stopped` if the worker stops."""
+    attempt = 0
+    while True:
+        try:
+            result = await operation()
+        except StoreUnavailable as exc:
+            if stopping():
+                raise Stopped(f"stopped while the payload store was unavailable ({what})") from exc
+            on_retry()
+            if attempt == 0:
+                log.warning("%s during %s; retrying with backoff: %s", exc.code, what, exc)
+            await asyncio.sleep(RETRY_DELAYS[min(attempt, len(RETRY_DELAYS) - 1)])
+            attempt += 1
+            continue
+        if attempt:
+            log.warning("payload store back after %d retries during %s", attempt, what)
+        return result
 
 
 def _obligations_key(ref: str) -> str:
     # The braces hash-tag both keys onto one Redis Cluster slot so MULTI covers them.
     return f"vf-blobobl-{{{ref}}}"
+
+
+# KEYS: blob, obligations; ARGV: reader. 1 when this reader's release deleted the blob.
+_RELEASE = """
+if redis.call('SREM', KEYS[2], ARGV[1]) == 1 and redis.call('SCARD', KEYS[2]) == 0 then
+  redis.call('UNLINK', KEYS[1], KEYS[2])  -- freed off the main thread
+  return 1
+end
+return 0
+"""
 
 
 class PayloadMissing(Exception):
@@ -34,6 +115,7 @@ class BlobStore:
     def __init__(self, client: Redis, *, ttl_seconds: int) -> None:
         self.client = client
         self.ttl = ttl_seconds
+        self._release = client.register_script(_RELEASE)
 
     @classmethod
     def from_url(cls, url: str, *, ttl_seconds: int) -> BlobStore:
@@ -42,6 +124,7 @@ class BlobStore:
             ttl_seconds=ttl_seconds,
         )
 
+    @_typed
     async def put(self, message_id: str, data: bytes, *, readers: Iterable[str]) -> str:
         """Store ``data`` for ``readers``; the same message id always maps to the same key."""
         ref = f"{BLOB_PREFIX}{message_id}"
@@ -54,23 +137,22 @@ class BlobStore:
             await pipe.execute()
         return ref
 
+    @_typed
     async def get(self, ref: str) -> bytes:
         data = await self.client.get(ref)
         if data is None:
             raise PayloadMissing(f"payload {ref} is not in the store (expired or never written)")
         return data if isinstance(data, bytes) else data.encode()
 
+    @_typed
     async def release(self, ref: str, *, reader: str) -> bool:
-        """Drop ``reader``'s obligation; delete the blob when none is left. True if deleted."""
-        key = _obligations_key(ref)
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.srem(key, reader)
-            pipe.scard(key)
-            removed, left = await pipe.execute()
-        if removed and left == 0:
-            await self.client.delete(ref, key)
-            return True
-        return False
+        """Drop ``reader``'s obligation; delete the blob when none is left. True if deleted.
+
+        One atomic script: the reader that removes the last name deletes blob and set
+        in the same step, so no crash can leave an unowned blob behind.
+        """
+        deleted = await self._release(keys=[ref, _obligations_key(ref)], args=[reader])
+        return bool(deleted)
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -92,8 +174,10 @@ class AppliedLog:
     def key(self, message_id: str) -> str:
         return idempotency_key(flow_id=self.flow_id, node=self.node, message_id=message_id)
 
+    @_typed
     async def seen(self, message_id: str) -> bool:
         return bool(await self.client.exists(self.key(message_id)))
 
+    @_typed
     async def mark(self, message_id: str) -> None:
         await self.client.set(self.key(message_id), b"1", ex=IDEM_TTL)

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,6 +21,8 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError
+
+from vf_runtime.redact import redact
 
 _STREAM_FIELDS = (
     "subjects",
@@ -38,7 +41,7 @@ class BrokerError(Exception):
     """The broker is unreachable, or holds topology that contradicts this run's."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))  # messages quote the URL, which may hold credentials
         self.code = code
 
 
@@ -78,9 +81,21 @@ def _accepts(host: str, port: int) -> bool:
         return False
 
 
-async def connect(url: str, *, timeout: float, name: str) -> Client:
-    """A connected client with JetStream reachable, or :class:`BrokerError`."""
+async def connect(
+    url: str, *, timeout: float, name: str, on_reconnect: Callable[[], None] | None = None
+) -> Client:
+    """A connected client with JetStream reachable, or :class:`BrokerError`.
+
+    ``on_reconnect`` runs after every reconnection: requests that were in flight
+    when the connection dropped will never be answered, and their owners re-issue them.
+    """
     await wait_for_port(url, timeout=timeout)
+
+    async def reconnected() -> None:
+        log.info("reconnected to the broker")
+        if on_reconnect is not None:
+            on_reconnect()
+
     try:
         client = await asyncio.wait_for(
             nats.connect(
@@ -92,7 +107,7 @@ async def connect(url: str, *, timeout: float, name: str) -> Client:
                 allow_reconnect=True,
                 error_cb=_log_error,
                 disconnected_cb=_log_disconnect,
-                reconnected_cb=_log_reconnect,
+                reconnected_cb=reconnected,
             ),
             timeout=timeout,
         )
@@ -110,15 +125,11 @@ async def connect(url: str, *, timeout: float, name: str) -> Client:
 
 async def _log_error(error: Exception) -> None:
     # nats-py's default prints a traceback per failed reconnect attempt.
-    log.debug("broker connection error: %s", error)
+    log.debug("broker connection error: %s", redact(str(error)))
 
 
 async def _log_disconnect() -> None:
     log.info("disconnected from the broker")
-
-
-async def _log_reconnect() -> None:
-    log.info("reconnected to the broker")
 
 
 def _normal(value: Any) -> Any:

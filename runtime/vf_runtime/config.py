@@ -204,7 +204,8 @@ def load_worker_config(env: Mapping[str, str]) -> WorkerConfig:
     version = r.integer("VF_ENVELOPE_VERSION", ENVELOPE_VERSION)
     if version != ENVELOPE_VERSION:
         r.problems.append(f"VF_ENVELOPE_VERSION={version} is not supported (only 4)")
-    node_class = r.text("VF_NODE_CLASS")
+    # a native component names its descriptor (VF_COMPONENT_REF) instead of a Python class
+    node_class = r.text("VF_NODE_CLASS", "" if env.get("VF_COMPONENT_REF") else None)
     if node_class and "." not in node_class:
         r.problems.append(f"VF_NODE_CLASS={node_class!r} must be 'module.ClassName'")
     parents = tuple(p for p in r.text("VF_PARENT_NAMES", "").split(",") if p)

@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STALL_SECONDS = 60.0
-COUNTERS = ("published", "received", "processed", "failed", "dead_lettered", "skipped")
+COUNTERS = (
+    "published",
+    "received",
+    "processed",
+    "failed",
+    "dead_lettered",
+    "skipped",
+    "deduplicated",  # republished outputs the stream already had (after a crash, a retry)
+    "redelivered",  # inputs received again (a lease ran out, a nak, a crashed sibling)
+)
+# Retries that delay messages without spending their delivery budget.
+RETRIES = ("publish", "store")
 
 
 @dataclass
@@ -22,13 +33,30 @@ class Metrics:
 
     node: str
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    retries: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RETRIES, 0))
     proc_count: int = 0
     proc_seconds: float = 0.0
     ready: bool = False
+    cpu_at_ready: float = 0.0
     last_beat: float = field(default_factory=time.monotonic)
 
     def bump(self, name: str, amount: int = 1) -> None:
         self.counts[name] += amount
+
+    def mark_ready(self) -> None:
+        """``open()`` returned: ready, and the CPU the work costs is counted from here."""
+        self.ready = True
+        self.cpu_at_ready = time.process_time()
+
+    def retried(self, name: str) -> None:
+        self.retries[name] += 1
+
+    def summary(self) -> str:
+        """One line of every counter, for the worker's last log line."""
+        counts = " ".join(f"{name}={value}" for name, value in self.counts.items())
+        retries = " ".join(f"{name}_retries={value}" for name, value in self.retries.items())
+        cpu = time.process_time() - self.cpu_at_ready
+        return f"{counts} {retries} cpu_seconds={cpu:.3f}"
 
     def observe(self, seconds: float) -> None:
         self.proc_count += 1
@@ -46,6 +74,9 @@ class Metrics:
         for name in COUNTERS:
             metric = f"vf_messages_{name}_total"
             lines += [f"# TYPE {metric} counter", f"{metric}{label} {self.counts[name]}"]
+        for name in RETRIES:
+            metric = f"vf_{name}_retries_total"
+            lines += [f"# TYPE {metric} counter", f"{metric}{label} {self.retries[name]}"]
         lines += [
             "# TYPE vf_processing_seconds summary",
             f"vf_processing_seconds_count{label} {self.proc_count}",

@@ -3,19 +3,25 @@
 Each parent is read through this replica's durable (shared by competing replicas,
 one per replica when partitioned). Fetched messages stay un-acked until the
 worker finishes with them; a keepalive extends their lease meanwhile.
+
+How much a replica fetches ahead follows how long its node takes: about
+``HOLD_SECONDS`` of work, between 1 and ``PREFETCH`` messages, so a fast node
+gets large batches and a slow one does not hoard what its siblings could take.
+REALTIME keeps no local backlog at all: what waits here is not the freshest any more.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
@@ -24,6 +30,7 @@ from vf_runtime.config import WorkerConfig
 from vf_runtime.constants import BATCH
 from vf_runtime.health import Metrics
 from vf_runtime.naming import RunNames
+from vf_runtime.pull import PullFeed
 from vf_runtime.topology import (
     PREFETCH,
     ReaderSpec,
@@ -34,7 +41,8 @@ from vf_runtime.topology import (
 from vf_runtime.wire import EOS, Envelope, WireError, decode_envelope
 
 log = logging.getLogger("vf.worker")
-FETCH_TIMEOUT = 1.0
+HOLD_SECONDS = 0.1
+SMOOTHING = 0.2
 
 
 @dataclass
@@ -63,10 +71,11 @@ def partition_key(envelope: Envelope, partition_by: str) -> object:
 
 
 class Inputs:
-    """Pull loops feeding one queue, and the durables behind them."""
+    """Continuous pulls feeding one queue, and the durables behind them."""
 
-    def __init__(self, js: JetStreamContext, *, config: WorkerConfig, metrics: Metrics) -> None:
-        self.js = js
+    def __init__(self, client: Client, *, config: WorkerConfig, metrics: Metrics) -> None:
+        self.client = client
+        self.js = client.jetstream(timeout=10)
         self.config = config
         self.metrics = metrics
         self.names = RunNames(config.flow_id, config.run_id)
@@ -75,11 +84,43 @@ class Inputs:
             p: self.names.durable(config.node_name, parent=p, partition=partition)
             for p in config.parents
         }
-        # REALTIME keeps no local backlog: what waits here is not the freshest any more.
-        self.batch = PREFETCH if config.flow_type == BATCH else 1
-        self.queue: asyncio.Queue[Delivery] = asyncio.Queue(maxsize=self.batch * 2)
+        self.realtime = config.flow_type != BATCH
+        # bounded by the backlog rule below, not by the queue
+        self.queue: asyncio.Queue[Delivery] = asyncio.Queue()
+        self.backlog = 0  # received and not yet through the node (or settled without it)
+        self.wakers: list[asyncio.Future[None]] = []  # pull loops waiting for room
+        self.node_seconds: float | None = None
         self.held: dict[int, Msg] = {}  # by id(): nats messages are unhashable
+        self.feeds: list[PullFeed] = []
         self.tasks: list[asyncio.Task[None]] = []
+
+    def target(self) -> int:
+        """How many messages this replica may hold ahead of its node."""
+        if self.realtime or self.node_seconds is None:
+            return 1
+        return max(1, min(PREFETCH, int(HOLD_SECONDS / max(self.node_seconds, 1e-6))))
+
+    def observe(self, seconds: float) -> None:
+        """Learn the node's pace from one call (an exponentially weighted mean)."""
+        last = self.node_seconds
+        self.node_seconds = seconds if last is None else last + SMOOTHING * (seconds - last)
+
+    def _free(self, feed: PullFeed) -> int:
+        return self.target() - self.backlog - feed.requested
+
+    def reconnected(self) -> None:
+        """Pull requests do not survive a broker restart: ask again at once."""
+        for feed in self.feeds:
+            feed.requested = 0
+        self.wake()
+
+    def done(self) -> None:
+        """One message left the backlog: handed through the node, parked or settled."""
+        self.backlog -= 1
+        if self.wakers:
+            target = self.target()
+            if any(self._free(feed) >= max(1, target // 2) for feed in self.feeds):
+                self.wake()
 
     def _spec(self, parent: str) -> ReaderSpec:
         config = self.config
@@ -98,7 +139,7 @@ class Inputs:
         )
 
     async def start(self) -> None:
-        """Ensure this replica's durables exist, then start one pull loop per parent."""
+        """Ensure this replica's durables exist, then start one continuous pull per parent."""
         for parent in self.config.parents:
             stream = self.names.stream(parent)
             # the parent may not have started yet: its stream is created here just the same
@@ -114,28 +155,59 @@ class Inputs:
             await ensure_consumer(
                 self.js, stream, data_consumer_config(self.names, self._spec(parent))
             )
-            sub = await self.js.pull_subscribe_bind(self.durables[parent], stream=stream)
-            task = asyncio.create_task(self._pull(parent, sub))
+            feed = PullFeed(
+                self.client,
+                stream=stream,
+                durable=self.durables[parent],
+                deliver=functools.partial(self._received, parent, self.durables[parent]),
+                changed=self.wake,
+            )
+            await feed.start()
+            self.feeds.append(feed)
+            task = asyncio.create_task(self._pull(feed))
             task.add_done_callback(_report_crash)
             self.tasks.append(task)
 
-    async def _pull(self, parent: str, sub: JetStreamContext.PullSubscription) -> None:
-        reader = self.durables[parent]
+    def _received(self, parent: str, reader: str, msg: Msg) -> None:
+        self.backlog += 1
+        self.metrics.bump("received")
+        if msg.metadata.num_delivered > 1:
+            self.metrics.bump("redelivered")
+        self.held[id(msg)] = msg
+        self.queue.put_nowait(_decode(msg, parent=parent, reader=reader))
+
+    async def _pull(self, feed: PullFeed) -> None:
+        """Keep requests outstanding for the room this replica has."""
         while True:
-            try:
-                messages = await sub.fetch(batch=self.batch, timeout=FETCH_TIMEOUT)
-            except (TimeoutError, NatsTimeout):
+            target = self.target()
+            free = self._free(feed)
+            if free >= max(1, target // 2) and feed.ready():
+                try:
+                    await feed.request(free)
+                except Exception as exc:  # closed or reconnecting: try again shortly
+                    log.warning("pull request on %s failed, retrying: %s", feed.durable, exc)
+                    await asyncio.sleep(0.5)
                 continue
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("fetch from %s failed, retrying: %s", parent, exc)
-                await asyncio.sleep(0.5)
-                continue
-            for msg in messages:
-                self.held[id(msg)] = msg
-                self.metrics.bump("received")
-                await self.queue.put(_decode(msg, parent=parent, reader=reader))
+            feed.check()
+            await self._nap(feed.wait_hint())
+
+    async def _nap(self, seconds: float) -> None:
+        """Sleep until there may be room (``done``, a request ended) or ``seconds`` passed."""
+        loop = asyncio.get_running_loop()
+        waker: asyncio.Future[None] = loop.create_future()
+        self.wakers.append(waker)
+        timer = loop.call_later(seconds, _wake, waker)
+        try:
+            await waker
+        finally:
+            timer.cancel()
+            with contextlib.suppress(ValueError):
+                self.wakers.remove(waker)
+
+    def wake(self) -> None:
+        """There may be room to ask the broker for more."""
+        for waker in self.wakers:
+            _wake(waker)
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -143,6 +215,9 @@ class Inputs:
         for task in self.tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        for feed in self.feeds:
+            with contextlib.suppress(Exception):
+                await feed.stop()
 
     async def settle(self, msg: Msg, *, action: str, delay: float | None = None) -> None:
         """Ack, term or nak ``msg`` and stop keeping it alive."""
@@ -170,6 +245,11 @@ class Inputs:
         except Exception:
             return None
         return info.num_pending or 0, info.num_ack_pending or 0
+
+
+def _wake(waker: asyncio.Future[None]) -> None:
+    if not waker.done():
+        waker.set_result(None)
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:

@@ -8,6 +8,7 @@ a crash is de-duplicated by the stream. BATCH publishes wait out a full stream
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import logging
 import time
@@ -16,16 +17,22 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import NoRespondersError
+from nats.errors import (
+    ConnectionReconnectingError,
+    NoRespondersError,
+    OutboundBufferLimitError,
+)
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
-from nats.js.errors import APIError
+from nats.js.errors import APIError, NoStreamResponseError
 
-from vf_runtime.blobstore import BlobStore
+from vf_runtime.blobstore import BlobStore, patiently
 from vf_runtime.config import WorkerConfig
 from vf_runtime.constants import BATCH
 from vf_runtime.health import Metrics
+from vf_runtime.jsacks import AckInbox
 from vf_runtime.naming import RunNames
 from vf_runtime.wire import (
     ABORT,
@@ -41,10 +48,19 @@ from vf_runtime.wire import (
 
 log = logging.getLogger("vf.worker")
 BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
+SWEEP_EVERY = 0.5
+# Publish failures that a later attempt may get past (an APIError only when _retryable).
+TRANSIENT = (
+    APIError,
+    TimeoutError,  # nats.errors.TimeoutError is one
+    NoRespondersError,
+    NoStreamResponseError,  # what nats-py makes of "no responders" for JetStream
+    OutboundBufferLimitError,  # reconnecting, and the client's buffer is full
+    ConnectionReconnectingError,
+)
 PUBLISH_TIMEOUT = 10.0
 REALTIME_TIMEOUT = 2.0
 SAMPLE_WINDOW = 60.0
-PUBLISH_WINDOW = 16
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,14 +86,15 @@ class Publisher:
 
     def __init__(
         self,
-        js: JetStreamContext,
+        client: Client,
         *,
         config: WorkerConfig,
         metrics: Metrics,
         blobs: BlobStore | None,
         stopping: Callable[[], bool],
     ) -> None:
-        self.js = js
+        self.js = client.jetstream(timeout=10)
+        self.acks = AckInbox(client)
         self.config = config
         self.names = RunNames(config.flow_id, config.run_id)
         self.subject = self.names.subject(config.node_name)
@@ -86,6 +103,9 @@ class Publisher:
         self.stopping = stopping
         self.readers: tuple[str, ...] = ()
         self.distinct = 0
+        self.held_back = False  # a publish is being retried (full stream, broker away)
+        self.waiting: collections.deque[tuple[float, str]] = collections.deque()
+        self.sweeper: asyncio.Task[None] | None = None
 
     def _envelope(self, kind: str, *, stamp: Stamp, payload: tuple[str, bytes]) -> Envelope:
         return Envelope(
@@ -115,14 +135,82 @@ class Publisher:
         return Prepared(raw=encode_envelope(envelope), message_id=envelope.message_id)
 
     async def send(self, prepared: Prepared) -> None:
-        """Publish a prepared output and wait for the stream's ack.
+        """Publish a prepared output and wait until the stream has it (or gave up, REALTIME)."""
+        await self.confirm(prepared, await self.submit(prepared))
 
-        Tasks started in order hand their bytes to the connection in order, so a
-        window of concurrent sends keeps the publication order.
+    async def start(self) -> None:
+        await self.acks.start()
+
+    async def submit(self, prepared: Prepared) -> asyncio.Future[bool]:
+        """Hand a prepared output to the connection; the future settles with the stream's ack.
+
+        Its result says whether the stream already had the message (a duplicate).
+        Outputs submitted in order reach the stream in order. Every future settles:
+        with the ack, the broker's refusal, or a timeout after ``PUBLISH_TIMEOUT``.
         """
-        if await self._send(prepared.raw, subject=self.subject, msg_id=prepared.message_id):
+        headers = {"Nats-Msg-Id": prepared.message_id, "VF-Env": "4"}
+        try:
+            token, future = await self.acks.publish(self.subject, prepared.raw, headers=headers)
+        except TRANSIENT as exc:  # reconnecting with a full buffer: confirm() retries it
+            failed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed
+        timeout = PUBLISH_TIMEOUT if self.config.flow_type == BATCH else REALTIME_TIMEOUT
+        self.waiting.append((time.monotonic() + timeout, token))
+        if self.sweeper is None or self.sweeper.done():
+            self.sweeper = asyncio.create_task(self._sweep())
+        return future
+
+    async def confirm(self, prepared: Prepared, future: asyncio.Future[bool]) -> None:
+        """Wait for a submitted output; a failed one is republished with DELIV-2's patience."""
+        try:
+            fresh = not await future
+        except TRANSIENT as exc:
+            if isinstance(exc, APIError) and not _retryable(exc):
+                raise
+            if self.config.flow_type != BATCH:
+                log.warning("dropped a REALTIME output after a failed publish: %s", exc)
+                return
+            self._held_back(exc)
+            await asyncio.sleep(BACKOFF[0])
+            raw, msg_id = prepared.raw, prepared.message_id
+            stored = await self._send(raw, subject=self.subject, msg_id=msg_id)
+            # After an unanswered attempt a "duplicate" is most likely that attempt itself.
+            fresh = stored or not isinstance(exc, APIError)
+        if fresh:
             self.distinct += 1
             self.metrics.bump("published")
+        else:
+            self.metrics.bump("deduplicated")
+
+    async def _sweep(self) -> None:
+        """Time out submitted publishes the broker never answered (a restart, a lost reply)."""
+        while self.waiting:
+            await asyncio.sleep(SWEEP_EVERY)
+            now = time.monotonic()
+            while self.waiting and (
+                self.waiting[0][1] not in self.acks.waiting or self.waiting[0][0] <= now
+            ):
+                _, token = self.waiting.popleft()
+                self.acks.expire(token, NatsTimeout())
+
+    def reconnected(self) -> None:
+        """Replies to publishes in flight when the connection dropped never come: retry now."""
+        while self.waiting:
+            _, token = self.waiting.popleft()
+            self.acks.expire(token, ConnectionReconnectingError())
+
+    async def close(self) -> None:
+        if self.sweeper is not None:
+            self.sweeper.cancel()
+        await self.acks.stop()
+
+    def _held_back(self, exc: BaseException) -> None:
+        self.metrics.retried("publish")
+        self.metrics.beat()
+        if not self.held_back:
+            log.warning("publishing to %s held back, retrying: %s", self.subject, exc)
+            self.held_back = True
 
     async def _offload(self, envelope: Envelope) -> Envelope:
         if self.blobs is None:
@@ -132,12 +220,22 @@ class Publisher:
                 f"{self.config.max_inline_bytes} bytes and no payload store is configured "
                 "(set VF_BLOB_REDIS_URL)",
             )
-        ref = await self.blobs.put(envelope.message_id, envelope.payload, readers=self.readers)
+        blobs = self.blobs
+        ref = await patiently(
+            lambda: blobs.put(envelope.message_id, envelope.payload, readers=self.readers),
+            what="offload",
+            stopping=self.stopping,
+            on_retry=self._store_retry,
+        )
         blob = BlobRef(
             ref=ref, inner_payload_type=envelope.payload_type, size=len(envelope.payload)
         )
         payload_type, data = encode_payload(blob)
         return dataclasses.replace(envelope, payload_type=payload_type, payload=data)
+
+    def _store_retry(self) -> None:
+        self.metrics.retried("store")
+        self.metrics.beat()
 
     async def terminator(self, *, error: ErrorInfo | None = None) -> None:
         """This replica's end-of-stream (or abort) marker on its own EOS subject."""
@@ -161,8 +259,11 @@ class Publisher:
             try:
                 timeout = PUBLISH_TIMEOUT if patient else REALTIME_TIMEOUT
                 ack = await self.js.publish(subject, raw, timeout=timeout, headers=headers)
+                if self.held_back:
+                    log.warning("publishing to %s resumed", subject)
+                    self.held_back = False
                 return not ack.duplicate
-            except (APIError, NatsTimeout, NoRespondersError) as exc:
+            except TRANSIENT as exc:
                 if not patient:
                     log.warning("dropped a REALTIME output after a failed publish: %s", exc)
                     return False
@@ -170,6 +271,7 @@ class Publisher:
                     raise
                 if self.stopping() and not always:
                     raise
+                self._held_back(exc)
                 await asyncio.sleep(BACKOFF[min(attempt, len(BACKOFF) - 1)])
                 attempt += 1
 

@@ -1,9 +1,12 @@
 """The processor and consumer loop: receive, group, call the node, publish, then ack.
 
-Failures nak with backoff until the delivery budget is spent and then go to the
-dead-letter queue with their reason; undecodable messages go there at once. The
-loop ends when every parent replica's terminator was seen and every input has
-drained, or at once on a control stop.
+Each complete input group goes to the node thread in arrival order; while the node
+works on one group, earlier groups are published and acked, within a bounded
+window of groups in flight. Nothing is acked before its output was published
+(DELIV-1). An idempotent consumer takes one group at a time, so whatever it
+applied is recorded before it applies the next (IDEM-1). The loop ends when every
+parent replica's terminator was seen and every input has drained, or at once on
+a control stop.
 """
 
 from __future__ import annotations
@@ -11,30 +14,27 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import random
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from vf_runtime.assembler import Group, TraceAssembler
-from vf_runtime.blobstore import AppliedLog, BlobStore, PayloadMissing
+from vf_runtime.assembler import TraceAssembler
+from vf_runtime.blobstore import AppliedLog, BlobStore, PayloadMissing, Stopped, patiently
 from vf_runtime.config import WorkerConfig
 from vf_runtime.health import Metrics
 from vf_runtime.inputs import Delivery, EndOfStream, Inputs, owns, partition_key
-from vf_runtime.outputs import (
-    PUBLISH_WINDOW,
-    DeadLetters,
-    Prepared,
-    Publisher,
-    Stamp,
-    Window,
-)
+from vf_runtime.nodethread import NodeThread
+from vf_runtime.outputs import Publisher, Stamp, Window
+from vf_runtime.settle import Settler
+from vf_runtime.topology import PUBLISH_WINDOW
 from vf_runtime.wire import BLOB_REF, DATA, BlobRef, WireError, decode_payload
 
 log = logging.getLogger("vf.worker")
 IDLE_WAIT = 0.2
 EOS_POLL = 0.25
 ONE_SHOT = "_partition_key"
+T = TypeVar("T")
 
 
 def _numpy_available() -> bool:
@@ -45,6 +45,31 @@ def _numpy_available() -> bool:
     return True
 
 
+_NOT_RUN = object()
+
+
+def _timed(
+    call: Callable[..., Any], values: list[Any], stopped: Callable[[], bool]
+) -> tuple[Any, float]:
+    """On the node thread: the node's result and how long it took (not run after a stop)."""
+    if stopped():
+        return _NOT_RUN, 0.0
+    started = time.perf_counter()
+    result = call(*values)
+    return result, time.perf_counter() - started
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wiring:
+    """Where a processor loop's inputs come from and its results go."""
+
+    inputs: Inputs
+    settler: Settler
+    publisher: Publisher | None
+    blobs: BlobStore | None
+    applied: AppliedLog | None
+
+
 class ProcessorLoop:
     """One replica's receive → process → publish → ack loop."""
 
@@ -53,42 +78,52 @@ class ProcessorLoop:
         call: Callable[..., Any],
         *,
         config: WorkerConfig,
-        inputs: Inputs,
-        outputs: tuple[Publisher | None, DeadLetters],
-        stores: tuple[BlobStore | None, AppliedLog | None],
+        wiring: Wiring,
+        thread: NodeThread,
         metrics: Metrics,
     ) -> None:
         self.call = call
         self.config = config
-        self.inputs = inputs
-        self.publisher, self.dlq = outputs
-        self.blobs, self.applied = stores
+        self.inputs = wiring.inputs
+        self.settler = wiring.settler
+        self.publisher = wiring.publisher
+        self.blobs, self.applied = wiring.blobs, wiring.applied
+        self.thread = thread
         self.metrics = metrics
         self.arrays = _numpy_available()
         self.assembler: TraceAssembler[Delivery] | None = (
             TraceAssembler(config.parents, config.join_policy) if len(config.parents) > 1 else None
         )
         self.fatal = False
-        self.window = Window(PUBLISH_WINDOW)
+        self.window = Window(1 if self.applied is not None else PUBLISH_WINDOW)
+        self.stop = asyncio.Event()
 
     async def run(self, stop: asyncio.Event, eos: EndOfStream) -> bool:
-        """Loop until drained (True) or stopped (False); in-flight publishes finish first."""
+        """Loop until drained (True) or stopped (False); in-flight groups finish first."""
+        self.stop = stop
+        self.settler.stopping = stop.is_set
         try:
             return await self._loop(stop, eos)
         finally:
             await self.window.wait()
+            await self.settler.drain()
 
     async def _loop(self, stop: asyncio.Event, eos: EndOfStream) -> bool:
         last_poll = 0.0
         while not stop.is_set() and not self.fatal:
             self.metrics.beat()
+            self.window.check()
             delivery = await self._next_delivery()
             if delivery is not None:
-                await self.handle(delivery)
+                try:
+                    if not await self.handle(delivery):
+                        self.inputs.done()
+                except Stopped:
+                    return False
                 continue
             if self.assembler is not None:
                 for group in self.assembler.expire():
-                    await self.incomplete(group)
+                    await self.settler.incomplete(group)
             if time.monotonic() - last_poll >= EOS_POLL:
                 last_poll = time.monotonic()
                 await eos.poll()
@@ -122,33 +157,46 @@ class ProcessorLoop:
     async def flush(self) -> None:
         if self.assembler is not None:
             for group in self.assembler.take_all():
-                await self.incomplete(group, at_end=True)
+                await self.settler.incomplete(group, at_end=True)
 
-    async def handle(self, delivery: Delivery) -> None:
+    async def handle(self, delivery: Delivery) -> bool:
+        """Take one delivery; True when it went to the node (which then ends its backlog)."""
         if delivery.error is not None:
             error = delivery.error
-            await self.dead_letter([delivery], code="VF_POISON_DECODE", reason=str(error))
-            return
+            await self.settler.dead_letter([delivery], code="VF_POISON_DECODE", reason=str(error))
+            return False
         envelope = delivery.envelope
         assert envelope is not None
         if envelope.type != DATA:
             await self.inputs.settle(delivery.msg, action="ack")
-            return
+            return False
         if self.config.partitioned:
             if not await self._owned(delivery):
-                return
+                return False
         elif not await self._resolve(delivery):
-            return
+            return False
         if self.assembler is None:
             await self.process([delivery])
-            return
-        outcome = self.assembler.add(delivery, parent=delivery.parent, trace_id=envelope.trace_id)
+            return True
+        return await self._join(delivery, self.assembler)
+
+    async def _join(self, delivery: Delivery, assembler: TraceAssembler[Delivery]) -> bool:
+        """Add to its join group; True when that completed the group (sent to the node)."""
+        assert delivery.envelope is not None
+        trace_id = delivery.envelope.trace_id
+        outcome = assembler.add(delivery, parent=delivery.parent, trace_id=trace_id)
         for stale in outcome.superseded:
             await self.inputs.settle(stale.msg, action="term")
+        for group in outcome.evicted:
+            await self.settler.incomplete(group)
         for group in outcome.complete:
             await self.process([group.items[p] for p in self.config.parents])
-        for group in outcome.evicted:
-            await self.incomplete(group)
+        return bool(outcome.complete)
+
+    async def _store(self, operation: Callable[[], Awaitable[T]], *, what: str) -> T:
+        return await patiently(
+            operation, what=what, stopping=self.stop.is_set, on_retry=self.settler.store_retry
+        )
 
     async def _resolve(self, delivery: Delivery) -> bool:
         """Decode the payload (fetching an offloaded one); dead-letter it when impossible."""
@@ -158,14 +206,15 @@ class ProcessorLoop:
             payload_type, data = envelope.payload_type, envelope.payload
             value = decode_payload(payload_type, data, arrays=self.arrays)
             if isinstance(value, BlobRef):
-                delivery.blob_ref = value.ref
-                if self.blobs is None:
+                blobs, ref = self.blobs, value.ref
+                delivery.blob_ref = ref
+                if blobs is None:
                     raise WireError("VF_BLOB_NO_STORE", "payload is offloaded but no store is set")
-                data = await self.blobs.get(value.ref)
+                data = await self._store(lambda: blobs.get(ref), what="fetch")
                 value = decode_payload(value.inner_payload_type, data, arrays=self.arrays)
         except (WireError, PayloadMissing) as exc:
             code = getattr(exc, "code", "VF_BLOB_MISSING")
-            await self.dead_letter([delivery], code=code, reason=str(exc))
+            await self.settler.dead_letter([delivery], code=code, reason=str(exc))
             return False
         delivery.value = value
         return True
@@ -190,13 +239,14 @@ class ProcessorLoop:
         if not owns(key, replicas=config.nb_tasks, replica=config.replica_id):
             if envelope.payload_type == BLOB_REF and delivery.blob_ref is None:
                 delivery.blob_ref = decode_payload(BLOB_REF, envelope.payload).ref
-            await self.inputs.settle(delivery.msg, action="ack")
-            await self.release(delivery)
+            await self.settler.finish([delivery])
             self.metrics.bump("skipped")
             return False
         if key is None:
             reason = f"no partition key {config.partition_by!r} in metadata or payload"
-            await self.dead_letter([delivery], code="VF_POISON_PARTITION_KEY", reason=reason)
+            await self.settler.dead_letter(
+                [delivery], code="VF_POISON_PARTITION_KEY", reason=reason
+            )
             return False
         return resolved or await self._resolve(delivery)
 
@@ -220,104 +270,52 @@ class ProcessorLoop:
         return ids[0] if len(ids) == 1 else hashlib.sha256("|".join(ids).encode()).hexdigest()[:32]
 
     async def process(self, group: list[Delivery]) -> None:
-        """Call the node on one complete input group; publish, then ack (never before).
+        """Hand one complete input group on; it is published, then acked, in the window."""
+        await self.window.spawn(self._through(group))
 
-        The node runs one group at a time; publishing and acking overlap the next
-        group inside a bounded window.
-        """
-        group_id = self._group_id(group)
-        if self.applied is not None and await self.applied.seen(group_id):
-            await self._finish(group)
-            self.metrics.bump("skipped")
-            return
-        started = time.perf_counter()
-        prepared = None
+    async def _through(self, group: list[Delivery]) -> None:
+        """Call the node on one group unless an idempotent consumer applied it already."""
+        applied = self.applied
+        group_id = self._group_id(group) if applied is not None else ""
+        if applied is not None:
+            try:
+                seen = await self._store(lambda: applied.seen(group_id), what="idempotency check")
+            except Stopped:
+                self.inputs.done()
+                return  # left un-acked: redelivered to whoever runs next
+            if seen:
+                self.inputs.done()
+                await self.settler.finish(group)
+                self.metrics.bump("skipped")
+                return
+        await self._call(group, group_id)
+
+    async def _call(self, group: list[Delivery], group_id: str) -> None:
+        """Publish the node's result, record it when idempotent, then ack (never before)."""
+        values = [d.value for d in group]
+        future = self.thread.submit(_timed, self.call, values, self.stop.is_set)
         try:
-            result = await asyncio.to_thread(self.call, *[d.value for d in group])
-            elapsed = time.perf_counter() - started
+            result, elapsed = await future
+        except Exception as exc:
+            self.inputs.done()
+            self.fatal = await self.settler.fail(group, exc) or self.fatal
+            return
+        self.inputs.done()
+        if result is _NOT_RUN:
+            return  # stopped: left un-acked for whoever runs next
+        self.inputs.observe(elapsed)
+        try:
             if self.publisher is not None:
                 prepared = await self.publisher.prepare(result, self._stamp(group, elapsed))
-        except Exception as exc:
-            await self.fail(group, exc)
-            return
-        await self.window.spawn(
-            self._complete(group, prepared=prepared, group_id=group_id, elapsed=elapsed)
-        )
-
-    async def _complete(
-        self, group: list[Delivery], *, prepared: Prepared | None, group_id: str, elapsed: float
-    ) -> None:
-        try:
-            if self.publisher is not None and prepared is not None:
                 await self.publisher.send(prepared)
-        except Exception as exc:
-            await self.fail(group, exc)
+            if self.applied is not None:
+                applied = self.applied
+                await self._store(lambda: applied.mark(group_id), what="idempotency record")
+        except Stopped:
             return
-        if self.applied is not None:
-            await self.applied.mark(group_id)
-        await self._finish(group)
+        except Exception as exc:
+            self.fatal = await self.settler.fail(group, exc) or self.fatal
+            return
+        await self.settler.finish(group)
         self.metrics.bump("processed")
         self.metrics.observe(elapsed)
-
-    async def _finish(self, group: list[Delivery]) -> None:
-        for delivery in group:
-            await self.inputs.settle(delivery.msg, action="ack")
-            await self.release(delivery)
-
-    async def release(self, delivery: Delivery) -> None:
-        """The reader's blob obligation ends with its successful ack, never earlier."""
-        if delivery.blob_ref is not None and self.blobs is not None:
-            try:
-                await self.blobs.release(delivery.blob_ref, reader=delivery.reader)
-            except Exception as exc:  # the TTL reclaims it
-                log.warning("could not release %s: %s", delivery.blob_ref, exc)
-
-    async def fail(self, group: list[Delivery], exc: Exception) -> None:
-        """Retry with backoff within the budget, then dead-letter; worker_fatal stops us."""
-        self.metrics.bump("failed")
-        disposition = str(
-            self.config.delivery.on_error or getattr(exc, "disposition", None) or "transient"
-        )
-        code = str(getattr(exc, "code", None) or f"VF_NODE_{type(exc).__name__.upper()}")
-        reason = f"{type(exc).__name__}: {exc}"
-        log.error("node failed (%s, %s): %s", code, disposition, reason, exc_info=exc)
-        if disposition == "worker_fatal":
-            for delivery in group:
-                await self.inputs.settle(delivery.msg, action="nak")
-            self.fatal = True
-            return
-        budget = self.config.delivery.max_deliver
-        for delivery in group:
-            attempts = delivery.msg.metadata.num_delivered
-            if disposition == "poison" or attempts >= budget:
-                await self.dead_letter(
-                    [delivery], code=code, reason=reason, disposition=disposition
-                )
-            else:
-                delay = min(2 ** max(1, attempts), self.config.retry_delay_cap)
-                await self.inputs.settle(
-                    delivery.msg, action="nak", delay=delay * random.uniform(0.5, 1.5)
-                )
-
-    async def incomplete(self, group: Group[Delivery], *, at_end: bool = False) -> None:
-        """A join group that will not complete: dropped, or dead-lettered so nothing vanishes."""
-        missing = sorted(set(self.config.parents) - set(group.items))
-        if self.config.join_policy.missing == "drop":
-            for delivery in group.items.values():
-                await self.inputs.settle(delivery.msg, action="ack")
-                await self.release(delivery)
-                self.metrics.bump("skipped")
-            return
-        reason = f"join group {group.trace_id} never got {', '.join(missing)}"
-        reason += " before end of stream" if at_end else ""
-        await self.dead_letter(list(group.items.values()), code="VF_JOIN_INCOMPLETE", reason=reason)
-
-    async def dead_letter(
-        self, group: list[Delivery], *, code: str, reason: str, disposition: str = "poison"
-    ) -> None:
-        """Copy to the DLQ, then terminate; if the DLQ refuses, nak so nothing is lost."""
-        for delivery in group:
-            if await self.dlq.send(delivery.msg, code=code, reason=reason, disposition=disposition):
-                await self.inputs.settle(delivery.msg, action="term")
-            else:
-                await self.inputs.settle(delivery.msg, action="nak", delay=5.0)

@@ -5,61 +5,100 @@ restarted live source never re-uses an id its previous life published (which the
 stream's de-duplication would silently drop). A producer class that sets
 ``replayable = True`` re-emits the same items after a restart and gets stable
 ids ``{node}:{n}`` instead, so the re-emitted items are de-duplicated.
+
+``next()`` runs on the node thread. Under BATCH the thread reads a few items
+ahead of the publisher, so producing and publishing overlap; under REALTIME it
+reads none ahead (an item produced early is an item that is older when it goes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 from vf_runtime.health import Metrics
 from vf_runtime.nodes import Producer
-from vf_runtime.outputs import PUBLISH_WINDOW, Publisher, Stamp, Window
+from vf_runtime.nodethread import NodeThread
+from vf_runtime.outputs import Prepared, Publisher, Stamp
+from vf_runtime.topology import PUBLISH_WINDOW
 
 log = logging.getLogger("vf.worker")
-
-
-def _next_item(node: Producer) -> tuple[bool, Any]:
-    # StopIteration cannot cross a thread boundary into a future, so it becomes a flag.
-    try:
-        return True, node.next()
-    except StopIteration:
-        return False, None
+READ_AHEAD = 8  # BATCH items a source may produce before the publisher takes them
 
 
 class ProducerLoop:
     """Runs ``next()`` until the source ends or a stop arrives."""
 
     def __init__(
-        self, node: Producer, *, name: str, publisher: Publisher | None, metrics: Metrics
+        self,
+        node: Producer,
+        *,
+        name: str,
+        publisher: Publisher | None,
+        metrics: Metrics,
+        thread: NodeThread,
     ) -> None:
         self.node = node
         self.publisher = publisher
         self.metrics = metrics
+        self.thread = thread
         replayable = bool(getattr(node, "replayable", False))
         self.prefix = name if replayable else f"{name}:{secrets.token_hex(6)}"
         self.count = 0
+        self._ended = False  # read and written on the node thread only
 
-    async def run(self, stop: asyncio.Event, *, beat: Any) -> None:
-        """Publish every item; the caller publishes the terminator afterwards."""
-        window = Window(PUBLISH_WINDOW)
+    def _next(self, stopped: Callable[[], bool]) -> tuple[bool, Any, float]:
+        """On the node thread: one ``next()``, unless the source ended or a stop came."""
+        if self._ended or stopped():
+            return False, None, 0.0
+        started = time.perf_counter()
         try:
-            await self._loop(stop, beat=beat, window=window)
-        finally:
-            await window.wait()
+            item = self.node.next()
+        except StopIteration:
+            self._ended = True
+            return False, None, 0.0
+        except BaseException:
+            self._ended = True
+            raise
+        return True, item, time.perf_counter() - started
 
-    async def _loop(self, stop: asyncio.Event, *, beat: Any, window: Window) -> None:
-        while not stop.is_set():
-            window.check()
+    async def run(self, stop: asyncio.Event, *, beat: Callable[[], None], ahead: int) -> None:
+        """Publish every item (``ahead``: items read in advance); the caller ends the stream."""
+        sent: collections.deque[tuple[Prepared, asyncio.Future[bool]]] = collections.deque()
+        try:
+            await self._loop(stop, beat=beat, sent=sent, ahead=max(ahead, 1))
+        finally:
+            while sent and self.publisher is not None:
+                await self.publisher.confirm(*sent.popleft())
+        if stop.is_set():
+            log.info("stopped by the control subject after %d items", self.count)
+        else:
+            log.info("source ended after %d items", self.count)
+
+    async def _loop(
+        self,
+        stop: asyncio.Event,
+        *,
+        beat: Callable[[], None],
+        sent: collections.deque[tuple[Prepared, asyncio.Future[bool]]],
+        ahead: int,
+    ) -> None:
+        thread = self.thread
+        pending = collections.deque(thread.submit(self._next, stop.is_set) for _ in range(ahead))
+        while pending:
             beat()
-            started = time.perf_counter()
-            more, item = await asyncio.to_thread(_next_item, self.node)
+            more, item, elapsed = await pending.popleft()
             if not more:
-                log.info("source ended after %d items", self.count)
-                return
+                return  # the calls still queued find the same flag and return at once
+            if len(pending) <= ahead // 2:  # refill in bursts: one wake-up of the thread each
+                pending.extend(
+                    thread.submit(self._next, stop.is_set) for _ in range(ahead - len(pending))
+                )
             self.count += 1
             self.metrics.bump("processed")
             if self.publisher is None:
@@ -68,8 +107,10 @@ class ProducerLoop:
                 trace_id=f"{self.prefix}:{self.count}",
                 seq=self.count,
                 event_ts=time.time(),
-                metadata={"proctime": time.perf_counter() - started},
+                metadata={"proctime": elapsed},
             )
             prepared = await self.publisher.prepare(item, stamp)
-            await window.spawn(self.publisher.send(prepared))
-        log.info("stopped by the control subject after %d items", self.count)
+            sent.append((prepared, await self.publisher.submit(prepared)))
+            # confirm in order: at most a window unconfirmed, and whatever is already back
+            while sent and (len(sent) >= PUBLISH_WINDOW or sent[0][1].done()):
+                await self.publisher.confirm(*sent.popleft())

@@ -28,7 +28,8 @@ from vf_runtime.naming import RunNames
 DUPLICATE_WINDOW = 120.0
 BATCH_MAX_MSGS = 10_000
 DLQ_MAX_AGE = 7 * 24 * 3600.0
-PREFETCH = 4
+PREFETCH = 64  # the most a replica fetches ahead of its node (fast nodes; slow ones less)
+PUBLISH_WINDOW = 64  # the most outputs a replica keeps in flight before their acks
 DEFAULT_JOIN_PENDING = 256
 OWNER = "vf"
 META_OWNER, META_FLOW, META_RUN, META_NODE, META_ROLE = (
@@ -75,7 +76,7 @@ def credit(*, replicas: int, partitioned: bool, parents: int, max_pending: int) 
     Competing replicas share one durable, so its credit grows with their number; a
     partitioned replica has its own. A join holds up to ``max_pending`` open groups.
     """
-    per_replica = 1 + PREFETCH
+    per_replica = 1 + PREFETCH + PUBLISH_WINDOW
     base = per_replica if partitioned else replicas * per_replica
     if parents > 1:
         base = max(base, max_pending * (parents - 1) + 1)

@@ -18,7 +18,7 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from nats.aio.client import Client
@@ -32,9 +32,11 @@ from vf_runtime.health import HealthServer, Metrics
 from vf_runtime.inputs import EndOfStream, Inputs
 from vf_runtime.naming import RunNames, token
 from vf_runtime.nodes import Consumer, Node, Processor, Producer
+from vf_runtime.nodethread import NodeThread
 from vf_runtime.outputs import DeadLetters, Publisher
-from vf_runtime.processor import ProcessorLoop
-from vf_runtime.producer import ProducerLoop
+from vf_runtime.processor import ProcessorLoop, Wiring
+from vf_runtime.producer import READ_AHEAD, ProducerLoop
+from vf_runtime.settle import Settler
 from vf_runtime.topology import dlq_config, eos_anchor_config, stream_config
 
 log = logging.getLogger("vf.worker")
@@ -101,13 +103,17 @@ class Worker:
         self.blobs: BlobStore | None = None
         self.applied: AppliedLog | None = None
         self._watch: asyncio.Task[None] | None = None
+        self.reconnect_listeners: list[Callable[[], None]] = []
 
     async def run(self) -> int:
         health = HealthServer(self.metrics, port=self.config.health_port)
         client: Client | None = None
         try:
             client = await connect(
-                self.config.nats_url, timeout=self.config.connect_timeout, name=self._label()
+                self.config.nats_url,
+                timeout=self.config.connect_timeout,
+                name=self._label(),
+                on_reconnect=self._reconnected,
             )
             return await self._run_connected(client)
         finally:
@@ -123,6 +129,10 @@ class Worker:
                     await self.blobs.close()
             health.close()
 
+    def _reconnected(self) -> None:
+        for listener in self.reconnect_listeners:
+            listener()
+
     def _label(self) -> str:
         return f"vf-{self.config.flow_id}-{self.config.node_name}-r{self.config.replica_id}"
 
@@ -134,32 +144,54 @@ class Worker:
         await ensure_stream(js, dlq_config(self.names))
         self._stores()
         publisher = await self._outputs(client) if self.config.has_children else None
-        dlq = DeadLetters(js, config=self.config, metrics=self.metrics)
         keepalive: asyncio.Task[None] | None = None
-        inputs = Inputs(js, config=self.config, metrics=self.metrics)
-        await asyncio.to_thread(self.node.open)
+        inputs = Inputs(client, config=self.config, metrics=self.metrics)
+        self.reconnect_listeners.append(inputs.reconnected)
+        if publisher is not None:
+            self.reconnect_listeners.append(publisher.reconnected)
+        thread = NodeThread(f"vf-node-{self.config.node_name}")
+        await thread.call(self.node.open)
         try:
-            self.metrics.ready = True
+            self.metrics.mark_ready()
             if isinstance(self.node, Producer):
-                return await self._produce(publisher)
+                return await self._produce(publisher, thread)
             await inputs.start()
             keepalive = asyncio.create_task(self._keepalive(inputs))
-            node = self.node
-            call = node.process if isinstance(node, Processor) else cast(Consumer, node).consume
-            loop = ProcessorLoop(
-                call,
-                config=self.config,
-                inputs=inputs,
-                outputs=(publisher, dlq),
-                stores=(self.blobs, self.applied),
-                metrics=self.metrics,
-            )
+            loop = self._processor_loop(inputs, publisher=publisher, thread=thread)
             return await self._consume(loop, EndOfStream(js, config=self.config), publisher)
         finally:
             if keepalive is not None:
                 keepalive.cancel()
             await inputs.stop()
-            await asyncio.to_thread(self.node.close)
+            await thread.call(self.node.close)
+            thread.close()
+            if publisher is not None:
+                await publisher.close()
+            log.info("summary: %s", self.metrics.summary())
+
+    def _processor_loop(
+        self, inputs: Inputs, *, publisher: Publisher | None, thread: NodeThread
+    ) -> ProcessorLoop:
+        js = inputs.js
+        node = self.node
+        call = node.process if isinstance(node, Processor) else cast(Consumer, node).consume
+        settler = Settler(
+            self.config,
+            inputs=inputs,
+            dlq=DeadLetters(js, config=self.config, metrics=self.metrics),
+            blobs=self.blobs,
+            metrics=self.metrics,
+        )
+        wiring = Wiring(
+            inputs=inputs,
+            settler=settler,
+            publisher=publisher,
+            blobs=self.blobs,
+            applied=self.applied,
+        )
+        return ProcessorLoop(
+            call, config=self.config, wiring=wiring, thread=thread, metrics=self.metrics
+        )
 
     async def _outputs(self, client: Client) -> Publisher:
         js = client.jetstream(timeout=10)
@@ -174,13 +206,14 @@ class Worker:
         if self.config.flow_type == BATCH:
             await ensure_consumer(js, self.names.stream(node), eos_anchor_config(self.names, node))
         publisher = Publisher(
-            js,
+            client,
             config=self.config,
             metrics=self.metrics,
             blobs=self.blobs,
             stopping=self.stop.is_set,
         )
         publisher.readers = await self._readers(client)
+        await publisher.start()
         return publisher
 
     async def _readers(self, client: Client) -> tuple[str, ...]:
@@ -214,12 +247,17 @@ class Worker:
                 self.blobs.client, flow_id=self.config.flow_id, node=self.config.node_name
             )
 
-    async def _produce(self, publisher: Publisher | None) -> int:
+    async def _produce(self, publisher: Publisher | None, thread: NodeThread) -> int:
         assert isinstance(self.node, Producer)
         loop = ProducerLoop(
-            self.node, name=self.config.node_name, publisher=publisher, metrics=self.metrics
+            self.node,
+            name=self.config.node_name,
+            publisher=publisher,
+            metrics=self.metrics,
+            thread=thread,
         )
-        await loop.run(self.stop, beat=self.metrics.beat)
+        ahead = READ_AHEAD if self.config.flow_type == BATCH else 1
+        await loop.run(self.stop, beat=self.metrics.beat, ahead=ahead)
         if publisher is not None:
             await publisher.terminator()
         return EXIT_OK
@@ -258,13 +296,19 @@ class Worker:
         self.stop.set()
 
 
-async def run_worker(env: Mapping[str, str]) -> int:
-    """Run one replica from ``env``; returns the process exit code."""
+async def run_worker(
+    env: Mapping[str, str], *, build: Callable[[WorkerConfig], Node] = build_node
+) -> int:
+    """Run one replica from ``env``; returns the process exit code.
+
+    ``build`` makes the node from the configuration: by default the class named by
+    ``VF_NODE_CLASS``; a native component written in Python passes its own class.
+    """
     try:
         config = load_worker_config(env)
         if config.join_policy.mode == "time" and len(config.parents) > 1:
             raise ConfigError(["time-aligned joins (JoinPolicy mode='time') are not supported yet"])
-        node = build_node(config)
+        node = build(config)
     except ConfigError as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_CONFIG
@@ -290,7 +334,23 @@ def main() -> None:
         format="%(asctime)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    sys.exit(asyncio.run(run_worker(os.environ)))
+    profile_dir = os.environ.get("VF_PROFILE_DIR")
+    if not profile_dir:
+        sys.exit(asyncio.run(run_worker(os.environ)))
+    sys.exit(_profiled(profile_dir))
+
+
+def _profiled(directory: str) -> int:
+    """Diagnostics only: run under cProfile and write ``{node}-r{replica}-{pid}.prof``."""
+    import cProfile
+
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(asyncio.run, run_worker(os.environ))
+    finally:
+        node = token(os.environ.get("VF_NODE_NAME", "worker"))
+        target = f"{node}-r{os.environ.get('VF_REPLICA_ID', '0')}-{os.getpid()}.prof"
+        profiler.dump_stats(os.path.join(directory, target))
 
 
 if __name__ == "__main__":

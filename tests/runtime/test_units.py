@@ -15,7 +15,7 @@ from vf_runtime.config import ConfigError, load_worker_config, replica_id
 from vf_runtime.inputs import owns
 from vf_runtime.naming import RunNames, token
 from vf_runtime.policies import JoinPolicy
-from vf_runtime.topology import NodeTopology, credit, readers_of
+from vf_runtime.topology import PREFETCH, PUBLISH_WINDOW, NodeTopology, credit, readers_of
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
@@ -134,10 +134,13 @@ def test_partition_ownership_is_a_stable_sha256_prefix() -> None:
 
 
 def test_credit_scales_with_replicas_and_covers_joins() -> None:
-    assert credit(replicas=1, partitioned=False, parents=1, max_pending=256) == 5
-    assert credit(replicas=10, partitioned=False, parents=1, max_pending=256) == 50
-    assert credit(replicas=10, partitioned=True, parents=1, max_pending=256) == 5
-    assert credit(replicas=2, partitioned=True, parents=3, max_pending=16) == 33
+    per_replica = 1 + PREFETCH + PUBLISH_WINDOW  # what one replica may hold un-acked
+    assert per_replica == 129
+    assert credit(replicas=1, partitioned=False, parents=1, max_pending=256) == per_replica
+    assert credit(replicas=10, partitioned=False, parents=1, max_pending=256) == 10 * per_replica
+    assert credit(replicas=10, partitioned=True, parents=1, max_pending=256) == per_replica
+    assert credit(replicas=2, partitioned=True, parents=3, max_pending=16) == per_replica
+    assert credit(replicas=2, partitioned=True, parents=3, max_pending=256) == 513
 
 
 class Clock:

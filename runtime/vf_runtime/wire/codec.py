@@ -14,7 +14,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from vf_runtime.wire import envelope_pb2 as pb
-from vf_runtime.wire.values import WireError, from_value, map_entries
+from vf_runtime.wire.values import WireError, fill_entries, from_value
 
 VERSION = 4
 DATA, EOS, ABORT = "data", "eos", "abort"
@@ -94,10 +94,10 @@ def encode_envelope(envelope: Envelope) -> bytes:
         span_id=envelope.span_id,
         parent_span_id=envelope.parent_span_id,
         replica_id=envelope.replica_id,
-        metadata=map_entries(envelope.metadata, tensors=False),
         payload_type=envelope.payload_type,
         payload=envelope.payload,
     )
+    fill_entries(message.metadata, envelope.metadata, tensors=False)
     if envelope.event_ts is not None:
         message.event_ts = envelope.event_ts
     if envelope.error is not None:

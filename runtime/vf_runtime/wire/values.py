@@ -14,6 +14,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from vf_runtime.wire import envelope_pb2 as pb
+from vf_runtime.wire import splice
 from vf_runtime.wire.payloads import (
     BLOB_REF,
     DETECTIONS,
@@ -57,57 +58,87 @@ def as_tensor(value: Any) -> Tensor:
 
 def to_value(obj: Any, *, tensors: bool = True) -> pb.Value:
     """One Python value as a ``Value``; ``tensors=False`` refuses arrays (metadata)."""
-    scalar = _scalar_value(obj)
-    if scalar is not None:
-        return scalar
-    if isinstance(obj, list | tuple):
-        return pb.Value(list_value=pb.ListValue(values=[to_value(v, tensors=tensors) for v in obj]))
-    if isinstance(obj, Mapping):
-        return pb.Value(map_value=pb.MapValue(fields=map_entries(obj, tensors=tensors)))
-    if isinstance(obj, Tensor) or is_ndarray(obj):
+    value = pb.Value()
+    fill_value(value, obj, tensors=tensors)
+    return value
+
+
+def fill_value(target: pb.Value, obj: Any, *, tensors: bool = True) -> None:
+    """Write ``obj`` into an empty ``Value`` in place (no nested message is copied)."""
+    kind = type(obj)
+    if kind is str:
+        target.string_value = obj
+    elif kind is float:
+        target.double_value = obj
+    elif kind is int:
+        if not INT64_MIN <= obj <= INT64_MAX:
+            raise WireError("VF_WIRE_VALUE", f"integer {obj} does not fit in 64 bits")
+        target.int_value = obj
+    elif kind is bytes:
+        target.bytes_value = obj
+    elif kind is dict:
+        _fill_map(target.map_value, obj, tensors=tensors)
+    elif kind is bool:
+        target.bool_value = obj
+    elif obj is None:
+        target.null_value = pb.NULL_VALUE
+    else:
+        _fill_other(target, obj, tensors=tensors)
+
+
+def _fill_other(target: pb.Value, obj: Any, *, tensors: bool) -> None:
+    """Subclasses of the plain types, sequences, mappings, tensors and numpy scalars."""
+    # Order matters: bool is an int subclass and must be recognised first.
+    if isinstance(obj, bool):
+        target.bool_value = obj
+    elif isinstance(obj, int):
+        fill_value(target, int(obj), tensors=tensors)
+    elif isinstance(obj, float):
+        target.double_value = obj
+    elif isinstance(obj, str):
+        target.string_value = obj
+    elif isinstance(obj, bytes | bytearray | memoryview):
+        target.bytes_value = bytes(obj)
+    elif isinstance(obj, list | tuple):
+        values = target.list_value
+        values.SetInParent()
+        for item in obj:
+            fill_value(values.values.add(), item, tensors=tensors)
+    elif isinstance(obj, Mapping):
+        _fill_map(target.map_value, obj, tensors=tensors)
+    elif isinstance(obj, Tensor) or is_ndarray(obj):
         if not tensors:
             raise WireError("VF_WIRE_VALUE", "metadata values cannot be tensors")
-        return pb.Value(tensor_value=tensor_to_pb(as_tensor(obj)))
-    if is_numpy_scalar(obj):
-        return to_value(obj.item(), tensors=tensors)
-    raise WireError(
-        "VF_WIRE_VALUE",
-        f"cannot encode a {type(obj).__name__}: use None, bool, int, float, str, bytes, "
-        "lists, str-keyed dicts, tensors or a protobuf message",
-    )
+        target.tensor_value.CopyFrom(tensor_to_pb(as_tensor(obj)))
+    elif is_numpy_scalar(obj):
+        fill_value(target, obj.item(), tensors=tensors)
+    else:
+        raise WireError(
+            "VF_WIRE_VALUE",
+            f"cannot encode a {type(obj).__name__}: use None, bool, int, float, str, bytes, "
+            "lists, str-keyed dicts, tensors or a protobuf message",
+        )
 
 
-def _scalar_value(obj: Any) -> pb.Value | None:
-    if obj is None:
-        return pb.Value(null_value=pb.NULL_VALUE)
-    if isinstance(obj, int) and not isinstance(obj, bool) and not INT64_MIN <= obj <= INT64_MAX:
-        raise WireError("VF_WIRE_VALUE", f"integer {obj} does not fit in 64 bits")
-    if isinstance(obj, bytes | bytearray | memoryview):
-        return pb.Value(bytes_value=bytes(obj))
-    for kind, field in _SCALARS:
-        if isinstance(obj, kind):
-            value = pb.Value()
-            setattr(value, field, obj)
-            return value
-    return None
+def _fill_map(target: pb.MapValue, mapping: Mapping[Any, Any], *, tensors: bool) -> None:
+    target.SetInParent()
+    fill_entries(target.fields, mapping, tensors=tensors)
 
 
-# Order matters: bool is an int subclass and must be recognised first.
-_SCALARS: tuple[tuple[type, str], ...] = (
-    (bool, "bool_value"),
-    (int, "int_value"),
-    (float, "double_value"),
-    (str, "string_value"),
-)
+def fill_entries(entries: Any, mapping: Mapping[Any, Any], *, tensors: bool) -> None:
+    """Append ``mapping``'s items, in its order, to a repeated ``MapEntry`` field."""
+    for key, item in mapping.items():
+        if type(key) is not str and not isinstance(key, str):
+            raise WireError("VF_WIRE_VALUE", f"map key {key!r} is not a string")
+        entry = entries.add()
+        entry.key = key
+        fill_value(entry.value, item, tensors=tensors)
 
 
 def map_entries(mapping: Mapping[Any, Any], *, tensors: bool) -> list[pb.MapEntry]:
-    entries = []
-    for key, item in mapping.items():
-        if not isinstance(key, str):
-            raise WireError("VF_WIRE_VALUE", f"map key {key!r} is not a string")
-        entries.append(pb.MapEntry(key=key, value=to_value(item, tensors=tensors)))
-    return entries
+    entries = pb.MapValue().fields
+    fill_entries(entries, mapping, tensors=tensors)
+    return list(entries)
 
 
 def from_value(value: pb.Value, *, arrays: bool = False) -> Any:
@@ -154,12 +185,37 @@ def encode_payload(obj: Any) -> tuple[str, bytes]:
         return obj.payload_type, obj.data
     if is_ndarray(obj):
         obj = Tensor.from_array(obj)
+    spliced = _spliced(obj)
+    if spliced is not None:
+        return spliced
     for kind, payload_type, build in _ENCODERS:
         if isinstance(obj, kind):
             return payload_type, bytes(build(obj).SerializeToString())
     if isinstance(obj, Message):
         return str(obj.DESCRIPTOR.full_name), bytes(obj.SerializeToString())
-    return VALUE, bytes(to_value(obj).SerializeToString())
+    return VALUE, _serialized_value(obj)
+
+
+def _spliced(obj: Any) -> tuple[str, bytes] | None:
+    """Payloads with large byte strings, encoded without copying those through protobuf."""
+    kind = type(obj)
+    if kind is Tensor and len(obj.data) >= splice.LARGE:
+        return TENSOR, b"".join(splice.tensor_parts(obj)[0])
+    if kind is Frame and len(obj.pixels.data) >= splice.LARGE:
+        return FRAME, b"".join(splice.frame_parts(obj)[0])
+    if not splice.has_large(obj):
+        return None
+    try:
+        parts, _ = splice.value_parts(obj, small=_serialized_value)
+    except UnicodeEncodeError:
+        return None  # the general path reports it
+    return VALUE, b"".join(parts)
+
+
+def _serialized_value(obj: Any) -> bytes:
+    value = pb.Value()
+    fill_value(value, obj)
+    return bytes(value.SerializeToString())
 
 
 def decode_payload(payload_type: str, data: bytes, *, arrays: bool = False) -> Any:

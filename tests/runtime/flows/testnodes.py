@@ -34,6 +34,20 @@ class Numbers(Producer):
         return item
 
 
+def _crash_once(item: dict[str, Any], *, at: int, marker: str) -> None:
+    """SIGKILL this very process when ``item`` is number ``at``, the first time only."""
+    if at and item["i"] == at and not Path(marker).exists():
+        Path(marker).write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _note_progress(directory: str, name: str, done: int) -> None:
+    """Leave ``{directory}/{name}-{pid}`` holding how many items this worker processed,
+    so a test can tell how far it got and kill it mid-run."""
+    if directory:
+        (Path(directory) / f"{name}-{os.getpid()}").write_text(str(done))
+
+
 class Scale(Processor):
     """Multiplies ``i``; can kill its own process once, refuse one item, or be slow."""
 
@@ -44,6 +58,7 @@ class Scale(Processor):
         crash_marker: str = "",
         fail_on: int = 0,
         delay: float = 0.0,
+        pid_dir: str = "",
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
@@ -52,16 +67,25 @@ class Scale(Processor):
         self.crash_marker = crash_marker
         self.fail_on = fail_on
         self.delay = delay
+        self.pid_dir = pid_dir
+        self._done = 0
+
+    def open(self) -> None:
+        _note_progress(self.pid_dir, str(self.name), 0)
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
-        if self.crash_at and item["i"] == self.crash_at and not Path(self.crash_marker).exists():
-            Path(self.crash_marker).write_text(str(os.getpid()))
-            os.kill(os.getpid(), signal.SIGKILL)
+        _crash_once(item, at=self.crash_at, marker=self.crash_marker)
+        self._done += 1
+        if self._done % 250 == 0:
+            _note_progress(self.pid_dir, str(self.name), self._done)
         if self.fail_on and item["i"] == self.fail_on:
             raise ValueError(f"refusing item {item['i']}")
         if self.delay:
             time.sleep(self.delay)
-        return {"i": item["i"], "v": item["i"] * self.factor}
+        out: dict[str, Any] = {"i": item["i"], "v": item["i"] * self.factor}
+        if "blob" in item:
+            out["blob"] = item["blob"]  # a padded item stays padded (and offloaded)
+        return out
 
 
 class Pair(Processor):
@@ -73,13 +97,19 @@ class Pair(Processor):
 
 
 class Record(Consumer):
-    """Appends one JSON line per item to ``path`` (payload bytes recorded by length)."""
+    """Appends one JSON line per item to ``path`` (payload bytes recorded by length).
 
-    def __init__(self, path: str, **kw: Any) -> None:
+    Each line is one application of an item, so a test counts applications per item.
+    """
+
+    def __init__(self, path: str, crash_at: int = 0, crash_marker: str = "", **kw: Any) -> None:
         super().__init__(**kw)
         self.path = path
+        self.crash_at = crash_at
+        self.crash_marker = crash_marker
 
     def consume(self, item: dict[str, Any]) -> None:
+        _crash_once(item, at=self.crash_at, marker=self.crash_marker)
         line = {k: (len(v) if isinstance(v, bytes) else v) for k, v in item.items()}
         if isinstance(item.get("blob"), bytes):
             line["blob_ok"] = item["blob"] == bytes([item["i"] % 256]) * len(item["blob"])

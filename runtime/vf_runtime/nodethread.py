@@ -1,0 +1,85 @@
+"""The one thread a worker runs its node on: ``open``, every call, then ``close``.
+
+Node code never runs on the event loop, so leases, heartbeats and the control
+subject stay served however long a call takes (LIFE-4); it always runs on the
+same thread, so a node may keep thread-bound state (a device context, a model).
+
+Calls queue up in order and their results come back in order. Handing results
+back costs one wake-up of the event loop per *batch*: while the loop has not yet
+collected earlier results, later ones join them instead of waking it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_Call = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]"]
+
+
+class NodeThread:
+    """A dedicated thread running submitted calls one at a time, in submission order."""
+
+    def __init__(self, name: str) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._results: collections.deque[tuple[asyncio.Future[Any], bool, Any]] = (
+            collections.deque()
+        )
+        self._lock = threading.Lock()
+        self._wake_pending = False
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Queue ``function(*args)``; the future completes with its result or exception."""
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self._calls.put((function, args, future))
+        return future
+
+    async def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Run ``function(*args)`` on the node thread and wait for it."""
+        return await self.submit(function, *args)
+
+    def close(self) -> None:
+        """Let the thread end after the calls already queued (it is a daemon either way)."""
+        self._calls.put(None)
+
+    def _serve(self) -> None:
+        while True:
+            item = self._calls.get()
+            if item is None:
+                return
+            function, args, future = item
+            try:
+                outcome: tuple[bool, Any] = (True, function(*args))
+            except StopIteration as exc:  # a future refuses StopIteration itself
+                outcome = (False, RuntimeError(f"node raised StopIteration: {exc!r}"))
+            except BaseException as exc:  # handed to the awaiting coroutine, never lost
+                outcome = (False, exc)
+            with self._lock:
+                self._results.append((future, *outcome))
+                if self._wake_pending:
+                    continue
+                self._wake_pending = True
+            try:
+                self._loop.call_soon_threadsafe(self._deliver)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                return
+
+    def _deliver(self) -> None:
+        with self._lock:
+            ready = list(self._results)
+            self._results.clear()
+            self._wake_pending = False
+        for future, ok, value in ready:
+            if future.done():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)

@@ -1,0 +1,80 @@
+"""``vf init``: the scaffold compiles out of the box, ``--check`` passes, bad targets fail."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from vf.cli import cli
+from vf.errors import EXIT_USER
+from vf.pipeline import CompileRequest, compile_project
+from vf.render import RUN_AS
+from vf.scaffold import init_project
+
+
+def test_scaffold_writes_the_project_and_a_current_tree(tmp_path: Path) -> None:
+    target = tmp_path / "video-jobs"
+    result = CliRunner().invoke(cli, ["init", str(target)])
+    assert result.exit_code == 0, result.output
+    for name in ("graph.py", "video_jobs_nodes.py", "vf.yaml", "Dockerfile", "README.md"):
+        assert (target / name).is_file(), name
+    assert (target / ".github" / "workflows" / "vf.yaml").is_file()
+    assert (target / "deploy" / "plan" / "dev.json").is_file()
+    check = CliRunner().invoke(
+        cli, ["compile", str(target / "graph.py"), "--out", str(target / "deploy"), "--check"]
+    )
+    assert check.exit_code == 0, check.output
+    assert not list(tmp_path.glob(".video-jobs.vf-init-*")), "staging folder left behind"
+
+
+def test_scaffold_compiles_both_environments(tmp_path: Path) -> None:
+    init_project(tmp_path / "p", name="sq")
+    result = compile_project(CompileRequest(graph=str(tmp_path / "p" / "graph.py")))
+    assert [p.environment for p in result.plans] == ["dev", "prod"]
+    assert result.plans[0].flow_id == "sq"
+    prod = {w.node: w for w in result.plans[1].workloads}
+    assert prod["square"].replicas == 3
+    assert dict(prod["square"].env)["VF_NODE_CLASS"] == "sq_nodes.Square"
+
+
+def test_ci_snippet_runs_compile_check(tmp_path: Path) -> None:
+    init_project(tmp_path / "p")
+    ci = (tmp_path / "p" / ".github" / "workflows" / "vf.yaml").read_text()
+    assert "vf compile graph.py --out deploy --check" in ci
+
+
+def test_scaffold_dockerfile_builds_from_the_base_and_keeps_its_user(tmp_path: Path) -> None:
+    init_project(tmp_path / "p")
+    text = (tmp_path / "p" / "Dockerfile").read_text()
+    assert re.search(r"^FROM \$\{VF_BASE_IMAGE\}$", text, re.MULTILINE)
+    assert f"--chown={RUN_AS}:{RUN_AS} p_nodes.py /app/" in text
+    active = [line for line in text.splitlines() if line.startswith("USER")]
+    assert active == []  # the base image's non-root user stays in force
+
+
+def test_init_refuses_a_folder_with_files(tmp_path: Path) -> None:
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(cli, ["init", str(tmp_path / "busy")])
+    assert result.exit_code == EXIT_USER
+    assert "error[VF_INIT_NOT_EMPTY]" in result.output
+    assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["notes.txt"]
+
+
+def test_init_accepts_an_empty_folder(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    init_project(tmp_path / "empty")
+    assert (tmp_path / "empty" / "graph.py").is_file()
+
+
+@pytest.mark.parametrize("name", ["9lives", "Upper", "a" * 40, "with_underscore"])
+def test_init_refuses_names_that_cannot_be_a_flow_id_and_a_module(
+    tmp_path: Path, name: str
+) -> None:
+    result = CliRunner().invoke(cli, ["init", str(tmp_path / "p"), "--name", name])
+    assert result.exit_code == EXIT_USER
+    assert "error[VF_INIT_NAME]" in result.output
+    assert not (tmp_path / "p").exists()
