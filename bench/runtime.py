@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ DOC = ROOT / "docs" / "performance.md"
 START, END = "<!-- runtime-table:start -->", "<!-- runtime-table:end -->"
 SUMMARY = re.compile(r"\[(\S+)/r\d+\] .* summary: .*cpu_seconds=([\d.]+)")
 Servers = tuple[LocalServer, LocalServer]
-SPIN_ROUNDS = 360_000
+SPIN_ROUNDS = 360_000  # the CPU-bound stage's loop: about 20 ms of one core here
 RAW_FETCH_BATCH = 64  # what vf's readers fetch at most; the raw reader gets the same
 # videoflow's published figures (32-thread machine; E2, E3), shown beside ours.
 VIDEOFLOW: dict[str, Any] = {
@@ -245,16 +246,16 @@ def throughput(servers: Servers, *, work: Path, count: int, reps: int) -> dict[s
 
 def hop_latency(servers: Servers, *, work: Path, depths: list[int], count: int) -> dict[str, Any]:
     """Median end-to-end latency of a paced identity chain per depth, and the slope per hop."""
-    medians: dict[int, float] = {}
-    p95: dict[int, float] = {}
+    medians: dict[str, float] = {}  # keyed as JSON keys them
+    p95: dict[str, float] = {}
     for depth in depths:
         flow = vf_flow(
             servers, work=work, flow=f"chain{depth}", count=count, rate=50.0, depth=depth
         )
         latencies = sorted((r[2] - r[1]) * 1000 for r in flow["records"])
-        medians[depth] = statistics.median(latencies)
-        p95[depth] = latencies[int(0.95 * (len(latencies) - 1))]
-    slope = statistics.linear_regression(list(medians), list(medians.values())).slope
+        medians[str(depth)] = statistics.median(latencies)
+        p95[str(depth)] = latencies[int(0.95 * (len(latencies) - 1))]
+    slope = statistics.linear_regression(depths, list(medians.values())).slope
     return {"median_ms_by_depth": medians, "p95_ms_by_depth": p95, "per_hop_ms": slope}
 
 
@@ -310,23 +311,6 @@ async def blob_path(url: str, *, size: int, reps: int) -> dict[str, float]:
     }
 
 
-def _spin(rounds: int) -> int:
-    total = 0  # the same loop as the bench nodes' spin()
-    for i in range(rounds):
-        total += i * i
-    return total
-
-
-def spin_ms(rounds: int) -> float:
-    """Milliseconds ``rounds`` of the CPU-bound stage's loop take on one core here (best of 5)."""
-    best = float("inf")
-    for _ in range(5):
-        started = time.perf_counter()
-        _spin(rounds)
-        best = min(best, time.perf_counter() - started)
-    return best * 1000
-
-
 def scaling(servers: Servers, *, work: Path, kind: str, count: int) -> dict[str, Any]:
     """One 20 ms stage with 1, 2 and 4 competing replicas (videoflow's E2 shape).
 
@@ -335,7 +319,7 @@ def scaling(servers: Servers, *, work: Path, kind: str, count: int) -> dict[str,
     this was written on), so the cores bound it whatever the replica count.
     """
     rounds = SPIN_ROUNDS if kind == "cpu" else 0
-    found: dict[int, float] = {}
+    found: dict[str, float] = {}  # keyed as JSON keys them
     for replicas in (1, 2, 4):
         flow = vf_flow(
             servers,
@@ -347,14 +331,13 @@ def scaling(servers: Servers, *, work: Path, kind: str, count: int) -> dict[str,
             rounds=rounds,
             replicas=replicas,
         )
-        found[replicas] = rate(flow["records"])
+        found[str(replicas)] = rate(flow["records"])
     return {
         "msgs_s": found,
-        "speedup": {r: found[r] / found[1] for r in found},
+        "speedup": {r: found[r] / found["1"] for r in found},
         "count": count,
         "work_ms": 20,
         "spin_rounds": rounds,
-        "spin_ms_one_core": spin_ms(rounds) if rounds else None,
     }
 
 
@@ -362,19 +345,16 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     servers: Servers = (start_nats(work / "nats"), start_redis(work / "redis"))
     try:
         results: dict[str, Any] = {
-            "throughput": throughput(servers, work=work, count=args.count, reps=args.reps)
+            "throughput": throughput(servers, work=work, count=args.count, reps=args.reps),
+            "hop_latency": hop_latency(servers, work=work, depths=[1, 2, 4, 8], count=250),
         }
-        depths = [1, 2, 4, 8]
-        results["hop_latency"] = hop_latency(servers, work=work, depths=depths, count=250)
         blobs = sorted(
             (asyncio.run(blob_path(servers[1].url, size=1024 * 1024, reps=100)) for _ in range(3)),
             key=lambda run: float(run["ratio"]),
         )
         results["blob"] = {**blobs[1], "ratios": [run["ratio"] for run in blobs]}  # the median
-        results["scaling"] = {
-            "sleep": scaling(servers, work=work, kind="sleep", count=240),
-            "cpu": scaling(servers, work=work, kind="cpu", count=240),
-        }
+        kinds = ("sleep", "cpu")
+        results["scaling"] = {k: scaling(servers, work=work, kind=k, count=240) for k in kinds}
     finally:
         for server in servers:
             server.stop()
@@ -434,21 +414,26 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _spread(ratios: Iterable[float]) -> str:
+    return " / ".join(f"{r:.2f}" for r in ratios)
+
+
 def _closing(result: dict[str, Any]) -> list[str]:
     """The notes under the table: CPU per stage, and the ratios quoted in words."""
     tput = result["throughput"]["median"]
     stages = ", ".join(f"{k} {v:.0f}" for k, v in tput["vf_cpu_us_per_msg"].items())
-    sleep = result["scaling"]["sleep"]["speedup"]
-    cpu = result["scaling"]["cpu"]["speedup"]
+    sleep, cpu = (result["scaling"][kind]["speedup"] for kind in ("sleep", "cpu"))
+    piped = _spread(run["ratio_vs_pipelined"] for run in result["throughput"]["runs"])
     return [
         f"CPU per message (µs): vf stages {stages or 'n/a'}; the raw pipelined loop "
         f"(publisher and reader in one process) {tput['raw_cpu_us_per_msg']:.0f}.",
         "",
         f"Ratios: the vf flow moves 1 KiB messages at {tput['ratio_vs_awaited']:.0%} of the "
         f"awaited raw loop's rate and {tput['ratio_vs_pipelined']:.0%} of the pipelined "
-        f"one's; an identity hop costs {result['hop_latency']['per_hop_ms']:.2f} ms "
-        f"(videoflow: 1.9 ms); 1 MiB payloads go through the blob path at "
-        f"{result['blob']['ratio']:.0%} of raw SET+GET; 2 and 4 replicas speed a "
+        f"one's (runs: {piped}); an identity hop costs "
+        f"{result['hop_latency']['per_hop_ms']:.2f} ms (videoflow: 1.9 ms); 1 MiB payloads "
+        f"go through the blob path at {result['blob']['ratio']:.0%} of raw SET+GET (rounds: "
+        f"{_spread(result['blob'].get('ratios', []))}); 2 and 4 replicas speed a "
         f"sleeping stage up {sleep['2']:.1f}x and {sleep['4']:.1f}x, a CPU-bound one "
         f"{cpu['2']:.1f}x and {cpu['4']:.1f}x (2 cores). Machine: {result['machine']}.",
     ]
@@ -487,11 +472,12 @@ def main() -> None:
             )
             sys.path.insert(0, str(work))
             saved[args.record] = measure(args, work)
+    if not args.no_save:  # the measurements first: a table can always be re-rendered
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
     text = table(saved)
     print(text)
     if not args.no_save:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
         write_doc(text)
 
 

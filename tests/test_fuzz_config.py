@@ -215,12 +215,6 @@ def test_deeply_nested_yaml_fails_by_name(project: Path) -> None:
     assert_named_failure(outcome)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=UnicodeEncodeError,
-    reason="config.py accepts an escaped unpaired surrogate in free-text fields (mounts, "
-    "gitops urls); the tree then cannot be encoded and vf plan / --check exit 70",
-)
 def test_escaped_surrogates_in_free_text_fail_by_name(project: Path) -> None:
     document = copy.deepcopy(BASE)
     document["environments"]["dev"]["mounts"] = {"*": ["/data\ud800"]}

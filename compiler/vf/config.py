@@ -106,6 +106,7 @@ def load_targets(path: Path | None) -> Targets:
     if path is None:
         return Targets(flow_id=None, environments=(Environment(name=DEFAULT_ENV),), source="")
     document = _read_yaml(path)
+    _check_text(document, path)
     _validate(document, path)
     plain: dict[str, Any] = json.loads(json.dumps(document, default=str))
     envs = plain.get("environments") or {DEFAULT_ENV: {}}
@@ -152,6 +153,28 @@ def _read_yaml(path: Path) -> Any:
             str(path),
         )
     return document
+
+
+def _check_text(document: Any, path: Path) -> None:
+    """Refuse strings that cannot be written as UTF-8 (escaped unpaired surrogates)."""
+    stack: list[tuple[Any, str]] = [(document, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in item.items())
+            stack.extend((k, where or "(top level)") for k in item if isinstance(k, str))
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise VfError(
+                    "VF_CONFIG_SCHEMA",
+                    f"{where or '(top level)'}: a string holds an unpaired surrogate escape",
+                    "write the character itself, or a valid \\uXXXX pair",
+                    f"{path}:{_line_of(document, [])}",
+                ) from None
 
 
 def _validate(document: Any, path: Path) -> None:

@@ -8,7 +8,6 @@ plan's objects, so the objects of the plan stay tool-neutral.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,9 +96,14 @@ def with_helm_hooks(obj: Mapping[str, Any]) -> Obj:
 
 
 def without_tool_annotations(obj: Mapping[str, Any]) -> Obj:
-    """A copy with every delivery-tool annotation removed (how the trees are compared)."""
-    out = copy.deepcopy(dict(obj))
-    meta = out.get("metadata") or {}
+    """A copy with every delivery-tool annotation removed (how the trees are compared).
+
+    The object and its metadata are new; everything else is shared with ``obj``, so
+    callers may change the metadata but must copy deeper parts before changing them.
+    """
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    out["metadata"] = meta
     annotations = {
         k: v for k, v in (meta.get("annotations") or {}).items() if k not in TOOL_ANNOTATIONS
     }
