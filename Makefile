@@ -16,7 +16,8 @@ demo: setup
 	$(BIN)/vf compile examples/batch_pipeline/graph.py --out deploy/batch_pipeline
 	$(BIN)/vf compile examples/realtime_cameras/graph.py --out deploy/realtime_cameras
 	$(BIN)/vf explain examples/batch_pipeline/graph.py
-	kubectl kustomize deploy/batch_pipeline/overlays/dev > /dev/null && echo "overlay dev builds with kubectl kustomize"
+	PATH="$(CURDIR)/$(BIN):$$PATH" kubectl kustomize deploy/batch_pipeline/overlays/dev > /dev/null \
+		&& echo "overlay dev builds with kubectl kustomize"
 
 test: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
