@@ -8,36 +8,23 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.graph_sources import NODES
 from vf.cli import cli
 
-NODES = """
-from vf import BATCH, REALTIME, Consumer, DeliveryPolicy, Flow, Processor, Producer
-
-
-class Src(Producer):
-    def next(self):
-        raise StopIteration
-
-
-class Work(Processor):
-    def process(self, x):
-        return x
-
-
-class Sink(Consumer):
-    def consume(self, x):
-        pass
-
+GRAPH_TEMPLATE = (
+    NODES
+    + """
 
 def build_flow():
     src = Src(name="src")
     work = Work(name="work")(src)
     return Flow([Sink(name="sink", delivery=DELIVERY)(work)], flow_type=FLOW_TYPE)
 """
+)
 
 
 def _graph(flow_type: str = "BATCH", delivery: str = "None") -> str:
-    return NODES.replace("FLOW_TYPE", flow_type).replace("DELIVERY", delivery)
+    return GRAPH_TEMPLATE.replace("FLOW_TYPE", flow_type).replace("DELIVERY", delivery)
 
 
 def _env(body: str) -> str:

@@ -8,31 +8,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.graph_sources import NODES
 from vf.cli import cli
 from vf.config import load_targets
 
-GRAPH = """
-from vf import Consumer, Flow, Processor, Producer
-
-
-class Src(Producer):
-    def next(self):
-        raise StopIteration
-
-
-class Work(Processor):
-    def process(self, x):
-        return x
-
-
-class Sink(Consumer):
-    def consume(self, x):
-        pass
-
+GRAPH = (
+    NODES
+    + """
 
 def build_flow():
     return Flow([Sink()(Work()(Src()))])
 """
+)
 
 
 IMAGE = "environments:\n  dev:\n    images:\n      default: r.io/a:1\n"

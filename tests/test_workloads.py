@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tests.graph_sources import NODES
 from vf.cli import cli
 from vf.pipeline import CompileResult
 from vf.workload_config import Mount, parse_mount, pod_mounts
@@ -81,28 +82,14 @@ def test_examples_render_mounts_rollout_and_supervision(
     )
 
 
-GRAPH = """
-from vf import BATCH, Consumer, Flow, Processor, Producer
-
-
-class Src(Producer):
-    def next(self):
-        raise StopIteration
-
-
-class Work(Processor):
-    def process(self, x):
-        return x
-
-
-class Sink(Consumer):
-    def consume(self, x):
-        pass
-
+GRAPH = (
+    NODES
+    + """
 
 def build_flow():
     return Flow([Sink()(Work()(Src()))], flow_type=BATCH)
 """
+)
 
 
 @pytest.mark.parametrize(

@@ -142,18 +142,25 @@ def parse_broker(
         profile=profile,
         replicas=replicas,
         stream_replicas=stream_replicas,
-        storage_class=data.get(
-            "storage_class", DEFAULT_STORAGE_CLASS if profile == "durable" else None
-        ),
-        storage_size=str(data.get("storage_size", DEFAULT_STORAGE_SIZE)),
-        url=data.get("url"),
-        url_secret=_secret(data.get("url_secret")),
-        capabilities=tuple(sorted((data.get("capabilities") or {}).items())),
+        **_service_fields(data, profile=profile),
         image=data.get("image", NATS_IMAGE),
         monitoring_from=_monitoring_from(check, data=data, profile=profile),
         egress=_egress(check, section="broker", data=data, profile=profile, port=NATS_CLIENT_PORT),
     )
     return target, check.problems
+
+
+def _service_fields(data: dict[str, Any], *, profile: str) -> dict[str, Any]:
+    """The fields a broker and a payload store declare alike: storage and the external URL."""
+    return {
+        "storage_class": data.get(
+            "storage_class", DEFAULT_STORAGE_CLASS if profile == "durable" else None
+        ),
+        "storage_size": str(data.get("storage_size", DEFAULT_STORAGE_SIZE)),
+        "url": data.get("url"),
+        "url_secret": _secret(data.get("url_secret")),
+        "capabilities": tuple(sorted((data.get("capabilities") or {}).items())),
+    }
 
 
 def parse_store(
@@ -186,13 +193,7 @@ def parse_store(
     _external_url(check, "payload_store", data, profile)
     target = StoreTarget(
         profile=profile,
-        storage_class=data.get(
-            "storage_class", DEFAULT_STORAGE_CLASS if profile == "durable" else None
-        ),
-        storage_size=str(data.get("storage_size", DEFAULT_STORAGE_SIZE)),
-        url=data.get("url"),
-        url_secret=_secret(data.get("url_secret")),
-        capabilities=tuple(sorted((data.get("capabilities") or {}).items())),
+        **_service_fields(data, profile=profile),
         image=data.get("image", REDIS_IMAGE),
         egress=_egress(check, section="payload_store", data=data, profile=profile, port=REDIS_PORT),
     )
