@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,6 +20,7 @@ from vf.emit_kustomize import object_file
 from vf.helm_schema import values_schema
 from vf.helm_slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
 from vf.helm_text import RELEASE_NAMESPACE, object_template, render_text
+from vf.jsontext import json_text
 from vf.ordering import with_helm_hooks, without_tool_annotations
 
 Obj = dict[str, Any]
@@ -88,7 +88,7 @@ def emit_helm(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Tree:
     files["values.yaml"] = yamlout.dump(default)
     for env in envs:
         files[f"values-{env}.yaml"] = yamlout.dump(_nulled(default, env=values[env]))
-    files["values.schema.json"] = json.dumps(values_schema(values), indent=2, sort_keys=True) + "\n"
+    files["values.schema.json"] = json_text(values_schema(values), ascii=True)
     context = _context(info, templates=templates, envs=envs)
     files["templates/NOTES.txt"] = render_text("NOTES.txt", context=context)
     files["README.md"] = render_text("README.md", context=context)
@@ -99,7 +99,7 @@ def emit_helm(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Tree:
 def _template(
     key: Key, *, versions: dict[str, Obj], envs: Sequence[str], namespaced: bool
 ) -> _Template:
-    base = copy.deepcopy(versions[sorted(versions)[0]])
+    base = versions[sorted(versions)[0]]  # read, never changed: object_template copies
     slots = find_slots(versions)
     if namespaced:
         ns = Slot(

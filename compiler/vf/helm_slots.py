@@ -11,7 +11,7 @@ are slots even when equal, under readable keys; any other difference gets a key 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 Obj = dict[str, Any]
@@ -20,6 +20,7 @@ ValueKey = tuple[str, ...]
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
 POD_SPEC: Path = ("spec", "template", "spec")
 _WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
+_CONTAINER_KNOBS = frozenset({"image", "resources", "imagePullPolicy", "env"})
 _BROKER_DATA = {"VF_NATS_URL": ("broker", "natsUrl"), "VF_BLOB_REDIS_URL": ("payloadStore", "url")}
 
 
@@ -107,6 +108,50 @@ def _container_knob(obj: Obj, *, path: Path, base: ValueKey) -> ValueKey | None:
     return None
 
 
+def may_hold_knob(obj: Obj, *, path: Path) -> bool:
+    """Whether ``knob_key`` can name a field at or below ``path`` of ``obj``."""
+    return _knob_scope(obj)(path)
+
+
+def _knob_scope(obj: Obj) -> Callable[[Path], bool]:
+    """``may_hold_knob`` for one object, with what it needs of the object read once.
+
+    It mirrors ``knob_key``: a knob only sits in a broker ConfigMap's ``data`` or under a
+    vf workload's pod spec, at the pod fields and container fields ``knob_key`` names.
+    """
+    kind = obj.get("kind")
+    if kind == "ConfigMap":
+        labels = obj.get("metadata", {}).get("labels") or {}
+        if labels.get("app.kubernetes.io/component") != "broker-config":
+            return _nowhere
+        return lambda path: len(path) <= 2 and path[:1] in ((), ("data",))
+    if kind not in _WORKLOADS or owner(obj) is None:
+        return _nowhere
+    return _under_pod_spec
+
+
+def _nowhere(path: Path) -> bool:
+    return False
+
+
+def _under_pod_spec(path: Path) -> bool:
+    depth = len(POD_SPEC)
+    if len(path) <= depth:
+        return path == POD_SPEC[: len(path)]
+    if path[:depth] != POD_SPEC:
+        return False
+    rest = path[depth:]
+    if rest[0] in ("priorityClassName", "runtimeClassName"):
+        return len(rest) == 1
+    if rest[0] != "containers":
+        return False
+    return len(rest) <= 2 or rest[2] in _CONTAINER_KNOBS
+
+
+def _all_same(present: list[Any]) -> bool:
+    return all(same(v, other=present[0]) for v in present[1:])
+
+
 def derived_key(obj: Obj, *, path: Path) -> ValueKey:
     """The key of a differing field that is not a knob: readable where known, else generated."""
     base = owner(obj)
@@ -126,50 +171,54 @@ def generated_key(obj: Mapping[str, Any], *, path: Path) -> ValueKey:
 def find_slots(versions: Mapping[str, Obj]) -> list[Slot]:
     """Every slot of one object, given its version in each environment that has it."""
     first = versions[sorted(versions)[0]]
-    out: list[Slot] = []
-
-    def knob(path: Path) -> ValueKey | None:
-        return knob_key(first, path=path)
-
-    _walk((), values=dict(versions), knob=knob, out=out, first=first)
-    return out
+    finder = _SlotFinder(first=first, scope=_knob_scope(first))
+    finder.walk((), values=dict(versions))
+    return finder.out
 
 
-def _walk(
-    path: Path,
-    *,
-    values: dict[str, Any],
-    knob: Callable[[Path], ValueKey | None],
-    out: list[Slot],
-    first: Obj,
-) -> None:
-    forced = knob(path) if path else None
-    present = [v for v in values.values() if v is not ABSENT]
-    whole = len(present) == len(values)
-    if forced is not None:
-        out.append(Slot(path=path, values=values, key=forced))
-        return
-    if whole and all(isinstance(v, dict) for v in present):
-        common = set.intersection(*(set(v) for v in present))
-        if common:
-            keys = set().union(*(set(v) for v in present))
-            if path == POD_SPEC and knob((*path, "priorityClassName")) is not None:
-                keys.add("priorityClassName")  # settable per environment even when unset
-            for key in sorted(keys):
-                child = {env: v.get(key, ABSENT) for env, v in values.items()}
-                _walk((*path, key), values=child, knob=knob, out=out, first=first)
+@dataclass
+class _SlotFinder:
+    """One object's walk: ``first`` decides what is a knob, ``out`` collects the slots."""
+
+    first: Obj
+    scope: Callable[[Path], bool]
+    out: list[Slot] = field(default_factory=list)
+
+    def knob(self, path: Path) -> ValueKey | None:
+        return knob_key(self.first, path=path) if path and self.scope(path) else None
+
+    def walk(self, path: Path, *, values: dict[str, Any]) -> None:
+        present = [v for v in values.values() if v is not ABSENT]
+        whole = len(present) == len(values)
+        if not self.scope(path):
+            if whole and _all_same(present):
+                return  # nothing below differs and nothing below is a knob: no slot here
+        elif path:
+            forced = knob_key(self.first, path=path)
+            if forced is not None:
+                self.out.append(Slot(path=path, values=values, key=forced))
+                return
+        if whole and all(isinstance(v, dict) for v in present):
+            common = set.intersection(*(set(v) for v in present))
+            if common:
+                keys = set().union(*(set(v) for v in present))
+                if path == POD_SPEC and self.knob((*path, "priorityClassName")) is not None:
+                    keys.add("priorityClassName")  # settable per environment even when unset
+                for key in sorted(keys):
+                    self.walk(
+                        (*path, key), values={e: v.get(key, ABSENT) for e, v in values.items()}
+                    )
+                return
+        lengths = {len(v) for v in present if isinstance(v, list)}
+        if (
+            whole
+            and all(isinstance(v, list) for v in present)
+            and len(lengths) == 1
+            and 0 not in lengths
+        ):
+            for index in range(lengths.pop()):
+                self.walk((*path, index), values={e: v[index] for e, v in values.items()})
             return
-    lengths = {len(v) for v in present if isinstance(v, list)}
-    if (
-        whole
-        and all(isinstance(v, list) for v in present)
-        and len(lengths) == 1
-        and 0 not in lengths
-    ):
-        for index in range(lengths.pop()):
-            child = {env: v[index] for env, v in values.items()}
-            _walk((*path, index), values=child, knob=knob, out=out, first=first)
-        return
-    if whole and all(same(v, other=present[0]) for v in present):
-        return
-    out.append(Slot(path=path, values=values, key=derived_key(first, path=path)))
+        if whole and _all_same(present):
+            return
+        self.out.append(Slot(path=path, values=values, key=derived_key(self.first, path=path)))

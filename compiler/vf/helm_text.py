@@ -8,7 +8,7 @@ writes can inject an action into the chart.
 from __future__ import annotations
 
 import copy
-import hashlib
+import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -23,6 +23,7 @@ from vf.resources import resource_dir
 
 Obj = dict[str, Any]
 RELEASE_NAMESPACE: ValueKey = ("$release-namespace",)
+_encode_ascii = json.encoder.encode_basestring_ascii  # json.dumps(text) of a str, in C
 _ITEM_HEAD = re.compile(r"^(\s*)- (.*)$")
 
 
@@ -33,7 +34,7 @@ def escape_go(text: str) -> str:
 
 def go_string(text: str) -> str:
     """A Go string literal (JSON's escapes are a subset of Go's for ASCII text)."""
-    return json.dumps(text, ensure_ascii=True)
+    return _encode_ascii(text)
 
 
 def values_expr(key: ValueKey) -> str:
@@ -42,35 +43,55 @@ def values_expr(key: ValueKey) -> str:
     return "(index .Values " + " ".join(go_string(part) for part in key) + ")"
 
 
-def _set(obj: Any, *, path: Sequence[str | int], value: Any) -> None:
-    for part in path[:-1]:
-        obj = obj[part]
-    obj[path[-1]] = value
-
-
 def object_template(base: Obj, *, slots: Sequence[Slot], guard: ValueKey | None) -> str:
     """The template file of one object: ``base`` with a Go action at every slot."""
-    skeleton = copy.deepcopy(base)
-    nonce = hashlib.sha256(yamlout.dump(base).encode()).hexdigest()[:10]
-    markers = {f"__vf_slot_{nonce}_{i}__": slot for i, slot in enumerate(slots)}
-    for marker, marked in markers.items():
-        _set(skeleton, path=marked.path, value=marker)
-    lines = escape_go(yamlout.dump(skeleton)).splitlines()
+    markers, text = _marked_text(base, slots=slots)
     out: list[str] = []
-    found = 0
-    for line in lines:
-        head, _, tail = line.rpartition(" ")
-        slot = markers.get(tail)
-        if slot is None:
-            out.append(line)
-            continue
-        found += 1
-        out.extend(_slot_lines(head + " ", slot=slot))
-    if found != len(markers) or any(m in "\n".join(out) for m in markers):
-        raise AssertionError("a chart slot marker was lost or duplicated")
+    done = 0
+    for at, marker in sorted((text.find(m), m) for m in markers):
+        start, end = text.rfind("\n", 0, at) + 1, at + len(marker)
+        if at < 1 or text[at - 1] != " " or text[end : end + 1] != "\n":
+            raise AssertionError("a chart slot marker is not a whole value")
+        out.append(text[done:start])
+        out.extend(line + "\n" for line in _slot_lines(text[start:at], slot=markers[marker]))
+        done = end + 1
+    out.append(text[done:])
     if guard is not None:
-        out = ["{{- if " + values_expr(guard) + " }}", *out, "{{- end }}"]
-    return "\n".join(out) + "\n"
+        out = ["{{- if " + values_expr(guard) + " }}\n", *out, "{{- end }}\n"]
+    return "".join(out)
+
+
+def _marked_text(base: Obj, *, slots: Sequence[Slot]) -> tuple[dict[str, Slot], str]:
+    """The escaped YAML text of ``base`` with a unique marker in place of each slot's value.
+
+    The first nonce whose marker prefix occurs nowhere else in the text is taken, so no
+    string of the user's can pass for a marker; the markers never reach the output.
+    """
+    for nonce in itertools.count():
+        prefix = f"__vf_slot_{nonce}_"
+        markers = {f"{prefix}{i}__": slot for i, slot in enumerate(slots)}
+        text = escape_go(yamlout.dump(_skeleton(base, markers=markers)))
+        if text.count(prefix) == len(markers):
+            return markers, text
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _skeleton(base: Obj, *, markers: Mapping[str, Slot]) -> Obj:
+    """``base`` with each marker at its slot's path; only the containers on the way are
+    copied, everything else is shared with ``base`` (which stays unchanged)."""
+    root: Obj = dict(base)
+    fresh = {id(root)}
+    for marker, slot in markers.items():
+        node: Any = root
+        for part in slot.path[:-1]:
+            child = node[part]
+            if id(child) not in fresh:
+                child = copy.copy(child)
+                fresh.add(id(child))
+                node[part] = child
+            node = child
+        node[slot.path[-1]] = marker
+    return root
 
 
 def _slot_lines(prefix: str, *, slot: Slot) -> list[str]:

@@ -14,12 +14,13 @@ from vf.delivery import emit_delivery
 from vf.emit_kustomize import EnvObjects, emit_kustomize
 from vf.errors import VfError
 from vf.graph import Graph
+from vf.jsontext import json_text
 from vf.load import load_flow
 from vf.lower import lower
 from vf.plan import plan_environment
 from vf.planir import Plan
 from vf.render import render_components, render_generated_components, render_plan
-from vf.verify import json_text, verify
+from vf.verify import verify
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,8 +24,6 @@ from vf.planir import Plan, plan_to_json
 from vf.resources import schema_path
 from vf.schema_check import Check, compile_schema
 
-_encode_string = json.encoder.encode_basestring  # the C encoder where there is one
-_JSON_CONSTANTS = {None: "null", True: "true", False: "false"}
 PLAN_SCHEMA = "plan.v1.schema.json"
 CONFIGMAP_MAX_BYTES = 1024 * 1024
 OBJECT_MAX_BYTES = 1536 * 1024  # etcd's default request limit
@@ -128,45 +126,6 @@ def verify(
         problems.extend(admission_problems(plan.admission, environment=plan.environment))
     raise_if(problems)
     return document
-
-
-def json_text(document: Any) -> str:
-    """``json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\\n"``, byte
-    for byte, built value by value with the C string encoder.
-
-    ``json.dumps`` with an indent runs the pure-Python encoder, which materialises a list of
-    millions of small chunks for a large plan before joining them: slower, and the compile's
-    peak memory. Here each value becomes one string as soon as its children are done.
-    """
-    return _json_value(document, "\n") + "\n"
-
-
-def _json_value(value: Any, newline: str) -> str:
-    if isinstance(value, str):
-        return _encode_string(value)
-    if isinstance(value, dict | list | tuple) and value:
-        inner = newline + "  "
-        if isinstance(value, dict):
-            items = [
-                _encode_string(str(key)) + ": " + _json_value(value[key], inner)
-                for key in sorted(value)
-            ]
-            return "{" + inner + ("," + inner).join(items) + newline + "}"
-        items = [_json_value(item, inner) for item in value]
-        return "[" + inner + ("," + inner).join(items) + newline + "]"
-    return _json_scalar(value)
-
-
-def _json_scalar(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{}"
-    if isinstance(value, list | tuple):
-        return "[]"
-    if value is None or type(value) is bool:
-        return _JSON_CONSTANTS[value]
-    if type(value) is int:
-        return int.__repr__(value)
-    return json.dumps(value)  # floats, and whatever json itself accepts or refuses
 
 
 @contextmanager

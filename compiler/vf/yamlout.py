@@ -22,7 +22,7 @@ _RESERVED = frozenset(
 _NUMBERISH = re.compile(r"^[-+]?(\.?[0-9]|\.(inf|nan)$)", re.IGNORECASE)
 # Keys and common values repeat across thousands of objects; long, unique strings do not.
 # Bounded so a long-lived process (a language server, a test session) cannot grow it forever.
-_RENDERED_MAX = 4096
+_RENDERED_MAX = 1 << 16
 _RENDERED_LEN = 64
 _RENDERED: dict[str, str] = {}
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
@@ -63,6 +63,8 @@ def _is_plain(text: str) -> bool:
 
 def quote(text: str) -> str:
     """A double-quoted YAML scalar; everything outside printable ASCII is escaped."""
+    if text.isascii() and text.isprintable():  # only the quote and the backslash to escape
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
     out = ['"']
     for char in text:
         code = ord(char)

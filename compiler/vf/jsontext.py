@@ -1,0 +1,53 @@
+"""Indented, key-sorted JSON text, byte for byte what ``json.dumps`` writes, made faster.
+
+``json.dumps`` with an indent runs the pure-Python encoder, which materialises a list of
+millions of small chunks for a large document before joining them: slow, and the compile's
+peak memory. Here each value becomes one string as soon as its children are done, and
+strings go through the C encoder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+_JSON_CONSTANTS = {None: "null", True: "true", False: "false"}
+# The C string encoders where there are ones: UTF-8 text as is, or every non-ASCII escaped.
+_ENCODERS: dict[bool, Callable[[str], str]] = {
+    False: json.encoder.encode_basestring,
+    True: json.encoder.encode_basestring_ascii,
+}
+
+
+def json_text(document: Any, *, ascii: bool = False) -> str:
+    """``json.dumps(document, indent=2, sort_keys=True, ensure_ascii=ascii) + "\\n"``."""
+    return _json_value(document, "\n", _ENCODERS[ascii]) + "\n"
+
+
+def _json_value(value: Any, newline: str, encode: Callable[[str], str]) -> str:
+    if isinstance(value, str):
+        return encode(value)
+    if isinstance(value, dict | list | tuple) and value:
+        inner = newline + "  "
+        if isinstance(value, dict):
+            items = [
+                encode(str(key)) + ": " + _json_value(value[key], inner, encode)
+                for key in sorted(value)
+            ]
+            return "{" + inner + ("," + inner).join(items) + newline + "}"
+        items = [_json_value(item, inner, encode) for item in value]
+        return "[" + inner + ("," + inner).join(items) + newline + "]"
+    return _json_scalar(value)
+
+
+def _json_scalar(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{}"
+    if isinstance(value, list | tuple):
+        return "[]"
+    if value is None or type(value) is bool:
+        return _JSON_CONSTANTS[value]
+    if type(value) is int:
+        return int.__repr__(value)
+    return json.dumps(value)  # floats, and whatever json itself accepts or refuses
