@@ -115,21 +115,27 @@ def compile_command(
     """Compile GRAPH into a Kustomize tree and plans under OUT."""
 
     def body() -> int:
-        from vf.write import check_owned, diff_tree, write_tree
+        from vf.pipeline import compile_project
+        from vf.write import TreeCheck, check_owned, staged_tree
 
-        result = _compile(_request(graph, config, envs, profiles))
+        request = _request(graph, config, envs, profiles)
         if check:
             check_owned(out)
-            diff = diff_tree(out, result.tree)
+            compared = TreeCheck(out)
+            compile_project(request, sink=compared.add)
+            diff = compared.diff()
             if diff:
                 click.echo(diff, nl=False)
                 click.echo(f"{out} is stale: run vf compile {graph} --out {out}", err=True)
                 return EXIT_STALE
             click.echo(f"{out} is up to date", err=True)
             return 0
-        write_tree(out, result.tree)
+        # Each file goes to the staging tree as soon as it is made: the tree is never
+        # held whole in memory, and it replaces OUT only once every file is written.
+        with staged_tree(out) as stage:
+            result = compile_project(request, sink=stage.add)
         envs_done = ", ".join(p.environment for p in result.plans)
-        click.echo(f"wrote {len(result.tree) + 1} files to {out} ({envs_done})", err=True)
+        click.echo(f"wrote {len(stage.files)} files to {out} ({envs_done})", err=True)
         return 0
 
     _run(body)

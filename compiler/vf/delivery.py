@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from vf.delivery_config import GitOps
 from vf.emit_gitops import emit_gitops
-from vf.emit_helm import ChartInfo, emit_helm
+from vf.emit_helm import ChartInfo, chart_files
 from vf.graph import Graph
 from vf.planir import Plan
 
@@ -22,6 +22,18 @@ def emit_delivery(
     gitops: GitOps | None,
 ) -> Tree:
     """``chart/`` (always) and ``gitops/`` (when vf.yaml has ``gitops:``)."""
+    chart = dict(sorted(delivery_files(graph, plans=plans, objects=objects, gitops=None)))
+    return chart | emit_gitops(gitops, plans=plans, objects=objects)
+
+
+def delivery_files(
+    graph: Graph,
+    *,
+    plans: Sequence[Plan],
+    objects: Mapping[str, Sequence[dict[str, Any]]],
+    gitops: GitOps | None,
+) -> Iterator[tuple[str, str]]:
+    """The files of ``emit_delivery`` one at a time, so none needs to stay in memory."""
     info = ChartInfo(
         name=plans[0].flow_id,
         flow_type=graph.flow_type,
@@ -29,6 +41,6 @@ def emit_delivery(
         namespaces={p.environment: p.namespace for p in plans},
         nodes=tuple(node.name for node in graph.nodes),
     )
-    tree = emit_helm(objects, info=info)
-    tree.update(emit_gitops(gitops, plans=plans, objects=objects))
-    return tree
+    yield from chart_files(objects, info=info)
+    if gitops is not None:
+        yield from emit_gitops(gitops, plans=plans, objects=objects).items()

@@ -9,7 +9,7 @@ exactly the objects of that environment's plan.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +61,11 @@ def _with_sync_waves(env: EnvObjects) -> EnvObjects:
 
 def emit_kustomize(envs: Mapping[str, EnvObjects]) -> Tree:
     """The ``base/``, ``components/`` and ``overlays/`` files, keyed by relative path."""
+    return dict(kustomize_files(envs))
+
+
+def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]:
+    """The files of ``emit_kustomize`` one at a time, so none needs to stay in memory."""
     envs = {env: _with_sync_waves(objects) for env, objects in envs.items()}
     names = sorted(envs)
     owned = {
@@ -80,21 +85,23 @@ def emit_kustomize(envs: Mapping[str, EnvObjects]) -> Tree:
     }
     first = indexed[names[0]]
     common = [k for k in first if all(k in indexed[e] for e in names)]
-    tree: Tree = {}
     base_files = []
     for key in common:
         name = object_file(first[key])
-        tree[f"base/{name}"] = yamlout.dump(first[key])
+        yield f"base/{name}", yamlout.dump(first[key])
         base_files.append(name)
-    tree["base/kustomization.yaml"] = yamlout.dump(
-        {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": sorted(base_files)}
+    yield (
+        "base/kustomization.yaml",
+        yamlout.dump(
+            {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": sorted(base_files)}
+        ),
     )
     for component in sorted({c for env in names for c in envs[env].components}):
         for file, text in component_files(component).items():
-            tree[f"components/{component}/{file}"] = text
+            yield f"components/{component}/{file}", text
     for env in names:
         for component, objects in sorted(envs[env].generated.items()):
-            tree.update(_generated_component(component, objects))
+            yield from _generated_component(component, objects).items()
     for env in names:
         overlay = _Overlay(root=f"overlays/{env}", namespace=envs[env].namespace)
         overlay.add_resources(indexed[env], exclude=set(common))
@@ -104,8 +111,7 @@ def emit_kustomize(envs: Mapping[str, EnvObjects]) -> Tree:
             overlay.add_component(component, objects)
         for component in sorted(envs[env].generated):
             overlay.components.append(f"../../components/{component}")
-        tree.update(overlay.files())
-    return tree
+        yield from overlay.files().items()
 
 
 def _generated_component(component: str, objects: Sequence[Obj]) -> Tree:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,8 +12,8 @@ from vf import names
 from vf.admission import parse_profile_flags
 from vf.autoscale import apply_autoscaling, plan_autoscaling
 from vf.config import Targets, find_config, load_targets, select_environments
-from vf.delivery import emit_delivery
-from vf.emit_kustomize import EnvObjects, emit_kustomize
+from vf.delivery import delivery_files
+from vf.emit_kustomize import EnvObjects, kustomize_files
 from vf.errors import VfError
 from vf.graph import Graph
 from vf.jsontext import json_text
@@ -36,13 +38,17 @@ class CompileRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class CompileResult:
-    """Every stage's output: the graph, the targets, a plan per environment, and the tree."""
+    """Every stage's output: the graph, the targets, a plan per environment, and the tree
+    (path → text; empty when the files went to a sink instead)."""
 
     graph: Graph
     targets: Targets
     plans: tuple[Plan, ...]
     objects: dict[str, list[dict[str, Any]]]
     tree: dict[str, str]
+
+
+Sink = Callable[[str, str], None]
 
 
 def resolve_flow_id(graph: Graph, targets: Targets) -> str:
@@ -60,20 +66,25 @@ def resolve_flow_id(graph: Graph, targets: Targets) -> str:
     return derived or "flow"
 
 
-def compile_project(request: CompileRequest) -> CompileResult:
-    """Run every stage; raise a VfError listing every problem, never write anything."""
+def compile_project(request: CompileRequest, *, sink: Sink | None = None) -> CompileResult:
+    """Run every stage; raise a VfError listing every problem, never write anything.
+
+    Each file of the tree goes to ``sink(path, text)`` as soon as it is made, so a large
+    tree never has to be held whole; without a sink the files are kept in ``tree``.
+    """
     # The compile builds many small, long-lived objects and no cycles worth collecting:
     # pausing the collector saves a large share of the time at thousands of nodes.
     enabled = gc.isenabled()
     gc.disable()
+    tree: dict[str, str] = {}
     try:
-        return _compile(request)
+        return _compile(request, sink=sink or tree.__setitem__, tree=tree)
     finally:
         if enabled:
             gc.enable()
 
 
-def _compile(request: CompileRequest) -> CompileResult:
+def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> CompileResult:
     flow, path = load_flow(request.graph)
     targets = select_environments(
         load_targets(find_config(path, request.config)), request.environments
@@ -83,7 +94,6 @@ def _compile(request: CompileRequest) -> CompileResult:
     flow_id = resolve_flow_id(graph, targets)
     plans: list[Plan] = []
     objects: dict[str, list[dict[str, Any]]] = {}
-    tree: dict[str, str] = {}
     for env in targets.environments:
         plan = plan_environment(graph, env, flow_id=flow_id, flags=flags)
         scalers = plan_autoscaling(graph, plan=plan, settings=env.autoscaling)
@@ -91,21 +101,22 @@ def _compile(request: CompileRequest) -> CompileResult:
         document = verify(plan, rendered, enforce_admission=request.enforce_admission)
         plans.append(plan)
         objects[env.name] = rendered
-        tree[f"plan/{env.name}.json"] = plan_json_text(document)
-    tree.update(
-        emit_kustomize(
-            {
-                plan.environment: EnvObjects(
-                    namespace=plan.namespace,
-                    objects=objects[plan.environment],
-                    components=render_components(plan),
-                    generated=render_generated_components(plan),
-                )
-                for plan in plans
-            }
-        )
+        sink(f"plan/{env.name}.json", plan_json_text(document))
+        del document  # the plan's JSON form is as large as the plan: free it now
+    kustomize = kustomize_files(
+        {
+            plan.environment: EnvObjects(
+                namespace=plan.namespace,
+                objects=objects[plan.environment],
+                components=render_components(plan),
+                generated=render_generated_components(plan),
+            )
+            for plan in plans
+        }
     )
-    tree.update(emit_delivery(graph, plans=plans, objects=objects, gitops=targets.gitops))
+    delivery = delivery_files(graph, plans=plans, objects=objects, gitops=targets.gitops)
+    for file, text in itertools.chain(kustomize, delivery):
+        sink(file, text)
     return CompileResult(
         graph=graph, targets=targets, plans=tuple(plans), objects=objects, tree=tree
     )

@@ -8,13 +8,15 @@ generate and no longer emits are pruned.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import difflib
 import json
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from vf.errors import EnvironmentProblem, VfError
@@ -84,8 +86,28 @@ def check_owned(out: Path) -> list[str]:
 
 def write_tree(out: Path, tree: Mapping[str, str]) -> None:
     """Replace vf's files in ``out`` with ``tree`` in one atomic swap."""
+    with staged_tree(out) as stage:
+        for rel in sorted(tree):
+            stage.add(rel, tree[rel])
+
+
+@contextmanager
+def staged_tree(out: Path) -> Iterator[StagedTree]:
+    """A new tree for ``out``, filled file by file and swapped in whole when the block ends
+    without an error; on any error (or a kill) the previous tree stays as it was."""
+    stage = StagedTree(out)
     try:
-        _swap_in(out, tree)
+        yield stage
+        stage.commit()
+    except BaseException:
+        stage.discard()
+        raise
+
+
+@contextmanager
+def _disk_errors(out: Path) -> Iterator[None]:
+    try:
+        yield
     except OSError as exc:
         raise EnvironmentProblem(
             "VF_OUTPUT_WRITE",
@@ -95,44 +117,88 @@ def write_tree(out: Path, tree: Mapping[str, str]) -> None:
         ) from None
 
 
-def _swap_in(out: Path, tree: Mapping[str, str]) -> None:
-    owned = set(check_owned(out))
-    full = with_manifest(tree)
-    _check_encodable(full)
-    target = out.resolve()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _sweep_leftovers(target.parent, target.name)
-    staging = target.parent / f".{target.name}.vf-new-{os.getpid()}"
-    try:
-        _materialise(staging, full)
+class StagedTree:
+    """The staging directory beside ``out``: created by the first file, never seen as ``out``
+    until ``commit`` swaps it in with the ownership manifest and the user's own files."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.files: dict[str, None] = {}
+        self._target = out.resolve()
+        self._owned: set[str] = set()
+        self._staging: Path | None = None
+        self._folders: set[str] = set()
+        self._made: list[Path] = []  # parent directories this write created
+
+    def add(self, rel: str, text: str) -> None:
+        """Write one file of the new tree (a path given twice keeps the later text)."""
+        _check_encodable(rel, text)
+        with _disk_errors(self.out):
+            self._write(rel, text.encode("utf-8"))
+
+    def _write(self, rel: str, data: bytes) -> None:
+        root = self._staging or self._open()
+        folder = rel.rpartition("/")[0]
+        if folder not in self._folders:
+            os.makedirs(f"{root}/{folder}", exist_ok=True)
+            self._folders.add(folder)
+        if rel in self.files:
+            os.unlink(f"{root}/{rel}")
+        _write_new(f"{root}/{rel}", data)
+        self.files[rel] = None
+
+    def _open(self) -> Path:
+        self._owned = set(check_owned(self.out))
+        target = self._target
+        self._made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _sweep_leftovers(target.parent, target.name)
+        staging = target.parent / f".{target.name}.vf-new-{os.getpid()}"
+        staging.mkdir()
+        self._staging, self._folders = staging, {""}
+        return staging
+
+    def commit(self) -> None:
+        """Add the manifest, carry the user's files over, make it durable, swap it in."""
+        self.add(MANIFEST, manifest_text([f for f in self.files if f != MANIFEST]))
+        with _disk_errors(self.out):
+            self._swap()
+
+    def _swap(self) -> None:
+        staging, target = self._staging, self._target
+        assert staging is not None  # the manifest was written
         existed = target.exists()
         if existed:
-            _carry_user_files(target, staging, owned)
+            _carry_user_files(target, staging, self._owned)
         _sync_filesystem(staging)
         if existed:
             _exchange(staging, target)
         else:
             os.rename(staging, target)
         _fsync_dir(target.parent)
-    except BaseException:
+        self._made = []
+        # The previous tree now sits in the staging path; a failure to delete it is swept later.
         shutil.rmtree(staging, ignore_errors=True)
-        raise
-    # The previous tree now sits in the staging path; a failure to delete it is swept later.
-    shutil.rmtree(staging, ignore_errors=True)
+
+    def discard(self) -> None:
+        """Remove the staging directory and any parent directory this write created."""
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+        for folder in self._made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
-def _check_encodable(tree: Mapping[str, str]) -> None:
-    """Refuse, before touching the disk, a file that UTF-8 cannot encode."""
-    for rel in sorted(tree):
-        text = tree[rel]
-        if not text.isascii() and _SURROGATE.search(text):
-            raise VfError(
-                "VF_OUTPUT_TEXT",
-                f"{rel} would hold an unpaired surrogate (an escape like \\ud800), "
-                "which is not valid Unicode",
-                "remove the escaped surrogate from vf.yaml or from the graph's strings",
-                rel,
-            )
+def _check_encodable(rel: str, text: str) -> None:
+    """Refuse a file that UTF-8 cannot encode (its staging tree is discarded)."""
+    if not text.isascii() and _SURROGATE.search(text):
+        raise VfError(
+            "VF_OUTPUT_TEXT",
+            f"{rel} would hold an unpaired surrogate (an escape like \\ud800), "
+            "which is not valid Unicode",
+            "remove the escaped surrogate from vf.yaml or from the graph's strings",
+            rel,
+        )
 
 
 def _sweep_leftovers(parent: Path, name: str) -> None:
@@ -151,19 +217,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _materialise(root: Path, tree: Mapping[str, str]) -> None:
-    """Write every file of ``tree`` under the new directory ``root`` (not yet durable)."""
-    root.mkdir()
-    base = str(root) + "/"
-    made = {""}
-    for rel in sorted(tree):
-        folder = rel.rpartition("/")[0]
-        if folder not in made:
-            os.makedirs(base + folder, exist_ok=True)
-            made.add(folder)
-        _write_new(base + rel, tree[rel].encode("utf-8"))
 
 
 def _write_new(path: str, data: bytes) -> None:
@@ -239,16 +292,42 @@ def _exchange(new: Path, old: Path) -> None:
 
 def diff_tree(out: Path, tree: Mapping[str, str]) -> str:
     """A unified diff from the tree on disk to ``tree``; empty when they are equal."""
-    full = with_manifest(tree)
-    owned = set(owned_files(out) or []) if out.is_dir() else set()
-    chunks: list[str] = []
-    for rel in sorted(owned | set(full)):
-        path = out / rel
+    check = TreeCheck(out)
+    for rel, text in tree.items():
+        check.add(rel, text)
+    return check.diff()
+
+
+class TreeCheck:
+    """Compares a tree, file by file as it is made, with the one vf wrote to ``out``."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.owned = set(owned_files(out) or []) if out.is_dir() else set()
+        self.files: dict[str, None] = {}
+        self._chunks: dict[str, list[str]] = {}
+
+    def add(self, rel: str, text: str) -> None:
+        """Compare one file (a path given twice is compared with the later text)."""
+        self.files[rel] = None
+        path = self.out / rel
         before = path.read_text(encoding="utf-8") if path.is_file() else None
-        after = full.get(rel)
+        self._compare(rel, before=before, after=text)
+
+    def diff(self) -> str:
+        """The unified diff of every file compared, the manifest and every file now gone."""
+        self.add(MANIFEST, manifest_text([f for f in self.files if f != MANIFEST]))
+        for rel in self.owned - set(self.files):
+            path = self.out / rel
+            before = path.read_text(encoding="utf-8") if path.is_file() else None
+            self._compare(rel, before=before, after=None)
+        return "".join(line for rel in sorted(self._chunks) for line in self._chunks[rel])
+
+    def _compare(self, rel: str, *, before: str | None, after: str | None) -> None:
+        self._chunks.pop(rel, None)
         if before == after:
-            continue
-        chunks.extend(
+            return
+        self._chunks[rel] = list(
             difflib.unified_diff(
                 (before or "").splitlines(keepends=True),
                 (after or "").splitlines(keepends=True),
@@ -256,4 +335,3 @@ def diff_tree(out: Path, tree: Mapping[str, str]) -> str:
                 tofile=f"b/{rel}" if after is not None else "/dev/null",
             )
         )
-    return "".join(chunks)
