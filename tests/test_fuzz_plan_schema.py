@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vf.jsontext import json_text
+from vf.jsontext import json_chunks, json_text
 from vf.pipeline import CompileResult
 from vf.planir import plan_to_json
 from vf.schema_check import compile_schema
@@ -206,9 +206,12 @@ def test_plan_json_text_is_json_dumps_byte_for_byte(document: Any) -> None:
     assert json_text(document) == expected
     escaped = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
     assert json_text(document, ascii=True) == escaped
+    assert "".join(json_chunks(document)) == expected
+    assert "".join(json_chunks(document, ascii=True)) == escaped
 
 
 def test_plan_json_text_of_real_plans(plans: list[dict[str, Any]]) -> None:
     for document in plans:
         expected = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         assert json_text(document) == expected
+        assert "".join(json_chunks(document)) == expected

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from vf.emit_helm import ChartInfo, emit_helm
+from vf.helm_slots import POD_SPEC, knob_key, may_hold_knob
+from vf.pipeline import CompileResult
 
 Obj = dict[str, Any]
 ENVS = ("blue", "green")
@@ -87,3 +89,32 @@ def test_any_difference_round_trips_through_helm(
     root = tmp_path_factory.mktemp("chart")
     for env in ENVS:
         assert _render(helm, root, tree, env) == per_env[env]
+
+
+def _paths(value: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            out += _paths(child, (*path, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            out += _paths(child, (*path, index))
+    return out
+
+
+def test_the_slot_walk_prunes_no_knob(compiled_examples: dict[str, CompileResult]) -> None:
+    """``may_hold_knob`` lets the walk skip equal subtrees: it must hold wherever a knob
+    lies below, on every object of every example (knob fields absent from an object, like
+    an unset priorityClassName, included)."""
+    knobs = 0
+    for result in compiled_examples.values():
+        for objects in result.objects.values():
+            for obj in objects:
+                extra = [(*POD_SPEC, "priorityClassName"), (*POD_SPEC, "runtimeClassName")]
+                for path in [*_paths(obj), *extra]:
+                    if knob_key(obj, path=path) is None:
+                        continue
+                    knobs += 1
+                    for depth in range(len(path) + 1):
+                        assert may_hold_knob(obj, path=path[:depth]), (obj["kind"], path)
+    assert knobs > 50

@@ -8,6 +8,7 @@ from typing import Any
 from vf.delivery_config import GitOps
 from vf.emit_gitops import emit_gitops
 from vf.emit_helm import ChartInfo, chart_files
+from vf.filetext import FileText, whole
 from vf.graph import Graph
 from vf.planir import Plan
 
@@ -22,7 +23,8 @@ def emit_delivery(
     gitops: GitOps | None,
 ) -> Tree:
     """``chart/`` (always) and ``gitops/`` (when vf.yaml has ``gitops:``)."""
-    chart = dict(sorted(delivery_files(graph, plans=plans, objects=objects, gitops=None)))
+    files = delivery_files(graph, plans=plans, objects=objects, gitops=None)
+    chart = dict(sorted((path, whole(text)) for path, text in files))
     return chart | emit_gitops(gitops, plans=plans, objects=objects)
 
 
@@ -32,7 +34,7 @@ def delivery_files(
     plans: Sequence[Plan],
     objects: Mapping[str, Sequence[dict[str, Any]]],
     gitops: GitOps | None,
-) -> Iterator[tuple[str, str]]:
+) -> Iterator[tuple[str, FileText]]:
     """The files of ``emit_delivery`` one at a time, so none needs to stay in memory."""
     info = ChartInfo(
         name=plans[0].flow_id,

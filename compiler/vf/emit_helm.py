@@ -18,15 +18,16 @@ from typing import Any
 
 from vf import yamlout
 from vf.emit_kustomize import object_file
+from vf.filetext import Chunks, FileText, whole
 from vf.helm_schema import values_schema
 from vf.helm_slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
 from vf.helm_text import RELEASE_NAMESPACE, object_template, render_text
-from vf.jsontext import json_text
+from vf.jsontext import json_chunks
 from vf.ordering import with_helm_hooks, without_tool_annotations
 
 Obj = dict[str, Any]
 Tree = dict[str, str]
-File = tuple[str, str]
+File = tuple[str, FileText]
 Key = tuple[str, str]
 ROOT = "chart"
 
@@ -65,7 +66,7 @@ def _prepared(objects: Sequence[Obj], *, namespaced: set[Key]) -> dict[Key, Obj]
 
 def emit_helm(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Tree:
     """Every file of ``chart/`` keyed by its path in the output tree."""
-    return dict(sorted(chart_files(per_env, info=info)))
+    return dict(sorted((path, whole(text)) for path, text in chart_files(per_env, info=info)))
 
 
 def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Iterator[File]:
@@ -87,7 +88,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     del indexed
     templates = _resolve_keys(templates, envs=envs)
     values = {env: _values(templates, env=env) for env in envs}
-    makers: dict[str, Callable[[], str]] = {}
+    makers: dict[str, Callable[[], FileText]] = {}
     for tpl in templates:
         guard = ("objects", f"{tpl.key[0]}/{tpl.key[1]}") if tpl.partial else None
         makers[f"templates/{object_file(tpl.base)}"] = partial(
@@ -102,16 +103,45 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
     makers["README.md"] = partial(render_text, "README.md", context=context)
     del templates  # each template's slots go as soon as its file is made
-    digest = hashlib.sha256()
+    digest = _Digest()
     for path in sorted(makers):
-        text = makers.pop(path)()
-        digest.update(f"{path}\0{text}\0".encode())
-        yield f"{ROOT}/{path}", text
+        yield f"{ROOT}/{path}", digest.of(path, makers.pop(path)())
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()))
 
 
-def _schema_text(values: Mapping[str, Obj]) -> str:
-    return json_text(values_schema(values), ascii=True)
+def _schema_text(values: Mapping[str, Obj]) -> Chunks:
+    return Chunks(json_chunks(values_schema(values), ascii=True))
+
+
+class _Digest:
+    """The digest of every chart file, path and text, in path order; a file in pieces is
+    digested while its pieces are read, so each must be read before the next file."""
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256()
+        self._reading = 0
+
+    def of(self, path: str, text: FileText) -> FileText:
+        if self._reading:
+            raise AssertionError("a chart file's pieces were not read before the next file")
+        if isinstance(text, str):
+            self._sha.update(f"{path}\0{text}\0".encode())
+            return text
+        self._reading += 1
+        return Chunks(self._pieces(path, text))
+
+    def _pieces(self, path: str, text: Chunks) -> Iterator[str]:
+        self._sha.update(f"{path}\0".encode())
+        for piece in text.pieces:
+            self._sha.update(piece.encode())
+            yield piece
+        self._sha.update(b"\0")
+        self._reading -= 1
+
+    def hexdigest(self) -> str:
+        if self._reading:
+            raise AssertionError("a chart file's pieces were not read before Chart.yaml")
+        return self._sha.hexdigest()
 
 
 def _template(

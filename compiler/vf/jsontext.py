@@ -9,7 +9,7 @@ strings go through the C encoder.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 _JSON_CONSTANTS = {None: "null", True: "true", False: "false"}
@@ -51,3 +51,36 @@ def _json_scalar(value: Any) -> str:
     if type(value) is int:
         return int.__repr__(value)
     return json.dumps(value)  # floats, and whatever json itself accepts or refuses
+
+
+# Containers this shallow, or with more items than this, are written piece by piece.
+_STREAM_DEPTH = 3
+_STREAM_ITEMS = 16
+
+
+def json_chunks(document: Any, *, ascii: bool = False) -> Iterator[str]:
+    """The text of ``json_text`` in pieces, so a large document never exists as one string:
+    the outer containers and long ones are streamed item by item, the rest made whole."""
+    yield from _chunks(document, "\n", _ENCODERS[ascii], 0)
+    yield "\n"
+
+
+def _chunks(value: Any, newline: str, encode: Callable[[str], str], depth: int) -> Iterator[str]:
+    if not (isinstance(value, dict | list | tuple) and value) or (
+        depth >= _STREAM_DEPTH and len(value) <= _STREAM_ITEMS
+    ):
+        yield _json_value(value, newline, encode)
+        return
+    inner = newline + "  "
+    if isinstance(value, dict):
+        yield "{"
+        for i, key in enumerate(sorted(value)):
+            yield ("," if i else "") + inner + encode(str(key)) + ": "
+            yield from _chunks(value[key], inner, encode, depth + 1)
+        yield newline + "}"
+        return
+    yield "["
+    for i, item in enumerate(value):
+        yield ("," if i else "") + inner
+        yield from _chunks(item, inner, encode, depth + 1)
+    yield newline + "]"

@@ -15,8 +15,9 @@ from vf.config import Targets, find_config, load_targets, select_environments
 from vf.delivery import delivery_files
 from vf.emit_kustomize import EnvObjects, kustomize_files
 from vf.errors import VfError
+from vf.filetext import Chunks, FileText, whole
 from vf.graph import Graph
-from vf.jsontext import json_text
+from vf.jsontext import json_chunks, json_text
 from vf.load import load_flow
 from vf.lower import lower
 from vf.plan import plan_environment
@@ -48,7 +49,7 @@ class CompileResult:
     tree: dict[str, str]
 
 
-Sink = Callable[[str, str], None]
+Sink = Callable[[str, FileText], None]
 
 
 def resolve_flow_id(graph: Graph, targets: Targets) -> str:
@@ -77,8 +78,12 @@ def compile_project(request: CompileRequest, *, sink: Sink | None = None) -> Com
     enabled = gc.isenabled()
     gc.disable()
     tree: dict[str, str] = {}
+
+    def keep(path: str, text: FileText) -> None:
+        tree[path] = whole(text)
+
     try:
-        return _compile(request, sink=sink or tree.__setitem__, tree=tree)
+        return _compile(request, sink=sink or keep, tree=tree)
     finally:
         if enabled:
             gc.enable()
@@ -101,7 +106,7 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
         document = verify(plan, rendered, enforce_admission=request.enforce_admission)
         plans.append(plan)
         objects[env.name] = rendered
-        sink(f"plan/{env.name}.json", plan_json_text(document))
+        sink(f"plan/{env.name}.json", Chunks(json_chunks(document)))
         del document  # the plan's JSON form is as large as the plan: free it now
     kustomize = kustomize_files(
         {

@@ -15,15 +15,17 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 from vf.errors import EnvironmentProblem, VfError
+from vf.filetext import FileText, whole
 
 MANIFEST = ".vf-manifest.json"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _RENAME_EXCHANGE = 2
+_BLOCK = 256 * 1024
 _AT_FDCWD = -100
 
 
@@ -130,13 +132,17 @@ class StagedTree:
         self._folders: set[str] = set()
         self._made: list[Path] = []  # parent directories this write created
 
-    def add(self, rel: str, text: str) -> None:
+    def add(self, rel: str, text: FileText) -> None:
         """Write one file of the new tree (a path given twice keeps the later text)."""
-        _check_encodable(rel, text)
+        if isinstance(text, str):  # one string, the common case: checked before any write
+            _check_encodable(rel, text)
+            blocks: Iterable[bytes] = (text.encode("utf-8"),)
+        else:
+            blocks = _encoded(rel, text.pieces)
         with _disk_errors(self.out):
-            self._write(rel, text.encode("utf-8"))
+            self._write(rel, blocks)
 
-    def _write(self, rel: str, data: bytes) -> None:
+    def _write(self, rel: str, blocks: Iterable[bytes]) -> None:
         root = self._staging or self._open()
         folder = rel.rpartition("/")[0]
         if folder not in self._folders:
@@ -144,8 +150,13 @@ class StagedTree:
             self._folders.add(folder)
         if rel in self.files:
             os.unlink(f"{root}/{rel}")
-        _write_new(f"{root}/{rel}", data)
         self.files[rel] = None
+        fd = os.open(f"{root}/{rel}", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        try:
+            for data in blocks:
+                _write_all(fd, data)
+        finally:
+            os.close(fd)
 
     def _open(self) -> Path:
         self._owned = set(check_owned(self.out))
@@ -219,14 +230,26 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _write_new(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
+def _encoded(rel: str, pieces: Iterable[str]) -> Iterator[bytes]:
+    """UTF-8 bytes of the pieces, joined into blocks of at least 256 KiB."""
+    block: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        _check_encodable(rel, piece)
+        data = piece.encode("utf-8")
+        block.append(data)
+        size += len(data)
+        if size >= _BLOCK:
+            yield b"".join(block)
+            block, size = [], 0
+    if block:
+        yield b"".join(block)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _sync_filesystem(path: Path) -> None:
@@ -307,12 +330,12 @@ class TreeCheck:
         self.files: dict[str, None] = {}
         self._chunks: dict[str, list[str]] = {}
 
-    def add(self, rel: str, text: str) -> None:
+    def add(self, rel: str, text: FileText) -> None:
         """Compare one file (a path given twice is compared with the later text)."""
         self.files[rel] = None
         path = self.out / rel
         before = path.read_text(encoding="utf-8") if path.is_file() else None
-        self._compare(rel, before=before, after=text)
+        self._compare(rel, before=before, after=whole(text))
 
     def diff(self) -> str:
         """The unified diff of every file compared, the manifest and every file now gone."""

@@ -9,7 +9,6 @@ a component written in Python can do that with :func:`serve`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import sys
@@ -163,6 +162,8 @@ def _builder(node_class: type[Node]) -> Any:
 def serve(node_class: type[Node], env: Mapping[str, str] | None = None) -> NoReturn:
     """Run one replica of a component written in Python: ``node_class(**params)`` under the
     worker protocol, configured by the ``VF_*`` environment vf wrote for the component."""
+    import asyncio  # here, not above: the compiler imports this module and needs no event loop
+
     from vf_runtime.worker import run_worker
 
     logging.basicConfig(

@@ -1,0 +1,104 @@
+"""The tree streamed into its staging directory: the same bytes as the tree built in memory,
+nothing left behind when a compile or a file fails, pieces written whole (ADR 24)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import example_graph
+from tests.test_determinism import _read_tree
+from vf.emit_helm import ChartInfo, chart_files
+from vf.errors import VfError
+from vf.filetext import Chunks
+from vf.pipeline import CompileResult
+from vf.write import TreeCheck, diff_tree, staged_tree, with_manifest, write_tree
+
+
+def test_the_vf_executable_writes_the_tree_compiled_in_memory(
+    tmp_path: Path, compiled_examples: dict[str, CompileResult]
+) -> None:
+    out = tmp_path / "deploy"
+    argv = [sys.executable, "-m", "vf", "compile", example_graph("batch_pipeline")]
+    done = subprocess.run([*argv, "--out", str(out)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    expected = with_manifest(compiled_examples["batch_pipeline"].tree)
+    assert _read_tree(out) == expected
+    assert f"wrote {len(expected)} files" in done.stderr
+    again = subprocess.run(
+        [*argv, "--out", str(out), "--check"], capture_output=True, text=True, check=False
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_an_error_after_some_files_leaves_nothing_new(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "deeper" / "deploy"
+    with pytest.raises(RuntimeError), staged_tree(out) as stage:
+        stage.add("plan/dev.json", "{}\n")
+        raise RuntimeError("a later environment failed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_error_keeps_the_previous_tree(tmp_path: Path) -> None:
+    out = tmp_path / "deploy"
+    write_tree(out, {"a.yaml": "a: 1\n"})
+    before = _read_tree(out)
+    with pytest.raises(KeyboardInterrupt), staged_tree(out) as stage:
+        stage.add("a.yaml", "a: 2\n")
+        raise KeyboardInterrupt
+    assert _read_tree(out) == before
+    assert not list(tmp_path.glob(".deploy.vf-new-*"))
+
+
+def test_a_file_in_pieces_is_written_whole(tmp_path: Path) -> None:
+    out = tmp_path / "deploy"
+    pieces = ["x" * 100_000] * 5 + ["é\n"]
+    with staged_tree(out) as stage:
+        stage.add("big.json", Chunks(iter(pieces)))
+        stage.add("small.yaml", "a: 1\n")
+        stage.add("small.yaml", "a: 2\n")  # a path given twice keeps the later text
+    assert _read_tree(out) == with_manifest({"big.json": "".join(pieces), "small.yaml": "a: 2\n"})
+
+
+def test_a_surrogate_in_a_later_piece_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
+    out = tmp_path / "deploy"
+    write_tree(out, {"a.yaml": "a: 1\n"})
+    before = _read_tree(out)
+    with pytest.raises(VfError) as info, staged_tree(out) as stage:
+        stage.add("plan/dev.json", Chunks(iter(['{"a": "ok",', ' "b": "\ud800"}\n'])))
+    assert info.value.code == "VF_OUTPUT_TEXT"
+    assert _read_tree(out) == before
+    assert not list(tmp_path.glob(".deploy.vf-new-*"))
+
+
+def test_check_file_by_file_equals_the_whole_tree_diff(tmp_path: Path) -> None:
+    out = tmp_path / "deploy"
+    write_tree(out, {"a.yaml": "a: 1\n", "gone.yaml": "g\n", "same.yaml": "s\n"})
+    new = {"a.yaml": "a: 2\n", "same.yaml": "s\n", "added.json": '{\n  "x": 1\n}\n'}
+    check = TreeCheck(out)
+    for rel, text in new.items():
+        check.add(rel, Chunks(iter(text.splitlines(keepends=True))))
+    streamed = check.diff()
+    assert streamed == diff_tree(out, new)
+    assert "-a: 1" in streamed and "+a: 2" in streamed
+    assert "+++ /dev/null" in streamed and "+++ b/added.json" in streamed
+
+
+def test_chart_files_must_be_read_in_order() -> None:
+    objects = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}}
+    ]
+    info = ChartInfo(
+        name="f",
+        flow_type="batch",
+        kubernetes_versions={"dev": "1.34"},
+        namespaces={"dev": "n"},
+        nodes=(),
+    )
+    files = chart_files({"dev": objects}, info=info)
+    with pytest.raises(AssertionError, match="not read"):
+        for _path, _text in files:  # never reads values.schema.json's pieces
+            pass
