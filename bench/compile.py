@@ -48,11 +48,12 @@ STAGES = (
     ("vf.plan", "plan_environment", "plan"),
     ("vf.render", "render_plan", "render objects"),
     ("vf.verify", "verify", "verify (schema, limits, admission)"),
-    ("vf.pipeline", "plan_json_text", "plan JSON text"),
-    ("vf.emit_kustomize", "emit_kustomize", "Kustomize tree"),
-    ("vf.emit_helm", "emit_helm", "Helm chart"),
+    ("vf.jsontext", "json_chunks", "JSON text (plans, chart values schema)"),
+    ("vf.emit_kustomize", "kustomize_files", "Kustomize tree"),
+    ("vf.emit_helm", "chart_files", "Helm chart"),
     ("vf.emit_gitops", "emit_gitops", "GitOps delivery files"),
-    ("vf.write", "write_tree", "write the tree (atomic swap)"),
+    ("vf.write", "_write", "write each file into the staging tree"),
+    ("vf.write", "commit", "sync and swap the tree in"),
     ("vf.yamlout", "dump", "of which: YAML text, every emitter"),
     ("copy", "deepcopy", "of which: copy.deepcopy, every stage"),
 )
@@ -151,8 +152,9 @@ def write_project(root: Path, n: int) -> Path:
     return graph
 
 
-def run_once(argv: list[str], cwd: Path) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one child process; raise if it fails."""
+def run_once(argv: list[str], cwd: Path) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (KiB) and CPU seconds (user + system) of one child process;
+    raise if it fails."""
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
@@ -162,7 +164,7 @@ def run_once(argv: list[str], cwd: Path) -> tuple[float, int]:
         if proc.returncode != 0:
             err.seek(0)
             raise RuntimeError(f"{argv[1:]} exited {proc.returncode}: {err.read().decode()}")
-    return wall, usage.ru_maxrss
+    return wall, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
 
 
 def tree_stats(out: Path) -> tuple[int, int, str]:
@@ -177,20 +179,24 @@ def tree_stats(out: Path) -> tuple[int, int, str]:
 
 def measure(vf: str, graph: Path, envs: list[str], repeat: int, work: Path) -> dict[str, Any]:
     walls: list[float] = []
+    cpus: list[float] = []
     rss: list[int] = []
     digests: set[str] = set()
     files = size = 0
     for i in range(repeat):
         out = work / f"out-{'-'.join(envs) or 'all'}-{i}"
         argv = [vf, "compile", str(graph), "--out", str(out), *[f"--env={e}" for e in envs]]
-        wall, peak = run_once(argv, graph.parent)
+        wall, peak, cpu = run_once(argv, graph.parent)
         walls.append(round(wall, 4))
+        cpus.append(round(cpu, 4))
         rss.append(peak)
         files, size, digest = tree_stats(out)
         digests.add(digest)
     return {
         "wall_s": walls,
         "wall_median_s": round(statistics.median(walls), 4),
+        "cpu_s": cpus,
+        "cpu_median_s": round(statistics.median(cpus), 4),
         "peak_rss_kib": rss,
         "peak_rss_median_mib": round(statistics.median(rss) / 1024, 1),
         "files": files,
@@ -205,16 +211,17 @@ def startup(argv: list[str], repeat: int = 10) -> float:
 
 def table(report: dict[str, Any]) -> str:
     lines = [
-        "| N | vf, 2 envs (s) | vf, 1 env (s) | vf peak RSS, 2 / 1 env (MiB) | files / bytes "
-        "(2 envs) | videoflow (s) | videoflow peak (MiB) | videoflow / vf, 1 env | "
-        "videoflow / vf, 2 envs |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| N | vf, 2 envs (s) | vf, 1 env (s) | vf CPU, 1 env (s) | vf peak RSS, 2 / 1 env "
+        "(MiB) | files / bytes (2 envs) | videoflow (s) | videoflow peak (MiB) | "
+        "videoflow / vf, 1 env | videoflow / vf, 2 envs |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for key, row in report["sizes"].items():
         two, one = row["two_envs"], row["one_env"]
         peer_s, peer_mib = VIDEOFLOW.get(int(key), (math.nan, math.nan))
         lines.append(
             f"| {key} | {two['wall_median_s']:.3f} | {one['wall_median_s']:.3f} | "
+            f"{one['cpu_median_s']:.3f} | "
             f"{two['peak_rss_median_mib']:.1f} / {one['peak_rss_median_mib']:.1f} | "
             f"{two['files']} / {two['bytes']:,} | {peer_s:.3f} | {peer_mib:.1f} | "
             f"{peer_s / one['wall_median_s']:.2f}x | {peer_s / two['wall_median_s']:.2f}x |"

@@ -55,3 +55,21 @@ def test_top_level_key_order() -> None:
 def test_yaml_1_1_words_stay_strings() -> None:
     text = yamlout.dump({"data": {"a": "on", "b": "0755", "c": "yes", "d": "1:20"}})
     assert '"on"' in text and '"0755"' in text and '"yes"' in text and '"1:20"' in text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(
+        alphabet=st.one_of(
+            st.characters(max_codepoint=0x2FF, exclude_categories=("Cs",)),
+            st.characters(min_codepoint=0x10000, exclude_categories=("Cs",)),
+            st.sampled_from(['"', "\\", "\n", "\t", "\r", "\x00", "\x7f", "\x85", "\ufeff"]),
+        ),
+        max_size=30,
+    )
+)
+def test_every_escape_reads_back(text: str) -> None:
+    quoted = yamlout.quote(text)
+    assert quoted.isascii() and quoted.isprintable()
+    for version in ((1, 1), (1, 2)):
+        assert _load(f"k: {quoted}\n", version) == {"k": text}

@@ -65,21 +65,25 @@ def quote(text: str) -> str:
     """A double-quoted YAML scalar; everything outside printable ASCII is escaped."""
     if text.isascii() and text.isprintable():  # only the quote and the backslash to escape
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    out = ['"']
-    for char in text:
-        code = ord(char)
-        if char in _ESCAPES:
-            out.append(_ESCAPES[char])
-        elif 0x20 <= code < 0x7F:
-            out.append(char)
-        elif code <= 0xFF:
-            out.append(f"\\x{code:02x}")
-        elif code <= 0xFFFF:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
+    escaped = text.translate(_BYTE_ESCAPES)
+    if not escaped.isascii():
+        escaped = _WIDE.sub(_wide_escape, escaped)
+    return '"' + escaped + '"'
+
+
+# ``\x..`` for every character up to U+00FF that is not printable ASCII, but the short
+# escapes; ``\u....`` / ``\U........`` beyond (see ``_wide_escape``).
+_BYTE_ESCAPES = {
+    code: _ESCAPES.get(chr(code), f"\\x{code:02x}")
+    for code in range(0x100)
+    if not 0x20 <= code < 0x7F or chr(code) in _ESCAPES
+}
+_WIDE = re.compile("[^\x00-\xff]")
+
+
+def _wide_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def _text(text: str) -> str:
