@@ -250,3 +250,36 @@ def test_any_target_compiles_or_fails_by_name(project: Path, document: Any) -> N
 )
 def test_any_text_compiles_or_fails_by_name(project: Path, text: str | bytes) -> None:
     check(compile_config(project, text))
+
+
+def _verdicts(document: Any) -> tuple[bool, bool]:
+    """(the compiled checker finds no problem, jsonschema finds none) for one document."""
+    import jsonschema
+
+    from vf.config import _check_errors, _config_check, config_schema
+
+    check = _config_check()
+    assert check is not None, "vf.yaml's schema no longer compiles: the fast path is gone"
+    reference = jsonschema.Draft202012Validator(config_schema())
+    try:
+        expected = not any(reference.iter_errors(document))
+    except (TypeError, ValueError):
+        expected = False  # vf reports these as VF_CONFIG_SCHEMA too
+    return not _check_errors(check, document), expected
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(document=mutated_documents())
+def test_the_compiled_config_check_agrees_with_jsonschema(document: Any) -> None:
+    """vf.yaml is accepted without jsonschema only when jsonschema would accept it (ADR 25)."""
+    fast, reference = _verdicts(json.loads(json.dumps(document)))
+    assert fast == reference
+
+
+def test_the_compiled_config_check_accepts_every_example() -> None:
+    from vf.config import _read_yaml
+
+    examples = sorted((Path(__file__).parent.parent / "examples").glob("*/vf.yaml"))
+    assert len(examples) >= 4
+    for path in examples:
+        assert _verdicts(_read_yaml(path)) == (True, True), path

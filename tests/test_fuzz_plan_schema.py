@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from typing import Any
 
 import jsonschema
@@ -19,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import example_graph
 from vf.jsontext import json_chunks, json_text
 from vf.pipeline import CompileResult
 from vf.planir import plan_to_json
@@ -170,8 +173,8 @@ def test_the_whole_plan_schema_compiles() -> None:
 @pytest.mark.parametrize(
     "schema",
     [
-        {"type": "integer", "exclusiveMinimum": 0},
-        {"type": "array", "uniqueItems": True},
+        {"type": "string", "format": "date"},
+        {"type": "array", "contains": {"type": "integer"}},
         {"patternProperties": {"a": {}}},
         {"$ref": "https://example.com/other.json"},
         {"type": "decimal"},
@@ -215,3 +218,17 @@ def test_plan_json_text_of_real_plans(plans: list[dict[str, Any]]) -> None:
         expected = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         assert json_text(document) == expected
         assert "".join(json_chunks(document)) == expected
+
+
+def test_a_valid_compile_never_loads_jsonschema() -> None:
+    """jsonschema is only imported to explain a problem (ADR 25): start-up stays small."""
+    script = (
+        "import sys\n"
+        "from vf.pipeline import CompileRequest, compile_project\n"
+        f"compile_project(CompileRequest(graph={example_graph('batch_pipeline')!r}))\n"
+        "assert 'jsonschema' not in sys.modules, 'jsonschema was imported'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr

@@ -7,9 +7,8 @@ import json
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
@@ -26,7 +25,11 @@ from vf.infra_config import (
 )
 from vf.network_config import PodSecurity, parse_pod_security
 from vf.resources import schema_path
+from vf.schema_check import Check, Errors, compile_schema
 from vf.workload_config import WorkloadOptions, parse_workloads
+
+if TYPE_CHECKING:
+    import jsonschema
 
 CONFIG_NAME = "vf.yaml"
 CONFIG_SCHEMA = "vf.config.v1.schema.json"
@@ -177,7 +180,21 @@ def _check_text(document: Any, path: Path) -> None:
                 ) from None
 
 
+@cache
+def _config_check() -> Check | None:
+    """vf.yaml's schema compiled (ADR 25); None if it ever needs a keyword only jsonschema has."""
+    try:
+        return compile_schema(config_schema())
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _validate(document: Any, path: Path) -> None:
+    check = _config_check()
+    if check is not None and not _check_errors(check, document):
+        return  # valid: jsonschema is only loaded to explain a problem
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(config_schema())
     try:
         errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.path)))
@@ -187,6 +204,15 @@ def _validate(document: Any, path: Path) -> None:
         ) from None
     problems = [_problem(error, document, path) for error in errors]
     raise_if(problems)
+
+
+def _check_errors(check: Check, document: Any) -> Errors:
+    found: Errors = []
+    try:
+        check(document, "", found)
+    except (TypeError, ValueError):
+        found.append(("", "the fast checker could not read this document"))
+    return found
 
 
 def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Problem:

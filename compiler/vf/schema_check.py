@@ -22,8 +22,10 @@ _KEYWORDS = frozenset(
     {
         "$ref", "type", "const", "enum", "oneOf", "anyOf", "allOf",
         "pattern", "minLength", "maxLength", "minimum", "maximum",
+        "exclusiveMinimum", "exclusiveMaximum",
         "properties", "additionalProperties", "required", "propertyNames",
         "minProperties", "maxProperties", "items", "prefixItems", "minItems", "maxItems",
+        "uniqueItems",
     }
 )  # fmt: skip
 
@@ -201,7 +203,14 @@ class _Compiler:
                     f"should have between {low} and {high} items",
                 )
             )
+        if schema.get("uniqueItems") is True:
+            checks.append(_when(lambda v: isinstance(v, list) and _repeats(v), "has repeats"))
         return checks
+
+
+def _repeats(items: list[Any]) -> bool:
+    """Whether two items are equal as JSON values (``uniqueItems``)."""
+    return any(json_equal(a, b) for i, a in enumerate(items) for b in items[i + 1 :])
 
 
 def _within(size: float, low: float | None, high: float | None) -> bool:
@@ -263,12 +272,24 @@ def _string_checks(schema: Mapping[str, Any]) -> list[Check]:
 
 
 def _number_checks(schema: Mapping[str, Any]) -> list[Check]:
+    checks: list[Check] = []
     low, high = schema.get("minimum"), schema.get("maximum")
-    if low is None and high is None:
-        return []
-    return [
-        _when(
-            lambda v: is_type(v, "number") and not _within(v, low, high),
-            f"is outside [{low}, {high}]",
+    if low is not None or high is not None:
+        checks.append(
+            _when(
+                lambda v: is_type(v, "number") and not _within(v, low, high),
+                f"is outside [{low}, {high}]",
+            )
         )
-    ]
+    above, below = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if above is not None or below is not None:
+        checks.append(
+            _when(
+                lambda v: (
+                    is_type(v, "number")
+                    and not ((above is None or v > above) and (below is None or v < below))
+                ),
+                f"is outside ({above}, {below})",
+            )
+        )
+    return checks

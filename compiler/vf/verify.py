@@ -14,15 +14,16 @@ import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from vf.admission import admission_problems
 from vf.errors import Problem, raise_if
 from vf.planir import Plan, plan_to_json
 from vf.resources import schema_path
 from vf.schema_check import Check, compile_schema
+
+if TYPE_CHECKING:
+    import jsonschema
 
 PLAN_SCHEMA = "plan.v1.schema.json"
 CONFIGMAP_MAX_BYTES = 1024 * 1024
@@ -45,7 +46,18 @@ def plan_schema() -> dict[str, Any]:
 
 @cache
 def _plan_validator() -> jsonschema.Draft202012Validator:
+    import jsonschema
+
     return jsonschema.Draft202012Validator(plan_schema())
+
+
+@cache
+def _whole_plan_check() -> Check | None:
+    """The whole plan schema compiled (ADR 25); None if it needs a keyword only jsonschema has."""
+    try:
+        return compile_schema(plan_schema())
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 @cache
@@ -68,9 +80,20 @@ def record_checks() -> tuple[tuple[tuple[str, ...], Check], ...]:
 def plan_schema_errors(document: dict[str, Any]) -> list[tuple[str, str]]:
     """Every schema violation of a plan document as (JSON path, message).
 
-    jsonschema sees the document with each record array cut to its first record; the
-    compiled checkers see every other record.
+    The compiled checker of the whole schema decides; only when it finds a problem does
+    jsonschema see the document (each record array cut to its first record, the compiled
+    checkers seeing every other record) to name each problem as jsonschema does.
     """
+    check = _whole_plan_check()
+    found: list[tuple[str, str]] = []
+    if check is not None:
+        check(document, "", found)
+        if not found:
+            return []
+    return _explained_errors(document) or found
+
+
+def _explained_errors(document: dict[str, Any]) -> list[tuple[str, str]]:
     sample = dict(document)
     rest: list[tuple[str, list[Any], Check]] = []
     for path, check in record_checks():
