@@ -30,6 +30,7 @@ from vf_runtime.config import WorkerConfig
 from vf_runtime.constants import BATCH
 from vf_runtime.health import Metrics
 from vf_runtime.naming import RunNames
+from vf_runtime.protocol import publish_empty
 from vf_runtime.pull import PullFeed
 from vf_runtime.topology import (
     PREFETCH,
@@ -171,7 +172,7 @@ class Inputs:
     def _received(self, parent: str, reader: str, msg: Msg) -> None:
         self.backlog += 1
         self.metrics.bump("received")
-        if msg.metadata.num_delivered > 1:
+        if _redelivered(msg):
             self.metrics.bump("redelivered")
         self.held[id(msg)] = msg
         self.queue.put_nowait(_decode(msg, parent=parent, reader=reader))
@@ -205,8 +206,9 @@ class Inputs:
                 self.wakers.remove(waker)
 
     def wake(self) -> None:
-        """There may be room to ask the broker for more."""
-        for waker in self.wakers:
+        """There may be room to ask the broker for more (each waiting loop is woken once)."""
+        wakers, self.wakers = self.wakers, []
+        for waker in wakers:
             _wake(waker)
 
     async def stop(self) -> None:
@@ -232,6 +234,13 @@ class Inputs:
         except Exception as exc:  # the lease runs out and the broker redelivers
             log.warning("could not %s a message: %s", action, exc)
 
+    async def ack_many(self, msgs: list[Msg]) -> None:
+        """Ack ``msgs`` in one write and stop keeping them alive."""
+        held = self.held
+        for msg in msgs:
+            held.pop(id(msg), None)
+        await publish_empty(self.client, [msg.reply for msg in msgs])
+
     async def keepalive(self) -> None:
         """Extend the lease of every held message (DELIV-3)."""
         for msg in list(self.held.values()):
@@ -255,6 +264,18 @@ def _wake(waker: asyncio.Future[None]) -> None:
 def _report_crash(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("pull loop crashed", exc_info=task.exception())
+
+
+def _redelivered(msg: Msg) -> bool:
+    """Whether the broker delivered ``msg`` before: its ack subject counts deliveries.
+
+    The nine-token ``$JS.ACK.<stream>.<consumer>.<delivered>.…`` subject is read
+    directly; other forms (with a domain and account) go through nats-py's parser.
+    """
+    reply = msg.reply
+    if reply.count(".") == 8 and reply.startswith("$JS.ACK."):
+        return reply.rsplit(".", 5)[1] != "1"
+    return msg.metadata.num_delivered > 1
 
 
 def _decode(msg: Msg, *, parent: str, reader: str) -> Delivery:

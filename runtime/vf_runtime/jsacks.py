@@ -18,6 +18,12 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.errors import APIError, NoStreamResponseError
 
+from vf_runtime.protocol import hpub
+
+# A plain ack reads {"stream":…,"seq":…}; one that is a duplicate or an error says so
+# with a quoted "duplicate" or "error" key. Whatever holds either word is parsed in full.
+_PLAIN_ACK = b'{"stream":'
+
 
 class AckInbox:
     """Publishes to JetStream; each returned future settles with ``duplicate`` (a bool)."""
@@ -40,7 +46,7 @@ class AckInbox:
         token = str(self.count)
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.waiting[token] = future
-        await self.client.publish(subject, data, reply=self.prefix + token, headers=dict(headers))
+        await hpub(self.client, subject, data, reply=self.prefix + token, headers=headers)
         return token, future
 
     def expire(self, token: str, error: BaseException) -> None:
@@ -61,8 +67,12 @@ class AckInbox:
         if msg.headers and msg.headers.get("Status") == "503":
             future.set_exception(NoStreamResponseError())  # no stream took the subject
             return
+        data = msg.data
+        if data.startswith(_PLAIN_ACK) and b'"error"' not in data and b'"duplicate"' not in data:
+            future.set_result(False)  # the common ack: stored, not a duplicate
+            return
         try:
-            reply = json.loads(msg.data)
+            reply = json.loads(data)
         except ValueError as exc:
             future.set_exception(APIError(description=f"unreadable publish ack: {exc}"))
             return

@@ -4,9 +4,11 @@ Node code never runs on the event loop, so leases, heartbeats and the control
 subject stay served however long a call takes (LIFE-4); it always runs on the
 same thread, so a node may keep thread-bound state (a device context, a model).
 
-Calls queue up in order and their results come back in order. Handing results
-back costs one wake-up of the event loop per *batch*: while the loop has not yet
-collected earlier results, later ones join them instead of waking it again.
+Calls queue up in order and their results come back in order. A batch of calls
+is queued at once (one wake-up of the thread), and handing results back costs
+one wake-up of the event loop per batch: while the loop has not yet collected
+earlier results, later ones join them instead of waking it again. Each result
+is handed back as soon as its call returns, not when the whole batch has.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class NodeThread:
 
     def __init__(self, name: str) -> None:
         self._loop = asyncio.get_running_loop()
-        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[list[_Call] | None] = queue.SimpleQueue()
         self._results: collections.deque[tuple[asyncio.Future[Any], bool, Any]] = (
             collections.deque()
         )
@@ -38,8 +40,16 @@ class NodeThread:
     def submit(self, function: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """Queue ``function(*args)``; the future completes with its result or exception."""
         future: asyncio.Future[Any] = self._loop.create_future()
-        self._calls.put((function, args, future))
+        self._calls.put([(function, args, future)])
         return future
+
+    def submit_many(
+        self, function: Callable[..., Any], argses: list[tuple[Any, ...]]
+    ) -> list[asyncio.Future[Any]]:
+        """Queue ``function(*args)`` for each ``args``, in order; one future per call."""
+        calls = [(function, args, self._loop.create_future()) for args in argses]
+        self._calls.put(calls)
+        return [future for _, _, future in calls]
 
     async def call(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run ``function(*args)`` on the node thread and wait for it."""
@@ -51,25 +61,31 @@ class NodeThread:
 
     def _serve(self) -> None:
         while True:
-            item = self._calls.get()
-            if item is None:
+            batch = self._calls.get()
+            if batch is None:
                 return
-            function, args, future = item
-            try:
-                outcome: tuple[bool, Any] = (True, function(*args))
-            except StopIteration as exc:  # a future refuses StopIteration itself
-                outcome = (False, RuntimeError(f"node raised StopIteration: {exc!r}"))
-            except BaseException as exc:  # handed to the awaiting coroutine, never lost
-                outcome = (False, exc)
-            with self._lock:
-                self._results.append((future, *outcome))
-                if self._wake_pending:
-                    continue
-                self._wake_pending = True
-            try:
-                self._loop.call_soon_threadsafe(self._deliver)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                return
+            for call in batch:
+                if not self._run(*call):
+                    return
+
+    def _run(self, function: Callable[..., Any], args: tuple[Any, ...], future: Any) -> bool:
+        """Run one call and hand its outcome back; False once the loop is gone."""
+        try:
+            outcome: tuple[bool, Any] = (True, function(*args))
+        except StopIteration as exc:  # a future refuses StopIteration itself
+            outcome = (False, RuntimeError(f"node raised StopIteration: {exc!r}"))
+        except BaseException as exc:  # handed to the awaiting coroutine, never lost
+            outcome = (False, exc)
+        with self._lock:
+            self._results.append((future, *outcome))
+            if self._wake_pending:
+                return True
+            self._wake_pending = True
+        try:
+            self._loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            return False
+        return True
 
     def _deliver(self) -> None:
         with self._lock:

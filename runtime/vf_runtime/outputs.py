@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,6 @@ from vf_runtime.jsacks import AckInbox
 from vf_runtime.naming import RunNames
 from vf_runtime.wire import (
     ABORT,
-    DATA,
     EOS,
     BlobRef,
     Envelope,
@@ -45,6 +44,7 @@ from vf_runtime.wire import (
     encode_envelope,
     encode_payload,
 )
+from vf_runtime.wire.codec import data_envelope
 
 log = logging.getLogger("vf.worker")
 BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
@@ -75,10 +75,11 @@ class Stamp:
 
 @dataclass(frozen=True)
 class Prepared:
-    """An encoded output, ready to publish."""
+    """An encoded output, ready to publish; ``size`` is its payload's, before any offload."""
 
     raw: bytes
     message_id: str
+    size: int = 0
 
 
 class Publisher:
@@ -129,10 +130,23 @@ class Publisher:
     async def prepare(self, value: Any, stamp: Stamp) -> Prepared:
         """Encode one output (offloading a large payload); loops call this in order."""
         payload = encode_payload(value)
-        envelope = self._envelope(DATA, stamp=stamp, payload=payload)
+        config = self.config
+        envelope = data_envelope(
+            producer=config.node_name,
+            flow_id=config.flow_id,
+            run_id=config.run_id,
+            trace_id=stamp.trace_id,
+            seq=stamp.seq,
+            event_ts=stamp.event_ts,
+            replica_id=config.replica_id,
+            metadata=stamp.metadata,
+            payload_type=payload[0],
+            payload=payload[1],
+        )
         if len(payload[1]) > self.config.max_inline_bytes:
             envelope = await self._offload(envelope)
-        return Prepared(raw=encode_envelope(envelope), message_id=envelope.message_id)
+        raw, size = encode_envelope(envelope), len(payload[1])
+        return Prepared(raw=raw, message_id=envelope.message_id, size=size)
 
     async def send(self, prepared: Prepared) -> None:
         """Publish a prepared output and wait until the stream has it (or gave up, REALTIME)."""
@@ -333,40 +347,3 @@ class DeadLetters:
                 log.warning("DLQ publish failed (attempt %d): %s", attempt + 1, exc)
                 await asyncio.sleep(0.1 * (attempt + 1))
         return False
-
-
-class Window:
-    """A bounded set of in-flight publishes, so waiting for one ack overlaps the next item.
-
-    The first failure of a task is kept and re-raised by :meth:`check`.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.slots = asyncio.Semaphore(size)
-        self.tasks: set[asyncio.Task[None]] = set()
-        self.error: BaseException | None = None
-
-    def __len__(self) -> int:
-        return len(self.tasks)
-
-    async def spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        await self.slots.acquire()
-        task = asyncio.create_task(work)
-        self.tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
-        self.slots.release()
-        if not task.cancelled() and task.exception() is not None and self.error is None:
-            self.error = task.exception()
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise self.error
-
-    async def wait(self) -> None:
-        """Let every in-flight publish finish, then surface the first failure."""
-        while self.tasks:
-            await asyncio.gather(*list(self.tasks), return_exceptions=True)
-        self.check()

@@ -1,18 +1,19 @@
 """The processor and consumer loop: receive, group, call the node, publish, then ack.
 
-Each complete input group goes to the node thread in arrival order; while the node
-works on one group, earlier groups are published and acked, within a bounded
-window of groups in flight. Nothing is acked before its output was published
-(DELIV-1). An idempotent consumer takes one group at a time, so whatever it
-applied is recorded before it applies the next (IDEM-1). The loop ends when every
-parent replica's terminator was seen and every input has drained, or at once on
-a control stop.
+Each wake-up takes every delivery that has arrived (up to a window's worth),
+settles or groups them, and hands the complete groups to the node thread as one
+batch, in arrival order (see :mod:`vf_runtime.groups`); while the node works on
+one batch, earlier ones are published and acked, within a bounded window of
+outputs in flight. Nothing is acked before its output was published (DELIV-1).
+An idempotent consumer takes one group at a time, so whatever it applied is
+recorded before it applies the next (IDEM-1). The loop ends when every parent
+replica's terminator was seen and every input has drained, or at once on a
+control stop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -22,18 +23,19 @@ from typing import Any, TypeVar
 from vf_runtime.assembler import TraceAssembler
 from vf_runtime.blobstore import AppliedLog, BlobStore, PayloadMissing, Stopped, patiently
 from vf_runtime.config import WorkerConfig
+from vf_runtime.groups import Group, GroupRunner
 from vf_runtime.health import Metrics
 from vf_runtime.inputs import Delivery, EndOfStream, Inputs, owns, partition_key
 from vf_runtime.nodethread import NodeThread
-from vf_runtime.outputs import Publisher, Stamp, Window
+from vf_runtime.outputs import Publisher
 from vf_runtime.settle import Settler
 from vf_runtime.topology import PUBLISH_WINDOW
+from vf_runtime.window import Window
 from vf_runtime.wire import BLOB_REF, DATA, BlobRef, WireError, decode_payload
 
 log = logging.getLogger("vf.worker")
 IDLE_WAIT = 0.2
 EOS_POLL = 0.25
-ONE_SHOT = "_partition_key"
 T = TypeVar("T")
 
 
@@ -43,20 +45,6 @@ def _numpy_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-_NOT_RUN = object()
-
-
-def _timed(
-    call: Callable[..., Any], values: list[Any], stopped: Callable[[], bool]
-) -> tuple[Any, float]:
-    """On the node thread: the node's result and how long it took (not run after a stop)."""
-    if stopped():
-        return _NOT_RUN, 0.0
-    started = time.perf_counter()
-    result = call(*values)
-    return result, time.perf_counter() - started
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,26 +70,37 @@ class ProcessorLoop:
         thread: NodeThread,
         metrics: Metrics,
     ) -> None:
-        self.call = call
         self.config = config
         self.inputs = wiring.inputs
         self.settler = wiring.settler
-        self.publisher = wiring.publisher
         self.blobs, self.applied = wiring.blobs, wiring.applied
-        self.thread = thread
         self.metrics = metrics
         self.arrays = _numpy_available()
         self.assembler: TraceAssembler[Delivery] | None = (
             TraceAssembler(config.parents, config.join_policy) if len(config.parents) > 1 else None
         )
-        self.fatal = False
+        self.runner = GroupRunner(
+            call,
+            thread=thread,
+            inputs=wiring.inputs,
+            settler=wiring.settler,
+            publisher=wiring.publisher,
+            applied=wiring.applied,
+            metrics=metrics,
+        )
         self.window = Window(1 if self.applied is not None else PUBLISH_WINDOW)
         self.stop = asyncio.Event()
+
+    @property
+    def fatal(self) -> bool:
+        """A group failed with disposition ``worker_fatal``: the worker exits with failure."""
+        return self.runner.fatal
 
     async def run(self, stop: asyncio.Event, eos: EndOfStream) -> bool:
         """Loop until drained (True) or stopped (False); in-flight groups finish first."""
         self.stop = stop
         self.settler.stopping = stop.is_set
+        self.runner.stopping = stop.is_set
         try:
             return await self._loop(stop, eos)
         finally:
@@ -113,11 +112,10 @@ class ProcessorLoop:
         while not stop.is_set() and not self.fatal:
             self.metrics.beat()
             self.window.check()
-            delivery = await self._next_delivery()
-            if delivery is not None:
+            deliveries = await self._next_deliveries()
+            if deliveries:
                 try:
-                    if not await self.handle(delivery):
-                        self.inputs.done()
+                    await self.process(await self._take(deliveries))
                 except Stopped:
                     return False
                 continue
@@ -132,16 +130,31 @@ class ProcessorLoop:
                     return True
         return False
 
-    async def _next_delivery(self) -> Delivery | None:
-        # The common busy case takes no timer; only an empty queue waits (bounded).
-        try:
-            return self.inputs.queue.get_nowait()
-        except asyncio.QueueEmpty:
-            pass
-        try:
-            return await asyncio.wait_for(self.inputs.queue.get(), timeout=IDLE_WAIT)
-        except TimeoutError:
-            return None
+    async def _next_deliveries(self) -> list[Delivery]:
+        """Whatever has arrived, up to a window's worth; only an empty queue waits (bounded)."""
+        queue = self.inputs.queue
+        if queue.empty():
+            try:
+                first = await asyncio.wait_for(queue.get(), timeout=IDLE_WAIT)
+            except TimeoutError:
+                return []
+            batch = [first]
+        else:
+            batch = []
+        limit = 1 if self.applied is not None else PUBLISH_WINDOW
+        while len(batch) < limit and not queue.empty():
+            batch.append(queue.get_nowait())
+        return batch
+
+    async def _take(self, deliveries: list[Delivery]) -> list[Group]:
+        """Settle or group each delivery; the groups that are complete, in arrival order."""
+        groups: list[Group] = []
+        for delivery in deliveries:
+            complete = await self.handle(delivery)
+            if not complete:
+                self.inputs.done()  # settled or parked: it leaves the backlog now
+            groups += complete
+        return groups
 
     async def drained(self) -> bool:
         """Known from the broker: nothing undelivered, nothing un-acked but what we hold."""
@@ -159,29 +172,28 @@ class ProcessorLoop:
             for group in self.assembler.take_all():
                 await self.settler.incomplete(group, at_end=True)
 
-    async def handle(self, delivery: Delivery) -> bool:
-        """Take one delivery; True when it went to the node (which then ends its backlog)."""
+    async def handle(self, delivery: Delivery) -> list[Group]:
+        """Take one delivery; the groups it completed, for the node (each ends one backlog)."""
         if delivery.error is not None:
             error = delivery.error
             await self.settler.dead_letter([delivery], code="VF_POISON_DECODE", reason=str(error))
-            return False
+            return []
         envelope = delivery.envelope
         assert envelope is not None
         if envelope.type != DATA:
             await self.inputs.settle(delivery.msg, action="ack")
-            return False
+            return []
         if self.config.partitioned:
             if not await self._owned(delivery):
-                return False
+                return []
         elif not await self._resolve(delivery):
-            return False
+            return []
         if self.assembler is None:
-            await self.process([delivery])
-            return True
+            return [[delivery]]
         return await self._join(delivery, self.assembler)
 
-    async def _join(self, delivery: Delivery, assembler: TraceAssembler[Delivery]) -> bool:
-        """Add to its join group; True when that completed the group (sent to the node)."""
+    async def _join(self, delivery: Delivery, assembler: TraceAssembler[Delivery]) -> list[Group]:
+        """Add to its join group; the groups that completed, inputs in parent order."""
         assert delivery.envelope is not None
         trace_id = delivery.envelope.trace_id
         outcome = assembler.add(delivery, parent=delivery.parent, trace_id=trace_id)
@@ -189,9 +201,7 @@ class ProcessorLoop:
             await self.inputs.settle(stale.msg, action="term")
         for group in outcome.evicted:
             await self.settler.incomplete(group)
-        for group in outcome.complete:
-            await self.process([group.items[p] for p in self.config.parents])
-        return bool(outcome.complete)
+        return [[group.items[p] for p in self.config.parents] for group in outcome.complete]
 
     async def _store(self, operation: Callable[[], Awaitable[T]], *, what: str) -> T:
         return await patiently(
@@ -250,72 +260,7 @@ class ProcessorLoop:
             return False
         return resolved or await self._resolve(delivery)
 
-    def _stamp(self, group: list[Delivery], elapsed: float) -> Stamp:
-        envelopes = [d.envelope for d in group if d.envelope is not None]
-        metadata: dict[str, Any] = {}
-        for envelope in reversed(envelopes):
-            metadata.update(envelope.metadata)
-        metadata.pop(ONE_SHOT, None)
-        metadata["proctime"] = elapsed
-        times = [e.event_ts for e in envelopes if e.event_ts is not None]
-        return Stamp(
-            trace_id=envelopes[0].trace_id,
-            seq=min(e.seq for e in envelopes),
-            event_ts=min(times) if times else None,
-            metadata=metadata,
-        )
-
-    def _group_id(self, group: list[Delivery]) -> str:
-        ids = [d.envelope.message_id for d in group if d.envelope is not None]
-        return ids[0] if len(ids) == 1 else hashlib.sha256("|".join(ids).encode()).hexdigest()[:32]
-
-    async def process(self, group: list[Delivery]) -> None:
-        """Hand one complete input group on; it is published, then acked, in the window."""
-        await self.window.spawn(self._through(group))
-
-    async def _through(self, group: list[Delivery]) -> None:
-        """Call the node on one group unless an idempotent consumer applied it already."""
-        applied = self.applied
-        group_id = self._group_id(group) if applied is not None else ""
-        if applied is not None:
-            try:
-                seen = await self._store(lambda: applied.seen(group_id), what="idempotency check")
-            except Stopped:
-                self.inputs.done()
-                return  # left un-acked: redelivered to whoever runs next
-            if seen:
-                self.inputs.done()
-                await self.settler.finish(group)
-                self.metrics.bump("skipped")
-                return
-        await self._call(group, group_id)
-
-    async def _call(self, group: list[Delivery], group_id: str) -> None:
-        """Publish the node's result, record it when idempotent, then ack (never before)."""
-        values = [d.value for d in group]
-        future = self.thread.submit(_timed, self.call, values, self.stop.is_set)
-        try:
-            result, elapsed = await future
-        except Exception as exc:
-            self.inputs.done()
-            self.fatal = await self.settler.fail(group, exc) or self.fatal
-            return
-        self.inputs.done()
-        if result is _NOT_RUN:
-            return  # stopped: left un-acked for whoever runs next
-        self.inputs.observe(elapsed)
-        try:
-            if self.publisher is not None:
-                prepared = await self.publisher.prepare(result, self._stamp(group, elapsed))
-                await self.publisher.send(prepared)
-            if self.applied is not None:
-                applied = self.applied
-                await self._store(lambda: applied.mark(group_id), what="idempotency record")
-        except Stopped:
-            return
-        except Exception as exc:
-            self.fatal = await self.settler.fail(group, exc) or self.fatal
-            return
-        await self.settler.finish(group)
-        self.metrics.bump("processed")
-        self.metrics.observe(elapsed)
+    async def process(self, groups: list[Group]) -> None:
+        """Hand complete groups on as one batch; published, then acked, in the window."""
+        if groups:
+            await self.window.spawn(self.runner.run(groups), weight=len(groups))

@@ -9,6 +9,8 @@ ids ``{node}:{n}`` instead, so the re-emitted items are de-duplicated.
 ``next()`` runs on the node thread. Under BATCH the thread reads a few items
 ahead of the publisher, so producing and publishing overlap; under REALTIME it
 reads none ahead (an item produced early is an item that is older when it goes).
+Small items are read further ahead, up to ``READ_AHEAD_MAX`` or ``AHEAD_BYTES``
+of payload, so one hand-over between the thread and the loop carries many of them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from vf_runtime.topology import PUBLISH_WINDOW
 
 log = logging.getLogger("vf.worker")
 READ_AHEAD = 8  # BATCH items a source may produce before the publisher takes them
+READ_AHEAD_MAX = 32  # the most, when its items are small
+AHEAD_BYTES = 1024 * 1024  # the payload bytes read ahead beyond READ_AHEAD items
+SMOOTHING = 0.2
 
 
 class ProducerLoop:
@@ -50,6 +55,7 @@ class ProducerLoop:
         replayable = bool(getattr(node, "replayable", False))
         self.prefix = name if replayable else f"{name}:{secrets.token_hex(6)}"
         self.count = 0
+        self.item_bytes: float | None = None  # a moving mean of the payload sizes
         self._ended = False  # read and written on the node thread only
 
     def _next(self, stopped: Callable[[], bool]) -> tuple[bool, Any, float]:
@@ -88,17 +94,15 @@ class ProducerLoop:
         sent: collections.deque[tuple[Prepared, asyncio.Future[bool]]],
         ahead: int,
     ) -> None:
-        thread = self.thread
-        pending = collections.deque(thread.submit(self._next, stop.is_set) for _ in range(ahead))
+        thread, args, limit = self.thread, (stop.is_set,), ahead
+        pending = collections.deque(thread.submit_many(self._next, [args] * limit))
         while pending:
             beat()
             more, item, elapsed = await pending.popleft()
             if not more:
                 return  # the calls still queued find the same flag and return at once
-            if len(pending) <= ahead // 2:  # refill in bursts: one wake-up of the thread each
-                pending.extend(
-                    thread.submit(self._next, stop.is_set) for _ in range(ahead - len(pending))
-                )
+            if len(pending) <= limit // 2:  # refill in bursts: one wake-up of the thread each
+                pending.extend(thread.submit_many(self._next, [args] * (limit - len(pending))))
             self.count += 1
             self.metrics.bump("processed")
             if self.publisher is None:
@@ -110,7 +114,16 @@ class ProducerLoop:
                 metadata={"proctime": elapsed},
             )
             prepared = await self.publisher.prepare(item, stamp)
+            if ahead > 1:
+                limit = self._ahead(prepared.size, floor=ahead)
             sent.append((prepared, await self.publisher.submit(prepared)))
             # confirm in order: at most a window unconfirmed, and whatever is already back
             while sent and (len(sent) >= PUBLISH_WINDOW or sent[0][1].done()):
                 await self.publisher.confirm(*sent.popleft())
+
+    def _ahead(self, size: int, *, floor: int) -> int:
+        """How many items to read ahead: ``floor``, more while items are small."""
+        last = self.item_bytes
+        mean = size if last is None else last + SMOOTHING * (size - last)
+        self.item_bytes = mean
+        return min(READ_AHEAD_MAX, max(floor, int(AHEAD_BYTES // max(mean, 1.0))))

@@ -45,10 +45,14 @@ class Settler:
 
     async def finish(self, group: list[Delivery]) -> None:
         """Ack every input of a group that went through, then release its blobs."""
-        for delivery in group:
-            await self.inputs.settle(delivery.msg, action="ack")
-        for delivery in group:
-            self.release(delivery)
+        await self.finish_many([group])
+
+    async def finish_many(self, groups: list[list[Delivery]]) -> None:
+        """Ack every input of groups that went through in one write, then release blobs."""
+        await self.inputs.ack_many([delivery.msg for group in groups for delivery in group])
+        for group in groups:
+            for delivery in group:
+                self.release(delivery)
 
     def release(self, delivery: Delivery) -> None:
         """The reader's blob obligation ends with its successful ack, never earlier.

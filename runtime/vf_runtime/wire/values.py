@@ -141,9 +141,14 @@ def map_entries(mapping: Mapping[Any, Any], *, tensors: bool) -> list[pb.MapEntr
     return list(entries)
 
 
+_PLAIN_KINDS = frozenset(["string_value", "double_value", "int_value", "bytes_value", "bool_value"])
+
+
 def from_value(value: pb.Value, *, arrays: bool = False) -> Any:
     """A ``Value`` as a Python value (maps keep their wire order)."""
     kind = value.WhichOneof("kind")
+    if kind in _PLAIN_KINDS:  # the most common leaves first
+        return getattr(value, kind)
     if kind is None or kind == "null_value":
         return None
     if kind == "list_value":
@@ -181,6 +186,8 @@ _ENCODERS: tuple[tuple[type, str, Callable[[Any], Message]], ...] = (
 
 def encode_payload(obj: Any) -> tuple[str, bytes]:
     """A node's output as ``(payload_type, bytes)``."""
+    if type(obj) is dict and not splice.has_large(obj):  # the common case, decided at once
+        return VALUE, _serialized_value(obj)
     if isinstance(obj, RawPayload):
         return obj.payload_type, obj.data
     if is_ndarray(obj):

@@ -1,0 +1,203 @@
+"""Complete input groups through the node: call it, publish each output, then ack the inputs.
+
+A batch of groups goes to the node thread at once. Each result comes back as soon
+as its call returns and its output is published right away, so publishing
+overlaps the node's next call, and outputs reach the stream in input order. Once
+the stream has acknowledged every output of the batch, the batch's inputs are
+acked in one write: nothing is acked before its output was stored (DELIV-1). A
+failed call or publish settles its own group (retry or dead letter) and leaves
+the rest of the batch alone. An idempotent consumer is given one group per batch:
+it checks the group was not applied before, and records it as applied before the
+ack (IDEM-1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+from vf_runtime.blobstore import AppliedLog, Stopped, patiently
+from vf_runtime.health import Metrics
+from vf_runtime.inputs import Delivery, Inputs
+from vf_runtime.nodethread import NodeThread
+from vf_runtime.outputs import Prepared, Publisher, Stamp
+from vf_runtime.settle import Settler
+
+ONE_SHOT = "_partition_key"
+T = TypeVar("T")
+_NOT_RUN = object()
+Group = list[Delivery]
+
+
+def _timed(
+    call: Callable[..., Any], values: list[Any], stopped: Callable[[], bool]
+) -> tuple[Any, float]:
+    """On the node thread: the node's result and how long it took (not run after a stop)."""
+    if stopped():
+        return _NOT_RUN, 0.0
+    started = time.perf_counter()
+    result = call(*values)
+    return result, time.perf_counter() - started
+
+
+def stamp(group: Group, elapsed: float) -> Stamp:
+    """The output's identity: the first input's trace, the lowest seq, merged metadata."""
+    if len(group) == 1 and group[0].envelope is not None:  # no join: one input's identity
+        envelope = group[0].envelope
+        carried = dict(envelope.metadata)
+        carried.pop(ONE_SHOT, None)
+        carried["proctime"] = elapsed
+        return Stamp(
+            trace_id=envelope.trace_id,
+            seq=envelope.seq,
+            event_ts=envelope.event_ts,
+            metadata=carried,
+        )
+    envelopes = [d.envelope for d in group if d.envelope is not None]
+    metadata: dict[str, Any] = {}
+    for envelope in reversed(envelopes):
+        metadata.update(envelope.metadata)
+    metadata.pop(ONE_SHOT, None)
+    metadata["proctime"] = elapsed
+    times = [e.event_ts for e in envelopes if e.event_ts is not None]
+    return Stamp(
+        trace_id=envelopes[0].trace_id,
+        seq=min(e.seq for e in envelopes),
+        event_ts=min(times) if times else None,
+        metadata=metadata,
+    )
+
+
+def group_id(group: Group) -> str:
+    """What an idempotent consumer records: the message id, or a digest of a join's ids."""
+    ids = [d.envelope.message_id for d in group if d.envelope is not None]
+    return ids[0] if len(ids) == 1 else hashlib.sha256("|".join(ids).encode()).hexdigest()[:32]
+
+
+@dataclass
+class _Sent:
+    """A group the node went through: its output in flight, if it has one."""
+
+    group: Group
+    elapsed: float
+    output: tuple[Prepared, asyncio.Future[bool]] | None
+
+
+class GroupRunner:
+    """Takes batches of complete groups through the node, the stream and the acks."""
+
+    def __init__(
+        self,
+        call: Callable[..., Any],
+        *,
+        thread: NodeThread,
+        inputs: Inputs,
+        settler: Settler,
+        publisher: Publisher | None,
+        applied: AppliedLog | None,
+        metrics: Metrics,
+    ) -> None:
+        self.call = call
+        self.thread = thread
+        self.inputs = inputs
+        self.settler = settler
+        self.publisher = publisher
+        self.applied = applied
+        self.metrics = metrics
+        self.stopping: Callable[[], bool] = lambda: False
+        self.fatal = False  # a group failed with disposition worker_fatal
+
+    async def run(self, groups: list[Group]) -> None:
+        """Take ``groups`` through: call the node, publish, confirm, then ack (never before)."""
+        if self.applied is not None:
+            groups = await self._unapplied(groups)
+        sent = await self._call_all(groups)
+        finished = await self._confirm_all(sent)
+        await self.settler.finish_many([item.group for item in finished])
+        for item in finished:
+            self.metrics.bump("processed")
+            self.metrics.observe(item.elapsed)
+
+    async def _store(self, operation: Callable[[], Awaitable[T]], *, what: str) -> T:
+        return await patiently(
+            operation, what=what, stopping=self.stopping, on_retry=self.settler.store_retry
+        )
+
+    async def _unapplied(self, groups: list[Group]) -> list[Group]:
+        """Leave out what an idempotent consumer applied already (acked, never re-applied)."""
+        applied = self.applied
+        assert applied is not None
+        fresh: list[Group] = []
+        for group in groups:
+            key = group_id(group)
+            try:
+                seen = await self._store(partial(applied.seen, key), what="idempotency check")
+            except Stopped:
+                self.inputs.done()
+                continue  # left un-acked: redelivered to whoever runs next
+            if seen:
+                self.inputs.done()
+                await self.settler.finish(group)
+                self.metrics.bump("skipped")
+                continue
+            fresh.append(group)
+        return fresh
+
+    async def _call_all(self, groups: list[Group]) -> list[_Sent]:
+        """Run the node on each group and publish each output as soon as it is back."""
+        argses = [(self.call, [d.value for d in group], self.stopping) for group in groups]
+        futures = self.thread.submit_many(_timed, argses) if argses else []
+        sent: list[_Sent] = []
+        stopped = False
+        for group, future in zip(groups, futures, strict=True):
+            try:
+                result, elapsed = await future
+            except Exception as exc:
+                self.inputs.done()
+                self.fatal = await self.settler.fail(group, exc) or self.fatal
+                continue
+            self.inputs.done()
+            if result is _NOT_RUN or stopped:
+                continue  # stopped: left un-acked for whoever runs next
+            self.inputs.observe(elapsed)
+            try:
+                output = await self._submit(result, group, elapsed)
+            except Stopped:
+                stopped = True
+                continue
+            except Exception as exc:
+                self.fatal = await self.settler.fail(group, exc) or self.fatal
+                continue
+            sent.append(_Sent(group, elapsed, output))
+        return sent
+
+    async def _submit(
+        self, result: Any, group: Group, elapsed: float
+    ) -> tuple[Prepared, asyncio.Future[bool]] | None:
+        if self.publisher is None:
+            return None
+        prepared = await self.publisher.prepare(result, stamp(group, elapsed))
+        return prepared, await self.publisher.submit(prepared)
+
+    async def _confirm_all(self, sent: list[_Sent]) -> list[_Sent]:
+        """Wait for each output's ack in order (and record it when idempotent)."""
+        finished: list[_Sent] = []
+        for item in sent:
+            try:
+                if item.output is not None and self.publisher is not None:
+                    await self.publisher.confirm(*item.output)
+                if self.applied is not None:
+                    mark = partial(self.applied.mark, group_id(item.group))
+                    await self._store(mark, what="idempotency record")
+            except Stopped:
+                continue
+            except Exception as exc:
+                self.fatal = await self.settler.fail(item.group, exc) or self.fatal
+                continue
+            finished.append(item)
+        return finished
