@@ -25,7 +25,7 @@ from vf.infra_config import (
 )
 from vf.network_config import PodSecurity, parse_pod_security
 from vf.resources import schema_path
-from vf.schema_check import Check, Errors, compile_schema
+from vf.schema_check import Check, Errors, try_compile
 from vf.workload_config import WorkloadOptions, parse_workloads
 
 if TYPE_CHECKING:
@@ -182,11 +182,8 @@ def _check_text(document: Any, path: Path) -> None:
 
 @cache
 def _config_check() -> Check | None:
-    """vf.yaml's schema compiled (ADR 25); None if it ever needs a keyword only jsonschema has."""
-    try:
-        return compile_schema(config_schema())
-    except (KeyError, TypeError, ValueError):
-        return None
+    """vf.yaml's schema compiled (ADR 25)."""
+    return try_compile(config_schema())
 
 
 def _validate(document: Any, path: Path) -> None:

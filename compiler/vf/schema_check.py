@@ -35,6 +35,15 @@ def compile_schema(root: Mapping[str, Any], pointer: str = "#") -> Check:
     return _Compiler(root).ref(pointer)
 
 
+def try_compile(root: Mapping[str, Any], pointer: str = "#") -> Check | None:
+    """``compile_schema``, or None where the subschema is missing or uses a keyword this
+    module does not implement (the caller then leaves the check to jsonschema)."""
+    try:
+        return compile_schema(root, pointer)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _is_integer(value: Any) -> bool:
     if isinstance(value, bool):
         return False

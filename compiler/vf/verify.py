@@ -20,7 +20,7 @@ from vf.admission import admission_problems
 from vf.errors import Problem, raise_if
 from vf.planir import Plan, plan_to_json
 from vf.resources import schema_path
-from vf.schema_check import Check, compile_schema
+from vf.schema_check import Check, try_compile
 
 if TYPE_CHECKING:
     import jsonschema
@@ -53,11 +53,8 @@ def _plan_validator() -> jsonschema.Draft202012Validator:
 
 @cache
 def _whole_plan_check() -> Check | None:
-    """The whole plan schema compiled (ADR 25); None if it needs a keyword only jsonschema has."""
-    try:
-        return compile_schema(plan_schema())
-    except (KeyError, TypeError, ValueError):
-        return None
+    """The whole plan schema compiled (ADR 25)."""
+    return try_compile(plan_schema())
 
 
 @cache
@@ -68,13 +65,8 @@ def record_checks() -> tuple[tuple[tuple[str, ...], Check], ...]:
     not know) is left whole to jsonschema: slower, never weaker.
     """
     schema = plan_schema()
-    checks = []
-    for path, pointer in RECORD_ARRAYS:
-        try:
-            checks.append((path, compile_schema(schema, pointer)))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return tuple(checks)
+    compiled = ((path, try_compile(schema, pointer)) for path, pointer in RECORD_ARRAYS)
+    return tuple((path, check) for path, check in compiled if check is not None)
 
 
 def plan_schema_errors(document: dict[str, Any]) -> list[tuple[str, str]]:
