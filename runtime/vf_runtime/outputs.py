@@ -123,10 +123,6 @@ class Publisher:
             payload=payload[1],
         )
 
-    async def data(self, value: Any, stamp: Stamp) -> None:
-        """Publish one output; large payloads go to the payload store first."""
-        await self.send(await self.prepare(value, stamp))
-
     async def prepare(self, value: Any, stamp: Stamp) -> Prepared:
         """Encode one output (offloading a large payload); loops call this in order."""
         payload = encode_payload(value)
@@ -147,10 +143,6 @@ class Publisher:
             envelope = await self._offload(envelope)
         raw, size = encode_envelope(envelope), len(payload[1])
         return Prepared(raw=raw, message_id=envelope.message_id, size=size)
-
-    async def send(self, prepared: Prepared) -> None:
-        """Publish a prepared output and wait until the stream has it (or gave up, REALTIME)."""
-        await self.confirm(prepared, await self.submit(prepared))
 
     async def start(self) -> None:
         await self.acks.start()
