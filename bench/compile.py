@@ -152,12 +152,14 @@ def write_project(root: Path, n: int) -> Path:
     return graph
 
 
-def run_once(argv: list[str], cwd: Path) -> tuple[float, int, float]:
+def run_once(
+    argv: list[str], cwd: Path, *, env: dict[str, str] | None = None
+) -> tuple[float, int, float]:
     """Wall seconds, peak RSS (KiB) and CPU seconds (user + system) of one child process;
     raise if it fails."""
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -205,6 +207,23 @@ def measure(vf: str, graph: Path, envs: list[str], repeat: int, work: Path) -> d
     }
 
 
+def filesystem(path: Path) -> str:
+    """The type of the filesystem holding ``path`` (from /proc/mounts), e.g. ext4 or tmpfs."""
+    best, kind = "", "unknown"
+    try:
+        mounts = Path("/proc/mounts").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return kind
+    resolved = str(path.resolve())
+    for line in mounts:
+        fields = line.split()
+        point = fields[1] if len(fields) > 2 else ""
+        inside = resolved == point or resolved.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
 def startup(argv: list[str], repeat: int = 10) -> float:
     return round(statistics.median(run_once(argv, ROOT)[0] for _ in range(repeat)), 4)
 
@@ -231,7 +250,8 @@ def table(report: dict[str, Any]) -> str:
         "",
         f"`vf --version` start-up: {report['startup_s']['vf_version']:.3f} s median of 10 "
         f"(bare `python -c pass`: {report['startup_s']['python']:.3f} s). "
-        f"Machine: {m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}.",
+        f"Machine: {m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}; "
+        f"trees written to {report['filesystem']}.",
     ]
     return "\n".join(lines)
 
@@ -331,6 +351,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=0, help="runs per size (default 5/3)")
     parser.add_argument("--no-save", action="store_true", help="only print the table")
     parser.add_argument("--profile", action="store_true", help="add the per-stage profile")
+    parser.add_argument("--tmp", type=Path, default=None, help="where graphs and trees go")
     parser.add_argument(
         "--profile-child", nargs=2, metavar=("GRAPH", "OUT"), help=argparse.SUPPRESS
     )
@@ -353,7 +374,8 @@ def main() -> None:
         },
         "sizes": {},
     }
-    with tempfile.TemporaryDirectory(prefix="vf-bench-") as tmp:
+    report["filesystem"] = filesystem(args.tmp or Path(tempfile.gettempdir()))
+    with tempfile.TemporaryDirectory(prefix="vf-bench-", dir=args.tmp) as tmp:
         for n in sizes:
             graph = write_project(Path(tmp), n)
             repeat = args.repeat or (3 if n >= 5000 else 5)
