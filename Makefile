@@ -23,7 +23,7 @@ test: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
 
 bench: setup
-	$(BIN)/python bench/compile.py
+	$(BIN)/python bench/compile.py $(if $(wildcard /dev/shm),--tmp /dev/shm)
 	$(BIN)/python bench/gpu.py
 	$(BIN)/python bench/runtime.py
 
