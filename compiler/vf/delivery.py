@@ -7,8 +7,8 @@ from typing import Any
 
 from vf.delivery_config import GitOps
 from vf.emit_gitops import emit_gitops
-from vf.emit_helm import ChartInfo, chart_files
-from vf.filetext import FileText, whole
+from vf.emit_helm import ChartInfo, chart_files, emit_helm
+from vf.filetext import FileText
 from vf.graph import Graph
 from vf.planir import Plan
 
@@ -23,8 +23,7 @@ def emit_delivery(
     gitops: GitOps | None,
 ) -> Tree:
     """``chart/`` (always) and ``gitops/`` (when vf.yaml has ``gitops:``)."""
-    files = delivery_files(graph, plans=plans, objects=objects, gitops=None)
-    chart = dict(sorted((path, whole(text)) for path, text in files))
+    chart = emit_helm(objects, info=_chart_info(graph, plans=plans))
     return chart | emit_gitops(gitops, plans=plans, objects=objects)
 
 
@@ -36,13 +35,15 @@ def delivery_files(
     gitops: GitOps | None,
 ) -> Iterator[tuple[str, FileText]]:
     """The files of ``emit_delivery`` one at a time, so none needs to stay in memory."""
-    info = ChartInfo(
+    yield from chart_files(objects, info=_chart_info(graph, plans=plans))
+    yield from emit_gitops(gitops, plans=plans, objects=objects).items()
+
+
+def _chart_info(graph: Graph, *, plans: Sequence[Plan]) -> ChartInfo:
+    return ChartInfo(
         name=plans[0].flow_id,
         flow_type=graph.flow_type,
         kubernetes_versions={p.environment: p.kubernetes_version for p in plans},
         namespaces={p.environment: p.namespace for p in plans},
         nodes=tuple(node.name for node in graph.nodes),
     )
-    yield from chart_files(objects, info=info)
-    if gitops is not None:
-        yield from emit_gitops(gitops, plans=plans, objects=objects).items()

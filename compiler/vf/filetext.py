@@ -12,13 +12,10 @@ class Chunks:
 
     pieces: Iterable[str]
 
-    def text(self) -> str:
-        return "".join(self.pieces)
-
 
 FileText = str | Chunks
 
 
 def whole(text: FileText) -> str:
     """The text as one string."""
-    return text if isinstance(text, str) else text.text()
+    return text if isinstance(text, str) else "".join(text.pieces)

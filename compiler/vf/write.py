@@ -8,7 +8,6 @@ generate and no longer emits are pruned.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import difflib
 import json
@@ -16,7 +15,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from vf.errors import EnvironmentProblem, VfError
@@ -196,7 +195,7 @@ class StagedTree:
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
         for folder in self._made:
-            with contextlib.suppress(OSError):
+            with suppress(OSError):
                 folder.rmdir()
 
 

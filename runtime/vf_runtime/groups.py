@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
-from vf_runtime.blobstore import AppliedLog, Stopped, patiently
+from vf_runtime.blobstore import AppliedLog, Stopped
 from vf_runtime.health import Metrics
 from vf_runtime.inputs import Delivery, Inputs
 from vf_runtime.nodethread import NodeThread
@@ -29,7 +29,6 @@ from vf_runtime.outputs import Prepared, Publisher, Stamp
 from vf_runtime.settle import Settler
 
 ONE_SHOT = "_partition_key"
-T = TypeVar("T")
 _NOT_RUN = object()
 Group = list[Delivery]
 
@@ -123,11 +122,6 @@ class GroupRunner:
             self.metrics.bump("processed")
             self.metrics.observe(item.elapsed)
 
-    async def _store(self, operation: Callable[[], Awaitable[T]], *, what: str) -> T:
-        return await patiently(
-            operation, what=what, stopping=self.stopping, on_retry=self.settler.store_retry
-        )
-
     async def _unapplied(self, groups: list[Group]) -> list[Group]:
         """Leave out what an idempotent consumer applied already (acked, never re-applied)."""
         applied = self.applied
@@ -136,7 +130,9 @@ class GroupRunner:
         for group in groups:
             key = group_id(group)
             try:
-                seen = await self._store(partial(applied.seen, key), what="idempotency check")
+                seen = await self.settler.store(
+                    partial(applied.seen, key), what="idempotency check"
+                )
             except Stopped:
                 self.inputs.done()
                 continue  # left un-acked: redelivered to whoever runs next
@@ -193,7 +189,7 @@ class GroupRunner:
                     await self.publisher.confirm(*item.output)
                 if self.applied is not None:
                     mark = partial(self.applied.mark, group_id(item.group))
-                    await self._store(mark, what="idempotency record")
+                    await self.settler.store(mark, what="idempotency record")
             except Stopped:
                 continue
             except Exception as exc:

@@ -108,26 +108,10 @@ class Publisher:
         self.waiting: collections.deque[tuple[float, str]] = collections.deque()
         self.sweeper: asyncio.Task[None] | None = None
 
-    def _envelope(self, kind: str, *, stamp: Stamp, payload: tuple[str, bytes]) -> Envelope:
-        return Envelope(
-            type=kind,
-            producer=self.config.node_name,
-            flow_id=self.config.flow_id,
-            run_id=self.config.run_id,
-            trace_id=stamp.trace_id,
-            seq=stamp.seq,
-            event_ts=stamp.event_ts,
-            replica_id=self.config.replica_id,
-            metadata=stamp.metadata,
-            payload_type=payload[0],
-            payload=payload[1],
-        )
-
-    async def prepare(self, value: Any, stamp: Stamp) -> Prepared:
-        """Encode one output (offloading a large payload); loops call this in order."""
-        payload = encode_payload(value)
+    def _envelope(self, *, stamp: Stamp, payload: tuple[str, bytes]) -> Envelope:
+        """A data envelope of this replica's (terminators replace its type and error)."""
         config = self.config
-        envelope = data_envelope(
+        return data_envelope(
             producer=config.node_name,
             flow_id=config.flow_id,
             run_id=config.run_id,
@@ -139,6 +123,11 @@ class Publisher:
             payload_type=payload[0],
             payload=payload[1],
         )
+
+    async def prepare(self, value: Any, stamp: Stamp) -> Prepared:
+        """Encode one output (offloading a large payload); loops call this in order."""
+        payload = encode_payload(value)
+        envelope = self._envelope(stamp=stamp, payload=payload)
         if len(payload[1]) > self.config.max_inline_bytes:
             envelope = await self._offload(envelope)
         raw, size = encode_envelope(envelope), len(payload[1])
@@ -249,7 +238,7 @@ class Publisher:
         trace = f"{'eos' if error is None else 'abort'}-r{self.config.replica_id}"
         stamp = Stamp(trace_id=trace, seq=self.distinct, event_ts=None, metadata={})
         envelope = dataclasses.replace(
-            self._envelope(kind, stamp=stamp, payload=("", b"")), error=error
+            self._envelope(stamp=stamp, payload=("", b"")), type=kind, error=error
         )
         subject = self.names.eos_subject(self.config.node_name, replica=self.config.replica_id)
         await self._send(

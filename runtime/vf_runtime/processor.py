@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from vf_runtime.assembler import TraceAssembler
-from vf_runtime.blobstore import AppliedLog, BlobStore, PayloadMissing, Stopped, patiently
+from vf_runtime.blobstore import AppliedLog, BlobStore, PayloadMissing, Stopped
 from vf_runtime.config import WorkerConfig
 from vf_runtime.groups import Group, GroupRunner
 from vf_runtime.health import Metrics
@@ -36,7 +36,6 @@ from vf_runtime.wire import BLOB_REF, DATA, BlobRef, WireError, decode_payload
 log = logging.getLogger("vf.worker")
 IDLE_WAIT = 0.2
 EOS_POLL = 0.25
-T = TypeVar("T")
 
 
 def _numpy_available() -> bool:
@@ -203,11 +202,6 @@ class ProcessorLoop:
             await self.settler.incomplete(group)
         return [[group.items[p] for p in self.config.parents] for group in outcome.complete]
 
-    async def _store(self, operation: Callable[[], Awaitable[T]], *, what: str) -> T:
-        return await patiently(
-            operation, what=what, stopping=self.stop.is_set, on_retry=self.settler.store_retry
-        )
-
     async def _resolve(self, delivery: Delivery) -> bool:
         """Decode the payload (fetching an offloaded one); dead-letter it when impossible."""
         envelope = delivery.envelope
@@ -220,7 +214,7 @@ class ProcessorLoop:
                 delivery.blob_ref = ref
                 if blobs is None:
                     raise WireError("VF_BLOB_NO_STORE", "payload is offloaded but no store is set")
-                data = await self._store(lambda: blobs.get(ref), what="fetch")
+                data = await self.settler.store(lambda: blobs.get(ref), what="fetch")
                 value = decode_payload(value.inner_payload_type, data, arrays=self.arrays)
         except (WireError, PayloadMissing) as exc:
             code = getattr(exc, "code", "VF_BLOB_MISSING")

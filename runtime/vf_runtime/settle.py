@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from vf_runtime.assembler import Group
 from vf_runtime.blobstore import BlobStore, Stopped, StoreUnavailable, patiently
@@ -21,6 +22,7 @@ from vf_runtime.inputs import Delivery, Inputs
 from vf_runtime.outputs import DeadLetters
 
 log = logging.getLogger("vf.worker")
+T = TypeVar("T")
 
 
 class Settler:
@@ -66,14 +68,15 @@ class Settler:
         self.releasing.add(task)
         task.add_done_callback(self.releasing.discard)
 
+    async def store(self, operation: Callable[[], Awaitable[T]], *, what: str) -> T:
+        """Run a payload-store operation, retrying while the store is away, until a stop."""
+        return await patiently(
+            operation, what=what, stopping=self.stopping, on_retry=self.store_retry
+        )
+
     async def _release(self, blobs: BlobStore, ref: str, reader: str) -> None:
         try:
-            await patiently(
-                lambda: blobs.release(ref, reader=reader),
-                what="release",
-                stopping=self.stopping,
-                on_retry=self.store_retry,
-            )
+            await self.store(lambda: blobs.release(ref, reader=reader), what="release")
         except (Stopped, StoreUnavailable) as exc:  # the TTL reclaims it
             log.warning("could not release %s: %s", ref, exc)
 
