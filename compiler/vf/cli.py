@@ -322,6 +322,107 @@ def run_local_command(
     _run(body)
 
 
+@cli.command("run-tree")
+@click.argument("tree", metavar="DIR", type=click.Path(path_type=Path))
+@click.option("--env", "env", required=True, metavar="NAME", help="Environment of the tree to run.")
+@click.option(
+    "--renderer",
+    type=click.Choice(["kustomize", "helm"]),
+    default="kustomize",
+    show_default=True,
+    help="kustomize: kubectl kustomize DIR/overlays/ENV; helm: helm template DIR/chart "
+    "with DIR/chart/values-ENV.yaml.",
+)
+@click.option(
+    "--app",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="The folder the worker image copies to /app: the project with the node modules "
+    "(default: the current directory).",
+)
+@click.option(
+    "--secrets",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="YAML or JSON {secret-name: {key: value}} for the Secrets the pods reference.",
+)
+@click.option(
+    "--sync",
+    type=click.Choice(["kubectl", "argocd", "flux"]),
+    default="kubectl",
+    show_default=True,
+    help="How objects are applied: all at once (kubectl, flux) or by Argo CD sync waves; "
+    "a changed Job is re-created only where that controller would (Argo CD "
+    "Force=true,Replace=true, Flux force: enabled).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Exit 5 when the flow is not done (BATCH) or not ready (REALTIME) by then.",
+)
+@click.option(
+    "--for",
+    "hold",
+    type=float,
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="REALTIME: keep the ready flow running this long before stopping it.",
+)
+@click.option(
+    "--backoff",
+    type=float,
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="First restart back-off of crashed containers and failed Job pods (Kubernetes: 10).",
+)
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Keep pod logs, volumes and claims here (default: a temporary folder, removed).",
+)
+def run_tree_command(
+    *,
+    tree: Path,
+    env: str,
+    renderer: str,
+    app: Path | None,
+    secrets: Path | None,
+    sync: str,
+    timeout: float,
+    hold: float,
+    backoff: float,
+    run_dir: Path | None,
+) -> None:
+    """Run the committed tree DIR as a cluster would: every pod a local process."""
+
+    def body() -> int:
+        from vf.runtree.command import RunTreeRequest, run_tree
+
+        request = RunTreeRequest(
+            tree=tree,
+            env=env,
+            renderer=renderer,
+            app=app,
+            secrets=secrets,
+            sync=sync,
+            timeout=timeout,
+            hold=hold,
+            backoff=backoff,
+            run_dir=run_dir,
+        )
+        return run_tree(request)
+
+    _run(body)
+
+
 @cli.command("inventory")
 @click.option("--context", "context", required=True, metavar="NAME", help="kubectl context.")
 @click.option(

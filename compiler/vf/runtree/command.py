@@ -1,0 +1,232 @@
+"""``vf run-tree DIR --env ENV``: sync the committed tree into a local cluster and watch it.
+
+Exit codes: 0 the flow did what a cluster would call done (BATCH: every Job Complete;
+REALTIME: every workload ready and still ready at the end of ``--for``), 1 the sync was
+refused (an immutable field, as the real controller would refuse it), 4 a Job failed or
+a workload lost pods, 5 not done within ``--timeout``, 130 interrupted (after stopping
+everything it started). Bad input is exit 2, a missing tool exit 3.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from vf.errors import EXIT_INTERRUPTED, VfError
+from vf.runtree.cluster import Cluster, ClusterOptions
+from vf.runtree.controllers import JobController
+from vf.runtree.images import ImageContext, ImageResolver, unknown_images
+from vf.runtree.manifests import TreeEnvironment, render
+from vf.runtree.notice import not_emulated
+
+Obj = dict[str, Any]
+EXIT_SYNC, EXIT_FAILED, EXIT_TIMEOUT = 1, 4, 5
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunTreeRequest:
+    tree: Path
+    env: str
+    renderer: str = "kustomize"
+    app: Path | None = None
+    secrets: Path | None = None
+    sync: str = "kubectl"
+    timeout: float = 300.0
+    hold: float = 0.0
+    backoff: float = 10.0
+    run_dir: Path | None = None
+    output: TextIO = sys.stderr
+
+
+def read_secrets(path: Path | None) -> dict[str, dict[str, str]]:
+    """``--secrets FILE``: YAML or JSON ``{secret-name: {key: value}}``."""
+    if path is None:
+        return {}
+    from ruamel.yaml import YAML
+
+    problem = VfError(
+        "VF_RUN_TREE_SECRETS",
+        f"{path} is not a mapping of Secret names to {{key: value}} mappings",
+        "write it as `my-secret: {url: nats://…}` (YAML or JSON)",
+        str(path),
+    )
+    try:
+        loaded = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    except Exception:
+        raise problem from None
+    if not isinstance(loaded, dict) or not all(isinstance(v, dict) for v in loaded.values()):
+        raise problem
+    return {str(k): {str(a): str(b) for a, b in v.items()} for k, v in loaded.items()}
+
+
+def image_context(tree: TreeEnvironment, *, app: Path, log: Callable[[str], None]) -> ImageContext:
+    from vf.worker_env import APP_DIR, IMAGE_ENV, ensure_worker_env
+
+    worker = ensure_worker_env(log=log)
+    return ImageContext(
+        plan=tree.plan,
+        app_dir=app.resolve(),
+        worker_bin=worker.bin_dir,
+        worker_python=worker.python,
+        image_env=IMAGE_ENV,
+        image_app_dir=APP_DIR,
+    )
+
+
+def prepare(
+    request: RunTreeRequest, *, log: Callable[[str], None]
+) -> tuple[TreeEnvironment, ImageResolver]:
+    """Render, check every image has a local equivalent; raise before anything starts."""
+    tree = render(request.tree, env=request.env, renderer=request.renderer)
+    app = request.app or Path.cwd()
+    if not app.is_dir():
+        raise VfError(
+            "VF_RUN_TREE_APP",
+            f"--app {app} is not a directory",
+            "pass the project folder the image copies to /app (where the node modules are)",
+        )
+    resolver = ImageResolver(image_context(tree, app=app, log=log))
+    problems = unknown_images(tree.objects, resolver)
+    if problems:
+        raise VfError.collect(problems)
+    return tree, resolver
+
+
+def workloads_done(cluster: Cluster, *, batch: bool) -> bool:
+    controllers = list(cluster.controllers.values())
+    jobs = [c for c in controllers if isinstance(c, JobController)]
+    if any(j.status == "Failed" for j in jobs):
+        return True
+    if batch:
+        return bool(jobs) and all(j.status == "Complete" for j in jobs)
+    return all(c.healthy() for c in controllers)
+
+
+def sync(
+    cluster: Cluster,
+    tree: TreeEnvironment,
+    resolver: ImageResolver,
+    *,
+    mode: str,
+    app: str,
+    timeout: float,
+) -> list[str]:
+    """Apply the tree as ``mode`` does: Argo CD by sync waves (each healthy first), else at once."""
+    objects = list(tree.objects)
+    if mode != "argocd":
+        return cluster.apply(objects, app=app, resolver=resolver, mode=mode)
+    waves: dict[int, list[Obj]] = {}
+    for obj in objects:
+        annotations = obj["metadata"].get("annotations") or {}
+        waves.setdefault(int(annotations.get("argocd.argoproj.io/sync-wave", 0)), []).append(obj)
+    applied: list[Obj] = []
+    errors: list[str] = []
+    for wave in sorted(waves):
+        applied += waves[wave]
+        errors += cluster.apply(applied, app=app, resolver=resolver, mode=mode)
+        wave_keys = {
+            (o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in waves[wave]
+        }
+        cluster.run_until(
+            lambda keys=wave_keys: all(  # type: ignore[misc]
+                c.healthy() for k, c in cluster.controllers.items() if k in keys
+            ),
+            timeout=timeout,
+        )
+    return errors
+
+
+def report(cluster: Cluster, out: TextIO) -> None:
+    for (kind, _ns, name), controller in sorted(cluster.controllers.items()):
+        pods = controller.pods
+        ready = sum(p.ready for p in pods)
+        restarts = sum(p.restarts for p in pods)
+        extra = f", {restarts} restarts" if restarts else ""
+        if isinstance(controller, JobController):
+            line = f"{controller.status} ({controller.successes} succeeded, {controller.failures} failed)"
+        else:
+            line = (
+                f"{controller.status} ({ready}/{getattr(controller, 'replicas', 0)} ready{extra})"
+            )
+        print(f"  {kind.lower()}/{name}: {line}", file=out)
+
+
+def failure_logs(cluster: Cluster, out: TextIO) -> None:
+    for pod in cluster.pods():
+        container = pod.failed_container()
+        if container is not None:
+            print(f"--- pod {pod.name} ({container.launch.name}), last lines:", file=out)
+            print(container.tail(), file=out)
+
+
+def outcome(cluster: Cluster, *, batch: bool) -> int:
+    jobs = [c for c in cluster.controllers.values() if isinstance(c, JobController)]
+    if any(j.status == "Failed" for j in jobs):
+        return EXIT_FAILED
+    return 0 if workloads_done(cluster, batch=batch) else EXIT_TIMEOUT
+
+
+def run_tree(request: RunTreeRequest) -> int:
+    out = request.output
+
+    def log(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    tree, resolver = prepare(request, log=log)
+    batch = tree.plan["flow_type"] == "batch"
+    for line in not_emulated(tree.objects):
+        log(f"not emulated: {line}")
+    run_dir = request.run_dir or Path(tempfile.mkdtemp(prefix="vf-run-tree-"))
+    cluster = Cluster(ClusterOptions(run_dir=run_dir, backoff_base=request.backoff, log=log))
+    cluster.extra_secrets = read_secrets(request.secrets)
+    code = EXIT_INTERRUPTED
+    try:
+        errors = sync(
+            cluster, tree, resolver, mode=request.sync, app=str(tree.tree), timeout=request.timeout
+        )
+        for error in errors:
+            log(f"sync refused: {error}")
+        done = cluster.run_until(
+            lambda: workloads_done(cluster, batch=batch), timeout=request.timeout
+        )
+        if done and not batch and request.hold > 0:
+            log(f"all workloads ready; holding {request.hold:g}s")
+            cluster.run_until(lambda: False, timeout=request.hold)
+        code = EXIT_SYNC if errors else outcome(cluster, batch=batch)
+        if not done:
+            log(f"not done after {request.timeout:g}s")
+        report(cluster, out)
+        if code:
+            failure_logs(cluster, out)
+    finally:
+        cluster.shutdown()
+        if request.run_dir is None:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    verdict = {
+        0: "done",
+        EXIT_SYNC: "sync refused",
+        EXIT_FAILED: "failed",
+        EXIT_TIMEOUT: "timed out",
+    }
+    log(
+        f"flow {tree.plan['flow_id']} ({tree.env}, {request.renderer}): {verdict.get(code, code)} (exit {code})"
+    )
+    return code
+
+
+def summary(cluster: Cluster) -> str:
+    return json.dumps({f"{k[0]}/{k[2]}": c.status for k, c in cluster.controllers.items()})
+
+
+def elapsed(start: float) -> float:
+    return time.monotonic() - start
+
+
+__all__: Sequence[str] = ("RunTreeRequest", "run_tree")

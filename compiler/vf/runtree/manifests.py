@@ -1,0 +1,151 @@
+"""The objects of one environment of a committed tree, rendered by the real tools."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from vf.errors import EnvironmentProblem, VfError
+
+Obj = dict[str, Any]
+RENDERERS = ("kustomize", "helm")
+_RENDER_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TreeEnvironment:
+    """One environment of a tree vf wrote: its plan and the objects a cluster receives."""
+
+    tree: Path
+    env: str
+    plan: Obj
+    objects: tuple[Obj, ...]
+
+
+def _not_a_tree(tree: Path, why: str) -> VfError:
+    return VfError(
+        "VF_RUN_TREE_NOT_VF",
+        f"{tree} is not a tree vf wrote: {why}",
+        "give the --out folder of `vf compile` (it holds .vf-manifest.json)",
+        str(tree),
+    )
+
+
+def check_tree(tree: Path, *, env: str) -> Obj:
+    """The environment's committed plan; refuse folders vf did not write, unknown envs."""
+    manifest = tree / ".vf-manifest.json"
+    if not tree.is_dir():
+        raise _not_a_tree(tree, "no such directory")
+    try:
+        owner = json.loads(manifest.read_text(encoding="utf-8")).get("generator")
+    except (OSError, ValueError, AttributeError):
+        raise _not_a_tree(tree, ".vf-manifest.json is missing or unreadable") from None
+    if owner != "vf":
+        raise _not_a_tree(tree, ".vf-manifest.json was not written by vf")
+    known = sorted(p.stem for p in (tree / "plan").glob("*.json"))
+    plan_file = tree / "plan" / f"{env}.json"
+    if env not in known or not (tree / "overlays" / env).is_dir():
+        raise VfError(
+            "VF_RUN_TREE_ENV",
+            f"environment {env!r} is not in this tree (it has: {', '.join(known) or 'none'})",
+            "pass --env with one of the tree's environments, or add it to vf.yaml and compile",
+            str(tree / "overlays"),
+        )
+    try:
+        plan: Obj = json.loads(plan_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise _not_a_tree(tree, f"plan/{env}.json is unreadable") from None
+    return plan
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise EnvironmentProblem(
+            "VF_RUN_TREE_TOOL",
+            f"{name} is not on PATH: vf run-tree renders the tree with the real tool",
+            f"install {name} (kubectl >= 1.27 for kustomize, helm >= 3.12) and put it on PATH",
+        )
+    return found
+
+
+def render_command(tree: Path, *, env: str, renderer: str, namespace: str) -> list[str]:
+    """The command a GitOps controller's renderer runs for this environment."""
+    if renderer == "kustomize":
+        return [_tool("kubectl"), "kustomize", str(tree / "overlays" / env)]
+    values = tree / "chart" / f"values-{env}.yaml"
+    return [
+        _tool("helm"),
+        "template",
+        "vf",
+        str(tree / "chart"),
+        "--namespace",
+        namespace,
+        "-f",
+        str(values),
+    ]
+
+
+def parse_objects(text: str, *, source: str) -> list[Obj]:
+    """Every object of a multi-document YAML stream, in order; lists are flattened."""
+    try:
+        docs = list(YAML(typ="safe").load_all(text))
+    except YAMLError as exc:
+        raise VfError(
+            "VF_RUN_TREE_RENDER",
+            f"{source} produced invalid YAML ({str(exc).splitlines()[0]})",
+            "recompile the tree (vf compile GRAPH --out DIR)",
+        ) from None
+    objects: list[Obj] = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "List":
+            objects.extend(i for i in doc.get("items") or [] if isinstance(i, dict))
+        elif isinstance(doc, dict) and doc.get("kind"):
+            objects.append(doc)
+    return objects
+
+
+def render(tree: Path, *, env: str, renderer: str) -> TreeEnvironment:
+    """Check the tree, run the renderer, and return the objects with the plan."""
+    plan = check_tree(tree, env=env)
+    command = render_command(tree, env=env, renderer=renderer, namespace=plan["namespace"])
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=_RENDER_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(
+            "VF_RUN_TREE_RENDER",
+            f"{Path(command[0]).name} did not finish in {_RENDER_TIMEOUT:.0f}s",
+            "check the tool on a smaller tree",
+        ) from None
+    if done.returncode != 0:
+        raise VfError(
+            "VF_RUN_TREE_RENDER",
+            f"`{' '.join([Path(command[0]).name, *command[1:]])}` failed: "
+            f"{done.stderr.strip()[-800:]}",
+            "recompile the tree with vf compile; never edit generated files",
+            str(tree),
+        )
+    objects = parse_objects(done.stdout, source=renderer)
+    for obj in objects:
+        obj.setdefault("metadata", {}).setdefault("namespace", plan["namespace"])
+    return TreeEnvironment(tree=tree, env=env, plan=plan, objects=tuple(objects))
+
+
+def key(obj: Obj) -> tuple[str, str, str]:
+    """An object's identity: kind, namespace, name."""
+    meta = obj.get("metadata") or {}
+    return (str(obj.get("kind")), str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def of_kind(objects: Sequence[Obj], kind: str) -> list[Obj]:
+    return [o for o in objects if o.get("kind") == kind]
