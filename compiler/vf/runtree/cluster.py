@@ -126,10 +126,13 @@ class Cluster:
     def tick(self) -> None:
         now = time.monotonic()
         for controller in list(self.controllers.values()):
-            before = len(controller.events)
+            before, status = len(controller.events), controller.status
             controller.tick(now)
+            label = f"{controller.kind.lower()}/{controller.name}"
             for event in controller.events[before:]:
-                self.log(f"{controller.kind.lower()}/{controller.name}: {event}")
+                self.log(f"{label}: {event}")
+            if controller.status != status:
+                self.log(f"{label}: {controller.status}")
         for controller in list(self._draining):
             for pod in controller.pods:
                 pod.tick(now)
@@ -150,16 +153,40 @@ class Cluster:
         found = [p for c in self.controllers.values() for p in c.pods]
         return found + [p for c in self._draining for p in c.pods]
 
+    def drained(self) -> bool:
+        """Every deleted workload's pods are gone."""
+        return not self._draining
+
     def idle(self) -> bool:
         """No process started here is still running."""
         return all(p.gone for p in self.pods())
 
+    def delete_app(self, app: str, *, by_waves: bool, timeout: float = 60.0) -> None:
+        """Delete what ``app`` applied: at once, or highest sync wave first (Argo CD's prune
+        order), each wave's processes gone before the next."""
+        keys = [k for k, owner in self.owner.items() if owner == app]
+        if not by_waves:
+            self.delete(keys)
+            self.run_until(self.drained, timeout=timeout)
+            return
+        waves: dict[int, list[Key]] = {}
+        for k in keys:
+            waves.setdefault(wave_of(self.objects[k]), []).append(k)
+        for wave in sorted(waves, reverse=True):
+            self.delete(waves[wave])
+            self.run_until(self.drained, timeout=timeout)
+
     def shutdown(self, *, timeout: float = 30.0) -> None:
-        """Delete everything, wait for the processes, then kill what is left."""
+        """Delete everything (workers before the broker), wait, then kill what is left."""
+        for app in sorted(set(self.owner.values())):
+            self.delete_app(app, by_waves=True, timeout=timeout)
         self.delete(list(self.objects))
-        self.run_until(self.idle, timeout=timeout)
+        if not self.run_until(self.idle, timeout=timeout):
+            left = ", ".join(sorted(p.name for p in self.pods() if not p.gone))
+            self.log(f"still running after {timeout:g}s, killed: {left}")
         for pod in self.pods():
             pod.kill()
+        self.log("every process stopped")
         self.proxies.shutdown()
 
     def log(self, text: str) -> None:
@@ -280,6 +307,15 @@ class Cluster:
 
     def new_uid(self) -> str:
         return str(uuid.uuid4())
+
+
+def wave_of(obj: Obj) -> int:
+    """The object's Argo CD sync wave (0 when it has none)."""
+    annotations = obj["metadata"].get("annotations") or {}
+    try:
+        return int(annotations.get("argocd.argoproj.io/sync-wave", 0))
+    except ValueError:
+        return 0
 
 
 def pod_spec_of(pod: Pod, cluster: Cluster) -> Obj:

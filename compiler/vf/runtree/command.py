@@ -22,9 +22,10 @@ from typing import Any, TextIO
 from vf.errors import EXIT_INTERRUPTED, VfError
 from vf.runtree.cluster import Cluster, ClusterOptions
 from vf.runtree.controllers import JobController
-from vf.runtree.images import ImageContext, ImageResolver, unknown_images
+from vf.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
 from vf.runtree.manifests import TreeEnvironment, render
 from vf.runtree.notice import not_emulated
+from vf.runtree.podspec import decoded_secret, missing_secrets
 
 Obj = dict[str, Any]
 EXIT_SYNC, EXIT_FAILED, EXIT_TIMEOUT = 1, 4, 5
@@ -92,6 +93,18 @@ def prepare(
             f"--app {app} is not a directory",
             "pass the project folder the image copies to /app (where the node modules are)",
         )
+    given = {
+        o["metadata"]["name"]: decoded_secret(o) for o in tree.objects if o["kind"] == "Secret"
+    }
+    given.update(read_secrets(request.secrets))
+    templates = [
+        (f"{o['kind'].lower()}/{o['metadata']['name']}", (pod_template(o) or {}).get("spec") or {})
+        for o in tree.objects
+        if pod_template(o) is not None
+    ]
+    problems = missing_secrets(templates, given)
+    if problems:
+        raise VfError.collect(problems)
     resolver = ImageResolver(image_context(tree, app=app, log=log))
     problems = unknown_images(tree.objects, resolver)
     if problems:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vf.errors import VfError
+from vf.errors import Problem, VfError
 from vf.runtree.images import LocalImage
 
 Obj = dict[str, Any]
@@ -289,3 +289,46 @@ def mount_paths(container: Obj, folders: Mapping[str, Path]) -> dict[str, Path]:
         local.mkdir(parents=True, exist_ok=True)
         paths[mount["mountPath"]] = local
     return paths
+
+
+def _secret_refs(spec: Obj) -> set[tuple[str, str | None, bool]]:
+    """(secret, key or None, optional) for every Secret a pod spec reads."""
+    refs: set[tuple[str, str | None, bool]] = set()
+    for container in list(spec.get("initContainers") or []) + list(spec.get("containers") or []):
+        for item in container.get("env") or []:
+            ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+            if ref:
+                refs.add((ref.get("name", ""), ref.get("key"), bool(ref.get("optional"))))
+        for source in container.get("envFrom") or []:
+            ref = source.get("secretRef")
+            if ref:
+                refs.add((ref.get("name", ""), None, bool(ref.get("optional"))))
+    for volume in spec.get("volumes") or []:
+        if "secret" in volume:
+            secret = volume["secret"]
+            refs.add((secret.get("secretName", ""), None, bool(secret.get("optional"))))
+    return refs
+
+
+def missing_secrets(
+    templates: Sequence[tuple[str, Obj]], secrets: Mapping[str, Mapping[str, str]]
+) -> list[Problem]:
+    """A problem for each Secret (or key) a pod needs that neither the tree nor --secrets has."""
+    problems: dict[tuple[str, str | None], Problem] = {}
+    for where, spec in templates:
+        for name, item, optional in sorted(_secret_refs(spec), key=str):
+            data = secrets.get(name)
+            if optional or (data is not None and (item is None or item in data)):
+                continue
+            label = f"Secret {name!r}" + (f" key {item!r}" if item else "")
+            problems.setdefault(
+                (name, item),
+                Problem(
+                    code="VF_RUN_TREE_SECRET",
+                    what=f"{label} is referenced by the pods but not given",
+                    remedy=f"pass --secrets FILE with `{name}: {{{item or 'KEY'}: VALUE}}` "
+                    "(the values your cluster's Secret holds)",
+                    where=where,
+                ),
+            )
+    return list(problems.values())
