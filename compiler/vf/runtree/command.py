@@ -171,6 +171,30 @@ def report(cluster: Cluster, out: TextIO) -> None:
         print(f"  {kind.lower()}/{name}: {line}", file=out)
 
 
+def moved(cluster: Cluster) -> dict[str, int]:
+    """Messages each node's ready workers report as processed (their ``/metrics``)."""
+    import http.client
+
+    totals: dict[str, int] = {}
+    for pod in cluster.pods():
+        node = pod.labels.get("vf.dev/node")
+        health = next((c.launch.ports.get("health") for c in pod.containers), None)
+        if node is None or health is None or not pod.ready:
+            continue
+        conn = http.client.HTTPConnection("127.0.0.1", health, timeout=2)
+        try:
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+        except (OSError, http.client.HTTPException):
+            continue
+        finally:
+            conn.close()
+        for line in text.splitlines():
+            if line.startswith("vf_messages_processed_total"):
+                totals[node] = totals.get(node, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return totals
+
+
 def failure_logs(cluster: Cluster, out: TextIO) -> None:
     for pod in cluster.pods():
         container = pod.failed_container()
@@ -213,6 +237,9 @@ def run_tree(request: RunTreeRequest) -> int:
             log(f"all workloads ready; holding {request.hold:g}s")
             cluster.run_until(lambda: False, timeout=request.hold)
         code = EXIT_SYNC if errors else outcome(cluster, batch=batch)
+        if not batch:
+            for node, count in sorted(moved(cluster).items()):
+                log(f"  node {node}: {count} messages processed")
         if not done:
             log(f"not done after {request.timeout:g}s")
         report(cluster, out)

@@ -65,7 +65,13 @@ class Controller:
         return [p for p in self.pods if p.terminating_since is None]
 
     def reap(self) -> None:
-        self.pods = [p for p in self.pods if not (p.terminating_since is not None and p.gone)]
+        kept = []
+        for pod in self.pods:
+            if pod.terminating_since is not None and pod.gone:
+                pod.remove()
+            else:
+                kept.append(pod)
+        self.pods = kept
 
     def stop(self, now: float) -> None:
         for pod in self.pods:
@@ -138,7 +144,7 @@ class JobController(Controller):
         if self.failures > limit:
             self.status = "Failed"
             self.events.append(f"failed: BackoffLimitExceeded ({self.failures} failures)")
-            self.stop(now)
+            self._stop_active(now)
             return
         done = (
             len(self.succeeded) >= self.completions
@@ -147,7 +153,13 @@ class JobController(Controller):
         )
         if done:
             self.status = "Complete"
-            self.stop(now)
+            self._stop_active(now)
+
+    def _stop_active(self, now: float) -> None:
+        # A finished Job terminates its active pods; finished pods stay until it is deleted.
+        for pod in self.pods:
+            if pod.phase not in ("Succeeded", "Failed"):
+                pod.terminate(now)
 
     def _start_pods(self) -> None:
         parallelism = int(self.spec.get("parallelism", 1))

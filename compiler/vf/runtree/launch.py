@@ -187,4 +187,5 @@ def build_pod(cluster: Cluster, controller: Controller, *, index: int | None) ->
         revision=template_hash(controller.obj),
         grace=grace,
         backoff_base=cluster.options.backoff_base,
+        scratch=pod_dir / "volumes",
     )

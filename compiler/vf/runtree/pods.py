@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -165,6 +166,12 @@ class Pod:
     terminating_since: float | None = None
     phase: str = "Pending"
     backoff_base: float = 10.0
+    scratch: Path | None = None  # emptyDir and ConfigMap folders, removed with the pod
+
+    def remove(self) -> None:
+        """The pod object is gone: its emptyDirs go with it (claims and logs stay)."""
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def tick(self, now: float) -> None:
         """Advance the pod: run init containers in order, then the main containers."""

@@ -1,0 +1,14 @@
+"""REALTIME: an endless paced source → double (two replicas) → sink."""
+
+import os
+
+from tree_nodes import Double, Numbers, Record
+
+from vf import REALTIME, Flow
+
+
+def build_flow() -> Flow:
+    numbers = Numbers(count=0, interval=0.02, name="numbers")
+    double = Double(nb_tasks=2, name="double")(numbers)
+    sink = Record(path=os.environ["VF_TEST_OUT"], name="sink")(double)
+    return Flow([sink], flow_type=REALTIME, flow_id=os.environ.get("VF_TEST_FLOW", "tree-live"))

@@ -1,0 +1,49 @@
+"""Node classes of the run-tree lifecycle flows, written as vf's docs tell users to."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from vf import Consumer, Processor, Producer
+
+
+class Numbers(Producer):
+    """Emits ``{"i": n, "tag": tag}`` for n = 1..count (forever when count is 0)."""
+
+    def __init__(self, count: int = 10, interval: float = 0.0, tag: str = "", **kw: Any) -> None:
+        super().__init__(**kw)
+        self.count = count
+        self.interval = interval
+        self.tag = tag
+        self._n = 0
+
+    def next(self) -> dict[str, Any]:
+        if self.count and self._n >= self.count:
+            raise StopIteration
+        if self.interval:
+            time.sleep(self.interval)
+        self._n += 1
+        return {"i": self._n, "tag": self.tag}
+
+
+class Double(Processor):
+    """Doubles ``i``."""
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {**item, "double": item["i"] * 2}
+
+
+class Record(Consumer):
+    """Appends one JSON line per applied item to ``path``, with the pod that applied it."""
+
+    def __init__(self, path: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.path = path
+
+    def consume(self, item: dict[str, Any]) -> None:
+        line = {**item, "pod": os.environ.get("HOSTNAME", "")}
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line) + "\n")

@@ -1,0 +1,214 @@
+"""``vf run-tree`` runs every example's committed tree as a cluster would: real renderers,
+real nats-server and Redis-compatible store started from the tree's own manifests, the
+workers from the worker environment the image definition builds, node modules where the
+image puts them. Bad input is refused by name before anything starts."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vf_runtime.localinfra import start_nats
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+VF = [sys.executable, "-m", "vf"]
+
+# (example, environment, renderer): every example, both renderers, every kind of broker
+# the examples declare (dev Deployment, 3-node durable StatefulSet, external via a Secret).
+CASES = [
+    ("batch_pipeline", "dev", "kustomize"),
+    ("batch_pipeline", "prod", "helm"),
+    ("realtime_cameras", "dev", "helm"),
+    ("realtime_cameras", "prod", "kustomize"),
+    ("thumbnails", "dev", "kustomize"),
+    ("thumbnails", "prod", "helm"),
+    ("video_analytics", "lab", "helm"),
+    ("video_analytics", "cloud", "kustomize"),
+]
+
+
+def _tools_path() -> str:
+    extra = [str(REPO / ".tools" / "bin"), str(Path(sys.executable).parent)]
+    return os.pathsep.join([*extra, os.environ.get("PATH", "")])
+
+
+def _need_tools(renderer: str) -> None:
+    tool = "helm" if renderer == "helm" else "kubectl"
+    if shutil.which(tool, path=_tools_path()) is None:
+        pytest.skip(f"{tool} is not installed (scripts/setup installs it)")
+
+
+def vf(
+    *args: str, cwd: Path | None = None, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": _tools_path()}
+    return subprocess.run(
+        [*VF, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("trees")
+    found = {}
+    for example in sorted({c[0] for c in CASES}):
+        done = vf("compile", str(EXAMPLES / example / "graph.py"), "--out", str(out / example))
+        assert done.returncode == 0, done.stderr
+        found[example] = out / example
+    return found
+
+
+def _external_secrets(tree: Path, env: str, tmp: Path, nats_url: str) -> list[str]:
+    """An external broker's URL comes from a Secret: give it the URL of a real server."""
+    names = set()
+    for path in (tree / "overlays" / env).rglob("*.yaml"):
+        names.update(
+            re.findall(r"secretKeyRef:\s*\n\s*key: (\S+)\s*\n\s*name: (\S+)", path.read_text())
+        )
+    if not names:
+        return []
+    lines = [f"{name}:\n  {key}: {nats_url}" for key, name in sorted(names)]
+    secrets = tmp / "secrets.yaml"
+    secrets.write_text("\n".join(lines) + "\n")
+    return ["--secrets", str(secrets)]
+
+
+@pytest.mark.parametrize(("example", "env", "renderer"), CASES)
+def test_every_example_tree_runs(
+    trees: dict[str, Path], tmp_path: Path, example: str, env: str, renderer: str
+) -> None:
+    _need_tools(renderer)
+    external = start_nats(tmp_path / "external")
+    try:
+        args = _external_secrets(trees[example], env, tmp_path, external.url)
+        run_dir = tmp_path / "run"
+        done = vf(
+            "run-tree",
+            str(trees[example]),
+            "--env",
+            env,
+            "--renderer",
+            renderer,
+            "--app",
+            str(EXAMPLES / example),
+            "--timeout",
+            "150",
+            "--for",
+            "2",
+            "--backoff",
+            "1",
+            "--run-dir",
+            str(run_dir),
+            *args,
+        )
+    finally:
+        external.stop()
+    print(done.stderr[-3000:])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "done (exit 0)" in done.stderr
+    assert "not emulated:" in done.stderr
+    logs = list((run_dir / "pods").rglob("worker.log"))
+    assert logs, "no worker ran"
+    assert not any("Traceback" in p.read_text(errors="replace") for p in logs)
+    moved = re.findall(r"node (\S+): (\d+) messages processed", done.stderr)
+    summaries = [
+        int(m) for p in logs for m in re.findall(r"summary: .*? processed=(\d+)", p.read_text())
+    ]
+    # REALTIME: every node moved data while the tree ran; BATCH: the workers processed items.
+    assert all(int(n) > 0 for _, n in moved) and (moved or sum(summaries) > 0)
+
+
+def test_a_folder_vf_did_not_write_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "overlays" / "dev").mkdir(parents=True)
+    done = vf("run-tree", str(tmp_path), "--env", "dev")
+    assert done.returncode == 2
+    assert "error[VF_RUN_TREE_NOT_VF]" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_environment_not_in_the_tree_is_refused(trees: dict[str, Path]) -> None:
+    done = vf("run-tree", str(trees["batch_pipeline"]), "--env", "staging")
+    assert done.returncode == 2
+    assert "error[VF_RUN_TREE_ENV]" in done.stderr and "dev, prod" in done.stderr
+
+
+def test_a_missing_secret_is_refused_by_name_before_anything_starts(trees: dict[str, Path]) -> None:
+    _need_tools("kustomize")
+    done = vf(
+        "run-tree",
+        str(trees["realtime_cameras"]),
+        "--env",
+        "prod",
+        "--app",
+        str(EXAMPLES / "realtime_cameras"),
+    )
+    assert done.returncode == 2
+    assert "error[VF_RUN_TREE_SECRET] Secret 'cameras-nats' key 'url'" in done.stderr
+    assert "not emulated" not in done.stderr  # refused before the run began
+
+
+def _copy_example(name: str, tmp: Path) -> Path:
+    target = tmp / name
+    shutil.copytree(EXAMPLES / name, target)
+    return target
+
+
+def test_a_native_component_without_a_local_command_is_refused(tmp_path: Path) -> None:
+    _need_tools("kustomize")
+    project = _copy_example("thumbnails", tmp_path)
+    descriptor = next(project.rglob("component.yaml"))
+    text = descriptor.read_text()
+    descriptor.write_text(re.sub(r"\nruntime:\n(  .*\n)+", "\n", text + "\n"))
+    assert "localCommand" not in descriptor.read_text()
+    assert vf("compile", str(project / "graph.py"), "--out", str(tmp_path / "tree")).returncode == 0
+    done = vf("run-tree", str(tmp_path / "tree"), "--env", "dev", "--app", str(project))
+    assert done.returncode == 2
+    assert "error[VF_RUN_TREE_COMPONENT_IMAGE]" in done.stderr and "thumbnailer" in done.stderr
+
+
+def test_an_image_that_is_not_the_flows_is_refused(tmp_path: Path, trees: dict[str, Path]) -> None:
+    _need_tools("kustomize")
+    tree = tmp_path / "tree"
+    shutil.copytree(trees["batch_pipeline"], tree)
+    job = next((tree / "base").glob("job-*-merge.yaml"))
+    job.write_text(
+        job.read_text().replace("registry.example.com/vf/batch-demo:0.1.0", "busybox:1.36")
+    )
+    done = vf("run-tree", str(tree), "--env", "dev", "--app", str(EXAMPLES / "batch_pipeline"))
+    assert done.returncode == 2
+    assert "error[VF_RUN_TREE_IMAGE] image 'busybox:1.36'" in done.stderr
+
+
+def test_the_worker_image_reports_the_module_that_is_really_missing(
+    tmp_path: Path, trees: dict[str, Path]
+) -> None:
+    """Node modules import through the worker image's ``vf``; a module that is absent from
+    the image (here: the project folder is not where the image puts node modules) fails
+    the Job with the real cause in its log."""
+    _need_tools("kustomize")
+    empty = tmp_path / "empty-app"
+    empty.mkdir()
+    run_dir = tmp_path / "run"
+    done = vf(
+        "run-tree",
+        str(trees["batch_pipeline"]),
+        "--env",
+        "dev",
+        "--app",
+        str(empty),
+        "--timeout",
+        "90",
+        "--backoff",
+        "0.2",
+        "--run-dir",
+        str(run_dir),
+    )
+    assert done.returncode == 4, done.stderr[-2000:]
+    assert "BackoffLimitExceeded" in done.stderr
+    assert "batch_nodes" in done.stderr
