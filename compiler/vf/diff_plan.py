@@ -24,6 +24,7 @@ _COVERED = frozenset(
         "workloads", "channels", "warnings", "run_id", "run_id_source", "namespace",
         "flow_type", "gpu", "admission", "infra", "provision", "flow_labels", "run_labels",
         "broker_configmap", "network_policy", "version", "environment", "security",
+        "generation",
     }
 )  # fmt: skip
 
@@ -97,6 +98,18 @@ def _flow(old: Obj, *, new: Obj) -> list[Finding]:
                 message=f"flow type {old.get('flow_type')} → {new.get('flow_type')}: every "
                 "channel and workload changes shape",
                 severity=BREAKING,
+            )
+        )
+    same_run = old.get("run_id") == new.get("run_id")
+    if same_run and old.get("generation") != new.get("generation"):
+        found.append(
+            Finding(
+                category="run",
+                subject="generation",
+                message=f"generation {old.get('generation')} → {new.get('generation')}: every "
+                "Job of the flow is re-created and runs the whole batch again on fresh "
+                "streams; the old generation's streams are reclaimed",
+                severity=WARNING,
             )
         )
     if old.get("run_id") != new.get("run_id"):

@@ -152,8 +152,16 @@ def _all_same(present: list[Any]) -> bool:
     return all(same(v, other=present[0]) for v in present[1:])
 
 
+_GENERATION_PATHS: dict[str, tuple[Path, ...]] = {
+    "Job": (("spec", "template", "metadata", "annotations", "vf.dev/generation"),),
+    "ConfigMap": (("data", "VF_GENERATION"),),
+}
+
+
 def derived_key(obj: Obj, *, path: Path) -> ValueKey:
     """The key of a differing field that is not a knob: readable where known, else generated."""
+    if path in _GENERATION_PATHS.get(str(obj.get("kind")), ()):
+        return ("generation",)  # one value: every Job and the broker ConfigMap share it
     base = owner(obj)
     if base is not None and obj.get("kind") in _WORKLOADS:
         if path in (("spec", "replicas"), ("spec", "parallelism"), ("spec", "completions")):

@@ -28,9 +28,19 @@ from vf.plan_context import (
 from vf.plan_infra import plan_infra, plan_provision
 from vf.plan_inputs import check_config_nodes, resolve_images, resolve_replicas
 from vf.plan_security import plan_security, security_warnings
-from vf.planir import PLAN_VERSION, Channel, ContainerResources, Pairs, Plan, Workload
+from vf.planir import (
+    PLAN_VERSION,
+    Channel,
+    ContainerResources,
+    Pairs,
+    Plan,
+    Provision,
+    Workload,
+    record_to_json,
+)
 from vf.workload_config import pod_mounts
 from vf_runtime.constants import BATCH, ENVELOPE_VERSION, GPU, HEALTH_PORT
+from vf_runtime.naming import RunNames
 
 STATEFULSET_NAME_MAX = 52  # leaves room for the controller-revision-hash label
 
@@ -73,6 +83,9 @@ def plan_environment(
     workloads = tuple(_workload(ctx, node, images[node.name], gpu) for node in graph.nodes)
     raise_if(_rollout_problems(env, workloads))
     security = plan_security(env, workloads=workloads)
+    provision = plan_provision(ctx, images)
+    generation = _generation(graph, workloads=workloads, provision=provision)
+    broker = ctx.broker_names(generation)
     return Plan(
         version=PLAN_VERSION,
         environment=env.name,
@@ -82,16 +95,17 @@ def plan_environment(
         flow_type=graph.flow_type,
         run_id=run_id,
         run_id_source=run_source,
+        generation=generation,
         image_pull_policy=env.image_pull_policy,
         priority_class=env.priority_class,
         broker_configmap=names.k8s_name("vf", flow_id, run_id, "broker"),
         network_policy=names.k8s_name("vf", flow_id, "netpol"),
         flow_labels=flow_labels,
         run_labels=run_labels,
-        provision=plan_provision(ctx, images),
+        provision=provision,
         workloads=workloads,
         channels=tuple(
-            _channel(ctx, node, admission.profile_of(node.name))
+            _channel(ctx, node, admission.profile_of(node.name), broker=broker)
             for node in graph.nodes
             if node.children
         ),
@@ -123,6 +137,27 @@ def _run_id(
     ]
     text = json.dumps([flow_id, graph.flow_type, shape], separators=(",", ":"))
     return "r" + hashlib.sha256(text.encode()).hexdigest()[:7], "topology-digest"
+
+
+def _generation(
+    graph: Graph, *, workloads: tuple[Workload, ...], provision: Provision
+) -> str | None:
+    """A BATCH environment's generation: a digest of everything that defines its work.
+
+    Any change to a node's spec, image, parameters, replicas, resources or environment
+    gives a new generation, which re-creates every Job of the flow together on fresh
+    streams. A REALTIME flow has one generation per run (None): its Deployments roll
+    through the same streams.
+    """
+    if graph.flow_type != BATCH:
+        return None
+    work = [record_to_json(w) for w in workloads]
+    text = json.dumps(
+        [work, provision.image, list(provision.topology_shards)],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return "g" + hashlib.sha256(text.encode()).hexdigest()[:7]
 
 
 def _workload_kind(graph: Graph, node: NodeIR, partitioned: bool) -> str:
@@ -250,7 +285,7 @@ def _worker_env(ctx: PlanContext, node: NodeIR, grant: GpuGrant | None) -> Pairs
     return tuple(sorted(env.items()))
 
 
-def _channel(ctx: PlanContext, node: NodeIR, profile: str) -> Channel:
+def _channel(ctx: PlanContext, node: NodeIR, profile: str, *, broker: RunNames) -> Channel:
     readers: list[str] = []
     parent = names.broker_token(node.name)
     for child_name in node.children:
@@ -262,12 +297,11 @@ def _channel(ctx: PlanContext, node: NodeIR, profile: str) -> Channel:
             )
         else:
             readers.append(f"{token}--from--{parent}")
-    subject = ctx.subject(node.name)
     return Channel(
         node=node.name,
-        subject=subject,
-        eos_subject=f"{subject}._eos",
-        stream=ctx.stream(node.name),
+        subject=broker.subject(node.name),
+        eos_subject=broker.eos_prefix(node.name),
+        stream=broker.stream(node.name),
         profile=profile,
         readers=tuple(readers),
     )

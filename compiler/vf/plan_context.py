@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from vf import names
 from vf.config import Environment
 from vf.graph import Graph, NodeIR
 from vf.planir import Pairs
+from vf_runtime.naming import RunNames
 
 LABEL_DOMAIN = "vf.dev"
 PART_OF, NAME, INSTANCE, COMPONENT, MANAGED_BY = (
@@ -36,14 +36,10 @@ class PlanContext:
         self.replicas = replicas
         self.run_labels = run_labels
         self.nodes = {node.name: node for node in graph.nodes}
-        self.flow_token = names.broker_token(flow_id)
-        self.run_token = names.broker_token(run_id)
 
     def partitioned(self, node: NodeIR) -> bool:
         return node.partition_by is not None and self.replicas[node.name] > 1
 
-    def stream(self, node: str) -> str:
-        return f"vf-{self.flow_token}-{self.run_token}-{names.broker_token(node)}"
-
-    def subject(self, node: str) -> str:
-        return f"vf.{self.flow_token}.{self.run_token}.{names.broker_token(node)}"
+    def broker_names(self, generation: str | None) -> RunNames:
+        """The run's broker names, from the runtime's one implementation of them."""
+        return RunNames(self.flow_id, self.run_id, generation or "")

@@ -140,12 +140,19 @@ class Plan:
     supervision: Supervision
     security: Security
     warnings: tuple[str, ...]
+    # BATCH only: the incarnation of the run these workloads make (omitted when None)
+    generation: str | None = None
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
     """A JSON-ready dict of the plan: pairs become objects, tuples become lists."""
     document: dict[str, Any] = _jsonable(plan)
     return document
+
+
+def record_to_json(record: object) -> Any:
+    """Any plan record (a workload, the provision Job) as plan_to_json writes it."""
+    return _jsonable(record)
 
 
 def _jsonable(value: Any) -> Any:
@@ -166,7 +173,7 @@ _PAIR_FIELDS = frozenset({"env", "labels", "selector", "flow_labels", "run_label
 
 
 # Fields added after plan v1 shipped: absent (not null) when unused, so plans stay as they were.
-_OMITTED_WHEN_NONE = frozenset({"component"})
+_OMITTED_WHEN_NONE = frozenset({"component", "generation"})
 
 
 def _field(name: str, value: Any) -> Any:

@@ -14,6 +14,7 @@ from vf_runtime.constants import HEALTH_PORT
 
 Obj = dict[str, Any]
 TMP_VOLUME = "tmp"
+GENERATION_ANNOTATION = "vf.dev/generation"
 TOPOLOGY_DIR = "/etc/vf/topology"
 RUN_AS = 65532
 
@@ -84,6 +85,8 @@ def broker_env(plan: Plan) -> dict[str, str]:
         data["VF_BLOB_REDIS_URL"] = infra.store_url
     if infra.stream_replicas > 1:
         data["VF_STREAM_REPLICAS"] = str(infra.stream_replicas)
+    if plan.generation is not None:
+        data["VF_GENERATION"] = plan.generation
     explicit = [
         {"channel": r.channel, "profile": r.profile} for r in plan.admission.requests if r.explicit
     ]
@@ -182,11 +185,22 @@ def _provision_job(plan: Plan) -> Obj:
         "spec": {
             "backoffLimit": prov.backoff_limit,
             "template": {
-                "metadata": {"labels": dict(prov.labels)},
+                "metadata": _job_pod_metadata(plan, {}, prov.labels),
                 "spec": _pod_spec(plan, [container], volumes, "Never"),
             },
         },
     }
+
+
+def _job_pod_metadata(plan: Plan, annotations: dict[str, str], labels: Pairs) -> Obj:
+    """A Job's pod metadata: under BATCH it names the generation, so any change to the
+    flow changes every Job's template and a GitOps controller re-creates them together."""
+    if plan.generation is not None:
+        annotations = {**annotations, GENERATION_ANNOTATION: plan.generation}
+    metadata: Obj = {"labels": dict(labels)}
+    if annotations:
+        metadata["annotations"] = annotations
+    return dict(sorted(metadata.items()))
 
 
 def _env_configmap(plan: Plan, workload: Workload) -> Obj:
@@ -299,13 +313,12 @@ def _workload(plan: Plan, workload: Workload) -> Obj:
     grant = plan.gpu.grant_for(workload.node) if plan.gpu is not None else None
     if plan.gpu is not None and grant is not None:
         decorate_pod(pod, gpu=plan.gpu, grant=grant)
-    template = {
-        "metadata": {
-            "annotations": {"vf.dev/config-hash": workload.config_hash},
-            "labels": dict(workload.labels),
-        },
-        "spec": pod,
-    }
+    annotations = {"vf.dev/config-hash": workload.config_hash}
+    if workload.kind == "Job":
+        metadata = _job_pod_metadata(plan, annotations, workload.labels)
+    else:
+        metadata = {"annotations": annotations, "labels": dict(workload.labels)}
+    template = {"metadata": metadata, "spec": pod}
     spec: Obj
     if workload.kind == "Job":
         spec = {

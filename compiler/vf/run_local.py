@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -53,6 +54,7 @@ class RunLocalRequest:
     extra_env: tuple[tuple[str, str], ...] = ()
     output: TextIO = sys.stderr
     gpu_policy: str = "shared"
+    generation: str | None = None  # None: a fresh one (a caller that must know it names it)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,7 +85,17 @@ def _plan(request: RunLocalRequest) -> tuple[Plan, Graph]:
     return result.plans[0], result.graph
 
 
-def _topology(plan: Plan) -> RunTopology:
+def fresh_generation() -> str:
+    """A generation of its own for one local run: ``l`` and 8 random hex digits.
+
+    Every invocation gets a fresh one, so running a flow twice against one long-lived
+    broker and store processes everything twice and neither run reads the other's
+    streams, markers or stops (docs/PROTOCOL.md GEN-5).
+    """
+    return "l" + secrets.token_hex(4)
+
+
+def _topology(plan: Plan, generation: str = "") -> RunTopology:
     nodes = tuple(
         NodeTopology.from_json(json.loads(line))
         for shard in plan.provision.topology_shards
@@ -96,6 +108,7 @@ def _topology(plan: Plan) -> RunTopology:
         flow_type=plan.flow_type,
         nodes=nodes,
         ack_wait=float(os.environ.get("VF_ACK_WAIT_SECONDS", "60")),
+        generation=generation,
     )
 
 
@@ -113,6 +126,7 @@ def _replicas(
     urls: dict[str, str],
     request: RunLocalRequest,
     launch: _Launch,
+    generation: str,
 ) -> list[ReplicaSpec]:
     """One process per replica; a native component runs its local command instead of
     ``vf-worker``; a GPU replica gets its local grant instead of the cluster's count."""
@@ -125,6 +139,7 @@ def _replicas(
             env = {
                 **dict(workload.env),
                 **urls,
+                "VF_GENERATION": generation,
                 "VF_REPLICA_ID": str(replica),
                 "VF_HEALTH_PORT": str(port),
                 "PYTHONPATH": path,
@@ -190,21 +205,24 @@ def run_local(request: RunLocalRequest) -> int:
     plan, graph = _plan(request)
     launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
     out = request.output
+    generation = request.generation or fresh_generation()
     with ExitStack() as stack:
         urls = _start_services(plan, request=request, stack=stack)
         nats_url = urls["VF_NATS_URL"]
         try:
-            asyncio.run(provision_run(nats_url, _topology(plan), prune=False, timeout=15))
+            topology = _topology(plan, generation)
+            asyncio.run(provision_run(nats_url, topology, prune=False, timeout=15))
         except BrokerError as exc:
             raise EnvironmentProblem(
                 exc.code, str(exc), "start nats-server with -js, or pass --nats URL"
             ) from exc
-        replicas = _replicas(plan, urls=urls, request=request, launch=launch)
+        replicas = _replicas(plan, urls=urls, request=request, launch=launch, generation=generation)
         out.write(
-            f"[vf] running flow {plan.flow_id} run {plan.run_id} ({plan.flow_type}, "
-            f"environment {plan.environment}): {len(replicas)} worker process(es)\n"
+            f"[vf] running flow {plan.flow_id} run {plan.run_id} generation {generation} "
+            f"({plan.flow_type}, environment {plan.environment}): "
+            f"{len(replicas)} worker process(es)\n"
         )
-        subject = RunNames(plan.flow_id, plan.run_id).control()
+        subject = RunNames(plan.flow_id, plan.run_id, generation).control()
         options = SuperviseOptions(
             announce_stop=lambda: announce_stop(nats_url, subject),
             policy=_policy(plan),

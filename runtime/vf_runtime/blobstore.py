@@ -158,21 +158,29 @@ class BlobStore:
         await self.client.aclose()
 
 
-def idempotency_key(*, flow_id: str, node: str, message_id: str) -> str:
-    digest = hashlib.sha256(f"{flow_id}:{node}:{message_id}".encode()).hexdigest()
+def idempotency_key(*, flow_id: str, node: str, message_id: str, generation: str = "") -> str:
+    """IDEM-1's record key; a generation's records are its own (it re-applies everything)."""
+    scope = f"{flow_id}:{generation}" if generation else flow_id
+    digest = hashlib.sha256(f"{scope}:{node}:{message_id}".encode()).hexdigest()
     return f"{IDEM_PREFIX}{digest}"
 
 
 class AppliedLog:
     """What an idempotent consumer has applied, so a redelivery is acked, not re-applied."""
 
-    def __init__(self, client: Redis, *, flow_id: str, node: str) -> None:
+    def __init__(self, client: Redis, *, flow_id: str, node: str, generation: str = "") -> None:
         self.client = client
         self.flow_id = flow_id
         self.node = node
+        self.generation = generation
 
     def key(self, message_id: str) -> str:
-        return idempotency_key(flow_id=self.flow_id, node=self.node, message_id=message_id)
+        return idempotency_key(
+            flow_id=self.flow_id,
+            node=self.node,
+            message_id=message_id,
+            generation=self.generation,
+        )
 
     @_typed
     async def seen(self, message_id: str) -> bool:

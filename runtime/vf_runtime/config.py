@@ -14,6 +14,7 @@ from typing import Any
 
 from vf_runtime.constants import BATCH, ENVELOPE_VERSION, FLOW_TYPES
 from vf_runtime.errors import AuthoringError
+from vf_runtime.naming import RunNames, valid_generation
 from vf_runtime.policies import DeliveryPolicy, JoinPolicy
 
 KINDS = ("producer", "processor", "consumer")
@@ -139,6 +140,12 @@ class WorkerConfig:
     retry_delay_cap: float
     connect_timeout: float
     stream_replicas: int = 1
+    generation: str = ""
+
+    @property
+    def names(self) -> RunNames:
+        """The broker names of this replica's run and generation."""
+        return RunNames(self.flow_id, self.run_id, self.generation)
 
     @property
     def partitioned(self) -> bool:
@@ -197,6 +204,16 @@ def _delivery(reader: _Reader, flow_type: str) -> DeliveryPolicy:
         return default
 
 
+def _generation(reader: _Reader) -> str:
+    value = reader.env.get("VF_GENERATION", "")
+    if value and not valid_generation(value):
+        reader.problems.append(
+            f"VF_GENERATION={value!r} must be 1-16 letters, digits or underscores"
+        )
+        return ""
+    return value
+
+
 def load_worker_config(env: Mapping[str, str]) -> WorkerConfig:
     """Parse ``env``; raise :class:`ConfigError` naming every bad variable."""
     r = _Reader(env)
@@ -237,6 +254,7 @@ def load_worker_config(env: Mapping[str, str]) -> WorkerConfig:
         retry_delay_cap=r.number("VF_RETRY_DELAY_CAP_SECONDS", 30.0),
         connect_timeout=r.number("VF_CONNECT_TIMEOUT_SECONDS", 30.0, minimum=1),
         stream_replicas=r.integer("VF_STREAM_REPLICAS", 1, minimum=1),
+        generation=_generation(r),
     )
     if config.node_kind == "producer" and parents:
         r.problems.append("VF_PARENT_NAMES must be empty for a producer")

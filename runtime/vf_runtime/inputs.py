@@ -29,7 +29,6 @@ from vf_runtime.broker import ensure_consumer, ensure_stream
 from vf_runtime.config import WorkerConfig
 from vf_runtime.constants import BATCH
 from vf_runtime.health import Metrics
-from vf_runtime.naming import RunNames
 from vf_runtime.protocol import publish_empty
 from vf_runtime.pull import PullFeed
 from vf_runtime.topology import (
@@ -79,7 +78,7 @@ class Inputs:
         self.js = client.jetstream(timeout=10)
         self.config = config
         self.metrics = metrics
-        self.names = RunNames(config.flow_id, config.run_id)
+        self.names = config.names
         partition = config.replica_id if config.partitioned else None
         self.durables = {
             p: self.names.durable(config.node_name, parent=p, partition=partition)
@@ -290,7 +289,7 @@ class EndOfStream:
 
     def __init__(self, js: JetStreamContext, *, config: WorkerConfig) -> None:
         self.js = js
-        self.names = RunNames(config.flow_id, config.run_id)
+        self.names = config.names
         self.missing = {
             (parent, replica)
             for parent in config.parents

@@ -1,7 +1,9 @@
 """Broker names of a run: streams, subjects, durables, control and dead letters.
 
-The compiler computes the same names in its plan; a test keeps the two in step.
-Every token is sanitised the same way (``[^A-Za-z0-9_-]+`` becomes ``_``).
+This is the one implementation: the compiler's plan asks it for the names it records.
+Every token is sanitised the same way (``[^A-Za-z0-9_-]+`` becomes ``_``). A run's
+*generation* (one incarnation of its workloads) scopes every run-level name, so two
+incarnations of one run never share a stream, a subject, a durable or a stop.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 _INVALID = re.compile(r"[^A-Za-z0-9_-]+")
+GENERATION = re.compile(r"^[A-Za-z0-9_]{1,16}$")
 
 
 def token(text: str) -> str:
@@ -19,10 +22,15 @@ def token(text: str) -> str:
 
 @dataclass(frozen=True)
 class RunNames:
-    """Name factory for one run of one flow."""
+    """Name factory for one generation of one run of one flow.
+
+    ``generation`` is empty for a run that has a single generation (REALTIME plans):
+    its names are then exactly the run's.
+    """
 
     flow_id: str
     run_id: str
+    generation: str = ""
 
     @property
     def _f(self) -> str:
@@ -30,7 +38,15 @@ class RunNames:
 
     @property
     def _r(self) -> str:
-        return token(self.run_id)
+        """The run's part of stream names: the run id, then the generation when there is one."""
+        run = token(self.run_id)
+        return f"{run}-{self.generation}" if self.generation else run
+
+    @property
+    def _rs(self) -> str:
+        """The run's part of subjects: one token for the run, one for the generation."""
+        run = token(self.run_id)
+        return f"{run}.{self.generation}" if self.generation else run
 
     def stream(self, node: str) -> str:
         """The stream holding a node's output (data and end-of-stream markers)."""
@@ -38,7 +54,7 @@ class RunNames:
 
     def subject(self, node: str) -> str:
         """The data subject a node publishes on."""
-        return f"vf.{self._f}.{self._r}.{token(node)}"
+        return f"vf.{self._f}.{self._rs}.{token(node)}"
 
     def eos_prefix(self, node: str) -> str:
         """The end-of-stream subject root; each replica publishes below it."""
@@ -59,7 +75,7 @@ class RunNames:
 
     def control(self) -> str:
         """Plain-NATS subject on which a stop for the whole run is announced."""
-        return f"vf.{self._f}.{self._r}._control.stop"
+        return f"vf.{self._f}.{self._rs}._control.stop"
 
     def dlq_stream(self) -> str:
         """The flow's dead-letter stream; shared by runs and never deleted with one."""
@@ -69,4 +85,9 @@ class RunNames:
         return f"vf.{self._f}._dlq.>"
 
     def dlq_subject(self, node: str) -> str:
-        return f"vf.{self._f}._dlq.{self._r}.{token(node)}"
+        return f"vf.{self._f}._dlq.{self._rs}.{token(node)}"
+
+
+def valid_generation(text: str) -> bool:
+    """A generation is 1-16 letters, digits or underscores (it becomes a subject token)."""
+    return bool(GENERATION.match(text))

@@ -33,7 +33,6 @@ from vf_runtime.config import WorkerConfig
 from vf_runtime.constants import BATCH
 from vf_runtime.health import Metrics
 from vf_runtime.jsacks import AckInbox
-from vf_runtime.naming import RunNames
 from vf_runtime.wire import (
     ABORT,
     EOS,
@@ -97,7 +96,7 @@ class Publisher:
         self.js = client.jetstream(timeout=10)
         self.acks = AckInbox(client)
         self.config = config
-        self.names = RunNames(config.flow_id, config.run_id)
+        self.names = config.names
         self.subject = self.names.subject(config.node_name)
         self.metrics = metrics
         self.blobs = blobs
@@ -216,8 +215,11 @@ class Publisher:
                 "(set VF_BLOB_REDIS_URL)",
             )
         blobs = self.blobs
+        generation = self.config.generation
+        # a generation re-emits ids a killed one may have left blobs under (BLOB-1)
+        key = f"{generation}-{envelope.message_id}" if generation else envelope.message_id
         ref = await patiently(
-            lambda: blobs.put(envelope.message_id, envelope.payload, readers=self.readers),
+            lambda: blobs.put(key, envelope.payload, readers=self.readers),
             what="offload",
             stopping=self.stopping,
             on_retry=self._store_retry,
@@ -283,8 +285,10 @@ class DeadLetters:
         self.js = js
         self.config = config
         self.metrics = metrics
-        names = RunNames(config.flow_id, config.run_id)
+        names = config.names
         self.subject = names.dlq_subject(config.node_name)
+        generation = config.generation
+        self.run_scope = f"{config.run_id}.{generation}" if generation else config.run_id
         self.samples: dict[str, list[float]] = defaultdict(list)
 
     def _sampled_out(self, code: str) -> bool:
@@ -306,11 +310,12 @@ class DeadLetters:
             return True
         meta = msg.metadata
         headers = {
-            "Nats-Msg-Id": f"dlq:{self.config.flow_id}:{self.config.run_id}:"
+            "Nats-Msg-Id": f"dlq:{self.config.flow_id}:{self.run_scope}:"
             f"{self.config.node_name}:{meta.stream}:{meta.sequence.stream}",
             "VF-Origin-Node": self.config.node_name,
             "VF-Origin-Stream": meta.stream,
             "VF-Run-Id": self.config.run_id,
+            "VF-Generation": self.config.generation,
             "VF-Code": code,
             "VF-Error": reason[:256],
             "VF-Disposition": disposition,

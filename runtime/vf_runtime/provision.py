@@ -2,12 +2,14 @@
 
 Idempotent: what exists with matching settings is kept, what is missing is
 created, and everything is read back and compared; any difference fails the
-command with the list. ``--prune-superseded`` deletes the data streams of other
-runs of the same flow, chosen by the ownership recorded in their metadata (never
-by a name prefix); the flow's dead-letter stream is never pruned.
+command with the list. The data streams of this run's other generations are then
+deleted (a BATCH generation re-executes the whole batch, so what an earlier one
+left is superseded, never drained into this one); ``--prune-superseded`` also
+deletes those of the flow's other runs. Both are chosen by the ownership recorded
+in stream metadata (never by a name prefix); the flow's dead-letter stream is kept.
 
 Environment: VF_NATS_URL, VF_FLOW_ID, VF_FLOW_TYPE, VF_RUN_ID, VF_TOPOLOGY_DIR,
-optional VF_ACK_WAIT_SECONDS (60) and VF_STREAM_REPLICAS (1).
+optional VF_GENERATION, VF_ACK_WAIT_SECONDS (60) and VF_STREAM_REPLICAS (1).
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from vf_runtime.broker import (
 )
 from vf_runtime.config import DEFAULT_ACK_WAIT
 from vf_runtime.constants import BATCH, FLOW_TYPES
-from vf_runtime.naming import RunNames
+from vf_runtime.naming import RunNames, valid_generation
 from vf_runtime.topology import (
     META_FLOW,
+    META_GENERATION,
     META_OWNER,
     META_ROLE,
     META_RUN,
@@ -62,10 +65,15 @@ class RunTopology:
     nodes: tuple[NodeTopology, ...]
     ack_wait: float = DEFAULT_ACK_WAIT
     stream_replicas: int = 1
+    generation: str = ""
+
+    @property
+    def names(self) -> RunNames:
+        return RunNames(self.flow_id, self.run_id, self.generation)
 
 
 def _wanted(run: RunTopology) -> tuple[list[StreamConfig], list[tuple[str, ConsumerConfig]]]:
-    names = RunNames(run.flow_id, run.run_id)
+    names = run.names
     streams: list[StreamConfig] = [dlq_config(names)]
     consumers: list[tuple[str, ConsumerConfig]] = []
     for node in run.nodes:
@@ -122,14 +130,26 @@ async def _read_back(
     return problems
 
 
-async def prune_superseded(js: JetStreamContext, *, flow_id: str, run_id: str) -> list[str]:
-    """Delete data streams vf created for other runs of ``flow_id``; return their names."""
+def _superseded(meta: dict[str, str], run: RunTopology, *, other_runs: bool) -> bool:
+    """A data stream vf made for this flow that belongs to another generation of this run
+    (always reclaimed) or, with ``other_runs``, to another run (pruned on request)."""
+    owned = meta.get(META_OWNER) == OWNER and meta.get(META_FLOW) == run.flow_id
+    if not owned or meta.get(META_ROLE) != "data" or meta.get(META_RUN) is None:
+        return False
+    if meta.get(META_RUN) != run.run_id:
+        return other_runs
+    return meta.get(META_GENERATION, "") != run.generation
+
+
+async def prune_superseded(
+    js: JetStreamContext, run: RunTopology, *, other_runs: bool = True
+) -> list[str]:
+    """Delete the data streams vf created for superseded generations of ``run`` and, with
+    ``other_runs``, for the flow's other runs; return their names. Never the DLQ."""
     deleted = []
     infos = await js.streams_info()
     for info in infos:
-        meta = info.config.metadata or {}
-        owned = meta.get(META_OWNER) == OWNER and meta.get(META_FLOW) == flow_id
-        if owned and meta.get(META_ROLE) == "data" and meta.get(META_RUN) not in (None, run_id):
+        if _superseded(info.config.metadata or {}, run, other_runs=other_runs):
             name = info.config.name or ""
             await js.delete_stream(name)
             deleted.append(name)
@@ -137,12 +157,13 @@ async def prune_superseded(js: JetStreamContext, *, flow_id: str, run_id: str) -
 
 
 async def provision_run(url: str, run: RunTopology, *, prune: bool, timeout: float) -> list[str]:
-    """Connect, provision ``run``, optionally prune superseded runs; return pruned streams."""
+    """Connect, provision ``run``, reclaim its superseded generations and, with ``prune``,
+    the flow's superseded runs; return the deleted streams."""
     client = await connect(url, timeout=timeout, name=f"vf-provision-{run.flow_id}")
     try:
         js = client.jetstream(timeout=10)
         await provision(js, run)
-        return await prune_superseded(js, flow_id=run.flow_id, run_id=run.run_id) if prune else []
+        return await prune_superseded(js, run, other_runs=prune)
     finally:
         await client.close()
 
@@ -156,6 +177,11 @@ def _run_from_env(env: Mapping[str, str], topology_dir: str | None) -> RunTopolo
         raise ValueError(f"missing {', '.join(missing)}")
     if env["VF_FLOW_TYPE"] not in FLOW_TYPES:
         raise ValueError(f"VF_FLOW_TYPE={env['VF_FLOW_TYPE']!r} is not one of batch, realtime")
+    generation = env.get("VF_GENERATION", "")
+    if generation and not valid_generation(generation):
+        raise ValueError(
+            f"VF_GENERATION={generation!r} must be 1-16 letters, digits or underscores"
+        )
     nodes = read_topology(Path(str(directory)))
     if not nodes:
         raise ValueError(f"no nodes-*.jsonl topology in {directory}")
@@ -166,6 +192,7 @@ def _run_from_env(env: Mapping[str, str], topology_dir: str | None) -> RunTopolo
         nodes=nodes,
         ack_wait=float(env.get("VF_ACK_WAIT_SECONDS", DEFAULT_ACK_WAIT)),
         stream_replicas=int(env.get("VF_STREAM_REPLICAS", "1")),
+        generation=generation,
     )
 
 
@@ -190,7 +217,10 @@ def main(argv: list[str] | None = None) -> None:
     except BrokerError as exc:
         print(f"error[{exc.code}] {exc}", file=sys.stderr)
         sys.exit(EXIT_BROKER)
-    print(f"provisioned run {run.run_id} of flow {run.flow_id} ({len(run.nodes)} nodes)")
+    generation = f" generation {run.generation}" if run.generation else ""
+    print(
+        f"provisioned run {run.run_id}{generation} of flow {run.flow_id} ({len(run.nodes)} nodes)"
+    )
     for name in pruned:
         print(f"pruned superseded stream {name}")
     sys.exit(EXIT_OK)

@@ -32,8 +32,8 @@ PREFETCH = 64  # the most a replica fetches ahead of its node (fast nodes; slow 
 PUBLISH_WINDOW = 64  # the most outputs a replica keeps in flight before their acks
 DEFAULT_JOIN_PENDING = 256
 OWNER = "vf"
-META_OWNER, META_FLOW, META_RUN, META_NODE, META_ROLE = (
-    f"vf.dev/{key}" for key in ("owner", "flow", "run", "node", "role")
+META_OWNER, META_FLOW, META_RUN, META_NODE, META_ROLE, META_GENERATION = (
+    f"vf.dev/{key}" for key in ("owner", "flow", "run", "node", "role", "generation")
 )
 
 
@@ -88,6 +88,8 @@ def owner_metadata(names: RunNames, *, node: str | None, role: str) -> dict[str,
     if node is not None:
         meta[META_NODE] = node
         meta[META_RUN] = names.run_id
+        if names.generation:
+            meta[META_GENERATION] = names.generation
     return meta
 
 

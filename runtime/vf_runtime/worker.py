@@ -30,7 +30,7 @@ from vf_runtime.config import ConfigError, WorkerConfig, load_worker_config
 from vf_runtime.constants import BATCH
 from vf_runtime.health import HealthServer, Metrics
 from vf_runtime.inputs import EndOfStream, Inputs
-from vf_runtime.naming import RunNames, token
+from vf_runtime.naming import token
 from vf_runtime.nodes import Consumer, Node, Processor, Producer
 from vf_runtime.nodethread import NodeThread
 from vf_runtime.outputs import DeadLetters, Publisher
@@ -97,7 +97,7 @@ class Worker:
     def __init__(self, config: WorkerConfig, node: Node) -> None:
         self.config = config
         self.node = node
-        self.names = RunNames(config.flow_id, config.run_id)
+        self.names = config.names
         self.metrics = Metrics(node=config.node_name)
         self.stop = asyncio.Event()
         self.blobs: BlobStore | None = None
@@ -244,7 +244,10 @@ class Worker:
         self.blobs = BlobStore.from_url(url, ttl_seconds=self.config.blob_ttl_seconds)
         if self.config.idempotent:
             self.applied = AppliedLog(
-                self.blobs.client, flow_id=self.config.flow_id, node=self.config.node_name
+                self.blobs.client,
+                flow_id=self.config.flow_id,
+                node=self.config.node_name,
+                generation=self.config.generation,
             )
 
     async def _produce(self, publisher: Publisher | None, thread: NodeThread) -> int:

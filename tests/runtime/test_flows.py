@@ -153,7 +153,7 @@ def test_stop_ends_a_running_realtime_flow(
     script = (
         "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_server.url!r}, "
-        f"redis_url={redis_server.url!r}, stall_seconds=30)))\n"
+        f"redis_url={redis_server.url!r}, stall_seconds=30, generation='t1')))\n"
     )
     process = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -163,7 +163,7 @@ def test_stop_ends_a_running_realtime_flow(
         while len(_lines(out)) < 5 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(_lines(out)) >= 5, "the live flow never delivered anything"
-        announce_stop(nats_server.url, RunNames(plan.flow_id, plan.run_id).control())
+        announce_stop(nats_server.url, RunNames(plan.flow_id, plan.run_id, "t1").control())
         output, _ = process.communicate(timeout=30)
     finally:
         if process.poll() is None:

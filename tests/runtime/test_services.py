@@ -112,13 +112,34 @@ def test_an_existing_durable_that_differs_fails_with_the_difference(
     assert "out--from--mid" in message and "max_deliver: has 9, this run needs 4" in message
 
 
+def test_provisioning_a_generation_reclaims_the_runs_other_generations(
+    nats_server: LocalServer,
+) -> None:
+    def gen(run: str, generation: str) -> RunTopology:
+        return RunTopology(
+            flow_id="gens", run_id=run, flow_type="batch", nodes=NODES, generation=generation
+        )
+
+    async def body(js: JetStreamContext) -> tuple[list[str], list[str]]:
+        await provision(js, gen("r1", "g1"))
+        await provision(js, gen("r2", "g1"))
+        deleted = await prune_superseded(js, gen("r1", "g2"), other_runs=False)
+        left = [i.config.name or "" for i in await js.streams_info()]
+        return deleted, left
+
+    deleted, left = _with_js(nats_server.url, body)
+    assert deleted == ["vf-gens-r1-g1-mid", "vf-gens-r1-g1-src"]
+    assert "vf-gens-r2-g1-src" in left, "another run is pruned only on request"
+    assert "vf-gens-dlq" in left
+
+
 def test_prune_removes_only_streams_vf_owns_for_other_runs(nats_server: LocalServer) -> None:
     async def body(js: JetStreamContext) -> tuple[list[str], list[str]]:
         await provision(js, _run("prune", "r1"))
         await provision(js, _run("prune", "r2"))
         await provision(js, _run("prune-other", "r1"))
         await js.add_stream(name="vf-prune-r1-stranger", subjects=["stranger.prune"])
-        deleted = await prune_superseded(js, flow_id="prune", run_id="r2")
+        deleted = await prune_superseded(js, _run("prune", "r2"))
         left = [i.config.name or "" for i in await js.streams_info()]
         return deleted, left
 

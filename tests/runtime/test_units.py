@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import EXAMPLE_NAMES
 from vf.pipeline import CompileResult
+from vf.render import broker_env
 from vf_runtime.assembler import TraceAssembler
 from vf_runtime.config import ConfigError, load_worker_config, replica_id
 from vf_runtime.inputs import owns
@@ -23,7 +24,7 @@ def test_runtime_names_match_the_compilers_plan(
     example: str, compiled_examples: dict[str, CompileResult]
 ) -> None:
     for plan in compiled_examples[example].plans:
-        names = RunNames(plan.flow_id, plan.run_id)
+        names = RunNames(plan.flow_id, plan.run_id, plan.generation or "")
         topology = [
             NodeTopology.from_json(json.loads(line))
             for shard in plan.provision.topology_shards
@@ -41,7 +42,10 @@ def test_runtime_names_match_the_compilers_plan(
         for workload in plan.workloads:
             env = dict(workload.env)
             assert env["VF_NODE_NAME"] == workload.node
-            config = load_worker_config({**env, "VF_NATS_URL": "nats://127.0.0.1:4222"})
+            # a pod's environment: its own ConfigMap and the shared broker ConfigMap
+            pod = {**env, "VF_NATS_URL": "nats://127.0.0.1:4222", **broker_env(plan)}
+            config = load_worker_config(pod)
+            assert config.names == names, "a worker would not find the streams of the plan"
             assert config.node_kind == workload.node_kind
             assert config.nb_tasks == workload.replicas
 

@@ -34,6 +34,12 @@ class Numbers(Producer):
         return item
 
 
+class ReplayedNumbers(Numbers):
+    """:class:`Numbers` that re-emits the same ids after a restart (MSGID-4)."""
+
+    replayable = True
+
+
 def _crash_once(item: dict[str, Any], *, at: int, marker: str) -> None:
     """SIGKILL this very process when ``item`` is number ``at``, the first time only."""
     if at and item["i"] == at and not Path(marker).exists():

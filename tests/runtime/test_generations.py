@@ -1,0 +1,117 @@
+"""Run generations on real servers: one run's incarnations never feed or end each other.
+
+Each test runs ``vf run-local`` of the paced BATCH flow (a replayable producer at
+4 items/s, an idempotent sink) against one long-lived nats-server and redis-server,
+the way a re-created Job set meets the streams of the run's previous incarnation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import nats
+
+from tests.runtime.conftest import finish_flow, run_flow, start_flow, wait_until
+from vf_runtime.localinfra import LocalServer
+
+COUNT = 12
+
+
+def _applied(path: Path) -> Counter[int]:
+    """How many times the sink applied each item."""
+    if not path.exists():
+        return Counter()
+    return Counter(json.loads(line)["i"] for line in path.read_text().splitlines() if line)
+
+
+def _identity(output: str) -> tuple[str, str]:
+    """The run id and generation ``vf run-local`` announced."""
+    found = re.search(r"run (\S+) generation (\S+) ", output)
+    assert found is not None, output[-2000:]
+    return found.group(1), found.group(2)
+
+
+def _report(name: str, **counts: object) -> None:
+    print(f"[{name}] " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+
+
+async def _streams(url: str, flow: str) -> list[str]:
+    client = await nats.connect(url)
+    try:
+        infos = await client.jetstream().streams_info()
+        return sorted(i.config.name or "" for i in infos if f"vf-{flow}-" in (i.config.name or ""))
+    finally:
+        await client.close()
+
+
+def test_a_finished_batch_flow_run_again_applies_every_item_again(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    outputs = [tmp_path / "first.jsonl", tmp_path / "second.jsonl"]
+    runs = []
+    for out in outputs:
+        env = {"VF_TEST_OUT": str(out), "VF_TEST_COUNT": str(COUNT)}
+        runs.append(run_flow("paced.py", nats=nats_server, redis=redis_server, env=env))
+    first, second = (_applied(out) for out in outputs)
+    (run_a, gen_a), (run_b, gen_b) = (_identity(r.output) for r in runs)
+    _report(
+        "rerun",
+        run=run_a,
+        generations=f"{gen_a},{gen_b}",
+        first_delivered=len(first),
+        first_duplicated=sum(c - 1 for c in first.values()),
+        second_delivered=len(second),
+        second_duplicated=sum(c - 1 for c in second.values()),
+        second_lost=COUNT - len(second),
+    )
+    assert run_a == run_b, "the scenario needs the same run id twice"
+    assert gen_a != gen_b, "every local run must get a generation of its own"
+    for run in runs:
+        assert run.code == 0, run.output[-4000:]
+    expected = Counter(range(1, COUNT + 1))
+    assert first == expected
+    assert second == expected, "the second run did not apply its own items exactly once"
+    streams = asyncio.run(_streams(nats_server.url, "paced"))
+    assert not [s for s in streams if gen_a in s], f"superseded generation kept: {streams}"
+
+
+def test_a_killed_run_leaves_its_backlog_to_itself_and_the_next_run_does_its_own_work(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    killed, second = tmp_path / "killed.jsonl", tmp_path / "second.jsonl"
+    log = tmp_path / "killed.log"
+    env = {"VF_TEST_OUT": str(killed), "VF_TEST_COUNT": str(COUNT)}
+    process = start_flow(
+        "paced.py", nats_url=nats_server.url, redis_url=redis_server.url, env=env, log=log
+    )
+    wait_until(lambda: sum(_applied(killed).values()) >= 3, timeout=60, what="3 applied items")
+    os.kill(process.pid, signal.SIGKILL)
+    first = finish_flow(process, log=log, timeout=10)
+    time.sleep(2.5)  # its workers notice the supervisor is gone (VF_EXIT_WITH_PARENT) and stop
+    partial = _applied(killed)
+    env = {"VF_TEST_OUT": str(second), "VF_TEST_COUNT": str(COUNT)}
+    run = run_flow("paced.py", nats=nats_server, redis=redis_server, env=env)
+    after = _applied(second)
+    _, gen_killed = _identity(first.output)
+    _report(
+        "killed-then-rerun",
+        killed_applied=sum(partial.values()),
+        killed_after_rerun=sum(_applied(killed).values()),
+        second_delivered=len(after),
+        second_duplicated=sum(c - 1 for c in after.values()),
+        second_lost=COUNT - len(after),
+    )
+    assert run.code == 0, run.output[-4000:]
+    assert first.code == -signal.SIGKILL
+    assert 3 <= sum(partial.values()) < COUNT, "the first run was not killed mid-way"
+    assert after == Counter(range(1, COUNT + 1)), "the second run did not do its own work"
+    assert _applied(killed) == partial, "the killed run's sink applied something afterwards"
+    streams = asyncio.run(_streams(nats_server.url, "paced"))
+    assert not [s for s in streams if gen_killed in s], f"the killed backlog is kept: {streams}"
