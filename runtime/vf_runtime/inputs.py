@@ -246,6 +246,22 @@ class Inputs:
             with contextlib.suppress(Exception):
                 await msg.in_progress()
 
+    async def consumed_before(self) -> bool:
+        """Whether an earlier life of this replica already read and settled every input:
+        its durables exist, delivered something, and hold nothing undelivered or un-acked.
+
+        Only meaningful for a durable this replica owns (one replica, or partitioned).
+        """
+        for parent in self.config.parents:
+            try:
+                info = await self.js.consumer_info(self.names.stream(parent), self.durables[parent])
+            except Exception:
+                return False
+            delivered = info.delivered.consumer_seq if info.delivered is not None else 0
+            if not delivered or info.num_pending or info.num_ack_pending:
+                return False
+        return True
+
     async def outstanding(self, parent: str) -> tuple[int, int] | None:
         """(undelivered, un-acked) of this replica's durable; None when unobservable."""
         try:

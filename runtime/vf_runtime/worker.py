@@ -23,6 +23,8 @@ from typing import Any, cast
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
 
 from vf_runtime.blobstore import AppliedLog, BlobStore
 from vf_runtime.broker import BrokerError, connect, ensure_consumer, ensure_stream
@@ -91,6 +93,12 @@ def build_node(config: WorkerConfig) -> Node:
     return node
 
 
+class GenerationFinished(Exception):
+    """This generation's work was done by an earlier life of this replica (GEN-7)."""
+
+    code = "VF_GENERATION_FINISHED"
+
+
 class Worker:
     """One replica: its connections, its loop and its clean-up."""
 
@@ -149,6 +157,7 @@ class Worker:
         self.reconnect_listeners.append(inputs.reconnected)
         if publisher is not None:
             self.reconnect_listeners.append(publisher.reconnected)
+        await self._check_not_finished(js, inputs)
         thread = NodeThread(f"vf-node-{self.config.node_name}")
         await thread.call(self.node.open)
         try:
@@ -192,6 +201,32 @@ class Worker:
         return ProcessorLoop(
             call, config=self.config, wiring=wiring, thread=thread, metrics=self.metrics
         )
+
+    async def _check_not_finished(self, js: JetStreamContext, inputs: Inputs) -> None:
+        """A BATCH generation runs once: refuse to finish silently with nothing done (GEN-7)."""
+        config = self.config
+        if config.flow_type != BATCH:
+            return
+        where = f"generation {config.generation or '(none)'} of run {config.run_id}"
+        if config.has_children:
+            names = self.names
+            subject = names.eos_subject(config.node_name, replica=config.replica_id)
+            with contextlib.suppress(NotFoundError):
+                await js.get_last_msg(names.stream(config.node_name), subject)
+                raise GenerationFinished(
+                    f"replica {config.replica_id} of '{config.node_name}' already ended {where} "
+                    "(its end-of-stream marker is stored): the Jobs were re-created unchanged"
+                )
+        sole_reader = config.nb_tasks == 1 or config.partitioned
+        if not config.parents or not sole_reader:
+            return
+        eos = EndOfStream(js, config=config)
+        await eos.poll()
+        if eos.done and await inputs.consumed_before():
+            raise GenerationFinished(
+                f"replica {config.replica_id} of '{config.node_name}' already consumed every "
+                f"input of {where}: the Jobs were re-created unchanged"
+            )
 
     async def _outputs(self, client: Client) -> Publisher:
         js = client.jetstream(timeout=10)
@@ -325,6 +360,13 @@ async def run_worker(
     except BrokerError as exc:
         print(f"error[{exc.code}] {exc}", file=sys.stderr)
         return EXIT_BROKER
+    except GenerationFinished as exc:
+        print(
+            f"error[{exc.code}] {exc}\n  = fix: change the flow (a new generation) or delete "
+            "the run's streams to run it again; vf run-local always starts a new generation",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     except Exception:
         log.exception("worker failed")
         return EXIT_FAILED

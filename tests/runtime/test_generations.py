@@ -12,13 +12,22 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import nats
 
-from tests.runtime.conftest import finish_flow, run_flow, start_flow, wait_until
+from tests.runtime.conftest import (
+    FLOWS,
+    FlowRun,
+    finish_flow,
+    run_flow,
+    start_flow,
+    wait_until,
+)
 from vf_runtime.localinfra import LocalServer
 
 COUNT = 12
@@ -115,3 +124,43 @@ def test_a_killed_run_leaves_its_backlog_to_itself_and_the_next_run_does_its_own
     assert _applied(killed) == partial, "the killed run's sink applied something afterwards"
     streams = asyncio.run(_streams(nats_server.url, "paced"))
     assert not [s for s in streams if gen_killed in s], f"the killed backlog is kept: {streams}"
+
+
+def _run_local_with(generation: str, *, out: Path, nats_url: str, redis_url: str) -> FlowRun:
+    """``run_local`` of the paced flow with a generation of the caller's choosing."""
+    graph = str(FLOWS / "paced.py")
+    script = (
+        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_url!r}, "
+        f"redis_url={redis_url!r}, stall_seconds=30, generation={generation!r})))\n"
+    )
+    env = {**os.environ, "VF_TEST_OUT": str(out), "VF_TEST_COUNT": "6"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    return FlowRun(code=done.returncode, output=done.stdout + done.stderr)
+
+
+def test_the_same_generation_run_again_fails_by_name_instead_of_doing_nothing(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    first, again = tmp_path / "first.jsonl", tmp_path / "again.jsonl"
+    urls = {"nats_url": nats_server.url, "redis_url": redis_server.url}
+    done = _run_local_with("same1", out=first, **urls)
+    rerun = _run_local_with("same1", out=again, **urls)
+    _report(
+        "same-generation",
+        first_delivered=len(_applied(first)),
+        rerun_applied=sum(_applied(again).values()),
+        rerun_exit=rerun.code,
+    )
+    assert done.code == 0, done.output[-4000:]
+    assert _applied(first) == Counter(range(1, 7))
+    assert rerun.code != 0, "a re-created finished generation reported success"
+    assert "error[VF_GENERATION_FINISHED]" in rerun.output
+    assert "flow finished" not in rerun.output
