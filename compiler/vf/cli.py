@@ -350,12 +350,12 @@ def run_local_command(
 )
 @click.option(
     "--sync",
-    type=click.Choice(["kubectl", "argocd", "flux"]),
+    type=click.Choice(["kubectl", "argocd", "flux", "helm"]),
     default="kubectl",
     show_default=True,
-    help="How objects are applied: all at once (kubectl, flux) or by Argo CD sync waves; "
-    "a changed Job is re-created only where that controller would (Argo CD "
-    "Force=true,Replace=true, Flux force: enabled).",
+    help="How objects are applied: all at once (kubectl, flux), by Argo CD sync waves, or "
+    "as helm upgrade does (hooks after the rest); a changed Job is re-created only where "
+    "that tool would (Argo CD Force=true,Replace=true, Flux force: enabled, Helm hooks).",
 )
 @click.option(
     "--timeout",

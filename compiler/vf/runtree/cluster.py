@@ -26,7 +26,7 @@ from vf.runtree.podspec import Sources, decoded_secret
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]
-SYNC_MODES = ("kubectl", "argocd", "flux")
+SYNC_MODES = ("kubectl", "argocd", "flux", "helm")
 _ALPHABET = string.ascii_lowercase + string.digits
 
 
@@ -65,12 +65,19 @@ class Cluster:
         self.started = time.monotonic()
         self._incarnation = 0
         self._draining: list[Controller] = []
+        self.recreated: list[str] = []  # Jobs a sync deleted and created again
 
     # --- the API: apply, delete -------------------------------------------------------
     def apply(
-        self, objects: Sequence[Obj], *, app: str, resolver: ImageResolver, mode: str = "kubectl"
+        self,
+        objects: Sequence[Obj],
+        *,
+        app: str,
+        resolver: ImageResolver,
+        mode: str = "kubectl",
+        prune: bool = True,
     ) -> list[str]:
-        """Create or update ``objects`` as ``app``; prune what ``app`` applied before."""
+        """Create or update ``objects`` as ``app``; prune what else ``app`` applied before."""
         self.resolvers[app] = resolver
         errors: list[str] = []
         wanted = {key(o) for o in objects}
@@ -78,8 +85,8 @@ class Cluster:
             error = self._apply_one(obj, app=app, mode=mode)
             if error:
                 errors.append(error)
-        stale = [k for k, owner in self.owner.items() if owner == app and k not in wanted]
-        self.delete(stale)
+        if prune:
+            self.delete([k for k, owner in self.owner.items() if owner == app and k not in wanted])
         self._sync_services()
         return errors
 
@@ -93,6 +100,7 @@ class Cluster:
                     "field is immutable"
                 )
             self.log(f"job/{k[2]}: changed, deleted and re-created ({mode})")
+            self.recreated.append(k[2])
             self.delete([k])
             old = None
         self.objects[k] = obj

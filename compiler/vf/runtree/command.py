@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vf.errors import EXIT_INTERRUPTED, VfError
-from vf.runtree.cluster import Cluster, ClusterOptions
+from vf.runtree.cluster import Cluster, ClusterOptions, wave_of
 from vf.runtree.controllers import JobController
 from vf.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
 from vf.runtree.manifests import TreeEnvironment, render
@@ -122,6 +122,48 @@ def workloads_done(cluster: Cluster, *, batch: bool) -> bool:
     return all(c.healthy() for c in controllers)
 
 
+HOOK_MODES = ("argocd", "helm")
+
+
+def _is_hook(obj: Obj, mode: str) -> bool:
+    hooks = (obj["metadata"].get("annotations") or {}).get("helm.sh/hook", "")
+    return mode in HOOK_MODES and bool({"post-install", "post-upgrade"} & set(hooks.split(",")))
+
+
+def _keys(objects: Sequence[Obj]) -> set[tuple[str, str, str]]:
+    return {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects}
+
+
+def _healthy(cluster: Cluster, keys: set[tuple[str, str, str]]) -> bool:
+    return all(c.healthy() for k, c in cluster.controllers.items() if k in keys)
+
+
+def _run_hooks(
+    cluster: Cluster, hooks: list[Obj], *, apply: Callable[[list[Obj]], list[str]], timeout: float
+) -> list[str]:
+    """Helm post-install/post-upgrade hooks, by weight; ``before-hook-creation`` deletes the
+    previous hook object first, so the hook runs on every sync."""
+    errors: list[str] = []
+    weights: dict[int, list[Obj]] = {}
+    for hook in hooks:
+        annotations = hook["metadata"].get("annotations") or {}
+        weights.setdefault(int(annotations.get("helm.sh/hook-weight", 0)), []).append(hook)
+    for weight in sorted(weights):
+        group = weights[weight]
+        for hook in group:
+            policy = (hook["metadata"].get("annotations") or {}).get(
+                "helm.sh/hook-delete-policy", ""
+            )
+            k = (hook["kind"], hook["metadata"]["namespace"], hook["metadata"]["name"])
+            if "before-hook-creation" in policy and k in cluster.objects:
+                cluster.delete([k])
+                cluster.recreated.append(k[2])
+                cluster.run_until(cluster.drained, timeout=timeout)
+        errors += apply(group)
+        cluster.run_until(lambda g=_keys(group): _healthy(cluster, g), timeout=timeout)  # type: ignore[misc]
+    return errors
+
+
 def sync(
     cluster: Cluster,
     tree: TreeEnvironment,
@@ -131,28 +173,26 @@ def sync(
     app: str,
     timeout: float,
 ) -> list[str]:
-    """Apply the tree as ``mode`` does: Argo CD by sync waves (each healthy first), else at once."""
+    """Apply the tree as ``mode`` does: kubectl and Flux at once; Argo CD by sync waves, each
+    healthy before the next; Argo CD and Helm run Helm hooks after the rest; prune last."""
     objects = list(tree.objects)
-    if mode != "argocd":
-        return cluster.apply(objects, app=app, resolver=resolver, mode=mode)
-    waves: dict[int, list[Obj]] = {}
-    for obj in objects:
-        annotations = obj["metadata"].get("annotations") or {}
-        waves.setdefault(int(annotations.get("argocd.argoproj.io/sync-wave", 0)), []).append(obj)
-    applied: list[Obj] = []
+    hooks = [o for o in objects if _is_hook(o, mode)]
+    plain = [o for o in objects if not _is_hook(o, mode)]
+
+    def apply(group: list[Obj]) -> list[str]:
+        return cluster.apply(group, app=app, resolver=resolver, mode=mode, prune=False)
+
     errors: list[str] = []
+    waves: dict[int, list[Obj]] = {}
+    for obj in plain:
+        waves.setdefault(wave_of(obj) if mode == "argocd" else 0, []).append(obj)
     for wave in sorted(waves):
-        applied += waves[wave]
-        errors += cluster.apply(applied, app=app, resolver=resolver, mode=mode)
-        wave_keys = {
-            (o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in waves[wave]
-        }
-        cluster.run_until(
-            lambda keys=wave_keys: all(  # type: ignore[misc]
-                c.healthy() for k, c in cluster.controllers.items() if k in keys
-            ),
-            timeout=timeout,
-        )
+        errors += apply(waves[wave])
+        if mode == "argocd" or hooks:
+            cluster.run_until(lambda w=_keys(waves[wave]): _healthy(cluster, w), timeout=timeout)  # type: ignore[misc]
+    errors += _run_hooks(cluster, hooks, apply=apply, timeout=timeout)
+    wanted = _keys(objects)
+    cluster.delete([k for k, owner in cluster.owner.items() if owner == app and k not in wanted])
     return errors
 
 

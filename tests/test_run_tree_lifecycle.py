@@ -1,0 +1,262 @@
+"""What a GitOps controller puts a flow through, proven on the committed tree with
+``vf run-tree``'s cluster: first sync, a changed BATCH flow re-created the way Argo CD
+(Force=true,Replace=true) and Flux (force: enabled) re-create Jobs, a REALTIME rollout,
+a changed graph beside the old run, two flows in one namespace, and deletion. Real
+nats-server and Redis-compatible store, started from the tree's own manifests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vf.runtree.cluster import Cluster, ClusterOptions
+from vf.runtree.command import RunTreeRequest, prepare, sync, workloads_done
+from vf.runtree.controllers import JobController
+
+REPO = Path(__file__).resolve().parent.parent
+FLOWS = Path(__file__).resolve().parent / "runtree_flows"
+NAMESPACE = "lifecycle"
+COUNT = 20
+
+
+def _path() -> str:
+    return os.pathsep.join(
+        [str(REPO / ".tools" / "bin"), str(Path(sys.executable).parent), os.environ["PATH"]]
+    )
+
+
+def compile_tree(graph: str, tree: Path, *, config: Path | None = None, **env: str) -> Path:
+    command = [sys.executable, "-m", "vf", "compile", str(FLOWS / graph), "--out", str(tree)]
+    if config is not None:
+        command += ["--config", str(config)]
+    variables = {
+        **os.environ,
+        "PATH": _path(),
+        **{f"VF_TEST_{k.upper()}": v for k, v in env.items()},
+    }
+    done = subprocess.run(command, capture_output=True, text=True, env=variables, check=False)
+    assert done.returncode == 0, done.stderr
+    return tree
+
+
+def config(tmp: Path, *, image: str = "1", extra: str = "") -> Path:
+    path = tmp / f"vf-{image}.yaml"
+    path.write_text(
+        "environments:\n  dev:\n    namespace: lifecycle\n    images:\n"
+        f"      default: registry.example.com/vf/tree-tests:{image}\n"
+        "    broker: {profile: dev}\n    payload_store: {profile: dev}\n"
+        "    mounts: {sink: ['results:/results']}\n" + extra
+    )
+    return path
+
+
+def apply(cluster: Cluster, tree: Path, *, app: str, mode: str, renderer: str) -> list[str]:
+    request = RunTreeRequest(tree=tree, env="dev", renderer=renderer, app=FLOWS)
+    rendered, resolver = prepare(request, log=print)
+    return sync(cluster, rendered, resolver, mode=mode, app=app, timeout=60)
+
+
+def results(cluster: Cluster, name: str) -> Path:
+    """Where the sink's claim ``results`` (mounted at /results) keeps ``name``."""
+    return cluster.options.run_dir / "claims" / NAMESPACE / "results" / name
+
+
+def applied(path: Path, *, tag: str | None = None) -> Counter[int]:
+    """How many times each item was applied at the sink (one line per application)."""
+    if not path.exists():
+        return Counter()
+    items = [json.loads(line) for line in path.read_text().splitlines()]
+    return Counter(i["i"] for i in items if tag is None or i.get("tag") == tag)
+
+
+def report(label: str, seen: Counter[int], expected: int) -> tuple[int, int, int]:
+    delivered = len(seen)
+    duplicated = sum(n - 1 for n in seen.values())
+    lost = expected - len(set(seen) & set(range(1, expected + 1)))
+    print(f"{label}: delivered {delivered}, duplicated {duplicated}, lost {lost}")
+    return delivered, duplicated, lost
+
+
+def finish(cluster: Cluster, *, timeout: float = 90) -> None:
+    assert cluster.run_until(lambda: workloads_done(cluster, batch=True), timeout=timeout)
+    failed = [c.name for c in cluster.controllers.values() if c.status == "Failed"]
+    assert not failed, failed
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    monkeypatch.setenv("PATH", _path())  # the renderers: kubectl, and helm from scripts/setup
+    options = ClusterOptions(run_dir=tmp_path / "cluster", backoff_base=0.5, grace_cap=10)
+    made = Cluster(options)
+    yield made
+    made.shutdown(timeout=20)
+    assert made.idle()
+
+
+@pytest.mark.parametrize("renderer", ["kustomize", "helm"])
+def test_first_sync_delivers_everything_once_and_deletion_leaves_nothing(
+    cluster: Cluster, tmp_path: Path, renderer: str
+) -> None:
+    sink = results(cluster, "sink.jsonl")
+    tree = compile_tree(
+        "batch.py", tmp_path / "tree", out="/results/sink.jsonl", count=str(COUNT), tag="a"
+    )
+    assert apply(cluster, tree, app="batch", mode="kubectl", renderer=renderer) == []
+    finish(cluster)
+    assert report(f"first sync ({renderer})", applied(sink), COUNT) == (COUNT, 0, 0)
+    nats = next(p for p in cluster.pods() if p.name.startswith("vf-nats-"))
+    store = nats.scratch
+    assert store is not None and any(store.rglob("*"))  # JetStream kept its streams there
+    cluster.delete_app("batch", by_waves=False)
+    assert cluster.idle() and not cluster.pods() and not cluster.objects
+    assert all(c.process is None or c.process.returncode is not None for c in nats.containers)
+    assert not store.exists()  # the dev broker's state went with its pod
+
+
+@pytest.mark.parametrize(("mode", "renderer"), [("argocd", "kustomize"), ("flux", "kustomize")])
+def test_a_recreated_batch_flow_processes_all_of_its_items(
+    cluster: Cluster, tmp_path: Path, mode: str, renderer: str
+) -> None:
+    sink = results(cluster, "sink.jsonl")
+    first = dict(out="/results/sink.jsonl", count=str(COUNT), interval="0.1", tag="a")
+    tree = compile_tree("batch.py", tmp_path / "tree", **first)
+    assert apply(cluster, tree, app="batch", mode=mode, renderer=renderer) == []
+    finish(cluster)
+    compile_tree("batch.py", tree, **{**first, "tag": "b"})  # the change a pull request makes
+    assert apply(cluster, tree, app="batch", mode=mode, renderer=renderer) == []
+    recreated = sorted(cluster.recreated)
+    print(f"{mode}: re-created {recreated}")
+    assert recreated
+    finish(cluster)
+    assert report(f"incarnation 1 ({mode})", applied(sink, tag="a"), COUNT) == (COUNT, 0, 0)
+    assert report(f"incarnation 2 ({mode})", applied(sink, tag="b"), COUNT) == (COUNT, 0, 0)
+
+
+@pytest.mark.parametrize(("mode", "renderer"), [("kubectl", "kustomize"), ("helm", "helm")])
+def test_a_changed_job_without_a_replace_rule_is_refused_as_the_api_server_does(
+    cluster: Cluster, tmp_path: Path, mode: str, renderer: str
+) -> None:
+    """``kubectl apply -k`` and ``helm upgrade`` (whose chart carries no replace rule for
+    worker Jobs) meet the immutable pod template, as they do in a cluster."""
+    sink = results(cluster, "sink.jsonl")
+    tree = compile_tree(
+        "batch.py", tmp_path / "tree", out="/results/sink.jsonl", count="3", tag="a"
+    )
+    assert apply(cluster, tree, app="batch", mode=mode, renderer=renderer) == []
+    finish(cluster)
+    compile_tree("batch.py", tree, out="/results/sink.jsonl", count="3", tag="b")
+    errors = apply(cluster, tree, app="batch", mode=mode, renderer=renderer)
+    print(f"{mode}: {errors}")
+    assert errors and all("field is immutable" in e for e in errors)
+
+
+def test_a_realtime_rollout_keeps_data_moving(cluster: Cluster, tmp_path: Path) -> None:
+    sink = results(cluster, "sink.jsonl")
+    tree = compile_tree(
+        "live.py", tmp_path / "tree", config=config(tmp_path), out="/results/sink.jsonl"
+    )
+    assert apply(cluster, tree, app="live", mode="kubectl", renderer="kustomize") == []
+    assert cluster.run_until(lambda: workloads_done(cluster, batch=False), timeout=60)
+    assert cluster.run_until(lambda: sum(applied(sink).values()) > 20, timeout=30)
+    compile_tree("live.py", tree, config=config(tmp_path, image="2"), out="/results/sink.jsonl")
+    assert apply(cluster, tree, app="live", mode="kubectl", renderer="kustomize") == []
+    samples: list[tuple[float, int]] = []
+
+    def rolled() -> bool:
+        samples.append((time.monotonic(), sum(applied(sink).values())))
+        return workloads_done(cluster, batch=False) and all(
+            "tree-tests:2" in str(c.launch.image.image)
+            for p in cluster.pods()
+            for c in p.containers
+            if p.labels.get("vf.dev/node")
+        )
+
+    assert cluster.run_until(rolled, timeout=90, step=0.25)
+    cluster.run_until(lambda: False, timeout=2)
+    after = sum(applied(sink).values())
+    gaps = [b[0] - a[0] for a, b in zip(samples, samples[1:], strict=False) if b[1] == a[1]]
+    longest = _longest_stall(samples)
+    print(
+        f"rollout: {samples[-1][1] - samples[0][1]} applied during {samples[-1][0] - samples[0][0]:.1f}s, "
+        f"longest stall {longest:.2f}s, {after - samples[-1][1]} after"
+    )
+    assert gaps is not None and longest < 5.0
+    assert after > samples[-1][1]
+
+
+def _longest_stall(samples: list[tuple[float, int]]) -> float:
+    longest, since = 0.0, samples[0][0]
+    for (t0, n0), (t1, n1) in zip(samples, samples[1:], strict=False):
+        if n1 > n0:
+            since = t1
+        longest = max(longest, t1 - since)
+        del t0
+    return longest
+
+
+def _streams(cluster: Cluster) -> list[str]:
+    import nats
+
+    port = cluster.books[NAMESPACE].entries[(f"vf-nats.{NAMESPACE}.svc", 4222)]
+
+    async def names() -> list[str]:
+        client = await nats.connect(
+            f"nats://127.0.0.1:{port}", connect_timeout=5, allow_reconnect=False
+        )
+        try:
+            return [s.config.name or "" for s in await client.jetstream().streams_info()]
+        finally:
+            await client.close()
+
+    return asyncio.run(names())
+
+
+def test_a_changed_graph_starts_a_new_run_beside_the_old_one(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    sink = results(cluster, "sink.jsonl")
+    tree = compile_tree(
+        "batch.py", tmp_path / "tree", out="/results/sink.jsonl", count=str(COUNT), tag="a"
+    )
+    assert apply(cluster, tree, app="batch", mode="argocd", renderer="kustomize") == []
+    finish(cluster)
+    old_run = next(o for o in cluster.objects.values() if o["kind"] == "Job")["metadata"]["labels"][
+        "vf.dev/run"
+    ]
+    assert any(old_run in s for s in _streams(cluster))
+    compile_tree("batch.py", tree, out="/results/sink.jsonl", count=str(COUNT), tag="b", extra="1")
+    assert apply(cluster, tree, app="batch", mode="argocd", renderer="kustomize") == []
+    finish(cluster)
+    jobs = [c for c in cluster.controllers.values() if isinstance(c, JobController)]
+    assert jobs and all(old_run not in j.name for j in jobs)  # the old run's Jobs were pruned
+    assert report("old run", applied(sink, tag="a"), COUNT) == (COUNT, 0, 0)
+    assert report("new run", applied(sink, tag="b"), COUNT) == (COUNT, 0, 0)
+    left = [s for s in _streams(cluster) if old_run in s]
+    print(f"old run's streams after the new run's provision: {left}")
+    assert left == []  # reclaimed by the new run's provision Job (docs/PROTOCOL.md)
+
+
+def test_two_flows_in_one_namespace_run_side_by_side(cluster: Cluster, tmp_path: Path) -> None:
+    sinks = {name: results(cluster, f"{name}.jsonl") for name in ("flow-a", "flow-b")}
+    for name, sink in sinks.items():
+        tree = compile_tree(
+            "batch.py",
+            tmp_path / name,
+            out=f"/results/{name}.jsonl",
+            count=str(COUNT),
+            tag=name,
+            flow=name,
+        )
+        assert apply(cluster, tree, app=name, mode="argocd", renderer="kustomize") == []
+    finish(cluster)
+    for name, sink in sinks.items():
+        assert report(name, applied(sink, tag=name), COUNT) == (COUNT, 0, 0)
