@@ -113,13 +113,19 @@ def prepare(
 
 
 def workloads_done(cluster: Cluster, *, batch: bool) -> bool:
+    """BATCH: every Job Complete (or one Failed: nothing more will happen). REALTIME: every
+    Deployment and StatefulSet has its replicas ready, and every Job is Complete or running
+    (a finite source of a REALTIME flow is a Job that runs while the flow does)."""
     controllers = list(cluster.controllers.values())
     jobs = [c for c in controllers if isinstance(c, JobController)]
     if any(j.status == "Failed" for j in jobs):
         return True
     if batch:
         return bool(jobs) and all(j.status == "Complete" for j in jobs)
-    return all(c.healthy() for c in controllers)
+    running = all(
+        j.status == "Complete" or any(p.phase == "Running" for p in j.pods) for j in jobs
+    )
+    return running and all(c.healthy() for c in controllers if not isinstance(c, JobController))
 
 
 HOOK_MODES = ("argocd", "helm")
