@@ -7,6 +7,7 @@ nats-server and Redis-compatible store, started from the tree's own manifests.""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -148,7 +149,6 @@ def test_a_changed_job_without_a_replace_rule_is_refused_as_the_api_server_does(
 ) -> None:
     """``kubectl apply -k`` and ``helm upgrade`` (whose chart carries no replace rule for
     worker Jobs) meet the immutable pod template, as they do in a cluster."""
-    sink = results(cluster, "sink.jsonl")
     tree = compile_tree(
         "batch.py", tmp_path / "tree", out="/results/sink.jsonl", count="3", tag="a"
     )
@@ -205,11 +205,10 @@ def _rolled_to(cluster: Cluster, image: str) -> bool:
 
 def _longest_stall(samples: list[tuple[float, int]]) -> float:
     longest, since = 0.0, samples[0][0]
-    for (t0, n0), (t1, n1) in zip(samples, samples[1:], strict=False):
+    for (_, n0), (t1, n1) in itertools.pairwise(samples):
         if n1 > n0:
             since = t1
         longest = max(longest, t1 - since)
-        del t0
     return longest
 
 
@@ -259,7 +258,7 @@ def test_a_changed_graph_starts_a_new_run_beside_the_old_one(
 
 def test_two_flows_in_one_namespace_run_side_by_side(cluster: Cluster, tmp_path: Path) -> None:
     sinks = {name: results(cluster, f"{name}.jsonl") for name in ("flow-a", "flow-b")}
-    for name, sink in sinks.items():
+    for name in sinks:
         tree = compile_tree(
             "batch.py",
             tmp_path / name,

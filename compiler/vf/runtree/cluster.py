@@ -8,6 +8,7 @@ ready endpoints; pods get their environment, volumes and probes as the kubelet g
 
 from __future__ import annotations
 
+import functools
 import secrets as random_names
 import string
 import time
@@ -225,7 +226,7 @@ class Cluster:
         for port in spec.get("ports") or []:
             target = port.get("targetPort", port["port"])
             local = self.proxies.open(
-                lambda sel=selector, t=target, ns=meta["namespace"]: self._endpoints(ns, sel, t)
+                functools.partial(self._endpoints, meta["namespace"], selector, target)
             )
             service.proxies.append(local)
             self._book(meta["namespace"]).add(

@@ -9,6 +9,7 @@ everything it started). Bad input is exit 2, a missing tool exit 3.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import sys
@@ -122,9 +123,7 @@ def workloads_done(cluster: Cluster, *, batch: bool) -> bool:
         return True
     if batch:
         return bool(jobs) and all(j.status == "Complete" for j in jobs)
-    running = all(
-        j.status == "Complete" or any(p.phase == "Running" for p in j.pods) for j in jobs
-    )
+    running = all(j.status == "Complete" or any(p.phase == "Running" for p in j.pods) for j in jobs)
     return running and all(c.healthy() for c in controllers if not isinstance(c, JobController))
 
 
@@ -166,7 +165,7 @@ def _run_hooks(
                 cluster.recreated.append(k[2])
                 cluster.run_until(cluster.drained, timeout=timeout)
         errors += apply(group)
-        cluster.run_until(lambda g=_keys(group): _healthy(cluster, g), timeout=timeout)  # type: ignore[misc]
+        cluster.run_until(functools.partial(_healthy, cluster, _keys(group)), timeout=timeout)
     return errors
 
 
@@ -195,7 +194,8 @@ def sync(
     for wave in sorted(waves):
         errors += apply(waves[wave])
         if mode == "argocd" or hooks:
-            cluster.run_until(lambda w=_keys(waves[wave]): _healthy(cluster, w), timeout=timeout)  # type: ignore[misc]
+            healthy = functools.partial(_healthy, cluster, _keys(waves[wave]))
+            cluster.run_until(healthy, timeout=timeout)
     errors += _run_hooks(cluster, hooks, apply=apply, timeout=timeout)
     wanted = _keys(objects)
     cluster.delete([k for k, owner in cluster.owner.items() if owner == app and k not in wanted])
@@ -209,7 +209,8 @@ def report(cluster: Cluster, out: TextIO) -> None:
         restarts = sum(p.restarts for p in pods)
         extra = f", {restarts} restarts" if restarts else ""
         if isinstance(controller, JobController):
-            line = f"{controller.status} ({controller.successes} succeeded, {controller.failures} failed)"
+            done, failed = controller.successes, controller.failures
+            line = f"{controller.status} ({done} succeeded, {failed} failed)"
         else:
             line = (
                 f"{controller.status} ({ready}/{getattr(controller, 'replicas', 0)} ready{extra})"
@@ -301,9 +302,8 @@ def run_tree(request: RunTreeRequest) -> int:
         EXIT_FAILED: "failed",
         EXIT_TIMEOUT: "timed out",
     }
-    log(
-        f"flow {tree.plan['flow_id']} ({tree.env}, {request.renderer}): {verdict.get(code, code)} (exit {code})"
-    )
+    label = f"flow {tree.plan['flow_id']} ({tree.env}, {request.renderer})"
+    log(f"{label}: {verdict.get(code, code)} (exit {code})")
     return code
 
 

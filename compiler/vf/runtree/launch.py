@@ -165,7 +165,8 @@ def build_pod(cluster: Cluster, controller: Controller, *, index: int | None) ->
         deferred, folders=folders, sources=sources, translate=translate, where=where
     )
     init_names = {c.get("name") for c in spec.get("initContainers") or []}
-    containers, inits = [], []
+    containers: list[Container] = []
+    inits: list[Container] = []
     for item, launch, _ in built:
         box = Container(launch=launch, log=pod_dir / f"{launch.name}.log")
         box.probe_specs = {

@@ -56,36 +56,48 @@ def _port(spec: Obj, ports: dict[str, int]) -> int | None:
     return ports.get(str(spec.get("port")))
 
 
+def _http(spec: Obj, ports: dict[str, int], timeout: float) -> bool:
+    port = _port(spec, ports)
+    if port is None:
+        return False
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", spec.get("path", "/"))
+        return 200 <= conn.getresponse().status < 400
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+def _tcp(spec: Obj, ports: dict[str, int], timeout: float) -> bool:
+    port = _port(spec, ports)
+    if port is None:
+        return False
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _exec(spec: Obj, timeout: float) -> bool:
+    try:
+        done = subprocess.run(spec["command"], capture_output=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
 def check(spec: Obj, ports: dict[str, int]) -> bool:
-    """Run an httpGet / tcpSocket probe against the pod's local ports."""
+    """Run an httpGet / tcpSocket / exec probe against the pod's local ports."""
     timeout = float(spec.get("timeoutSeconds", 1))
     if "httpGet" in spec:
-        port = _port(spec["httpGet"], ports)
-        if port is None:
-            return False
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-        try:
-            conn.request("GET", spec["httpGet"].get("path", "/"))
-            return 200 <= conn.getresponse().status < 400
-        except (OSError, http.client.HTTPException):
-            return False
-        finally:
-            conn.close()
+        return _http(spec["httpGet"], ports, timeout)
     if "tcpSocket" in spec:
-        port = _port(spec["tcpSocket"], ports)
-        if port is None:
-            return False
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=timeout):
-                return True
-        except OSError:
-            return False
+        return _tcp(spec["tcpSocket"], ports, timeout)
     if "exec" in spec:
-        try:
-            done = subprocess.run(spec["exec"]["command"], capture_output=True, timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        return done.returncode == 0
+        return _exec(spec["exec"], timeout)
     return True
 
 

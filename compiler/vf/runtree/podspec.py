@@ -203,8 +203,10 @@ def decoded_secret(obj: Obj) -> dict[str, str]:
 
 def _write_items(target: Path, data: Mapping[str, str], items: Sequence[Obj] | None) -> None:
     target.mkdir(parents=True, exist_ok=True)
-    chosen = (
-        [(i["key"], i.get("path", i["key"])) for i in items] if items else [(k, k) for k in data]
+    chosen: list[tuple[str, str]] = (
+        [(str(i["key"]), str(i.get("path", i["key"]))) for i in items]
+        if items
+        else [(k, k) for k in data]
     )
     for key, rel in chosen:
         if key in data:
