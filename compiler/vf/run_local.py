@@ -3,8 +3,11 @@
 One subprocess per replica, each with the environment its pod would get, against
 an embedded ``nats-server -js`` and ``redis-server`` (started here on free
 loopback ports unless URLs are given), supervised with the Jobs' restart budget.
-Exit codes: 0 the flow finished, 4 nodes were lost, 5 the flow stalled, 130
-interrupted (after a clean stop); environment problems are errors with code 3.
+Exit codes: 0 the flow finished with every item processed, 4 nodes were lost, 5 the
+flow stalled, 6 the flow finished but dead-lettered items (the final lines name them per
+node, with their first reasons, and where a copy is kept), 7 a BATCH flow was stopped
+before its work was done, 130 interrupted (after a clean stop); environment problems are
+errors with code 3.
 """
 
 from __future__ import annotations
@@ -30,15 +33,30 @@ from vf.local_grants import gpu_requests, grant_local_gpus
 from vf.pipeline import CompileRequest, compile_project
 from vf.planir import Plan
 from vf_runtime.broker import BrokerError, announce_stop
+from vf_runtime.deadletters import DeadLetterReport, read_dead_letters, write_dead_letters
 from vf_runtime.localinfra import LocalServer, MissingTool, free_port, start_nats, start_redis
-from vf_runtime.naming import RunNames
+from vf_runtime.naming import RunNames, token
 from vf_runtime.provision import RunTopology, provision_run
-from vf_runtime.supervisor import ReplicaSpec, SuperviseOptions, SupervisionPolicy, Supervisor
+from vf_runtime.supervisor import (
+    Outcome,
+    ReplicaSpec,
+    SuperviseOptions,
+    SupervisionPolicy,
+    Supervisor,
+)
 from vf_runtime.topology import NodeTopology
 
 EXIT_LOST = 4
 EXIT_STALLED = 5
-_EXIT = {"ok": 0, "lost": EXIT_LOST, "stalled": EXIT_STALLED, "interrupted": EXIT_INTERRUPTED}
+EXIT_DEAD_LETTERS = 6
+EXIT_STOPPED = 7
+_EXIT = {
+    "ok": 0,
+    "lost": EXIT_LOST,
+    "stalled": EXIT_STALLED,
+    "stopped": EXIT_STOPPED,
+    "interrupted": EXIT_INTERRUPTED,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,20 +240,61 @@ def run_local(request: RunLocalRequest) -> int:
             f"({plan.flow_type}, environment {plan.environment}): "
             f"{len(replicas)} worker process(es)\n"
         )
-        subject = RunNames(plan.flow_id, plan.run_id, generation).control()
+        names = RunNames(plan.flow_id, plan.run_id, generation)
         options = SuperviseOptions(
-            announce_stop=lambda: announce_stop(nats_url, subject),
+            announce_stop=lambda: announce_stop(nats_url, names),
             policy=_policy(plan),
             stall_seconds=request.stall_seconds,
             output=out,
         )
         outcome = Supervisor(replicas, options).run()
-    code = _EXIT[outcome.status]
+        letters = _dead_letters(nats_url, names, plan=plan, request=request)
+    return _finish(outcome, letters, out=out)
+
+
+def _dead_letters(
+    url: str, names: RunNames, *, plan: Plan, request: RunLocalRequest
+) -> DeadLetterReport | None:
+    """This generation's dead letters, reported by node and copied to a file that
+    outlives an embedded broker; None when they could not be read."""
+    out = request.output
+    nodes = tuple(w.node for w in plan.workloads)
+    try:
+        report = asyncio.run(read_dead_letters(url, names, nodes))
+    except Exception as exc:  # the run's outcome stands; say the DLQ was not read
+        out.write(f"[vf] could not read the dead letters: {exc}\n")
+        return None
+    if not report.total:
+        return report
+    for node in report.nodes:
+        out.write(f"[vf] {node.node}: {node.count} item(s) dead-lettered; first reasons:\n")
+        for reason in node.reasons:
+            out.write(f"[vf]     {reason}\n")
+    copy = (
+        Path(tempfile.gettempdir())
+        / f"vf-dead-letters-{token(plan.flow_id)}-{names.generation}.jsonl"
+    )
+    write_dead_letters(report, copy)
+    where = f"stream {names.dlq_stream()}, subjects {names.dlq_run_subjects()}"
+    kept = "on the broker at " + url if request.nats_url else "gone with the embedded broker"
+    out.write(f"[vf] dead letters: {where} ({kept}); a copy is kept in {copy}\n")
+    return report
+
+
+def _finish(outcome: Outcome, letters: DeadLetterReport | None, *, out: TextIO) -> int:
+    """The final line and the exit code: success only when nothing was lost or set aside."""
+    status = outcome.status
+    if status == "ok" and letters is not None and letters.total:
+        status = "dead-lettered"
+    code = _EXIT.get(status, EXIT_DEAD_LETTERS)
     summary = {
         "ok": "flow finished",
+        "dead-lettered": f"flow finished with {letters.total if letters else 0} item(s) "
+        "dead-lettered",
         "lost": f"flow lost node(s): {', '.join(outcome.lost)}",
         "stalled": "flow stalled: no progress",
+        "stopped": f"flow stopped before its work was done: {', '.join(outcome.lost)}",
         "interrupted": "interrupted; workers stopped",
-    }[outcome.status]
+    }[status]
     out.write(f"[vf] {summary} (restarts: {outcome.restarts}, exit {code})\n")
     return code

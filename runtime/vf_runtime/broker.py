@@ -22,6 +22,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError
 
+from vf_runtime.naming import RunNames
 from vf_runtime.redact import redact
 
 _STREAM_FIELDS = (
@@ -224,6 +225,8 @@ async def _publish_plain(url: str, *, subject: str, data: bytes, timeout: float)
         await client.close()
 
 
-def announce_stop(url: str, subject: str, *, timeout: float = 3.0) -> None:
-    """Publish one control stop (plain NATS, not retained: callers repeat it)."""
-    asyncio.run(_publish_plain(url, subject=subject, data=b"stop", timeout=timeout))
+def announce_stop(url: str, names: RunNames, *, timeout: float = 3.0) -> None:
+    """Publish one control stop for ``names``' run and generation (plain NATS, not
+    retained: callers repeat it)."""
+    data = names.stop_payload()
+    asyncio.run(_publish_plain(url, subject=names.control(), data=data, timeout=timeout))

@@ -17,6 +17,7 @@ import contextlib
 import functools
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from vf_runtime.broker import ensure_consumer, ensure_stream
 from vf_runtime.config import WorkerConfig
 from vf_runtime.constants import BATCH
 from vf_runtime.health import Metrics
+from vf_runtime.outputs import EXACT_HEADER, GENERATION_HEADER, LIFE_HEADER
 from vf_runtime.protocol import publish_empty
 from vf_runtime.pull import PullFeed
 from vf_runtime.topology import (
@@ -38,9 +40,10 @@ from vf_runtime.topology import (
     data_consumer_config,
     stream_config,
 )
-from vf_runtime.wire import EOS, Envelope, WireError, decode_envelope
+from vf_runtime.wire import DATA, EOS, Envelope, WireError, decode_envelope
 
 log = logging.getLogger("vf.worker")
+EOS_MISMATCH_WAIT = 30.0  # drained, a marker's count contradicted and nothing arriving
 HOLD_SECONDS = 0.1
 SMOOTHING = 0.2
 
@@ -93,6 +96,11 @@ class Inputs:
         self.held: dict[int, Msg] = {}  # by id(): nats messages are unhashable
         self.feeds: list[PullFeed] = []
         self.tasks: list[asyncio.Task[None]] = []
+        # EOS-6: a replica that alone reads its durables counts what each parent replica
+        # sent it (stream sequences by publisher life), to check their markers' counts
+        self.counting = config.flow_type == BATCH and (config.nb_tasks == 1 or config.partitioned)
+        self.first_life = True  # no earlier life of this replica took from its durables
+        self.tally: dict[tuple[str, int], dict[str, set[int]]] = {}
 
     def target(self) -> int:
         """How many messages this replica may hold ahead of its node."""
@@ -155,6 +163,8 @@ class Inputs:
             await ensure_consumer(
                 self.js, stream, data_consumer_config(self.names, self._spec(parent))
             )
+            if self.counting and await self._taken_before(parent):
+                self.first_life = False
             feed = PullFeed(
                 self.client,
                 stream=stream,
@@ -168,13 +178,60 @@ class Inputs:
             task.add_done_callback(_report_crash)
             self.tasks.append(task)
 
+    async def _taken_before(self, parent: str) -> bool:
+        info = await self.js.consumer_info(self.names.stream(parent), self.durables[parent])
+        return bool(info.delivered is not None and info.delivered.consumer_seq)
+
     def _received(self, parent: str, reader: str, msg: Msg) -> None:
         self.backlog += 1
         self.metrics.bump("received")
         if _redelivered(msg):
             self.metrics.bump("redelivered")
         self.held[id(msg)] = msg
-        self.queue.put_nowait(_decode(msg, parent=parent, reader=reader))
+        delivery = _decode(msg, parent=parent, reader=reader)
+        if self.counting and self._counts(delivery.envelope, parent=parent):
+            assert delivery.envelope is not None
+            life = (msg.headers or {}).get(LIFE_HEADER, "")
+            lives = self.tally.setdefault((parent, delivery.envelope.replica_id), {})
+            lives.setdefault(life, set()).add(_stream_seq(msg))
+        self.queue.put_nowait(delivery)
+
+    def _counts(self, envelope: Envelope | None, *, parent: str) -> bool:
+        """This run's data from ``parent`` (what its markers count; foreign ones are not)."""
+        config = self.config
+        return (
+            envelope is not None
+            and envelope.type == DATA
+            and envelope.producer == parent
+            and envelope.flow_id == config.flow_id
+            and envelope.run_id == config.run_id
+        )
+
+    def count_problem(
+        self, parent: str, replica: int, *, claimed: int, life: str
+    ) -> tuple[str, bool] | None:
+        """Why a marker's count does not match what this replica received, or None; and
+        whether the doubt is one a quiet wait resolves (True) rather than a loss.
+
+        Exact where this replica alone reads the durable, no earlier life of it took
+        messages and the parent replica published from the marker's life only. A marker
+        from a life that sent nothing, while another life sent data, is what a publisher
+        restarted with nothing left to do writes (and what a forger writes): it is taken
+        only after a quiet wait. Other restarted publishers count their own life only.
+        """
+        if not self.counting or not self.first_life:
+            return None
+        lives = self.tally.get((parent, replica), {})
+        others = set(lives) - {life}
+        if others and life in lives:
+            return None
+        if others:
+            sent = sum(len(lives[other]) for other in others)
+            return f"its marker is from a life that sent nothing, another sent {sent}", True
+        received = len(lives.get(life, ()))
+        if received == claimed:
+            return None
+        return f"its marker says {claimed} message(s), this replica received {received}", False
 
     async def _pull(self, feed: PullFeed) -> None:
         """Keep requests outstanding for the room this replica has."""
@@ -293,6 +350,14 @@ def _redelivered(msg: Msg) -> bool:
     return msg.metadata.num_delivered > 1
 
 
+def _stream_seq(msg: Msg) -> int:
+    """The message's stream sequence, read from its nine-token ack subject when it has one."""
+    reply = msg.reply
+    if reply.count(".") == 8 and reply.startswith("$JS.ACK."):
+        return int(reply.split(".")[5])
+    return int(msg.metadata.sequence.stream)
+
+
 def _decode(msg: Msg, *, parent: str, reader: str) -> Delivery:
     try:
         return Delivery(parent, reader, msg, decode_envelope(msg.data), None)
@@ -300,22 +365,106 @@ def _decode(msg: Msg, *, parent: str, reader: str) -> Delivery:
         return Delivery(parent, reader, msg, None, exc)
 
 
-class EndOfStream:
-    """Which parent replicas have published their terminator; read from the streams."""
+class EosMismatch(Exception):
+    """A parent replica's marker states a count this replica never received (EOS-6)."""
 
-    def __init__(self, js: JetStreamContext, *, config: WorkerConfig) -> None:
+    code = "VF_EOS_MISMATCH"
+
+
+class EndOfStream:
+    """Which parent replicas have published their terminator; read from the streams.
+
+    A marker is taken only when it is this run's (EOS-7) and, where ``inputs`` can
+    count exactly, when its count matches what was received (EOS-6).
+    """
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        *,
+        config: WorkerConfig,
+        inputs: Inputs | None = None,
+        bound: float = EOS_MISMATCH_WAIT,
+    ) -> None:
         self.js = js
+        self.bound = bound
+        self.config = config
         self.names = config.names
+        self.inputs = inputs
         self.missing = {
             (parent, replica)
             for parent in config.parents
             for replica in range(config.parent_replicas.get(parent, 1))
         }
         self.aborted: list[Envelope] = []
+        self.refused: set[tuple[str, int, int]] = set()  # (parent, replica, stream seq) logged
+        # parent replica -> (its problem, the count received, since when that count stands)
+        self.mismatched: dict[tuple[str, int], tuple[str, int, float]] = {}
+        self.doubtful: set[tuple[str, int]] = set()  # mismatches a quiet wait settles
 
     @property
     def done(self) -> bool:
         return not self.missing
+
+    def check_mismatch(self) -> None:
+        """Raise when a marker's count has been contradicted, with nothing arriving from
+        that replica, for the bound (the caller checks its inputs drained)."""
+        now = time.monotonic()
+        for (parent, replica), (problem, _, since) in sorted(self.mismatched.items()):
+            doubtful = (parent, replica) in self.doubtful
+            if (parent, replica) in self.missing and not doubtful and now - since >= self.bound:
+                raise EosMismatch(
+                    f"'{self.config.node_name}' replica {self.config.replica_id}: the end of "
+                    f"stream of '{parent}' replica {replica} does not add up ({problem}) "
+                    f"after waiting {self.bound:g}s; items were lost or the marker is not genuine"
+                )
+
+    def _identity_problem(
+        self, envelope: Envelope, headers: dict[str, str], key: tuple[str, int]
+    ) -> str | None:
+        config = self.config
+        parent, replica = key
+        if (envelope.flow_id, envelope.run_id) != (config.flow_id, config.run_id):
+            return f"it belongs to flow {envelope.flow_id!r} run {envelope.run_id!r}"
+        if envelope.producer != parent or envelope.replica_id != replica:
+            return f"it names {envelope.producer!r} replica {envelope.replica_id}"
+        generation = headers.get(GENERATION_HEADER, "")
+        if config.generation and generation != config.generation:
+            return f"it is from generation {generation or '(none)'!r}"
+        return None
+
+    def _count_matches(
+        self, envelope: Envelope, headers: dict[str, str], key: tuple[str, int]
+    ) -> bool:
+        if envelope.type != EOS or self.inputs is None or headers.get(EXACT_HEADER) == "0":
+            return True  # a publisher whose publishes were ambiguous cannot count exactly
+        life = headers.get(LIFE_HEADER, "")
+        found = self.inputs.count_problem(key[0], key[1], claimed=envelope.seq, life=life)
+        if found is None:
+            self.mismatched.pop(key, None)
+            return True
+        problem, doubtful = found
+        total = sum(len(v) for v in self.inputs.tally.get(key, {}).values())
+        last = self.mismatched.get(key)
+        since = last[2] if last is not None and last[1] == total else time.monotonic()
+        self.mismatched[key] = (problem, total, since)
+        if doubtful:
+            self.doubtful.add(key)
+            if time.monotonic() - since >= self.bound:  # quiet long enough: the life is over
+                log.warning("end of stream of %s replica %d taken after a wait: %s", *key, problem)
+                return True
+        return False
+
+    def _accepted(
+        self, envelope: Envelope, headers: dict[str, str], key: tuple[str, int], seq: int
+    ) -> bool:
+        problem = self._identity_problem(envelope, headers, key)
+        if problem is None:
+            return self._count_matches(envelope, headers, key)
+        if (key[0], key[1], seq) not in self.refused:
+            self.refused.add((key[0], key[1], seq))
+            log.error("end-of-stream marker of %s replica %d refused: %s", *key, problem)
+        return False
 
     async def poll(self) -> None:
         """Look up the last marker of every parent replica still missing one."""
@@ -333,6 +482,10 @@ class EndOfStream:
                 envelope = decode_envelope(raw.data or b"")
             except WireError as exc:
                 log.error("undecodable terminator on %s ignored: %s", subject, exc)
+                continue
+            if not self._accepted(
+                envelope, dict(raw.headers or {}), (parent, replica), raw.seq or 0
+            ):
                 continue
             self.missing.discard((parent, replica))
             if envelope.type != EOS:

@@ -77,12 +77,24 @@ class RunNames:
         """Plain-NATS subject on which a stop for the whole run is announced."""
         return f"vf.{self._f}.{self._rs}._control.stop"
 
+    def stop_payload(self) -> bytes:
+        """The only bytes on :meth:`control` that stop this generation of the run (STOP-5)."""
+        return f"stop {self.flow_id} {self.run_id} {self.generation or '-'}".encode()
+
     def dlq_stream(self) -> str:
         """The flow's dead-letter stream; shared by runs and never deleted with one."""
         return f"vf-{self._f}-dlq"
 
     def dlq_subjects(self) -> str:
         return f"vf.{self._f}._dlq.>"
+
+    def dlq_run_subjects(self) -> str:
+        """Every dead letter of this run's generation (its nodes' and refused controls')."""
+        return f"vf.{self._f}._dlq.{self._rs}.>"
+
+    def dlq_control_subject(self) -> str:
+        """Where refused control messages are kept (STOP-5); not items, so not a node's."""
+        return f"vf.{self._f}._dlq.{self._rs}._control"
 
     def dlq_subject(self, node: str) -> str:
         return f"vf.{self._f}._dlq.{self._rs}.{token(node)}"

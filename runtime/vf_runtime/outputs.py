@@ -11,6 +11,7 @@ import asyncio
 import collections
 import dataclasses
 import logging
+import secrets
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -58,6 +59,7 @@ TRANSIENT = (
     ConnectionReconnectingError,
 )
 PUBLISH_TIMEOUT = 10.0
+LIFE_HEADER, GENERATION_HEADER, EXACT_HEADER = "VF-Life", "VF-Generation", "VF-Count-Exact"
 REALTIME_TIMEOUT = 2.0
 SAMPLE_WINDOW = 60.0
 
@@ -103,9 +105,14 @@ class Publisher:
         self.stopping = stopping
         self.readers: tuple[str, ...] = ()
         self.distinct = 0
+        self.exact = True  # no publish was ambiguous, so ``distinct`` is what the stream took
         self.held_back = False  # a publish is being retried (full stream, broker away)
         self.waiting: collections.deque[tuple[float, str]] = collections.deque()
         self.sweeper: asyncio.Task[None] | None = None
+        # who published: this process's life and the generation, for the readers' EOS check
+        self.stamp = {LIFE_HEADER: secrets.token_hex(6)}
+        if config.generation:
+            self.stamp[GENERATION_HEADER] = config.generation
 
     def _envelope(self, *, stamp: Stamp, payload: tuple[str, bytes]) -> Envelope:
         """A data envelope of this replica's (terminators replace its type and error)."""
@@ -142,7 +149,7 @@ class Publisher:
         Outputs submitted in order reach the stream in order. Every future settles:
         with the ack, the broker's refusal, or a timeout after ``PUBLISH_TIMEOUT``.
         """
-        headers = {"Nats-Msg-Id": prepared.message_id, "VF-Env": "4"}
+        headers = {"Nats-Msg-Id": prepared.message_id, "VF-Env": "4", **self.stamp}
         try:
             token, future = await self.acks.publish(self.subject, prepared.raw, headers=headers)
         except TRANSIENT as exc:  # reconnecting with a full buffer: confirm() retries it
@@ -169,8 +176,10 @@ class Publisher:
             await asyncio.sleep(BACKOFF[0])
             raw, msg_id = prepared.raw, prepared.message_id
             stored = await self._send(raw, subject=self.subject, msg_id=msg_id)
-            # After an unanswered attempt a "duplicate" is most likely that attempt itself.
+            # After an unanswered attempt a "duplicate" is most likely that attempt itself,
+            # but it may be a sibling's copy: the count is no longer exact (EOS-6).
             fresh = stored or not isinstance(exc, APIError)
+            self.exact = self.exact and (stored or isinstance(exc, APIError))
         if fresh:
             self.distinct += 1
             self.metrics.bump("published")
@@ -244,12 +253,24 @@ class Publisher:
         )
         subject = self.names.eos_subject(self.config.node_name, replica=self.config.replica_id)
         await self._send(
-            encode_envelope(envelope), subject=subject, msg_id=envelope.message_id, always=True
+            encode_envelope(envelope),
+            subject=subject,
+            msg_id=envelope.message_id,
+            always=True,
+            extra={EXACT_HEADER: "1" if self.exact else "0"},
         )
 
-    async def _send(self, raw: bytes, *, subject: str, msg_id: str, always: bool = False) -> bool:
+    async def _send(
+        self,
+        raw: bytes,
+        *,
+        subject: str,
+        msg_id: str,
+        always: bool = False,
+        extra: Mapping[str, str] | None = None,
+    ) -> bool:
         """Publish with the flow type's patience; True unless the stream saw it already."""
-        headers = {"Nats-Msg-Id": msg_id, "VF-Env": "4"}
+        headers = {"Nats-Msg-Id": msg_id, "VF-Env": "4", **self.stamp, **(extra or {})}
         patient = self.config.flow_type == BATCH or always
         attempt = 0
         while True:

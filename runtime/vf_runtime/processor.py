@@ -31,7 +31,7 @@ from vf_runtime.outputs import Publisher
 from vf_runtime.settle import Settler
 from vf_runtime.topology import PUBLISH_WINDOW
 from vf_runtime.window import Window
-from vf_runtime.wire import BLOB_REF, DATA, BlobRef, WireError, decode_payload
+from vf_runtime.wire import BLOB_REF, DATA, BlobRef, Envelope, WireError, decode_payload
 
 log = logging.getLogger("vf.worker")
 IDLE_WAIT = 0.2
@@ -127,6 +127,8 @@ class ProcessorLoop:
                 if eos.done and await self.drained():
                     await self.flush()
                     return True
+                if eos.mismatched and await self.drained():
+                    eos.check_mismatch()
         return False
 
     async def _next_deliveries(self) -> list[Delivery]:
@@ -177,10 +179,7 @@ class ProcessorLoop:
             error = delivery.error
             await self.settler.dead_letter([delivery], code="VF_POISON_DECODE", reason=str(error))
             return []
-        envelope = delivery.envelope
-        assert envelope is not None
-        if envelope.type != DATA:
-            await self.inputs.settle(delivery.msg, action="ack")
+        if not await self._admitted(delivery):
             return []
         if self.config.partitioned:
             if not await self._owned(delivery):
@@ -190,6 +189,31 @@ class ProcessorLoop:
         if self.assembler is None:
             return [[delivery]]
         return await self._join(delivery, self.assembler)
+
+    async def _admitted(self, delivery: Delivery) -> bool:
+        """Data of this run from the parent it came from; anything else is settled here."""
+        envelope = delivery.envelope
+        assert envelope is not None
+        if envelope.type != DATA:
+            await self.inputs.settle(delivery.msg, action="ack")
+            return False
+        foreign = self._foreign(envelope, parent=delivery.parent)
+        if foreign is not None:
+            await self.settler.dead_letter([delivery], code="VF_FOREIGN_ENVELOPE", reason=foreign)
+            return False
+        return True
+
+    def _foreign(self, envelope: Envelope, *, parent: str) -> str | None:
+        """Why a data envelope on this run's subject is not this run's, or None (WIRE-9)."""
+        config = self.config
+        if envelope.flow_id == config.flow_id and envelope.run_id == config.run_id:
+            if envelope.producer == parent:
+                return None
+            return f"envelope from {envelope.producer!r} on the subject of {parent!r}"
+        return (
+            f"envelope of flow {envelope.flow_id!r} run {envelope.run_id!r} on the subject of "
+            f"flow {config.flow_id!r} run {config.run_id!r}"
+        )
 
     async def _join(self, delivery: Delivery, assembler: TraceAssembler[Delivery]) -> list[Group]:
         """Add to its join group; the groups that completed, inputs in parent order."""

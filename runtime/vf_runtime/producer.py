@@ -58,6 +58,11 @@ class ProducerLoop:
         self.item_bytes: float | None = None  # a moving mean of the payload sizes
         self._ended = False  # read and written on the node thread only
 
+    @property
+    def ended(self) -> bool:
+        """Whether the source itself ended (read once the loop is over)."""
+        return self._ended
+
     def _next(self, stopped: Callable[[], bool]) -> tuple[bool, Any, float]:
         """On the node thread: one ``next()``, unless the source ended or a stop came."""
         if self._ended or stopped():

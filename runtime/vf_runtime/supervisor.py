@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 STOP_REPEAT = 2.0
+EXIT_STOPPED = 4  # a BATCH worker stopped before its work was done (vf_runtime.worker)
+_NOT_LOST = (0, EXIT_STOPPED, None)
 PROGRESS_EVERY = 5.0
 _COUNTER = re.compile(r'^vf_messages_(\w+)_total\{node="[^"]*"\} (\d+)$', re.MULTILINE)
 
@@ -61,7 +63,8 @@ class SuperviseOptions:
 
 @dataclass
 class Outcome:
-    """How a supervised run ended: ok, lost, stalled or interrupted; and which replicas died."""
+    """How a supervised run ended: ok, lost, stalled, stopped (before the work was done) or
+    interrupted; and which replicas died (or, when stopped, which were stopped)."""
 
     status: str
     lost: list[str] = field(default_factory=list)
@@ -111,7 +114,8 @@ class Supervisor:
             for line in child.process.stdout:
                 self.emit(child.label, line)
             code = child.process.wait()
-            if code == 0 or self.stopping.is_set() or child.restarts >= policy.max_restarts:
+            ended = code in (0, EXIT_STOPPED) or self.stopping.is_set()
+            if ended or child.restarts >= policy.max_restarts:
                 child.exit_code = code
                 child.done.set()
                 return
@@ -153,10 +157,13 @@ class Supervisor:
             status = "interrupted"
         if status != "ok":
             self._stop_all()
-        lost = [c.label for c in self.children if c.exit_code not in (0, None)]
+        lost = [c.label for c in self.children if c.exit_code not in _NOT_LOST]
         restarts = sum(c.restarts for c in self.children)
         if status == "ok" and lost:
             status = "lost"
+        stopped = [c.label for c in self.children if c.exit_code == EXIT_STOPPED]
+        if status == "ok" and stopped:
+            status, lost = "stopped", stopped
         return Outcome(status=status, lost=lost, restarts=restarts)
 
     def _wait(self) -> str:
@@ -164,7 +171,7 @@ class Supervisor:
         while True:
             if all(c.done.is_set() for c in self.children):
                 return "ok"
-            if any(c.done.is_set() and c.exit_code != 0 for c in self.children):
+            if any(c.done.is_set() and c.exit_code not in _NOT_LOST for c in self.children):
                 return "lost"
             time.sleep(0.5)
             stall = self.options.stall_seconds

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import importlib
 import logging
 import os
@@ -31,7 +32,7 @@ from vf_runtime.broker import BrokerError, connect, ensure_consumer, ensure_stre
 from vf_runtime.config import ConfigError, WorkerConfig, load_worker_config
 from vf_runtime.constants import BATCH
 from vf_runtime.health import HealthServer, Metrics
-from vf_runtime.inputs import EndOfStream, Inputs
+from vf_runtime.inputs import EndOfStream, EosMismatch, Inputs
 from vf_runtime.naming import token
 from vf_runtime.nodes import Consumer, Node, Processor, Producer
 from vf_runtime.nodethread import NodeThread
@@ -42,7 +43,7 @@ from vf_runtime.settle import Settler
 from vf_runtime.topology import dlq_config, eos_anchor_config, stream_config
 
 log = logging.getLogger("vf.worker")
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_BROKER = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_BROKER, EXIT_STOPPED = 0, 1, 2, 3, 4
 KIND_CLASSES: dict[str, type[Node]] = {
     "producer": Producer,
     "processor": Processor,
@@ -111,6 +112,8 @@ class Worker:
         self.blobs: BlobStore | None = None
         self.applied: AppliedLog | None = None
         self._watch: asyncio.Task[None] | None = None
+        self.refused_stops = 0
+        self.control_js: JetStreamContext | None = None
         self.reconnect_listeners: list[Callable[[], None]] = []
 
     async def run(self) -> int:
@@ -146,6 +149,7 @@ class Worker:
 
     async def _run_connected(self, client: Client) -> int:
         js = client.jetstream(timeout=10)
+        self.control_js = js
         await client.subscribe(self.names.control(), cb=self._on_stop)
         if os.environ.get("VF_EXIT_WITH_PARENT") == "1":
             self._watch = asyncio.create_task(self._orphan_watch())
@@ -167,7 +171,8 @@ class Worker:
             await inputs.start()
             keepalive = asyncio.create_task(self._keepalive(inputs))
             loop = self._processor_loop(inputs, publisher=publisher, thread=thread)
-            return await self._consume(loop, EndOfStream(js, config=self.config), publisher)
+            eos = EndOfStream(js, config=self.config, inputs=inputs)
+            return await self._consume(loop, eos, publisher)
         finally:
             if keepalive is not None:
                 keepalive.cancel()
@@ -298,6 +303,13 @@ class Worker:
         await loop.run(self.stop, beat=self.metrics.beat, ahead=ahead)
         if publisher is not None:
             await publisher.terminator()
+        return self._stopped_code() if self.stop.is_set() and not loop.ended else EXIT_OK
+
+    def _stopped_code(self) -> int:
+        """A BATCH replica stopped before its work was done did not succeed (STOP-1)."""
+        if self.config.flow_type == BATCH:
+            log.warning("stopped before the work was done (exit %d)", EXIT_STOPPED)
+            return EXIT_STOPPED
         return EXIT_OK
 
     async def _consume(
@@ -311,7 +323,8 @@ class Worker:
             await publisher.terminator(error=error)
         if drained:
             log.info("all inputs drained; done")
-        return EXIT_OK
+            return EXIT_OK
+        return self._stopped_code()
 
     async def _keepalive(self, inputs: Inputs) -> None:
         period = max(1.0, self.config.ack_wait_seconds / 3)
@@ -329,9 +342,30 @@ class Worker:
                 self.stop.set()
 
     async def _on_stop(self, msg: Msg) -> None:
-        if not self.stop.is_set():
-            log.info("stop received on %s", msg.subject)
-        self.stop.set()
+        """Obey only this run's and generation's exact stop (STOP-5); keep a record of the
+        rest in the dead-letter stream instead."""
+        if msg.data == self.names.stop_payload():
+            if not self.stop.is_set():
+                log.info("stop received on %s", msg.subject)
+            self.stop.set()
+            return
+        self.refused_stops += 1
+        if self.refused_stops <= 5:
+            log.error("refused a control message on %s: not this run's stop", msg.subject)
+        digest = hashlib.sha256(msg.data).hexdigest()[:32]
+        headers = {
+            "Nats-Msg-Id": f"dlq:control:{digest}",  # every replica sees it; one record
+            "VF-Origin-Node": self.config.node_name,
+            "VF-Run-Id": self.config.run_id,
+            "VF-Generation": self.config.generation,
+            "VF-Code": "VF_CONTROL_REFUSED",
+            "VF-Error": "not the exact stop of this run and generation (STOP-5)",
+        }
+        if self.control_js is None:
+            return
+        with contextlib.suppress(Exception):
+            subject = self.names.dlq_control_subject()
+            await self.control_js.publish(subject, msg.data, timeout=5.0, headers=headers)
 
 
 async def run_worker(
@@ -360,6 +394,9 @@ async def run_worker(
     except BrokerError as exc:
         print(f"error[{exc.code}] {exc}", file=sys.stderr)
         return EXIT_BROKER
+    except EosMismatch as exc:
+        print(f"error[{exc.code}] {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except GenerationFinished as exc:
         print(
             f"error[{exc.code}] {exc}\n  = fix: change the flow (a new generation) or delete "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -130,7 +131,12 @@ def test_a_poison_message_ends_in_the_dlq_with_its_reason(
     out = tmp_path / "sink.jsonl"
     env = {"VF_TEST_OUT": str(out), "VF_RETRY_DELAY_CAP_SECONDS": "0.5"}
     run = run_flow("poison.py", nats=nats_server, redis=redis_server, env=env)
-    _ok(run)
+    assert run.code == 6, run.output[-4000:]  # finished, but an item was set aside
+    assert "flow finished with 1 item(s) dead-lettered (restarts: 0, exit 6)" in run.output
+    assert "[vf] scale: 1 item(s) dead-lettered; first reasons:" in run.output
+    assert "VF_NODE_VALUEERROR: ValueError: refusing item 3" in run.output
+    copy = re.search(r"a copy is kept in (\S+)", run.output)
+    assert copy is not None and "refusing item 3" in Path(copy.group(1)).read_text()
     assert sorted(line["i"] for line in _lines(out)) == [1, 2, 4, 5, 6]
     headers, data = asyncio.run(_dead_letter(nats_server.url, "poison"))
     assert headers["VF-Code"] == "VF_NODE_VALUEERROR"
@@ -163,7 +169,7 @@ def test_stop_ends_a_running_realtime_flow(
         while len(_lines(out)) < 5 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(_lines(out)) >= 5, "the live flow never delivered anything"
-        announce_stop(nats_server.url, RunNames(plan.flow_id, plan.run_id, "t1").control())
+        announce_stop(nats_server.url, RunNames(plan.flow_id, plan.run_id, "t1"))
         output, _ = process.communicate(timeout=30)
     finally:
         if process.poll() is None:

@@ -29,6 +29,8 @@ from tests.runtime.conftest import (
     wait_until,
 )
 from vf_runtime.localinfra import LocalServer
+from vf_runtime.naming import RunNames
+from vf_runtime.wire import EOS, Envelope, encode_envelope
 
 COUNT = 12
 
@@ -164,3 +166,64 @@ def test_the_same_generation_run_again_fails_by_name_instead_of_doing_nothing(
     assert rerun.code != 0, "a re-created finished generation reported success"
     assert "error[VF_GENERATION_FINISHED]" in rerun.output
     assert "flow finished" not in rerun.output
+
+
+def _forge_markers(url: str, *, plan_flow: str, run_id: str, generation: str) -> None:
+    """Publish what an attacker or a stale incarnation could: a well-formed end-of-stream
+    marker of 'numbers' replica 0 claiming 0 items, once with this generation's header
+    and once with another generation's."""
+    names = RunNames(plan_flow, run_id, generation)
+    marker = Envelope(
+        type=EOS, producer="numbers", flow_id=plan_flow, run_id=run_id, trace_id="eos-r0", seq=0
+    )
+
+    async def publish() -> None:
+        client = await nats.connect(url)
+        try:
+            js = client.jetstream()
+            subject = names.eos_subject("numbers", replica=0)
+            for header in ("gother", generation):  # the last one is what a reader looks up
+                await js.publish(
+                    subject, encode_envelope(marker), headers={"VF-Generation": header}
+                )
+                await asyncio.sleep(1.0)  # long enough for the readers to look at each
+        finally:
+            await client.close()
+
+    asyncio.run(publish())
+
+
+def test_a_forged_end_of_stream_marker_does_not_end_a_reader_early(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    out, log = tmp_path / "sink.jsonl", tmp_path / "run.log"
+    count = 16
+    env = {"VF_TEST_OUT": str(out), "VF_TEST_COUNT": str(count)}
+    graph = str(FLOWS / "paced.py")
+    script = (
+        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_server.url!r}, "
+        f"redis_url={redis_server.url!r}, stall_seconds=30, generation='forged1')))\n"
+    )
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-c", script],
+            env={**os.environ, **env},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    wait_until(lambda: sum(_applied(out).values()) >= 3, timeout=60, what="3 applied items")
+    run_id, _ = _identity(log.read_text())
+    _forge_markers(nats_server.url, plan_flow="paced", run_id=run_id, generation="forged1")
+    run = finish_flow(process, log=log, timeout=90)
+    applied = _applied(out)
+    _report(
+        "forged-eos",
+        delivered=len(applied),
+        duplicated=sum(c - 1 for c in applied.values()),
+        lost=count - len(applied),
+        exit=run.code,
+    )
+    assert run.code == 0, run.output[-4000:]
+    assert applied == Counter(range(1, count + 1)), "a forged marker ended a reader early"
+    assert "refused: it is from generation 'gother'" in run.output
