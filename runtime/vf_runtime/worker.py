@@ -52,12 +52,19 @@ KIND_CLASSES: dict[str, type[Node]] = {
 
 
 def _resolve_class(path: str) -> Any:
-    """Import ``module.Qualname``, trying the longest importable module prefix first."""
+    """Import ``module.Qualname``, trying the longest importable module prefix first.
+
+    A module that is found but fails to import another one reports that one by name.
+    """
     parts = path.split(".")
     for cut in range(len(parts) - 1, 0, -1):
+        module = ".".join(parts[:cut])
         try:
-            target: Any = importlib.import_module(".".join(parts[:cut]))
-        except ModuleNotFoundError:
+            target: Any = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            missing = exc.name or ""
+            if missing and module != missing and not module.startswith(missing + "."):
+                raise  # the module exists but imports one that is missing: the real cause
             continue
         for attribute in parts[cut:]:
             target = getattr(target, attribute)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from vf_runtime.inputs import owns
 from vf_runtime.naming import RunNames, token
 from vf_runtime.policies import JoinPolicy
 from vf_runtime.topology import PREFETCH, PUBLISH_WINDOW, NodeTopology, credit, readers_of
+from vf_runtime.worker import build_node
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
@@ -194,3 +196,28 @@ def test_groups_time_out_and_overflow_unless_waiting(clock: Clock) -> None:
     clock.now = 1e9
     assert waiting.expire() == []
     assert len(waiting.take_all()) == 3
+
+
+def test_a_node_module_importing_a_missing_module_names_that_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "needs_missing.py").write_text("import vf_absent_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = {
+        "VF_NODE_NAME": "reader",
+        "VF_NODE_KIND": "producer",
+        "VF_NODE_CLASS": "needs_missing.RecordReader",
+        "VF_NODE_PARAMS_JSON": "{}",
+        "VF_PARENT_NAMES": "",
+        "VF_HAS_CHILDREN": "1",
+        "VF_FLOW_ID": "f",
+        "VF_RUN_ID": "r1",
+        "VF_FLOW_TYPE": "batch",
+        "VF_NB_TASKS": "1",
+        "VF_NATS_URL": "nats://127.0.0.1:4222",
+    }
+    with pytest.raises(ConfigError) as caught:
+        build_node(load_worker_config(env))
+    message = str(caught.value)
+    assert "No module named 'vf_absent_dependency'" in message, message
+    assert "no importable module" not in message
