@@ -211,3 +211,55 @@ def test_committed_generated_code_matches_the_proto() -> None:
     assert hashlib.sha256(proto.read_bytes()).hexdigest() == recorded, (
         "proto/videoflow/v1/envelope.proto changed: run scripts/gen-proto and commit the result"
     )
+
+
+_NUMERIC = ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16")
+_SHAPES = ((), (0,), (3,), (2, 3), (2, 3, 2))
+
+
+@pytest.mark.parametrize("order", ["<", ">", "="])
+@pytest.mark.parametrize("code", _NUMERIC)
+def test_numpy_arrays_of_every_numeric_dtype_and_byte_order_round_trip_exactly(
+    code: str, order: str
+) -> None:
+    numpy = pytest.importorskip("numpy", reason="numpy is optional for the runtime")
+    dtype = numpy.dtype(order + code) if code != "?" else numpy.dtype(code)
+    for shape in _SHAPES:
+        count = int(numpy.prod(shape)) if shape else 1
+        values = (numpy.arange(count) * 257 + 1).reshape(shape)
+        array = values.astype(dtype)
+        for source in (array, array.T):  # C-contiguous and not
+            payload_type, data = encode_payload(source)
+            back = decode_payload(payload_type, data, arrays=True)
+            assert back.dtype == dtype.newbyteorder("<"), (dtype, back.dtype)
+            assert back.dtype.byteorder in ("<", "|") or back.dtype.isnative
+            assert numpy.array_equal(back, source), (dtype, shape)
+            tensor = decode_payload(payload_type, data)
+            assert (
+                tensor.data
+                == numpy.ascontiguousarray(source, dtype=dtype.newbyteorder("<")).tobytes()
+            )
+
+
+def test_a_big_endian_array_is_sent_little_endian_with_its_values() -> None:
+    numpy = pytest.importorskip("numpy", reason="numpy is optional for the runtime")
+    payload_type, data = encode_payload(numpy.array([1, 2, 258], dtype=">i4"))
+    tensor = decode_payload(payload_type, data)
+    assert tensor.dtype == "int32"
+    assert tensor.data == (1).to_bytes(4, "little") + (2).to_bytes(4, "little") + (258).to_bytes(
+        4, "little"
+    )
+    assert list(decode_payload(payload_type, data, arrays=True)) == [1, 2, 258]
+
+
+@pytest.mark.parametrize(
+    "dtype", ["<U3", "S4", "O", "M8[s]", "m8[s]", [("a", "<i4"), ("b", "<f8")]]
+)
+def test_arrays_without_an_exact_tensor_form_are_refused_by_name(dtype: Any) -> None:
+    numpy = pytest.importorskip("numpy", reason="numpy is optional for the runtime")
+    array = numpy.zeros(3, dtype=dtype)
+    with pytest.raises(WireError) as caught:
+        encode_payload(array)
+    assert caught.value.code == "VF_WIRE_DTYPE"
+    with pytest.raises(WireError):
+        encode_payload({"nested": array})

@@ -18,6 +18,15 @@ TRACKS = "videoflow.v1.Tracks"
 BLOB_REF = "videoflow.v1.BlobRef"
 
 
+TENSOR_KINDS = frozenset("biufc")  # bool, signed, unsigned, float, complex
+
+
+class UnsupportedDtype(TypeError):
+    """A numpy array whose dtype has no exact tensor form (unicode, objects, records…)."""
+
+    code = "VF_WIRE_DTYPE"
+
+
 @dataclass(frozen=True)
 class Tensor:
     """An n-dimensional array: its shape, numpy dtype name and C-contiguous bytes."""
@@ -28,23 +37,36 @@ class Tensor:
 
     @classmethod
     def from_array(cls, array: Any) -> Tensor:
-        """Copy a numpy array (any layout) into a Tensor."""
+        """Copy a numpy array (any layout, any byte order) into a little-endian Tensor.
+
+        Only booleans, integers, floats and complex numbers have a dtype name that says
+        everything about their bytes; other arrays (unicode, bytes, objects, records,
+        dates) are refused with :class:`UnsupportedDtype` rather than sent mislabelled.
+        """
         import numpy
 
-        contiguous = numpy.ascontiguousarray(array)
-        if contiguous.dtype.hasobject:
-            raise TypeError("arrays of Python objects cannot travel as tensors")
+        dtype = array.dtype
+        if dtype.kind not in TENSOR_KINDS or dtype.fields is not None or dtype.subdtype:
+            raise UnsupportedDtype(
+                f"a numpy array of dtype {dtype.str!r} ({dtype.name}) cannot travel as a "
+                "tensor: only bool, integer, float and complex arrays have an exact wire "
+                "form; convert it (e.g. unicode to a list of str) before returning it"
+            )
+        little = dtype.newbyteorder("<")
+        contiguous = numpy.asarray(array, dtype=little, order="C")  # keeps 0-d arrays 0-d
         return cls(
             shape=tuple(int(n) for n in contiguous.shape),
-            dtype=str(contiguous.dtype.name),
+            dtype=str(little.name),
             data=contiguous.tobytes(),
         )
 
     def to_numpy(self) -> Any:
-        """The tensor as a read-only numpy array (needs numpy installed)."""
+        """The tensor as a read-only numpy array (needs numpy installed); the wire's
+        bytes are little-endian whatever the machine."""
         import numpy
 
-        return numpy.frombuffer(self.data, dtype=numpy.dtype(self.dtype)).reshape(self.shape)
+        dtype = numpy.dtype(self.dtype).newbyteorder("<")
+        return numpy.frombuffer(self.data, dtype=dtype).reshape(self.shape)
 
 
 @dataclass(frozen=True)

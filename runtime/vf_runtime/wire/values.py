@@ -28,6 +28,7 @@ from vf_runtime.wire.payloads import (
     RawPayload,
     Tensor,
     Tracks,
+    UnsupportedDtype,
     is_ndarray,
     is_numpy_scalar,
 )
@@ -53,7 +54,12 @@ def tensor_from_pb(message: pb.Tensor, *, arrays: bool) -> Any:
 
 
 def as_tensor(value: Any) -> Tensor:
-    return value if isinstance(value, Tensor) else Tensor.from_array(value)
+    if isinstance(value, Tensor):
+        return value
+    try:
+        return Tensor.from_array(value)
+    except UnsupportedDtype as exc:
+        raise WireError(exc.code, str(exc)) from exc
 
 
 def to_value(obj: Any, *, tensors: bool = True) -> pb.Value:
@@ -191,7 +197,7 @@ def encode_payload(obj: Any) -> tuple[str, bytes]:
     if isinstance(obj, RawPayload):
         return obj.payload_type, obj.data
     if is_ndarray(obj):
-        obj = Tensor.from_array(obj)
+        obj = as_tensor(obj)
     spliced = _spliced(obj)
     if spliced is not None:
         return spliced
