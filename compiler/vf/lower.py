@@ -15,6 +15,7 @@ from vf import names
 from vf.errors import Problem, raise_if
 from vf.graph import Graph, NodeIR
 from vf.load import FALLBACK_MODULE
+from vf.node_signature import arity_problem
 from vf.params import json_problem, safe_repr
 from vf_runtime import Consumer, Flow, Node, Processor, Producer
 from vf_runtime.components import component_params, component_spec
@@ -236,6 +237,9 @@ def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) ->
         join = JoinPolicy.default_for(flow_type)
     delivery = fields.pop("delivery")
     native = component_spec(node)  # a native component: no class, params already checked
+    arity = None if native else arity_problem(node, parents=len(parents))
+    if arity is not None:
+        scan.add("VF_GRAPH_ARITY", arity, "take one argument per parent, in parent order", where)
     return NodeIR(
         name=name,
         kind=type(node).kind,

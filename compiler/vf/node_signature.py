@@ -1,0 +1,36 @@
+"""Whether a node's ``process``/``consume`` can take one input per parent (ENV-3).
+
+A join of two parents whose ``process`` takes one argument would fail on every input
+at run time; it is refused when the graph is lowered instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from vf_runtime.nodes import Consumer, Node, Processor
+
+
+def arity_problem(node: Node, *, parents: int) -> str | None:
+    """Why ``node`` cannot be called with ``parents`` inputs, or None (also when unknowable)."""
+    if isinstance(node, Processor):
+        method = "process"
+    elif isinstance(node, Consumer):
+        method = "consume"
+    else:
+        return None
+    call = getattr(node, method, None)
+    if call is None or parents < 1:
+        return None
+    try:
+        signature = inspect.signature(call)
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to read
+        return None
+    try:
+        signature.bind(*([None] * parents))
+    except TypeError:
+        return (
+            f"{type(node).__name__}.{method}{signature} cannot take {parents} input(s), "
+            f"one per parent"
+        )
+    return None
