@@ -33,8 +33,8 @@ class Numbers(Producer):
 
 
 class Double(Processor):
-    def process(self, item):
-        return item
+    def process(self, *items):  # also the two-parent merge
+        return items[0]
 
 
 class Store(Consumer):
