@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -212,3 +213,43 @@ def test_the_worker_image_reports_the_module_that_is_really_missing(
     assert done.returncode == 4, done.stderr[-2000:]
     assert "BackoffLimitExceeded" in done.stderr
     assert "batch_nodes" in done.stderr
+
+
+def _processes_mentioning(marker: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            text = (proc / "environ").read_bytes() + (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in text and int(proc.name) != os.getpid():
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_stops_everything_it_started(
+    trees: dict[str, Path], tmp_path: Path, sig: signal.Signals
+) -> None:
+    _need_tools("kustomize")
+    app = tmp_path / "cameras-app"  # a unique PYTHONPATH marks every worker it starts
+    shutil.copytree(EXAMPLES / "realtime_cameras", app)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PATH": _tools_path()}
+    command = [*VF, "run-tree", str(trees["realtime_cameras"]), "--env", "dev"]
+    command += ["--app", str(app), "--for", "120", "--backoff", "1", "--run-dir", str(run_dir)]
+    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "holding" in line:
+                break
+        running = _processes_mentioning(str(app)) + _processes_mentioning(str(run_dir))
+        assert len(running) >= 8  # nats-server and every worker replica
+        proc.send_signal(sig)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=90) == 130, rest[-2000:]
+    assert "every process stopped" in rest
+    assert _processes_mentioning(str(app)) == [] and _processes_mentioning(str(run_dir)) == []

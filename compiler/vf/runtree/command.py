@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -257,6 +258,10 @@ def outcome(cluster: Cluster, *, batch: bool) -> int:
     return 0 if workloads_done(cluster, batch=batch) else EXIT_TIMEOUT
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run_tree(request: RunTreeRequest) -> int:
     out = request.output
 
@@ -271,6 +276,7 @@ def run_tree(request: RunTreeRequest) -> int:
     cluster = Cluster(ClusterOptions(run_dir=run_dir, backoff_base=request.backoff, log=log))
     cluster.extra_secrets = read_secrets(request.secrets)
     code = EXIT_INTERRUPTED
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as Ctrl-C does
     try:
         errors = sync(
             cluster, tree, resolver, mode=request.sync, app=str(tree.tree), timeout=request.timeout
@@ -294,6 +300,7 @@ def run_tree(request: RunTreeRequest) -> int:
             failure_logs(cluster, out)
     finally:
         cluster.shutdown()
+        signal.signal(signal.SIGTERM, previous)
         if request.run_dir is None:
             shutil.rmtree(run_dir, ignore_errors=True)
     verdict = {

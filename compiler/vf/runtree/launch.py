@@ -107,7 +107,8 @@ def _container(
     if image.role in ("worker", "component"):
         paths[resolver.ctx.image_app_dir] = resolver.ctx.app_dir
     translate = Translator(paths, cluster._book(meta.namespace).rewrite)
-    env = {k: translate(v) for k, v in env.items()}
+    # The image's own variables already hold local paths; translate only what the pod set.
+    env = {k: v if image.env.get(k) == v else translate(v) for k, v in env.items()}
     from vf.runtree.podspec import expand
 
     command = [translate(expand(str(a), env)) for a in container.get("command") or []]
