@@ -15,12 +15,12 @@ from vf import names
 from vf.errors import Problem, raise_if
 from vf.graph import Graph, NodeIR
 from vf.load import FALLBACK_MODULE
-from vf.node_signature import arity_problem
 from vf.params import json_problem, safe_repr
 from vf_runtime import Consumer, Flow, Node, Processor, Producer
 from vf_runtime.components import component_params, component_spec
 from vf_runtime.constants import DEVICE_TYPES, GPU
 from vf_runtime.policies import DeliveryPolicy, JoinPolicy
+from vf_runtime.signature import arity_problem
 
 # Keywords of the base classes: carried by dedicated VF_* variables, not by the params.
 BASE_KEYWORDS = frozenset(

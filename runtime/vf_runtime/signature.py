@@ -1,7 +1,7 @@
 """Whether a node's ``process``/``consume`` can take one input per parent (ENV-3).
 
 A join of two parents whose ``process`` takes one argument would fail on every input
-at run time; it is refused when the graph is lowered instead.
+at run time; the compiler refuses it when lowering the graph and a worker at start.
 """
 
 from __future__ import annotations

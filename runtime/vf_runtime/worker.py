@@ -40,6 +40,7 @@ from vf_runtime.outputs import DeadLetters, Publisher
 from vf_runtime.processor import ProcessorLoop, Wiring
 from vf_runtime.producer import READ_AHEAD, ProducerLoop
 from vf_runtime.settle import Settler
+from vf_runtime.signature import arity_problem
 from vf_runtime.topology import dlq_config, eos_anchor_config, stream_config
 
 log = logging.getLogger("vf.worker")
@@ -97,6 +98,9 @@ def build_node(config: WorkerConfig) -> Node:
                 f"but VF_NODE_KIND is {config.node_kind!r}: recompile and redeploy together"
             ]
         )
+    arity = arity_problem(node, parents=len(config.parents))
+    if arity is not None:
+        raise ConfigError([f"VF_NODE_CLASS {config.node_class}: {arity} (VF_PARENT_NAMES)"])
     node._name = config.node_name  # the environment names the node, not its params
     return node
 

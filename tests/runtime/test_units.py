@@ -221,3 +221,29 @@ def test_a_node_module_importing_a_missing_module_names_that_module(
     message = str(caught.value)
     assert "No module named 'vf_absent_dependency'" in message, message
     assert "no importable module" not in message
+
+
+def test_a_worker_refuses_a_node_that_cannot_take_one_input_per_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "one_arg.py").write_text(
+        "from vf_runtime.nodes import Processor\n\n"
+        "class Pair(Processor):\n    def process(self, item):\n        return item\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = {
+        "VF_NODE_NAME": "pair",
+        "VF_NODE_KIND": "processor",
+        "VF_NODE_CLASS": "one_arg.Pair",
+        "VF_NODE_PARAMS_JSON": "{}",
+        "VF_PARENT_NAMES": "left,right",
+        "VF_HAS_CHILDREN": "1",
+        "VF_FLOW_ID": "f",
+        "VF_RUN_ID": "r1",
+        "VF_FLOW_TYPE": "batch",
+        "VF_NB_TASKS": "1",
+        "VF_NATS_URL": "nats://127.0.0.1:4222",
+    }
+    with pytest.raises(ConfigError) as caught:
+        build_node(load_worker_config(env))
+    assert "Pair.process(item) cannot take 2 input(s)" in str(caught.value)
