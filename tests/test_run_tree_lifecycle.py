@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from vf.runtree.cluster import Cluster, ClusterOptions
-from vf.runtree.command import RunTreeRequest, prepare, sync, workloads_done
+from vf.runtree.command import RunTreeRequest, prepare, workloads_done
 from vf.runtree.controllers import JobController
+from vf.runtree.sync import sync
 
 REPO = Path(__file__).resolve().parent.parent
 FLOWS = Path(__file__).resolve().parent / "runtree_flows"

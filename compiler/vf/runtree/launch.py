@@ -80,7 +80,7 @@ def _listen(
         if declared:
             env["VF_HEALTH_PORT"] = str(ports[declared])
     if image.role == "nats":
-        flags = ["-a", "127.0.0.1", "-p", str(ports.get(4222, 0) or ports.setdefault(4222, 0))]
+        flags = ["-a", "127.0.0.1", "-p", str(ports[4222])]
         if 8222 in ports:
             flags += ["-m", str(ports[8222])]
         if 6222 in ports:
