@@ -186,33 +186,32 @@ def test_an_image_that_is_not_the_flows_is_refused(tmp_path: Path, trees: dict[s
     assert "error[VF_RUN_TREE_IMAGE] image 'busybox:1.36'" in done.stderr
 
 
-def test_the_worker_image_reports_the_module_that_is_really_missing(
-    tmp_path: Path, trees: dict[str, Path]
-) -> None:
-    """Node modules import through the worker image's ``vf``; a module that is absent from
-    the image (here: the project folder is not where the image puts node modules) fails
-    the Job with the real cause in its log."""
+def test_the_worker_image_lacks_what_only_the_compiler_has(tmp_path: Path) -> None:
+    """A node module that imports a package of the compiler's (click) compiles, because the
+    compiler has it, but fails in the worker image, which does not. The Job fails and its
+    log names the module that is really missing."""
     _need_tools("kustomize")
-    empty = tmp_path / "empty-app"
-    empty.mkdir()
-    run_dir = tmp_path / "run"
+    project = _copy_example("batch_pipeline", tmp_path)
+    nodes = project / "batch_nodes.py"
+    nodes.write_text(
+        nodes.read_text().replace("from vf import", "import click  # noqa\nfrom vf import", 1)
+    )
+    assert vf("compile", str(project / "graph.py"), "--out", str(tmp_path / "tree")).returncode == 0
     done = vf(
         "run-tree",
-        str(trees["batch_pipeline"]),
+        str(tmp_path / "tree"),
         "--env",
         "dev",
         "--app",
-        str(empty),
+        str(project),
         "--timeout",
         "90",
         "--backoff",
         "0.2",
-        "--run-dir",
-        str(run_dir),
     )
     assert done.returncode == 4, done.stderr[-2000:]
     assert "BackoffLimitExceeded" in done.stderr
-    assert "batch_nodes" in done.stderr
+    assert "No module named 'click'" in done.stderr
 
 
 def _processes_mentioning(marker: str) -> list[int]:
