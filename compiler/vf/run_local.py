@@ -7,7 +7,7 @@ Exit codes: 0 the flow finished with every item processed, 4 nodes were lost, 5 
 flow stalled, 6 the flow finished but dead-lettered items (the final lines name them per
 node, with their first reasons, and where a copy is kept), 7 a BATCH flow was stopped
 before its work was done, 130 interrupted (after a clean stop); environment problems are
-errors with code 3.
+errors with code 3 (also when the run's dead letters cannot be read back).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from vf_runtime.topology import NodeTopology
 
 EXIT_LOST = 4
 EXIT_STALLED = 5
+EXIT_ENVIRONMENT = 3
 EXIT_DEAD_LETTERS = 6
 EXIT_STOPPED = 7
 _EXIT = {
@@ -284,11 +285,16 @@ def _dead_letters(
 def _finish(outcome: Outcome, letters: DeadLetterReport | None, *, out: TextIO) -> int:
     """The final line and the exit code: success only when nothing was lost or set aside."""
     status = outcome.status
-    if status == "ok" and letters is not None and letters.total:
+    if status == "ok" and letters is None:
+        status = "unverified"  # the dead letters are unknown, never read as none
+    elif status == "ok" and letters is not None and letters.total:
         status = "dead-lettered"
-    code = _EXIT.get(status, EXIT_DEAD_LETTERS)
+    code = {"dead-lettered": EXIT_DEAD_LETTERS, "unverified": EXIT_ENVIRONMENT}.get(
+        status, _EXIT.get(status, EXIT_DEAD_LETTERS)
+    )
     summary = {
         "ok": "flow finished",
+        "unverified": "flow finished, but its dead letters could not be read",
         "dead-lettered": f"flow finished with {letters.total if letters else 0} item(s) "
         "dead-lettered",
         "lost": f"flow lost node(s): {', '.join(outcome.lost)}",
