@@ -1,10 +1,11 @@
 """The worker images in docker/, checked without a container engine (none exists here):
-their user is the pod's runAsUser, their entry point is a console script of the package,
-their health port is the workers', and what they copy exists."""
+their user is the pod's runAsUser, their entry point is a console script of the worker
+distribution, their health port is the workers', what they copy exists, and they install
+the worker distribution the way ``vf.worker_env`` does."""
 
 from __future__ import annotations
 
-import re
+import shlex
 import tomllib
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from vf.render import RUN_AS
+from vf.worker_env import CONSTRAINTS_NAME, IMAGE_ENV
 from vf_runtime.constants import HEALTH_PORT
 
 REPO = Path(__file__).resolve().parent.parent
@@ -19,9 +21,13 @@ DOCKERFILES = ["Dockerfile", "Dockerfile.gpu"]
 RUNTIME_DEPENDENCIES = {"nats-py", "redis", "protobuf"}
 
 
-def _final_stage(name: str) -> list[str]:
+def _logical_lines(name: str) -> list[str]:
     text = (REPO / "docker" / name).read_text().replace("\\\n", " ")
-    lines = [line.strip() for line in text.splitlines() if line.strip() and line[0] != "#"]
+    return [line.strip() for line in text.splitlines() if line.strip() and line[0] != "#"]
+
+
+def _final_stage(name: str) -> list[str]:
+    lines = _logical_lines(name)
     start = max(i for i, line in enumerate(lines) if line.startswith("FROM "))
     return lines[start:]
 
@@ -30,8 +36,21 @@ def _instruction(lines: list[str], keyword: str) -> list[str]:
     return [line.split(" ", 1)[1] for line in lines if line.startswith(keyword + " ")]
 
 
-def _project() -> dict[str, object]:
-    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]  # type: ignore[no-any-return]
+def _pyproject(folder: Path) -> dict[str, object]:
+    return tomllib.loads((folder / "pyproject.toml").read_text())  # type: ignore[no-any-return]
+
+
+def _worker_project() -> dict[str, object]:
+    return _pyproject(REPO / "runtime")["project"]  # type: ignore[return-value]
+
+
+def _image_env(name: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for line in _instruction(_final_stage(name), "ENV"):
+        for item in shlex.split(line):
+            key, value = item.split("=", 1)
+            env[key] = value
+    return env
 
 
 @pytest.mark.parametrize("name", DOCKERFILES)
@@ -46,39 +65,87 @@ def test_the_image_user_is_the_pods_run_as_user(name: str) -> None:
 def test_the_entrypoint_is_the_worker_console_script(name: str) -> None:
     stage = _final_stage(name)
     assert _instruction(stage, "ENTRYPOINT") == ['["vf-worker"]']
-    scripts = _project()["scripts"]
-    assert isinstance(scripts, dict)
-    assert scripts["vf-worker"] == "vf_runtime.worker:main"
-    assert scripts["vf-provision"] == "vf_runtime.provision:main"  # the provision Job's command
+    scripts = _worker_project()["scripts"]
+    assert scripts == {
+        "vf-worker": "vf_runtime.worker:main",
+        "vf-provision": "vf_runtime.provision:main",  # the provision Job's command
+    }
 
 
 @pytest.mark.parametrize("name", DOCKERFILES)
 def test_the_image_exposes_the_health_port(name: str) -> None:
     stage = _final_stage(name)
     assert _instruction(stage, "EXPOSE") == [str(HEALTH_PORT)]
-    assert f"VF_HEALTH_PORT={HEALTH_PORT}" in _instruction(stage, "ENV")
+    assert _image_env(name)["VF_HEALTH_PORT"] == str(HEALTH_PORT)
+
+
+def test_image_env_is_the_dockerfiles_final_stage_env() -> None:
+    assert _image_env("Dockerfile") == dict(IMAGE_ENV)
+
+
+def test_the_gpu_image_env_adds_only_cuda_and_path_settings() -> None:
+    gpu = _image_env("Dockerfile.gpu")
+    extra = {key for key in gpu if key not in IMAGE_ENV}
+    assert extra == {"PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}
+    assert {key: gpu[key] for key in IMAGE_ENV} == dict(IMAGE_ENV)
 
 
 @pytest.mark.parametrize("name", DOCKERFILES)
 def test_every_copied_path_exists_in_the_repository(name: str) -> None:
-    text = (REPO / "docker" / name).read_text()
-    for line in text.splitlines():
-        match = re.match(r"COPY (?!--from)(\S+) ", line)
-        if match:
-            assert (REPO / match.group(1)).exists(), match.group(1)
+    copies = [shlex.split(line)[:-1] for line in _instruction(_logical_lines(name), "COPY")]
+    sources = [s for words in copies if not words[0].startswith("--from") for s in words]
+    assert sources, "no COPY from the build context"
+    for source in sources:
+        if not source.startswith("--"):
+            assert (REPO / source).exists(), source
 
 
-def test_runtime_requirements_are_exactly_the_runtime_dependencies_in_range() -> None:
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_the_wheel_stage_copies_what_the_worker_build_reads(name: str) -> None:
+    copied = " ".join(_instruction(_logical_lines(name), "COPY"))
+    build = _pyproject(REPO / "runtime")["tool"]["hatch"]  # type: ignore[index]
+    needed = ["runtime/pyproject.toml"]
+    needed += [f"runtime/{p}" for p in build["build"]["targets"]["wheel"]["packages"]]
+    needed += [
+        str(Path("runtime", source)).replace("runtime/../", "")
+        for source in build["build"]["targets"]["wheel"]["force-include"]
+    ]
+    for path in needed:
+        assert path in copied.split(), path
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_the_image_installs_the_worker_distribution_with_the_shared_pins(name: str) -> None:
+    run = " ".join(_instruction(_final_stage(name), "RUN"))
+    install = f"pip install --constraint /tmp/{CONSTRAINTS_NAME} /tmp/wheels/vf_gitops_worker-*.whl"
+    assert install in run
+    assert 'rm -rf "$site/vf"' not in run and "/bin/vf " not in run  # nothing is deleted
+    assert _instruction(_final_stage(name), "COPY")[0].startswith(f"docker/{CONSTRAINTS_NAME} ")
+    assert "from vf import Producer" in run  # node modules' import is checked at build
+
+
+def test_worker_pins_are_exactly_the_worker_dependencies_in_range() -> None:
     declared = {
         Requirement(item).name: Requirement(item)
-        for item in _project()["dependencies"]  # type: ignore[attr-defined]
+        for item in _worker_project()["dependencies"]  # type: ignore[attr-defined]
     }
+    assert set(declared) == RUNTIME_DEPENDENCIES
     pinned = [
         Requirement(line)
-        for line in (REPO / "docker" / "requirements-runtime.txt").read_text().splitlines()
+        for line in (REPO / "docker" / CONSTRAINTS_NAME).read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
     assert {r.name for r in pinned} == RUNTIME_DEPENDENCIES
     for requirement in pinned:
         (version,) = [s.version for s in requirement.specifier]
         assert declared[requirement.name].specifier.contains(version), requirement
+
+
+def test_the_full_distribution_declares_the_worker_dependencies_alike() -> None:
+    full = {
+        Requirement(item).name: Requirement(item).specifier
+        for item in _pyproject(REPO)["project"]["dependencies"]  # type: ignore[index]
+    }
+    for item in _worker_project()["dependencies"]:  # type: ignore[attr-defined]
+        requirement = Requirement(item)
+        assert full[requirement.name] == requirement.specifier, requirement.name

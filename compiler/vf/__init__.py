@@ -29,8 +29,20 @@ def __getattr__(name: str) -> Any:
     # ``component`` pulls in descriptor validation; load it only when a graph uses it,
     # so that ``vf --version`` and plain graphs start fast.
     if name == "component":
-        from vf.components import component
-
+        try:
+            from vf.components import component
+        except ModuleNotFoundError as exc:
+            if exc.name != "vf.components":
+                raise
+            # The worker-only distribution (vf-gitops-worker) ships this file and
+            # vf_runtime, not the compiler: say so instead of a bare import error.
+            raise ImportError(
+                "vf.component is part of the compiler, which this installation does not "
+                "hold (it is the worker-only distribution vf-gitops-worker): declare "
+                "components in graph modules and compile them where vf-gitops is installed "
+                "(pip install vf-gitops)",
+                name="vf.components",
+            ) from None
         return component
     raise AttributeError(f"module 'vf' has no attribute {name!r}")
 
