@@ -199,7 +199,8 @@ def _start_services(plan: Plan, *, request: RunLocalRequest, stack: ExitStack) -
         ) from exc
     for server in started:
         stack.callback(server.stop)
-        out.write(f"[vf] started {server.name} at {server.url}\n")
+        binary = f" ({server.binary.describe()})" if server.binary else ""
+        out.write(f"[vf] started {server.name} at {server.url}{binary}\n")
     by_name = {s.name: s.url for s in started}
     urls["VF_NATS_URL"] = request.nats_url or by_name["nats-server"]
     redis = request.redis_url or by_name.get("redis-server")

