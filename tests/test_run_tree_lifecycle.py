@@ -272,3 +272,23 @@ def test_two_flows_in_one_namespace_run_side_by_side(cluster: Cluster, tmp_path:
     finish(cluster)
     for name, sink in sinks.items():
         assert report(name, applied(sink, tag=name), COUNT) == (COUNT, 0, 0)
+
+
+def test_deleting_a_running_flow_at_once_stops_every_process_promptly(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """``kubectl delete -k`` removes the broker and the workers together: a worker must
+    not spend its grace period on lookups a gone broker never answers."""
+    tree = compile_tree(
+        "live.py", tmp_path / "tree", config=config(tmp_path), out="/results/s.jsonl"
+    )
+    assert apply(cluster, tree, app="live", mode="kubectl", renderer="kustomize") == []
+    assert cluster.run_until(lambda: workloads_done(cluster, batch=False), timeout=60)
+    workers = [p for p in cluster.pods() if p.labels.get("vf.dev/node")]
+    started = time.monotonic()
+    cluster.delete_app("live", by_waves=False, timeout=40)
+    took = time.monotonic() - started
+    codes = [c.exit_code for p in workers for c in p.containers]
+    print(f"delete of {len(workers)} workers and the broker took {took:.1f}s, exits {codes}")
+    assert cluster.idle() and took < 10
+    assert all(code == 0 for code in codes)  # each stopped cleanly, none killed

@@ -18,6 +18,7 @@ import functools
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ from vf_runtime.wire import DATA, EOS, Envelope, WireError, decode_envelope
 log = logging.getLogger("vf.worker")
 EOS_MISMATCH_WAIT = 30.0  # drained, a marker's count contradicted and nothing arriving
 HOLD_SECONDS = 0.1
+EOS_LOOKUP_TIMEOUT = 2.0  # one marker lookup; the next poll asks again
 SMOOTHING = 0.2
 
 
@@ -391,6 +393,7 @@ class EndOfStream:
         self.config = config
         self.names = config.names
         self.inputs = inputs
+        self.stopping: Callable[[], bool] = lambda: False
         self.missing = {
             (parent, replica)
             for parent in config.parents
@@ -469,10 +472,14 @@ class EndOfStream:
     async def poll(self) -> None:
         """Look up the last marker of every parent replica still missing one."""
         for parent, replica in sorted(self.missing):
+            if self.stopping():  # a stop must not wait on lookups a gone broker never answers
+                return
             stream = self.names.stream(parent)
             subject = self.names.eos_subject(parent, replica=replica)
             try:
-                raw = await self.js.get_last_msg(stream, subject)
+                raw = await asyncio.wait_for(
+                    self.js.get_last_msg(stream, subject), timeout=EOS_LOOKUP_TIMEOUT
+                )
             except NotFoundError:
                 continue
             except Exception as exc:

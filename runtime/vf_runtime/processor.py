@@ -100,6 +100,7 @@ class ProcessorLoop:
         self.stop = stop
         self.settler.stopping = stop.is_set
         self.runner.stopping = stop.is_set
+        eos.stopping = stop.is_set
         try:
             return await self._loop(stop, eos)
         finally:

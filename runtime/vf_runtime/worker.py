@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import importlib
 import logging
@@ -44,6 +45,7 @@ from vf_runtime.signature import arity_problem
 from vf_runtime.topology import dlq_config, eos_anchor_config, stream_config
 
 log = logging.getLogger("vf.worker")
+STOP_GRACE = 20.0  # below Kubernetes' default terminationGracePeriodSeconds (30)
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_BROKER, EXIT_STOPPED = 0, 1, 2, 3, 4
 KIND_CLASSES: dict[str, type[Node]] = {
     "producer": Producer,
@@ -399,7 +401,7 @@ async def run_worker(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, worker.stop.set)
+            loop.add_signal_handler(sig, functools.partial(_stop_within, worker, loop, env))
     try:
         return await worker.run()
     except BrokerError as exc:
@@ -418,6 +420,25 @@ async def run_worker(
     except Exception:
         log.exception("worker failed")
         return EXIT_FAILED
+
+
+def _stop_within(worker: Worker, loop: asyncio.AbstractEventLoop, env: Mapping[str, str]) -> None:
+    """Stop cleanly, but exit within the stop grace even if the broker or store is gone and
+    in-flight work cannot settle: it was not acked, so it is delivered again (STOP-6)."""
+    if worker.stop.is_set():
+        return
+    worker.stop.set()
+    try:
+        grace = float(env.get("VF_STOP_GRACE_SECONDS", STOP_GRACE))
+    except ValueError:
+        grace = STOP_GRACE
+
+    def give_up() -> None:
+        log.warning("stop grace of %gs exceeded; exiting with unsettled work unacked", grace)
+        logging.shutdown()
+        os._exit(worker._stopped_code())
+
+    loop.call_later(grace, give_up)
 
 
 def main() -> None:
