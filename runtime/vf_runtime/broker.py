@@ -12,7 +12,7 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,7 +20,7 @@ import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, StreamConfig
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
 from vf_runtime.naming import RunNames
 from vf_runtime.redact import redact
@@ -173,8 +173,36 @@ def _owner_differences(want: dict[str, str] | None, have: dict[str, str] | None)
     ]
 
 
+API_PATIENCE = 60.0  # a JetStream cluster still electing its leaders answers within this
+_TRANSIENT = (nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
+
+
+async def patiently(call: Callable[[], Awaitable[None]], *, what: str) -> None:
+    """Run an idempotent JetStream API step, asking again while the broker cannot answer yet
+    (a starting cluster times out or says it is unavailable); a named error after that."""
+    deadline, pause = time.monotonic() + API_PATIENCE, 0.5
+    while True:
+        try:
+            await call()
+            return
+        except _TRANSIENT as exc:
+            if time.monotonic() + pause > deadline:
+                raise BrokerError(
+                    "VF_BROKER_API",
+                    f"JetStream did not answer for {what} within {API_PATIENCE:g}s ({exc!r})",
+                ) from exc
+            log.info("JetStream not answering yet for %s (%r); asking again", what, exc)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     """Create the stream, or check an existing one matches; raise with the differences."""
+    assert config.name is not None
+    await patiently(lambda: _ensure_stream(js, config), what=f"stream {config.name}")
+
+
+async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     assert config.name is not None
     try:
         info = await js.stream_info(config.name)
@@ -194,6 +222,11 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
 
 async def ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
     """Create the durable, or check it; raise credit and ack wait to what this run needs."""
+    what = f"durable {config.durable_name} on {stream}"
+    await patiently(lambda: _ensure_consumer(js, stream, config), what=what)
+
+
+async def _ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
     durable = config.durable_name
     assert durable is not None
     try:

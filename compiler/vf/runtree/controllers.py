@@ -77,6 +77,22 @@ class Controller:
         for pod in self.pods:
             pod.terminate(now)
 
+    @property
+    def replicas(self) -> int:
+        return int(self.spec.get("replicas", 1))
+
+    def ready_current(self) -> int:
+        """Ready pods made from the current template."""
+        current = template_hash(self.obj)
+        return sum(1 for p in self.live() if p.revision == current and p.ready)
+
+    def advance(self, now: float) -> str:
+        """Forget pods that are gone, advance the others; the current template's hash."""
+        self.reap()
+        for pod in self.pods:
+            pod.tick(now)
+        return template_hash(self.obj)
+
     def healthy(self) -> bool:
         raise NotImplementedError
 
@@ -182,19 +198,12 @@ class DeploymentController(Controller):
 
     def healthy(self) -> bool:
         current = template_hash(self.obj)
-        ready = [p for p in self.live() if p.revision == current and p.ready]
-        old = [p for p in self.pods if p.revision != current]
-        return len(ready) >= self.replicas and not old
-
-    @property
-    def replicas(self) -> int:
-        return int(self.spec.get("replicas", 1))
+        return self.ready_current() >= self.replicas and all(
+            p.revision == current for p in self.pods
+        )
 
     def tick(self, now: float) -> None:
-        self.reap()
-        for pod in self.pods:
-            pod.tick(now)
-        current = template_hash(self.obj)
+        current = self.advance(now)
         new = [p for p in self.live() if p.revision == current]
         old = [p for p in self.live() if p.revision != current]
         strategy = self.spec.get("strategy") or {}
@@ -236,19 +245,10 @@ class StatefulSetController(Controller):
     """A StatefulSet: stable ordinals and claims, Parallel/OrderedReady, rolling updates."""
 
     def healthy(self) -> bool:
-        current = template_hash(self.obj)
-        ready = [p for p in self.live() if p.revision == current and p.ready]
-        return len(ready) >= self.replicas
-
-    @property
-    def replicas(self) -> int:
-        return int(self.spec.get("replicas", 1))
+        return self.ready_current() >= self.replicas
 
     def tick(self, now: float) -> None:
-        self.reap()
-        for pod in self.pods:
-            pod.tick(now)
-        current = template_hash(self.obj)
+        current = self.advance(now)
         ordered = self.spec.get("podManagementPolicy", "OrderedReady") == "OrderedReady"
         present = {p.index: p for p in self.pods}
         for ordinal in range(self.replicas):
