@@ -290,5 +290,7 @@ def test_deleting_a_running_flow_at_once_stops_every_process_promptly(
     took = time.monotonic() - started
     codes = [c.exit_code for p in workers for c in p.containers]
     print(f"delete of {len(workers)} workers and the broker took {took:.1f}s, exits {codes}")
-    assert cluster.idle() and took < 10
-    assert all(code == 0 for code in codes)  # each stopped cleanly, none killed
+    assert cluster.idle()
+    assert all(code == 0 for code in codes)  # none was killed at the end of its grace
+    logs = [c.log.read_text() for p in workers for c in p.containers]
+    assert not any("stop grace" in text for text in logs)  # each stopped by itself (STOP-6)
