@@ -21,9 +21,10 @@ from typing import Any
 from vf.runtree.controllers import CONTROLLERS, Controller, template_hash
 from vf.runtree.images import ImageResolver, pod_template
 from vf.runtree.manifests import key
-from vf.runtree.network import AddressBook, ServiceProxies, dns_names, env_links, free_port
+from vf.runtree.network import AddressBook, ServiceProxies, dns_names, env_links
 from vf.runtree.pods import Pod
 from vf.runtree.podspec import Sources, decoded_secret
+from vf_runtime.localinfra import free_port
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]

@@ -13,7 +13,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -82,9 +82,14 @@ def image_context(tree: TreeEnvironment, *, app: Path, log: Callable[[str], None
 
 
 def prepare(
-    request: RunTreeRequest, *, log: Callable[[str], None]
+    request: RunTreeRequest,
+    *,
+    log: Callable[[str], None],
+    secrets: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[TreeEnvironment, ImageResolver]:
-    """Render, check every image has a local equivalent; raise before anything starts."""
+    """Render, check every Secret and image the pods need; raise before anything starts.
+    ``secrets`` are those of ``--secrets`` (read from ``request.secrets`` when None)."""
+    secrets = read_secrets(request.secrets) if secrets is None else secrets
     tree = render(request.tree, env=request.env, renderer=request.renderer)
     app = request.app or Path.cwd()
     if not app.is_dir():
@@ -93,10 +98,10 @@ def prepare(
             f"--app {app} is not a directory",
             "pass the project folder the image copies to /app (where the node modules are)",
         )
-    given = {
+    given: dict[str, Mapping[str, str]] = {
         o["metadata"]["name"]: decoded_secret(o) for o in tree.objects if o["kind"] == "Secret"
     }
-    given.update(read_secrets(request.secrets))
+    given.update(secrets)
     templates = [
         (f"{o['kind'].lower()}/{o['metadata']['name']}", (pod_template(o) or {}).get("spec") or {})
         for o in tree.objects
@@ -191,13 +196,14 @@ def run_tree(request: RunTreeRequest) -> int:
     def log(text: str) -> None:
         print(text, file=out, flush=True)
 
-    tree, resolver = prepare(request, log=log)
+    secrets = read_secrets(request.secrets)
+    tree, resolver = prepare(request, log=log, secrets=secrets)
     batch = tree.plan["flow_type"] == "batch"
     for line in not_emulated(tree.objects):
         log(f"not emulated: {line}")
     run_dir = request.run_dir or Path(tempfile.mkdtemp(prefix="vf-run-tree-"))
     cluster = Cluster(ClusterOptions(run_dir=run_dir, backoff_base=request.backoff, log=log))
-    cluster.extra_secrets = read_secrets(request.secrets)
+    cluster.extra_secrets = {k: dict(v) for k, v in secrets.items()}
     code = EXIT_INTERRUPTED
     previous = signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as Ctrl-C does
     try:
@@ -235,6 +241,3 @@ def run_tree(request: RunTreeRequest) -> int:
     label = f"flow {tree.plan['flow_id']} ({tree.env}, {request.renderer})"
     log(f"{label}: {verdict.get(code, code)} (exit {code})")
     return code
-
-
-__all__: Sequence[str] = ("RunTreeRequest", "run_tree")

@@ -9,14 +9,14 @@ Any other image has no local equivalent and is refused by name.
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vf.errors import EnvironmentProblem, Problem, VfError
+from vf_runtime.components import ComponentSpec
 from vf_runtime.localinfra import MissingTool, nats_server_binary, redis_server_binary
 
 Obj = dict[str, Any]
@@ -90,35 +90,32 @@ def _server(role: str, image: str) -> LocalImage:
     )
 
 
-def find_descriptors(app_dir: Path) -> dict[str, Path]:
-    """Component ref (``name@sha256:…``) → descriptor path, for every descriptor under app."""
+def find_descriptors(app_dir: Path) -> dict[str, ComponentSpec]:
+    """Component ref (``name@sha256:…``) → spec, for every descriptor under ``app_dir``."""
+    from ruamel.yaml import YAML
+
     from vf.component_descriptor import build_spec
 
-    found: dict[str, Path] = {}
+    found: dict[str, ComponentSpec] = {}
     for path in sorted(app_dir.rglob("component.yaml")):
         if any(part.startswith(".") for part in path.relative_to(app_dir).parts):
             continue
         try:
-            from ruamel.yaml import YAML
-
             document = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
             spec = build_spec(document, directory=path.parent)
         except Exception:  # an unrelated or broken file is simply not a match
             continue
-        found[spec.ref] = path
+        found[spec.ref] = spec
     return found
 
 
 def _component(workload: Obj, image: str, ctx: ImageContext) -> LocalImage:
-    from ruamel.yaml import YAML
-
-    from vf.component_descriptor import build_spec
     from vf.local_components import local_command
 
     ref = workload["component"]["ref"]
-    path = find_descriptors(ctx.app_dir).get(ref)
+    spec = find_descriptors(ctx.app_dir).get(ref)
     where = f"node '{workload['node']}' ({ref})"
-    if path is None:
+    if spec is None:
         raise VfError(
             "VF_RUN_TREE_COMPONENT",
             f"{where}: no component.yaml under {ctx.app_dir} has this digest",
@@ -126,9 +123,6 @@ def _component(workload: Obj, image: str, ctx: ImageContext) -> LocalImage:
             "if the descriptor changed since",
             where,
         )
-    spec = build_spec(
-        YAML(typ="safe").load(path.read_text(encoding="utf-8")), directory=path.parent
-    )
     argv = local_command(spec)
     if argv is None:
         raise VfError(
@@ -136,7 +130,7 @@ def _component(workload: Obj, image: str, ctx: ImageContext) -> LocalImage:
             f"{where}: the component has no runtime.localCommand, so image {image!r} has no "
             "local equivalent",
             "add runtime.localCommand to the component's descriptor",
-            str(path),
+            str(Path(spec.directory) / "component.yaml"),
         )
     command = tuple(a.replace(sys.executable, str(ctx.worker_python)) for a in argv)
     base = _worker(image, ctx)
@@ -225,10 +219,3 @@ def containers_of(obj: Obj) -> list[tuple[Obj, str | None]]:
     node = labels.get("vf.dev/node")
     items = list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
     return [(c, node) for c in items if isinstance(c, dict)]
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
-
-
-LogFn = Callable[[str], None]

@@ -14,6 +14,7 @@ from vf.runtree.podspec import (
     Sources,
     Translator,
     container_env,
+    expand,
     materialize_volumes,
     mount_paths,
     write_config_volumes,
@@ -109,8 +110,6 @@ def _container(
     translate = Translator(paths, cluster._book(meta.namespace).rewrite)
     # The image's own variables already hold local paths; translate only what the pod set.
     env = {k: v if image.env.get(k) == v else translate(v) for k, v in env.items()}
-    from vf.runtree.podspec import expand
-
     command = [translate(expand(str(a), env)) for a in container.get("command") or []]
     args = [translate(expand(str(a), env)) for a in container.get("args") or []]
     numbers = {int(p["containerPort"]) for p in container.get("ports") or []}
@@ -152,7 +151,7 @@ def build_pod(cluster: Cluster, controller: Controller, *, index: int | None) ->
     sources = cluster._sources(meta.namespace, links=links)
     where = f"{controller.kind.lower()}/{controller.name}"
     folders, deferred = materialize_volumes(
-        spec, pod_dir=pod_dir, sources=sources, claims=_claims(controller, index), where=where
+        spec, pod_dir=pod_dir, sources=sources, claims=_claims(controller, index)
     )
     node = meta.labels.get("vf.dev/node")
     ctx = (meta, sources, folders, pod_dir, app)

@@ -15,20 +15,14 @@ import asyncio
 import contextlib
 import itertools
 import re
-import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from vf_runtime.localinfra import free_port
+
 LOOPBACK = "127.0.0.1"
 CLUSTER_DOMAIN = "cluster.local"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def dns_names(name: str, namespace: str, *, under: str | None = None) -> list[str]:

@@ -245,7 +245,7 @@ def _volume_data(
 
 
 def materialize_volumes(
-    pod_spec: Obj, *, pod_dir: Path, sources: Sources, claims: Mapping[str, str], where: str
+    pod_spec: Obj, *, pod_dir: Path, sources: Sources, claims: Mapping[str, str]
 ) -> tuple[dict[str, Path], list[tuple[str, Obj]]]:
     """Volume name → local folder, and the (volume, config) pairs to write after translation."""
     folders: dict[str, Path] = {}
@@ -263,7 +263,6 @@ def materialize_volumes(
                 deferred.append((name, volume))
     for template_name, claim in claims.items():
         folders.setdefault(template_name, sources.claim_dir(claim))
-    del where
     return folders, deferred
 
 
