@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -229,26 +230,37 @@ def _processes_mentioning(marker: str) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_an_interrupt_stops_everything_it_started(
     trees: dict[str, Path], tmp_path: Path, sig: signal.Signals
 ) -> None:
+    """Every signal, SIGKILL included (the run's guardian then ends what vf started),
+    leaves no process and no run directory behind."""
     _need_tools("kustomize")
     app = tmp_path / "cameras-app"  # a unique PYTHONPATH marks every worker it starts
     shutil.copytree(EXAMPLES / "realtime_cameras", app)
-    run_dir = tmp_path / "run"
-    env = {**os.environ, "PATH": _tools_path()}
+    scratch = tmp_path / "tmp"  # the default run directory is made under TMPDIR
+    scratch.mkdir()
+    env = {**os.environ, "PATH": _tools_path(), "TMPDIR": str(scratch)}
     command = [*VF, "run-tree", str(trees["realtime_cameras"]), "--env", "dev"]
-    command += ["--app", str(app), "--for", "120", "--backoff", "1", "--run-dir", str(run_dir)]
+    command += ["--app", str(app), "--for", "120", "--backoff", "1"]
     with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as proc:
         assert proc.stderr is not None
         for line in proc.stderr:
             if "holding" in line:
                 break
-        running = _processes_mentioning(str(app)) + _processes_mentioning(str(run_dir))
+        running = _processes_mentioning(str(app)) + _processes_mentioning(str(scratch))
         assert len(running) >= 8  # nats-server and every worker replica
         proc.send_signal(sig)
         rest = proc.stderr.read()
-        assert proc.wait(timeout=90) == 130, rest[-2000:]
-    assert "every process stopped" in rest
-    assert _processes_mentioning(str(app)) == [] and _processes_mentioning(str(run_dir)) == []
+        code = proc.wait(timeout=90)
+    if sig == signal.SIGKILL:
+        assert code == -signal.SIGKILL
+    else:
+        assert code == 130, rest[-2000:]
+        assert "every process stopped" in rest
+    deadline = time.monotonic() + 20
+    while _processes_mentioning(str(scratch)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_mentioning(str(app)) == [] and _processes_mentioning(str(scratch)) == []
+    assert list(scratch.iterdir()) == []

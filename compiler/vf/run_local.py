@@ -3,8 +3,12 @@
 One subprocess per replica, each with the environment its pod would get, against
 an embedded ``nats-server -js`` and ``redis-server`` (started here on free
 loopback ports unless URLs are given), supervised with the Jobs' restart budget.
-Exit codes: 0 the flow finished with every item processed, 4 nodes were lost, 5 the
-flow stalled, 6 the flow finished but dead-lettered items (the final lines name them per
+Everything it starts joins the process group of a guardian (vf_runtime.guardian), so a
+SIGTERM, SIGHUP or Ctrl-C at any moment, or even a SIGKILL of vf, leaves no server, worker
+or run directory behind.
+
+Exit codes: 0 the flow finished with every item processed, 4 nodes were lost, 5 the flow
+stalled, 6 the flow finished but dead-lettered items (the final lines name them per
 node, with their first reasons, and where a copy is kept), 7 a BATCH flow was stopped
 before its work was done, 130 interrupted (after a clean stop); environment problems are
 errors with code 3 (also when the run's dead letters cannot be read back).
@@ -16,10 +20,12 @@ import asyncio
 import json
 import os
 import secrets
+import signal
 import sys
 import tempfile
-from collections.abc import Mapping
-from contextlib import ExitStack
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -34,6 +40,7 @@ from vf.pipeline import CompileRequest, compile_project
 from vf.planir import Plan
 from vf_runtime.broker import BrokerError, announce_stop
 from vf_runtime.deadletters import DeadLetterReport, read_dead_letters, write_dead_letters
+from vf_runtime.guardian import Guardian
 from vf_runtime.localinfra import LocalServer, MissingTool, free_port, start_nats, start_redis
 from vf_runtime.naming import RunNames, token
 from vf_runtime.provision import RunTopology, provision_run
@@ -181,16 +188,18 @@ def _replicas(
     return specs
 
 
-def _start_services(plan: Plan, *, request: RunLocalRequest, stack: ExitStack) -> dict[str, str]:
+def _start_services(
+    plan: Plan, *, request: RunLocalRequest, stack: ExitStack, guardian: Guardian
+) -> dict[str, str]:
     out = request.output
     urls: dict[str, str] = {}
     started: list[LocalServer] = []
+    workdir, group = guardian.directory, guardian.group
     try:
-        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vf-run-")))
         if request.nats_url is None:
-            started.append(start_nats(workdir / "nats"))
+            started.append(start_nats(workdir / "nats", group=group))
         if request.redis_url is None and needs_payload_store(plan):
-            started.append(start_redis(workdir / "redis"))
+            started.append(start_redis(workdir / "redis", group=group))
     except (MissingTool, RuntimeError) as exc:
         for server in started:
             server.stop()
@@ -226,8 +235,10 @@ def run_local(request: RunLocalRequest) -> int:
     launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
     out = request.output
     generation = request.generation or fresh_generation()
-    with ExitStack() as stack:
-        urls = _start_services(plan, request=request, stack=stack)
+    with _stopped_by_signals(), ExitStack() as stack:
+        guardian = _guardian()  # first: whatever starts next dies with this run
+        stack.callback(guardian.close)
+        urls = _start_services(plan, request=request, stack=stack, guardian=guardian)
         nats_url = urls["VF_NATS_URL"]
         try:
             topology = _topology(plan, generation)
@@ -248,10 +259,38 @@ def run_local(request: RunLocalRequest) -> int:
             policy=_policy(plan),
             stall_seconds=request.stall_seconds,
             output=out,
+            group=guardian.group,
         )
         outcome = Supervisor(replicas, options).run()
         letters = _dead_letters(nats_url, names, plan=plan, request=request)
     return _finish(outcome, letters, out=out)
+
+
+def _guardian() -> Guardian:
+    try:
+        return Guardian.start()
+    except (OSError, RuntimeError) as exc:
+        raise EnvironmentProblem(
+            "VF_LOCAL_INFRA",
+            f"cannot start the run's guardian: {exc}",
+            "check that the temporary directory is writable (TMPDIR)",
+        ) from exc
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a CI cancel, ``timeout``, a closed terminal) stop the run the
+    way Ctrl-C does: workers in order, then the servers, then the run directory."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _dead_letters(

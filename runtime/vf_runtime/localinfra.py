@@ -140,15 +140,22 @@ def _wait_listening(server: LocalServer, log: Path) -> None:
     raise RuntimeError(f"{server.name} did not listen on port {server.port} in {START_TIMEOUT}s")
 
 
-def _spawn(command: list[str]) -> subprocess.Popen[bytes]:
-    # Its own session: a Ctrl-C aimed at vf must not kill the broker the workers
-    # still need while vf stops them in order.
+def _spawn(command: list[str], group: int | None) -> subprocess.Popen[bytes]:
+    # Never vf's own process group: a Ctrl-C aimed at vf must not kill the broker the
+    # workers still need while vf stops them in order. ``group``: a run's guardian's
+    # group (vf_runtime.guardian), else a session of its own.
     return subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=group is None,
+        process_group=group,
     )
 
 
-def start_nats(directory: Path, *, port: int | None = None) -> LocalServer:
+def start_nats(
+    directory: Path, *, port: int | None = None, group: int | None = None
+) -> LocalServer:
     """``nats-server -js`` on 127.0.0.1 with its store under ``directory``."""
     port = port or free_port()
     directory.mkdir(parents=True, exist_ok=True)
@@ -166,13 +173,15 @@ def start_nats(directory: Path, *, port: int | None = None) -> LocalServer:
         "-l",
         str(log),
     ]
-    process = _spawn(command)
+    process = _spawn(command, group)
     server = LocalServer("nats-server", f"nats://127.0.0.1:{port}", port, process, binary)
     _wait_listening(server, log)
     return server
 
 
-def start_redis(directory: Path, *, port: int | None = None) -> LocalServer:
+def start_redis(
+    directory: Path, *, port: int | None = None, group: int | None = None
+) -> LocalServer:
     """``redis-server`` on 127.0.0.1: append-only, never evicting (a payload store must not)."""
     port = port or free_port()
     directory.mkdir(parents=True, exist_ok=True)
@@ -195,7 +204,7 @@ def start_redis(directory: Path, *, port: int | None = None) -> LocalServer:
         "--logfile",
         str(log),
     ]
-    process = _spawn(command)
+    process = _spawn(command, group)
     server = LocalServer("redis-server", f"redis://127.0.0.1:{port}/0", port, process, binary)
     _wait_listening(server, log)
     return server

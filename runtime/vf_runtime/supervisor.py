@@ -59,6 +59,7 @@ class SuperviseOptions:
     stall_seconds: float | None = 120.0
     grace_seconds: float = 10.0  # after this, a child that ignores the stop gets SIGTERM
     output: TextIO = sys.stderr
+    group: int | None = None  # the process group workers join (a guardian's); None: own session
 
 
 @dataclass
@@ -108,7 +109,9 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 text=True,
                 errors="replace",
-                start_new_session=True,  # a Ctrl-C reaches vf, which stops workers in order
+                # never vf's group: a Ctrl-C reaches vf, which stops workers in order
+                start_new_session=self.options.group is None,
+                process_group=self.options.group,
             )
             assert child.process.stdout is not None
             for line in child.process.stdout:

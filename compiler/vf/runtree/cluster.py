@@ -24,6 +24,7 @@ from vf.runtree.manifests import key
 from vf.runtree.network import AddressBook, ServiceProxies, dns_names, env_links
 from vf.runtree.pods import Pod
 from vf.runtree.podspec import Sources, decoded_secret
+from vf_runtime.guardian import Guardian
 from vf_runtime.localinfra import free_port
 
 Obj = dict[str, Any]
@@ -42,6 +43,7 @@ class ClusterOptions:
     backoff_base: float = 10.0
     grace_cap: float | None = None
     log: Callable[[str], None] = print
+    guardian: Guardian | None = None  # ends every container's group if vf itself is killed
 
 
 @dataclass

@@ -9,16 +9,14 @@ everything it started). Bad input is exit 2, a missing tool exit 3.
 
 from __future__ import annotations
 
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from vf.errors import EXIT_INTERRUPTED, VfError
+from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem, VfError
 from vf.runtree.cluster import Cluster, ClusterOptions
 from vf.runtree.controllers import JobController
 from vf.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
@@ -26,6 +24,7 @@ from vf.runtree.manifests import TreeEnvironment, render
 from vf.runtree.notice import not_emulated
 from vf.runtree.podspec import decoded_secret, missing_secrets
 from vf.runtree.sync import sync
+from vf_runtime.guardian import Guardian
 
 Obj = dict[str, Any]
 EXIT_SYNC, EXIT_FAILED, EXIT_TIMEOUT = 1, 4, 5
@@ -190,6 +189,17 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _guardian() -> Guardian:
+    try:
+        return Guardian.start(prefix="vf-run-tree-")
+    except (OSError, RuntimeError) as exc:
+        raise EnvironmentProblem(
+            "VF_RUN_TREE_TOOL",
+            f"cannot start the run's guardian: {exc}",
+            "check that the temporary directory is writable (TMPDIR)",
+        ) from exc
+
+
 def run_tree(request: RunTreeRequest) -> int:
     out = request.output
 
@@ -201,11 +211,16 @@ def run_tree(request: RunTreeRequest) -> int:
     batch = tree.plan["flow_type"] == "batch"
     for line in not_emulated(tree.objects):
         log(f"not emulated: {line}")
-    run_dir = request.run_dir or Path(tempfile.mkdtemp(prefix="vf-run-tree-"))
-    cluster = Cluster(ClusterOptions(run_dir=run_dir, backoff_base=request.backoff, log=log))
+    guardian = _guardian()  # whatever starts next ends with this run, even on SIGKILL
+    run_dir = request.run_dir or guardian.directory
+    options = ClusterOptions(
+        run_dir=run_dir, backoff_base=request.backoff, log=log, guardian=guardian
+    )
+    cluster = Cluster(options)
     cluster.extra_secrets = {k: dict(v) for k, v in secrets.items()}
     code = EXIT_INTERRUPTED
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as Ctrl-C does
+    # SIGTERM and SIGHUP stop what we started, as Ctrl-C does
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         errors = sync(
             cluster, tree, resolver, mode=request.sync, app=str(tree.tree), timeout=request.timeout
@@ -229,9 +244,9 @@ def run_tree(request: RunTreeRequest) -> int:
             failure_logs(cluster, out)
     finally:
         cluster.shutdown()
-        signal.signal(signal.SIGTERM, previous)
-        if request.run_dir is None:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        guardian.close()  # removes its directory, the run's unless --run-dir named one
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     verdict = {
         0: "done",
         EXIT_SYNC: "sync refused",

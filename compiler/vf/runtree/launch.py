@@ -168,7 +168,9 @@ def build_pod(cluster: Cluster, controller: Controller, *, index: int | None) ->
     containers: list[Container] = []
     inits: list[Container] = []
     for item, launch, _ in built:
-        box = Container(launch=launch, log=pod_dir / f"{launch.name}.log")
+        box = Container(
+            launch=launch, log=pod_dir / f"{launch.name}.log", guardian=cluster.options.guardian
+        )
         box.probe_specs = {
             k: item[k] for k in ("readinessProbe", "livenessProbe", "startupProbe") if k in item
         }

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vf.runtree.podspec import ContainerLaunch
+from vf_runtime.guardian import Guardian
 
 Obj = dict[str, Any]
 RESTART_CAP = 300.0
@@ -107,6 +108,7 @@ class Container:
 
     launch: ContainerLaunch
     log: Path
+    guardian: Guardian | None = None  # ends this container's group if vf itself is killed
     process: subprocess.Popen[bytes] | None = None
     exit_code: int | None = None
     restarts: int = 0
@@ -134,6 +136,8 @@ class Container:
                 out.write(f"cannot start: {exc}\n".encode())
                 self.process, self.exit_code = None, 128
                 return
+        if self.guardian is not None:
+            self.guardian.adopt(self.process.pid)
         self.exit_code, self.started_at, self.restart_at = None, now, None
         local = {k: v for k, v in self.launch.ports.items()}
         self.probes = {k: Probe(k, spec, local, now) for k, spec in self.probe_specs.items()}
@@ -141,6 +145,8 @@ class Container:
     def poll(self) -> int | None:
         if self.process is not None and self.exit_code is None:
             self.exit_code = self.process.poll()
+            if self.exit_code is not None and self.guardian is not None:
+                self.guardian.release(self.process.pid)
         return self.exit_code
 
     @property

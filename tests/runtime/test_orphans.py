@@ -1,0 +1,105 @@
+"""No orphans: ``vf run-local`` with embedded servers, signalled at several moments.
+
+Each case starts the real command and sends one signal at one point: in the first half
+second, as soon as the run directory exists, once the broker is up, or while items
+flow. Then it looks at the whole machine: no process that inherited the case's marker
+variable may be alive, and the run directory under the case's own TMPDIR must be gone.
+SIGKILL gives vf no chance to clean up; the run's guardian must do it alone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.conftest import FLOWS, wait_until
+
+SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP, "SIGINT": signal.SIGINT}
+SIGNALS["SIGKILL"] = signal.SIGKILL
+POINTS = ("early", "run-dir", "broker-up", "flowing")
+REAP_SECONDS = 20.0
+
+
+def _marked(marker: str) -> list[str]:
+    """Command lines of live processes whose environment holds ``VF_ORPHAN_MARK=marker``."""
+    needle = f"VF_ORPHAN_MARK={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return found
+
+
+def _kill_marked(marker: str) -> None:
+    needle = f"VF_ORPHAN_MARK={marker}".encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "environ").read_bytes().split(b"\0"):
+                os.kill(int(entry.name), signal.SIGKILL)
+        except OSError:
+            continue
+
+
+def _reached(point: str, log: Path, scratch: Path) -> bool:
+    if point == "run-dir":  # the guardian made it; no server started yet, or just now
+        return any(p.name.startswith("vf-run-") for p in scratch.iterdir())
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return {
+        "broker-up": "[vf] started nats-server" in text,
+        "flowing": "[vf] progress:" in text,
+    }[point]
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("name", list(SIGNALS))
+def test_a_signalled_run_leaves_nothing_behind(tmp_path: Path, name: str, point: str) -> None:
+    marker = uuid.uuid4().hex
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    log = tmp_path / "run.log"
+    env = {
+        **os.environ,
+        "TMPDIR": str(scratch),
+        "VF_ORPHAN_MARK": marker,
+        "VF_TEST_OUT": str(tmp_path / "sink.jsonl"),
+        "VF_TEST_COUNT": "400",
+    }
+    command = [str(Path(sys.executable).with_name("vf")), "run-local", str(FLOWS / "paced.py")]
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    if point == "early":
+        time.sleep(0.5)
+    else:
+        wait_until(lambda: _reached(point, log, scratch), timeout=60, what=point)
+    process.send_signal(SIGNALS[name])
+    code = process.wait(timeout=60)
+    try:
+        wait_until(lambda: not _marked(marker), timeout=REAP_SECONDS, what="no process left")
+    finally:  # a failing case must not leave its servers running on the machine
+        _kill_marked(marker)
+    left = [p.name for p in scratch.iterdir() if p.name.startswith("vf-run-")]
+    print(f"[{name} at {point}] exit {code}, left: {left or 'nothing'}")
+    assert not left, log.read_text(errors="replace")[-3000:]
+    if name == "SIGKILL":
+        assert code == -signal.SIGKILL
+    elif point not in ("early", "run-dir"):
+        assert code == 130, log.read_text(errors="replace")[-3000:]
+        assert "interrupted" in log.read_text(errors="replace")
+    else:  # before vf installed its handlers the signal's default action ends it
+        assert code in (130, -SIGNALS[name]), log.read_text(errors="replace")[-3000:]
