@@ -141,6 +141,7 @@ class WorkerConfig:
     connect_timeout: float
     stream_replicas: int = 1
     generation: str = ""
+    eos_wait_seconds: float = 30.0  # EOS-6: a contradicted count's quiet wait
 
     @property
     def names(self) -> RunNames:
@@ -255,6 +256,7 @@ def load_worker_config(env: Mapping[str, str]) -> WorkerConfig:
         connect_timeout=r.number("VF_CONNECT_TIMEOUT_SECONDS", 30.0, minimum=1),
         stream_replicas=r.integer("VF_STREAM_REPLICAS", 1, minimum=1),
         generation=_generation(r),
+        eos_wait_seconds=r.number("VF_EOS_WAIT_SECONDS", 30.0, minimum=0),
     )
     if config.node_kind == "producer" and parents:
         r.problems.append("VF_PARENT_NAMES must be empty for a producer")

@@ -17,23 +17,20 @@ import contextlib
 import functools
 import hashlib
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
 from vf_runtime.broker import ensure_consumer, ensure_stream
 from vf_runtime.config import WorkerConfig
 from vf_runtime.constants import BATCH
 from vf_runtime.health import Metrics
-from vf_runtime.outputs import EXACT_HEADER, GENERATION_HEADER, LIFE_HEADER
+from vf_runtime.outputs import LIFE_HEADER
 from vf_runtime.protocol import publish_empty
 from vf_runtime.pull import PullFeed
+from vf_runtime.tally import Doubt, Pooled, Received, SharedTally, judge
 from vf_runtime.topology import (
     PREFETCH,
     ReaderSpec,
@@ -41,12 +38,10 @@ from vf_runtime.topology import (
     data_consumer_config,
     stream_config,
 )
-from vf_runtime.wire import DATA, EOS, Envelope, WireError, decode_envelope
+from vf_runtime.wire import DATA, Envelope, WireError, decode_envelope
 
 log = logging.getLogger("vf.worker")
-EOS_MISMATCH_WAIT = 30.0  # drained, a marker's count contradicted and nothing arriving
 HOLD_SECONDS = 0.1
-EOS_LOOKUP_TIMEOUT = 2.0  # one marker lookup; the next poll asks again
 SMOOTHING = 0.2
 
 
@@ -98,9 +93,22 @@ class Inputs:
         self.held: dict[int, Msg] = {}  # by id(): nats messages are unhashable
         self.feeds: list[PullFeed] = []
         self.tasks: list[asyncio.Task[None]] = []
-        # EOS-6: a replica that alone reads its durables counts what each parent replica
-        # sent it (stream sequences by publisher life), to check their markers' counts
-        self.counting = config.flow_type == BATCH and (config.nb_tasks == 1 or config.partitioned)
+        # EOS-6: a BATCH replica counts what each parent replica sent it (stream sequences
+        # by publisher life), to check their markers' counts; competing replicas pool
+        # their counts (EOS-8)
+        self.counting = config.flow_type == BATCH
+        shared = config.nb_tasks > 1 and not config.partitioned
+        self.pool = (
+            SharedTally(
+                self.js,
+                names=self.names,
+                child=config.node_name,
+                replica=config.replica_id,
+                replicas=config.nb_tasks,
+            )
+            if self.counting and shared
+            else None
+        )
         self.first_life = True  # no earlier life of this replica took from its durables
         self.tally: dict[tuple[str, int], dict[str, set[int]]] = {}
 
@@ -165,7 +173,10 @@ class Inputs:
             await ensure_consumer(
                 self.js, stream, data_consumer_config(self.names, self._spec(parent))
             )
-            if self.counting and await self._taken_before(parent):
+            if self.pool is not None:
+                if not await self.pool.start(parent):
+                    self.first_life = False
+            elif self.counting and await self._taken_before(parent):
                 self.first_life = False
             feed = PullFeed(
                 self.client,
@@ -209,31 +220,44 @@ class Inputs:
             and envelope.run_id == config.run_id
         )
 
-    def count_problem(
+    async def count_problem(
         self, parent: str, replica: int, *, claimed: int, life: str
-    ) -> tuple[str, bool] | None:
-        """Why a marker's count does not match what this replica received, or None; and
-        whether the doubt is one a quiet wait resolves (True) rather than a loss.
+    ) -> Doubt | None:
+        """Why a marker's count does not match what was received, or None.
 
-        Exact where this replica alone reads the durable, no earlier life of it took
-        messages and the parent replica published from the marker's life only. A marker
-        from a life that sent nothing, while another life sent data, is what a publisher
-        restarted with nothing left to do writes (and what a forger writes): it is taken
-        only after a quiet wait. Other restarted publishers count their own life only.
+        Exact where no earlier life of this replica (or, when competing replicas pool
+        their tallies, of any of them) took messages, and the parent replica published
+        from the marker's life only. A marker from a life that sent nothing, while
+        another life sent data, is what a publisher restarted with nothing left to do
+        writes (and what a forger writes): it is taken only after a quiet wait. Other
+        restarted publishers count their own life only.
         """
         if not self.counting or not self.first_life:
             return None
-        lives = self.tally.get((parent, replica), {})
-        others = set(lives) - {life}
-        if others and life in lives:
+        own = self.tally.get((parent, replica), {})
+        if self.pool is None:
+            return judge(own, claimed=claimed, life=life, who="this replica")
+        pooled = await self._pooled(parent)
+        if pooled.inexact:
             return None
-        if others:
-            sent = sum(len(lives[other]) for other in others)
-            return f"its marker is from a life that sent nothing, another sent {sent}", True
-        received = len(lives.get(life, ()))
-        if received == claimed:
-            return None
-        return f"its marker says {claimed} message(s), this replica received {received}", False
+        if pooled.unreadable:
+            received = sum(len(seqs) for seqs in own.values())
+            return Doubt("its siblings' counts could not be read yet", True, received)
+        lives = pooled.received.get(replica, {})
+        return judge(lives, claimed=claimed, life=life, who="its replicas together")
+
+    async def _pooled(self, parent: str) -> Pooled:
+        """This replica's tally for ``parent`` published, then every sibling's merged in."""
+        assert self.pool is not None
+        own: Received = {
+            replica: lives for (p, replica), lives in self.tally.items() if p == parent
+        }
+        try:
+            await self.pool.publish(parent, own)
+        except Exception as exc:  # the broker did not take it: the next poll tries again
+            log.debug("could not publish the tally for %s: %s", parent, exc)
+            return Pooled(unreadable=True)
+        return await self.pool.pooled(parent, own)
 
     async def _pull(self, feed: PullFeed) -> None:
         """Keep requests outstanding for the room this replica has."""
@@ -365,136 +389,3 @@ def _decode(msg: Msg, *, parent: str, reader: str) -> Delivery:
         return Delivery(parent, reader, msg, decode_envelope(msg.data), None)
     except WireError as exc:
         return Delivery(parent, reader, msg, None, exc)
-
-
-class EosMismatch(Exception):
-    """A parent replica's marker states a count this replica never received (EOS-6)."""
-
-    code = "VF_EOS_MISMATCH"
-
-
-class EndOfStream:
-    """Which parent replicas have published their terminator; read from the streams.
-
-    A marker is taken only when it is this run's (EOS-7) and, where ``inputs`` can
-    count exactly, when its count matches what was received (EOS-6).
-    """
-
-    def __init__(
-        self,
-        js: JetStreamContext,
-        *,
-        config: WorkerConfig,
-        inputs: Inputs | None = None,
-        bound: float = EOS_MISMATCH_WAIT,
-    ) -> None:
-        self.js = js
-        self.bound = bound
-        self.config = config
-        self.names = config.names
-        self.inputs = inputs
-        self.stopping: Callable[[], bool] = lambda: False
-        self.missing = {
-            (parent, replica)
-            for parent in config.parents
-            for replica in range(config.parent_replicas.get(parent, 1))
-        }
-        self.aborted: list[Envelope] = []
-        self.refused: set[tuple[str, int, int]] = set()  # (parent, replica, stream seq) logged
-        # parent replica -> (its problem, the count received, since when that count stands)
-        self.mismatched: dict[tuple[str, int], tuple[str, int, float]] = {}
-        self.doubtful: set[tuple[str, int]] = set()  # mismatches a quiet wait settles
-
-    @property
-    def done(self) -> bool:
-        return not self.missing
-
-    def check_mismatch(self) -> None:
-        """Raise when a marker's count has been contradicted, with nothing arriving from
-        that replica, for the bound (the caller checks its inputs drained)."""
-        now = time.monotonic()
-        for (parent, replica), (problem, _, since) in sorted(self.mismatched.items()):
-            doubtful = (parent, replica) in self.doubtful
-            if (parent, replica) in self.missing and not doubtful and now - since >= self.bound:
-                raise EosMismatch(
-                    f"'{self.config.node_name}' replica {self.config.replica_id}: the end of "
-                    f"stream of '{parent}' replica {replica} does not add up ({problem}) "
-                    f"after waiting {self.bound:g}s; items were lost or the marker is not genuine"
-                )
-
-    def _identity_problem(
-        self, envelope: Envelope, headers: dict[str, str], key: tuple[str, int]
-    ) -> str | None:
-        config = self.config
-        parent, replica = key
-        if (envelope.flow_id, envelope.run_id) != (config.flow_id, config.run_id):
-            return f"it belongs to flow {envelope.flow_id!r} run {envelope.run_id!r}"
-        if envelope.producer != parent or envelope.replica_id != replica:
-            return f"it names {envelope.producer!r} replica {envelope.replica_id}"
-        generation = headers.get(GENERATION_HEADER, "")
-        if config.generation and generation != config.generation:
-            return f"it is from generation {generation or '(none)'!r}"
-        return None
-
-    def _count_matches(
-        self, envelope: Envelope, headers: dict[str, str], key: tuple[str, int]
-    ) -> bool:
-        if envelope.type != EOS or self.inputs is None or headers.get(EXACT_HEADER) == "0":
-            return True  # a publisher whose publishes were ambiguous cannot count exactly
-        life = headers.get(LIFE_HEADER, "")
-        found = self.inputs.count_problem(key[0], key[1], claimed=envelope.seq, life=life)
-        if found is None:
-            self.mismatched.pop(key, None)
-            return True
-        problem, doubtful = found
-        total = sum(len(v) for v in self.inputs.tally.get(key, {}).values())
-        last = self.mismatched.get(key)
-        since = last[2] if last is not None and last[1] == total else time.monotonic()
-        self.mismatched[key] = (problem, total, since)
-        if doubtful:
-            self.doubtful.add(key)
-            if time.monotonic() - since >= self.bound:  # quiet long enough: the life is over
-                log.warning("end of stream of %s replica %d taken after a wait: %s", *key, problem)
-                return True
-        return False
-
-    def _accepted(
-        self, envelope: Envelope, headers: dict[str, str], key: tuple[str, int], seq: int
-    ) -> bool:
-        problem = self._identity_problem(envelope, headers, key)
-        if problem is None:
-            return self._count_matches(envelope, headers, key)
-        if (key[0], key[1], seq) not in self.refused:
-            self.refused.add((key[0], key[1], seq))
-            log.error("end-of-stream marker of %s replica %d refused: %s", *key, problem)
-        return False
-
-    async def poll(self) -> None:
-        """Look up the last marker of every parent replica still missing one."""
-        for parent, replica in sorted(self.missing):
-            if self.stopping():  # a stop must not wait on lookups a gone broker never answers
-                return
-            stream = self.names.stream(parent)
-            subject = self.names.eos_subject(parent, replica=replica)
-            try:
-                raw = await asyncio.wait_for(
-                    self.js.get_last_msg(stream, subject), timeout=EOS_LOOKUP_TIMEOUT
-                )
-            except NotFoundError:
-                continue
-            except Exception as exc:
-                log.debug("end-of-stream lookup on %s failed: %s", subject, exc)
-                continue
-            try:
-                envelope = decode_envelope(raw.data or b"")
-            except WireError as exc:
-                log.error("undecodable terminator on %s ignored: %s", subject, exc)
-                continue
-            if not self._accepted(
-                envelope, dict(raw.headers or {}), (parent, replica), raw.seq or 0
-            ):
-                continue
-            self.missing.discard((parent, replica))
-            if envelope.type != EOS:
-                self.aborted.append(envelope)
-            log.info("end of stream from %s replica %d", parent, replica)

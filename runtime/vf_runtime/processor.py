@@ -23,9 +23,10 @@ from typing import Any
 from vf_runtime.assembler import TraceAssembler
 from vf_runtime.blobstore import AppliedLog, BlobStore, PayloadMissing, Stopped
 from vf_runtime.config import WorkerConfig
+from vf_runtime.eos import EndOfStream
 from vf_runtime.groups import Group, GroupRunner
 from vf_runtime.health import Metrics
-from vf_runtime.inputs import Delivery, EndOfStream, Inputs, owns, partition_key
+from vf_runtime.inputs import Delivery, Inputs, owns, partition_key
 from vf_runtime.nodethread import NodeThread
 from vf_runtime.outputs import Publisher
 from vf_runtime.settle import Settler

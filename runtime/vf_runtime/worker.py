@@ -32,8 +32,9 @@ from vf_runtime.blobstore import AppliedLog, BlobStore
 from vf_runtime.broker import BrokerError, connect, ensure_consumer, ensure_stream
 from vf_runtime.config import ConfigError, WorkerConfig, load_worker_config
 from vf_runtime.constants import BATCH
+from vf_runtime.eos import EndOfStream, EosMismatch
 from vf_runtime.health import HealthServer, Metrics
-from vf_runtime.inputs import EndOfStream, EosMismatch, Inputs
+from vf_runtime.inputs import Inputs
 from vf_runtime.naming import token
 from vf_runtime.nodes import Consumer, Node, Processor, Producer
 from vf_runtime.nodethread import NodeThread
@@ -243,7 +244,9 @@ class Worker:
         if eos.done and await inputs.consumed_before():
             raise GenerationFinished(
                 f"replica {config.replica_id} of '{config.node_name}' already consumed every "
-                f"input of {where}: the Jobs were re-created unchanged"
+                f"input of {where}: the Jobs were re-created unchanged, or an earlier life of "
+                "this replica failed (a VF_EOS_MISMATCH among its dead letters says items "
+                "were lost)"
             )
 
     async def _outputs(self, client: Client) -> Publisher:
@@ -328,7 +331,11 @@ class Worker:
     async def _consume(
         self, loop: ProcessorLoop, eos: EndOfStream, publisher: Publisher | None
     ) -> int:
-        drained = await loop.run(self.stop, eos)
+        try:
+            drained = await loop.run(self.stop, eos)
+        except EosMismatch as exc:
+            await self._record_loss(exc)
+            raise
         if loop.fatal:
             return EXIT_FAILED
         if drained and publisher is not None:
@@ -379,6 +386,27 @@ class Worker:
         with contextlib.suppress(Exception):
             subject = self.names.dlq_control_subject()
             await self.control_js.publish(subject, msg.data, timeout=5.0, headers=headers)
+
+    async def _record_loss(self, exc: EosMismatch) -> None:
+        """Keep a lost-items verdict in the dead-letter stream (EOS-6): a restarted life
+        cannot count again, so without this record the loss would end in a success."""
+        if self.control_js is None:
+            return
+        config = self.config
+        headers = {
+            "Nats-Msg-Id": f"dlq:eos:{config.node_name}:r{config.replica_id}:{exc.parent_replica}",
+            "VF-Origin-Node": config.node_name,
+            "VF-Run-Id": config.run_id,
+            "VF-Generation": config.generation,
+            "VF-Code": exc.code,
+            "VF-Error": str(exc),
+            "VF-Disposition": "lost",
+        }
+        subject = self.names.dlq_subject(config.node_name)
+        try:
+            await self.control_js.publish(subject, b"", timeout=5.0, headers=headers)
+        except Exception as error:  # the exit code still says the replica failed
+            log.error("could not record the loss in the dead-letter stream: %s", error)
 
 
 async def run_worker(

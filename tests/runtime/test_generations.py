@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import nats
+import pytest
 
 from tests.runtime.conftest import (
     FLOWS,
@@ -193,17 +194,25 @@ def _forge_markers(url: str, *, plan_flow: str, run_id: str, generation: str) ->
     asyncio.run(publish())
 
 
+@pytest.mark.parametrize("replicas", [1, 2])
 def test_a_forged_end_of_stream_marker_does_not_end_a_reader_early(
-    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer, replicas: int
 ) -> None:
+    """With one scale replica it counts alone (EOS-6); with two competing replicas on one
+    durable they pool their counts (EOS-8)."""
     out, log = tmp_path / "sink.jsonl", tmp_path / "run.log"
     count = 16
-    env = {"VF_TEST_OUT": str(out), "VF_TEST_COUNT": str(count)}
+    generation = f"forged{replicas}"
+    env = {
+        "VF_TEST_OUT": str(out),
+        "VF_TEST_COUNT": str(count),
+        "VF_TEST_SCALE_REPLICAS": str(replicas),
+    }
     graph = str(FLOWS / "paced.py")
     script = (
         "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_server.url!r}, "
-        f"redis_url={redis_server.url!r}, stall_seconds=30, generation='forged1')))\n"
+        f"redis_url={redis_server.url!r}, stall_seconds=30, generation={generation!r})))\n"
     )
     with log.open("wb") as sink:
         process = subprocess.Popen(
@@ -214,11 +223,11 @@ def test_a_forged_end_of_stream_marker_does_not_end_a_reader_early(
         )
     wait_until(lambda: sum(_applied(out).values()) >= 3, timeout=60, what="3 applied items")
     run_id, _ = _identity(log.read_text())
-    _forge_markers(nats_server.url, plan_flow="paced", run_id=run_id, generation="forged1")
+    _forge_markers(nats_server.url, plan_flow="paced", run_id=run_id, generation=generation)
     run = finish_flow(process, log=log, timeout=90)
     applied = _applied(out)
     _report(
-        "forged-eos",
+        f"forged-eos, {replicas} scale replica(s)",
         delivered=len(applied),
         duplicated=sum(c - 1 for c in applied.values()),
         lost=count - len(applied),

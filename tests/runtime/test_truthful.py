@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import nats
+import pytest
 
 from tests.runtime.conftest import FLOWS, FlowRun, finish_flow, wait_until
 from vf_runtime.broker import announce_stop
@@ -137,3 +139,73 @@ def test_data_of_another_flow_on_this_runs_subject_is_dead_lettered_not_applied(
     assert run.code == 6, run.output[-4000:]
     assert "scale: 2 item(s) dead-lettered" in run.output
     assert "VF_FOREIGN_ENVELOPE" in run.output
+
+
+def _delete_one_before_it_is_read(url: str, names: RunNames) -> int:
+    """Wait for 'numbers' replica 0's marker, then delete its last data message from the
+    stream (no reader has started yet); returns the deleted stream sequence."""
+
+    async def act() -> int:
+        client = await nats.connect(url)
+        try:
+            js = client.jetstream()
+            stream = names.stream("numbers")
+            for _ in range(400):
+                try:
+                    await js.get_last_msg(stream, names.eos_subject("numbers", replica=0))
+                    break
+                except Exception:
+                    await asyncio.sleep(0.05)
+            last = await js.get_last_msg(stream, names.subject("numbers"))
+            await js.delete_msg(stream, last.seq)
+            return int(last.seq)
+        finally:
+            await client.close()
+
+    return asyncio.run(act())
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_an_item_lost_before_any_reader_got_it_fails_the_run_by_name(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer, replicas: int
+) -> None:
+    """The producer's marker counts 8; one of its messages is deleted from the stream
+    before a scale replica reads anything. Alone (EOS-6) or pooled over two competing
+    replicas (EOS-8), the readers fail by name, the loss is kept in the dead-letter
+    stream, and the run does not end in a success even after the restarts."""
+    count, generation = 8, f"lost{replicas}"
+    out, log = tmp_path / "sink.jsonl", tmp_path / "run.log"
+    graph = str(FLOWS / "paced.py")
+    script = (
+        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_server.url!r}, "
+        f"redis_url={redis_server.url!r}, stall_seconds=30, generation={generation!r})))\n"
+    )
+    env = {
+        **os.environ,
+        "VF_TEST_OUT": str(out),
+        "VF_TEST_COUNT": str(count),
+        "VF_TEST_SCALE_REPLICAS": str(replicas),
+        "VF_TEST_SCALE_OPEN_DELAY": "8",
+        "VF_EOS_WAIT_SECONDS": "2",
+    }
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-c", script], env=env, stdout=sink, stderr=subprocess.STDOUT
+        )
+    wait_until(lambda: "[vf] running flow paced" in log.read_text(), timeout=60, what="start")
+    _delete_one_before_it_is_read(nats_server.url, RunNames("paced", _run_id(log), generation))
+    run = finish_flow(process, log=log, timeout=120)
+    applied = _applied(out)
+    print(
+        f"[lost-before-read, {replicas} scale replica(s)] applied={len(applied)} of {count}, "
+        f"exit={run.code}"
+    )
+    assert len(applied) == count - 1, run.output[-4000:]
+    assert "error[VF_EOS_MISMATCH]" in run.output
+    # alone, the restarted replica finds its input consumed and refuses to finish (GEN-7),
+    # so the node is lost (4); pooled, the restarted lives end and the record makes it 6
+    assert run.code == (4 if replicas == 1 else 6), run.output[-4000:]
+    assert "[vf] flow finished (" not in run.output
+    assert re.search(r"^\[vf\] scale: \d+ item\(s\) dead-lettered", run.output, re.MULTILINE)
+    assert re.search(r"^\[vf\]\s+VF_EOS_MISMATCH: 'scale' replica", run.output, re.MULTILINE)

@@ -14,6 +14,8 @@ from vf import BATCH, Flow
 def build_flow() -> Flow:
     count = int(os.environ.get("VF_TEST_COUNT", "12"))
     numbers = ReplayedNumbers(count=count, interval=0.25, name="numbers")
-    scale = Scale(factor=2, name="scale")(numbers)
+    replicas = int(os.environ.get("VF_TEST_SCALE_REPLICAS", "1"))  # >1: competing replicas
+    late = float(os.environ.get("VF_TEST_SCALE_OPEN_DELAY", "0"))
+    scale = Scale(factor=2, nb_tasks=replicas, open_delay=late, name="scale")(numbers)
     sink = Record(path=os.environ["VF_TEST_OUT"], idempotent=True, name="sink")(scale)
     return Flow([sink], flow_type=BATCH, flow_id="paced")

@@ -65,9 +65,11 @@ class Scale(Processor):
         fail_on: int = 0,
         delay: float = 0.0,
         pid_dir: str = "",
+        open_delay: float = 0.0,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        self.open_delay = open_delay  # starts reading this much later
         self.factor = factor
         self.crash_at = crash_at
         self.crash_marker = crash_marker
@@ -78,6 +80,7 @@ class Scale(Processor):
 
     def open(self) -> None:
         _note_progress(self.pid_dir, str(self.name), 0)
+        time.sleep(self.open_delay)
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
         _crash_once(item, at=self.crash_at, marker=self.crash_marker)
