@@ -12,7 +12,6 @@ from vf.errors import EXIT_USER, EnvironmentProblem
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.planir import plan_to_json
 
-
 DOT_TIMEOUT_S = 120
 
 
