@@ -1,9 +1,10 @@
 """The flow after a change, with what changed marked: the diagram ``vf diff`` puts in a
 pull request comment.
 
-A node is changed when its box says something new or its workload differs in any
-environment both trees have (names and run ids aside: a new run alone changes no node);
-a channel arrow when it is new or its profile or admission verdict changed.
+A node is changed when its box says something new or its own workload differs in any
+environment both trees have: names, the run id and what its neighbours set (reader and
+parent replica counts) aside, so a change is marked where it is made. A channel arrow is
+marked when it is new or its profile or admission verdict changed.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ Obj = Mapping[str, Any]
 _NAMED = frozenset(
     {"name", "env_configmap", "headless_service", "pdb", "labels", "selector", "config_hash"}
 )
-_RUN_VARIABLES = frozenset({"VF_RUN_ID"})
+# Variables a run or a neighbour sets: a change shows where it is made, not downstream.
+_DERIVED_VARIABLES = frozenset(
+    {"VF_RUN_ID", "VF_BLOB_READERS", "VF_PARENT_REPLICAS", "VF_HAS_CHILDREN"}
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +56,7 @@ def _signatures(plan: Obj) -> dict[str, str]:
         record = {k: v for k, v in workload.items() if k not in _NAMED}
         env = record.get("env")
         if isinstance(env, Mapping):
-            record["env"] = {k: v for k, v in env.items() if k not in _RUN_VARIABLES}
+            record["env"] = {k: v for k, v in env.items() if k not in _DERIVED_VARIABLES}
         node = str(workload.get("node"))
         record["gpu_grant"] = grants.get(node)
         found[node] = json.dumps(record, sort_keys=True, default=str)
