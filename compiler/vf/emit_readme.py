@@ -18,6 +18,7 @@ README = "README.md"
 # GitHub's Mermaid refuses larger diagrams (its maxTextSize and maxEdges defaults).
 MERMAID_MAX_CHARS = 50_000
 MERMAID_MAX_EDGES = 500
+TABLE_NODES = 12  # nodes named per table cell; plan/<env>.json has every one
 
 
 @cache
@@ -60,12 +61,12 @@ def _differing_replicas(views: Sequence[EnvView]) -> dict[str, str]:
         for node in view.nodes:
             counts.setdefault(node.name, set()).add(node.replicas)
     differ = {name for name, seen in counts.items() if len(seen) > 1}
-    return {
-        view.environment: ", ".join(
-            f"{n.name} x{n.replicas}" for n in view.nodes if n.name in differ
-        )
-        for view in views
-    }
+    found = {}
+    for view in views:
+        shown = [f"{n.name} x{n.replicas}" for n in view.nodes if n.name in differ]
+        more = f" and {len(shown) - TABLE_NODES} more" if len(shown) > TABLE_NODES else ""
+        found[view.environment] = ", ".join(shown[:TABLE_NODES]) + more
+    return found
 
 
 def _source(gitops: GitOps | None, env: str) -> str:
@@ -96,7 +97,11 @@ def _environment(
 
 def tree_readme(views: Sequence[EnvView], *, gitops: GitOps | None, paths: Collection[str]) -> str:
     """The README of a compiled tree; ``paths`` are the tree's other files."""
-    diagram, too_large = markdown_mermaid(diagram_of(views))
+    arrows = max((sum(len(n.parents) for n in v.nodes) for v in views), default=0)
+    if arrows > MERMAID_MAX_EDGES:  # known too large: spare drawing it
+        diagram, too_large = "", f"{arrows} arrows, over Mermaid's {MERMAID_MAX_EDGES}"
+    else:
+        diagram, too_large = markdown_mermaid(diagram_of(views))
     replicas = _differing_replicas(views)
     context = {
         "flow_id": views[0].flow_id,
