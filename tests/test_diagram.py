@@ -257,3 +257,11 @@ def test_the_mermaid_checker_refuses_what_the_grammar_misreads(text: str) -> Non
 def test_the_dot_checker_refuses_what_the_grammar_misreads(text: str) -> None:
     with pytest.raises(AssertionError):
         check_dot(text)
+
+
+def test_the_project_readme_shows_the_cameras_diagram(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    text = mermaid(flow_diagram(compiled_examples["realtime_cameras"]))
+    assert f"```mermaid\n{text}```\n" in readme, "README.md: paste vf explain --format mermaid"

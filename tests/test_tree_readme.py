@@ -13,9 +13,11 @@ from click.testing import CliRunner
 from tests.diagram_grammar import check_dot, check_mermaid
 from tests.graph_sources import NODES
 from vf.cli import cli
+from vf.diagram import EnvView, NodeView, diagram_of
 from vf.diagram_syntax import dot, mermaid
 from vf.diff import diff_project
 from vf.diff_report import render_markdown
+from vf.emit_readme import markdown_mermaid, tree_readme
 from vf.explain_formats import flow_diagram
 from vf.pipeline import CompileRequest, compile_project
 from vf.write import MANIFEST, write_tree
@@ -118,3 +120,37 @@ def test_diff_markdown_marks_changes_and_lists_removed_nodes(
     assert "class n1 changed" in diagram  # work: 2 → 3 replicas; its neighbours unmarked
     assert "Removed nodes: `audit`." in section
     assert text.index("### The flow after this change") < text.index("### `dev`")
+
+
+def test_a_flow_too_large_for_mermaid_is_not_drawn() -> None:
+    names = [f"node{i}" for i in range(502)]
+    nodes = tuple(
+        NodeView(
+            name=name,
+            node_kind="processor",
+            workload="Deployment",
+            replicas=1,
+            parents=(names[i - 1],) if i else (),
+            partition_by=None,
+            join=None,
+            gpu=None,
+            native=None,
+        )
+        for i, name in enumerate(names)
+    )
+    view = EnvView(
+        environment="dev",
+        namespace="ns",
+        kubernetes_version="1.34",
+        flow_id="big",
+        flow_type="realtime",
+        broker_profile="dev",
+        store_profile="none",
+        gpu_mode=None,
+        nodes=nodes,
+        profiles=(),
+        verdicts=(),
+    )
+    text = tree_readme([view], gitops=None, paths=())
+    assert "```mermaid" not in text and "501 arrows, over Mermaid's 500" in text
+    assert markdown_mermaid(diagram_of([view]))[0] == ""
