@@ -22,9 +22,12 @@ from syrupy.types import SnapshotIndex
 
 from tests.conftest import EXAMPLE_NAMES, example_graph
 from tests.diagram_grammar import check_dot, check_mermaid
+from tests.test_hostile_strings import GRAPH, compile_work, hostile
+from vf import names as vf_names
 from vf.cli import cli
 from vf.diagram import Diagram, EnvView, NodeView, diagram_of
 from vf.diagram_syntax import Highlight, dot, mermaid, printable
+from vf.errors import VfError
 from vf.explain_formats import flow_diagram
 from vf.pipeline import CompileResult
 
@@ -195,9 +198,29 @@ def _assert_valid(diagram: Diagram, names: list[str]) -> None:
         assert [lines[0] for lines in shown.values()] == [printable(n) for n in names]
 
 
+@pytest.fixture(scope="module")
+def hostile_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("hostile-diagram")
+    (root / "graph.py").write_text(GRAPH, encoding="utf-8")
+    return root
+
+
 class TestHostileNodeNames:
     """Whatever a plan names its nodes (the compiler admits few names, a committed plan
     may hold any), the diagrams keep the grammar and show the name."""
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(name=st.one_of(hostile, st.from_regex(vf_names.NODE_NAME)))
+    def test_names_the_compiler_admits(self, hostile_project: Path, name: str) -> None:
+        outcome = compile_work(hostile_project, work={"name": name})
+        if isinstance(outcome, VfError):  # refused by name: test_hostile_strings' concern
+            return
+        diagram = flow_diagram(outcome)
+        text = mermaid(diagram)
+        shown = ["source", printable(name), "sink"]  # the grammar lets a trailing LF through
+        assert [lines[0] for lines in check_mermaid(text).values()] == shown
+        assert [lines[0] for lines in check_dot(dot(diagram)).values()] == shown
+        assert text in outcome.tree["README.md"]
 
     @pytest.mark.parametrize("name", HOSTILE)
     def test_known_hostile_names(self, name: str) -> None:
