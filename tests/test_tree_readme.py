@@ -19,7 +19,7 @@ from vf.diff import diff_project
 from vf.diff_report import render_markdown
 from vf.emit_readme import markdown_mermaid, tree_readme
 from vf.explain_formats import flow_diagram
-from vf.pipeline import CompileRequest, compile_project
+from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.write import MANIFEST, write_tree
 
 CHAIN = (
@@ -154,3 +154,14 @@ def test_a_flow_too_large_for_mermaid_is_not_drawn() -> None:
     text = tree_readme([view], gitops=None, paths=())
     assert "```mermaid" not in text and "501 arrows, over Mermaid's 500" in text
     assert markdown_mermaid(diagram_of([view]))[0] == ""
+
+
+def test_diff_draws_only_the_environments_asked_for(
+    compiled_examples: dict[str, CompileResult], tmp_path: Path
+) -> None:
+    result = compiled_examples["realtime_cameras"]
+    write_tree(tmp_path / "deploy", result.tree)
+    flow = diff_project(result, out=tmp_path / "deploy", environments=["dev"]).flow
+    assert flow is not None and not flow.highlight.changed and not flow.removed_nodes
+    detector = next(b for b in flow.diagram.boxes if b.node == "detector")
+    assert "replicas 1" in detector.facts  # not "replicas dev: 1, prod: 4"

@@ -89,7 +89,7 @@ def diff_project(
         environments=reports,
         files=tuple(files),
         raw=text if raw else "",
-        flow=flow_change(committed, fresh),
+        flow=flow_change(committed, fresh, environments=wanted),
     )
 
 

@@ -10,7 +10,7 @@ marked when it is new or its profile or admission verdict changed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,8 +37,9 @@ class FlowChange:
     removed_arrows: tuple[tuple[str, str], ...]
 
 
-def _plans(files: Mapping[str, str]) -> dict[str, Obj]:
-    found = {env: committed_plan(files, env=env) for env in committed_environments(files)}
+def _plans(files: Mapping[str, str], environments: Collection[str]) -> dict[str, Obj]:
+    wanted = [env for env in committed_environments(files) if env in environments]
+    found = {env: committed_plan(files, env=env) for env in wanted}
     return {env: plan for env, plan in found.items() if plan is not None}
 
 
@@ -71,9 +72,13 @@ def _changed_nodes(old: Sequence[Obj], new: Sequence[Obj]) -> set[str]:
     return changed
 
 
-def flow_change(committed: Mapping[str, str], fresh: Mapping[str, str]) -> FlowChange | None:
-    """The fresh flow's diagram marked against the committed one (None without plans)."""
-    old_plans, new_plans = _plans(committed), _plans(fresh)
+def flow_change(
+    committed: Mapping[str, str], fresh: Mapping[str, str], *, environments: Collection[str]
+) -> FlowChange | None:
+    """The fresh flow's diagram in ``environments``, marked against the committed one
+    (None when the fresh tree has no plan there)."""
+    old_plans = _plans(committed, environments)
+    new_plans = _plans(fresh, environments)
     if not new_plans:
         return None
     diagram = diagram_of([env_view(p) for p in new_plans.values()])
