@@ -74,6 +74,10 @@ class Diagram:
     arrows: tuple[Arrow, ...]
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _text(value: Any, default: str = "") -> str:
     return value if isinstance(value, str) else default
 
@@ -106,8 +110,7 @@ def _join(env: Mapping[str, Any], parents: tuple[str, ...]) -> str | None:
 
 
 def _node(workload: Obj, *, grants: Mapping[str, Obj], mode: str) -> NodeView:
-    env = workload.get("env") if isinstance(workload.get("env"), Mapping) else {}
-    assert isinstance(env, Mapping)
+    env = _mapping(workload.get("env"))
     parents = tuple(p for p in _text(env.get("VF_PARENT_NAMES")).split(",") if p)
     name = _text(workload.get("node"))
     component = workload.get("component")
@@ -134,12 +137,11 @@ def _short_ref(ref: Any) -> str:
 
 def env_view(plan: Obj) -> EnvView:
     """The facts of one plan document that the diagram and the README need."""
-    gpu = plan.get("gpu") if isinstance(plan.get("gpu"), Mapping) else None
-    mode = _text(gpu.get("mode")) if gpu is not None else ""
-    grants = {_text(g.get("node")): g for g in _items((gpu or {}).get("grants"))}
-    infra = plan.get("infra") if isinstance(plan.get("infra"), Mapping) else {}
-    assert isinstance(infra, Mapping)
-    findings = _items((plan.get("admission") or {}).get("findings"))
+    gpu = _mapping(plan.get("gpu"))
+    mode = _text(gpu.get("mode"))
+    grants = {_text(g.get("node")): g for g in _items(gpu.get("grants"))}
+    infra = _mapping(plan.get("infra"))
+    findings = _items(_mapping(plan.get("admission")).get("findings"))
     return EnvView(
         environment=_text(plan.get("environment")),
         namespace=_text(plan.get("namespace")),
@@ -182,21 +184,23 @@ def _box(name: str, views: Sequence[EnvView], nodes: Sequence[NodeView | None], 
         f"{first.node_kind} · " + _fact(views, nodes, lambda n: n.workload),
         "replicas " + _fact(views, nodes, lambda n: str(n.replicas)),
     ]
-    for prefix, pick in zip(_OPTIONAL_PREFIX, _OPTIONAL, strict=True):
-        if any(n is not None and pick(n) is not None for n in nodes):
-            facts.append(prefix + _fact(views, nodes, lambda n, p=pick: p(n) or "-"))  # type: ignore[misc]
+    for prefix, pick in _OPTIONAL:
+        values = [pick(n) if n is not None else None for n in nodes]
+        if any(v is not None for v in values):
+            pairs = [(v.environment, x or "-") for v, x in zip(views, values, strict=True)]
+            facts.append(prefix + per_env(pairs))
     if fanout > 1:
         facts.append(f"fan-out to {fanout}")
     return Box(node=name, kind=first.node_kind, native=first.native is not None, facts=tuple(facts))
 
 
-_OPTIONAL: tuple[Callable[[NodeView], str | None], ...] = (
-    lambda n: n.partition_by,
-    lambda n: n.join,
-    lambda n: n.gpu,
-    lambda n: n.native,
+# Facts a box shows only where some environment has them: (prefix, the fact).
+_OPTIONAL: tuple[tuple[str, Callable[[NodeView], str | None]], ...] = (
+    ("partition_by ", lambda n: n.partition_by),
+    ("", lambda n: n.join),
+    ("gpu ", lambda n: n.gpu),
+    ("native component ", lambda n: n.native),
 )
-_OPTIONAL_PREFIX = ("partition_by ", "", "gpu ", "native component ")
 
 
 @dataclass(frozen=True, kw_only=True)
