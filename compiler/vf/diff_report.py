@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from vf.diff import EnvDiff, ResourceChange, TreeDiff, diff_json
 from vf.diff_flow import FlowChange
 from vf.diff_plan import BREAKING, WARNING, Finding
+from vf.diagram_syntax import printable
 from vf.emit_readme import markdown_mermaid
 
 _MARK = {BREAKING: "!!", WARNING: "! ", "info": "  "}
+NAMED_NODES = 20  # nodes named per line under the diagram; the diagram marks every one
 _ACTION = {"added": "+", "removed": "-", "changed": "~", "replaced": "~>"}
 
 
@@ -123,11 +125,12 @@ def _code(text: str) -> str:
         longest = max(longest, run)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{_cell(text)}{pad}{fence}"
+    return f"{fence}{pad}{printable(text)}{pad}{fence}"
 
 
 def _names(nodes: Sequence[str]) -> str:
-    return ", ".join(_code(n) for n in nodes)
+    more = f" and {len(nodes) - NAMED_NODES} more" if len(nodes) > NAMED_NODES else ""
+    return ", ".join(_code(n) for n in nodes[:NAMED_NODES]) + more
 
 
 def flow_section(flow: FlowChange) -> list[str]:
