@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from vf.diagram_syntax import printable
 from vf.diff import EnvDiff, ResourceChange, TreeDiff, diff_json
 from vf.diff_flow import FlowChange
 from vf.diff_plan import BREAKING, WARNING, Finding
-from vf.diagram_syntax import printable
 from vf.emit_readme import markdown_mermaid
 
 _MARK = {BREAKING: "!!", WARNING: "! ", "info": "  "}
