@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from vf import __version__
-from vf.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_STALE, EXIT_USER, VfError
+from vf.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_STALE, VfError
 
 if TYPE_CHECKING:
     from vf.pipeline import CompileRequest, CompileResult
@@ -180,29 +180,27 @@ def plan_command(
     _run(body)
 
 
+_FORMATS = ["text", "json", "mermaid", "dot", "svg"]  # explain's; validate has the first two
 _FORMAT = click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+    "--format", "fmt", type=click.Choice(_FORMATS[:2]), default="text", show_default=True
 )
 
 
 @cli.command("explain")
 @_graph_options
-@_FORMAT
+@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="text", show_default=True)
 def explain_command(
     *, graph: str, config: str | None, envs: tuple[str, ...], profiles: tuple[str, ...], fmt: str
 ) -> None:
-    """Summarise what GRAPH deploys in each environment."""
+    """Summarise what GRAPH deploys in each environment, or draw its flow (mermaid, dot,
+    svg: drawn by Graphviz's dot)."""
 
     def body() -> int:
-        from dataclasses import replace
+        from vf.explain_formats import run_explain
 
-        from vf.explain import explain, has_rejections
-        from vf.summary import explain_document, json_text
-
-        result = _compile(replace(_request(graph, config, envs, profiles), enforce_admission=False))
-        text = json_text(explain_document(result)) if fmt == "json" else explain(result)
+        text, code = run_explain(_request(graph, config, envs, profiles), fmt=fmt)
         click.echo(text, nl=False)
-        return EXIT_USER if has_rejections(result) else 0
+        return code
 
     _run(body)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vf.diff_flow import FlowChange, flow_change
 from vf.diff_plan import BREAKING, INFO, WARNING, Finding, plan_findings
 from vf.emit_kustomize import json_patch
 from vf.ordering import without_tool_annotations
@@ -56,6 +57,7 @@ class TreeDiff:
     environments: tuple[EnvDiff, ...]
     files: tuple[str, ...]
     raw: str
+    flow: FlowChange | None = None  # the Markdown report's diagram; not in the JSON one
 
 
 def read_tree(out: Path) -> dict[str, str]:
@@ -87,6 +89,7 @@ def diff_project(
         environments=reports,
         files=tuple(files),
         raw=text if raw else "",
+        flow=flow_change(committed, fresh, environments=wanted),
     )
 
 
@@ -229,8 +232,12 @@ def _immutable(key: Key, *, field: str) -> Finding:
 
 def diff_json(report: TreeDiff) -> dict[str, Any]:
     """The report as plain data (``--format json``)."""
-    document: dict[str, Any] = json.loads(json.dumps(_plain(report)))
+    fields = {name: _plain(getattr(report, name)) for name in _JSON_FIELDS}
+    document: dict[str, Any] = json.loads(json.dumps(fields))
     return document
+
+
+_JSON_FIELDS = ("out", "changed", "environments", "files", "raw")
 
 
 def _plain(value: Any) -> Any:

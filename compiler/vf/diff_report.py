@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from vf.diagram_syntax import printable
 from vf.diff import EnvDiff, ResourceChange, TreeDiff, diff_json
+from vf.diff_flow import FlowChange
 from vf.diff_plan import BREAKING, WARNING, Finding
+from vf.emit_readme import markdown_mermaid
 
 _MARK = {BREAKING: "!!", WARNING: "! ", "info": "  "}
+NAMED_NODES = 20  # nodes named per line under the diagram; the diagram marks every one
 _ACTION = {"added": "+", "removed": "-", "changed": "~", "replaced": "~>"}
 
 
@@ -48,7 +52,10 @@ def _other_folders(files: Sequence[str]) -> str:
         if not path.startswith(("plan/", "base/", "overlays/")):
             folder = path.split("/", 1)[0] + "/" if "/" in path else path
             counts[folder] = counts.get(folder, 0) + 1
-    return ", ".join(f"{folder} ({n} files)" for folder, n in sorted(counts.items()))
+    return ", ".join(
+        f"{folder} ({n} files)" if folder.endswith("/") else folder
+        for folder, n in sorted(counts.items())
+    )
 
 
 def render_text(report: TreeDiff) -> str:
@@ -96,6 +103,8 @@ def _cell(text: str) -> str:
 
 def render_markdown(report: TreeDiff) -> str:
     lines = [f"## vf diff: `{report.out}`", "", _summary(report)]
+    if report.flow is not None and report.changed:
+        lines += flow_section(report.flow)
     for env in report.environments:
         lines.extend(_md_env(env))
     folders = _other_folders(report.files)
@@ -105,6 +114,51 @@ def render_markdown(report: TreeDiff) -> str:
         lines += ["", "<details><summary>YAML diff</summary>", "", "```diff"]
         lines += [report.raw.rstrip("\n"), "```", "", "</details>"]
     return "\n".join(lines) + "\n"
+
+
+def _code(text: str) -> str:
+    """``text`` as a Markdown code span, whatever backticks it holds."""
+    longest = 0
+    run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{printable(text)}{pad}{fence}"
+
+
+def _names(nodes: Sequence[str]) -> str:
+    more = f" and {len(nodes) - NAMED_NODES} more" if len(nodes) > NAMED_NODES else ""
+    return ", ".join(_code(n) for n in nodes[:NAMED_NODES]) + more
+
+
+def flow_section(flow: FlowChange) -> list[str]:
+    """The flow after the change, added and changed parts marked, removed ones listed."""
+    lines = ["", "### The flow after this change", ""]
+    text, too_large = markdown_mermaid(flow.diagram, highlight=flow.highlight)
+    if text:
+        lines += ["```mermaid", text.rstrip("\n"), "```", ""]
+    else:
+        lines += [
+            f"Too large to draw in Markdown ({too_large}): run `vf explain GRAPH "
+            "--format svg` to see it.",
+            "",
+        ]
+    marks = flow.highlight
+    added = [b.node for b in flow.diagram.boxes if b.node in marks.added]
+    changed = [b.node for b in flow.diagram.boxes if b.node in marks.changed]
+    parts = [f"nodes added (green): {_names(added)}"] if added else []
+    parts += [f"nodes changed (amber): {_names(changed)}"] if changed else []
+    if marks.arrows:
+        parts.append(f"{len(marks.arrows)} channel arrow(s) new or changed (thick)")
+    lines.append("Marked: " + "; ".join(parts) + "." if parts else "No node or channel changed.")
+    if flow.removed_nodes:
+        lines += ["", f"Removed nodes: {_names(flow.removed_nodes)}."]
+    if flow.removed_arrows:
+        arrows = ", ".join(f"{_code(a)} → {_code(b)}" for a, b in flow.removed_arrows)
+        lines += ["", f"Removed channel arrows: {arrows}."]
+    return lines
 
 
 def render_json(report: TreeDiff) -> str:

@@ -13,7 +13,9 @@ from vf.admission import parse_profile_flags
 from vf.autoscale import apply_autoscaling, plan_autoscaling
 from vf.config import Targets, find_config, load_targets, select_environments
 from vf.delivery import delivery_files
+from vf.diagram import EnvView, env_view
 from vf.emit_kustomize import EnvObjects, kustomize_files
+from vf.emit_readme import README, tree_readme
 from vf.errors import VfError
 from vf.filetext import Chunks, FileText, whole
 from vf.graph import Graph
@@ -99,6 +101,7 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
     flow_id = resolve_flow_id(graph, targets)
     plans: list[Plan] = []
     objects: dict[str, list[dict[str, Any]]] = {}
+    views: list[EnvView] = []
     for env in targets.environments:
         plan = plan_environment(graph, env, flow_id=flow_id, flags=flags)
         scalers = plan_autoscaling(graph, plan=plan, settings=env.autoscaling)
@@ -106,6 +109,7 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
         document = verify(plan, rendered, enforce_admission=request.enforce_admission)
         plans.append(plan)
         objects[env.name] = rendered
+        views.append(env_view(document))
         sink(f"plan/{env.name}.json", Chunks(json_chunks(document)))
         del document  # the plan's JSON form is as large as the plan: free it now
     kustomize = kustomize_files(
@@ -120,8 +124,11 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
         }
     )
     delivery = delivery_files(graph, plans=plans, objects=objects, gitops=targets.gitops)
+    paths = []
     for file, text in itertools.chain(kustomize, delivery):
         sink(file, text)
+        paths.append(file)
+    sink(README, tree_readme(views, gitops=targets.gitops, paths=frozenset(paths)))
     return CompileResult(
         graph=graph, targets=targets, plans=tuple(plans), objects=objects, tree=tree
     )

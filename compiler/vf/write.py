@@ -284,8 +284,16 @@ def _fsync_dir(path: Path) -> None:
 def _carry_user_files(out: Path, staging: Path, owned: set[str]) -> None:
     for path in sorted(out.rglob("*")):
         rel = path.relative_to(out).as_posix()
-        if path.is_dir() or rel in owned or (staging / rel).exists():
+        if path.is_dir() or rel in owned:
             continue
+        if (staging / rel).exists():  # a file of the user's where vf now generates one
+            raise VfError(
+                "VF_OUTPUT_USER_FILE",
+                f"{str(out / rel)!r} is not vf's, and vf now generates a file at that path",
+                "move or rename your file (vf never overwrites files it did not write), "
+                "then compile again; the previous tree is unchanged",
+                str(out / rel),
+            )
         target = staging / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
