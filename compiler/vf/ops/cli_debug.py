@@ -10,10 +10,11 @@ import click
 
 from vf.errors import VfError
 from vf.ops import dlq
-from vf.ops.decode import blob_ref, describe, parse, wire_bytes
+from vf.ops.decode import blob_ref, describe, parse, read_envelope
 from vf.ops.options import execute, redis_option
 from vf.ops.output import FORMATS, emit
 from vf.ops.session import Broker, fetch_blob, with_broker
+from vf_runtime.wire import Envelope
 
 
 @click.group("debug")
@@ -46,8 +47,7 @@ def _letter_bytes(letter_id: str, nats_url: str | None, timeout: float) -> bytes
     return with_broker(nats_url, body, timeout=timeout)
 
 
-def _decoded(data: bytes, where: str, redis_url: str | None, timeout: float) -> dict[str, Any]:
-    envelope = parse(data, where=where)
+def _decoded(envelope: Envelope, redis_url: str | None, timeout: float) -> dict[str, Any]:
     ref = blob_ref(envelope)
     if ref is None or redis_url is None:
         return describe(envelope)
@@ -111,12 +111,12 @@ def decode_command(
                 "vf debug decode",
             )
         if letter_id is not None:
-            data, where = _letter_bytes(letter_id, nats_url, timeout), letter_id
+            envelope = parse(_letter_bytes(letter_id, nats_url, timeout), where=letter_id)
         else:
             assert source is not None
-            data = wire_bytes(_read(source), encoding=encoding, where=source)
             where = "stdin" if source == "-" else source
-        found = _decoded(data, where, redis_url, timeout)
+            envelope = read_envelope(_read(source), encoding=encoding, where=where)
+        found = _decoded(envelope, redis_url, timeout)
         emit(fmt, found, lambda: _text(found))
 
     execute(action)

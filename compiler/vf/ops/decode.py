@@ -39,37 +39,51 @@ _STRUCT = {
 }
 
 
-def wire_bytes(raw: bytes, *, encoding: str, where: str) -> bytes:
-    """The envelope's bytes from what the user gave (``auto`` tells text forms apart)."""
-    text = raw.strip()
-    if encoding == "auto":
-        if text.startswith(b"{"):
-            encoding = "json"
-        elif text and _HEX.match(text):
-            encoding = "hex"
-        elif text and _B64.match(text):
-            encoding = "base64"
-        else:
-            return raw
-    try:
-        if encoding == "hex":
-            return binascii.unhexlify(b"".join(text.split()))
-        if encoding == "base64":
-            padded = text + b"=" * (-len(text) % 4)
-            return base64.b64decode(
-                padded, altchars=b"-_" if b"-" in text or b"_" in text else None
-            )
-        if encoding == "json":
-            return base64.b64decode(json.loads(text)["data_b64"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise VfError(
-            "VF_DECODE_INPUT",
-            f"the input is not valid {encoding}: {exc}",
-            "pass the raw bytes, their hex or base64, or a record with data_b64 "
-            "(--encoding raw|hex|base64|json)",
-            where,
-        ) from None
-    return raw
+def _convert(text: bytes, encoding: str) -> bytes:
+    if encoding in ("hex", "base64"):
+        text = b"".join(text.split())
+    if encoding == "hex":
+        return binascii.unhexlify(text)
+    if encoding == "base64":
+        padded = text + b"=" * (-len(text) % 4)
+        url_safe = b"-" in text or b"_" in text
+        return base64.b64decode(padded, altchars=b"-_" if url_safe else None, validate=True)
+    if encoding == "json":
+        return base64.b64decode(json.loads(text)["data_b64"])
+    return text
+
+
+def _guesses(raw: bytes) -> list[str]:
+    """The forms text input may be in, most specific first; raw bytes always last."""
+    text = b"".join(raw.split())
+    if text.startswith(b"{"):
+        return ["json", "raw"]
+    found = ["hex"] if text and _HEX.match(text) else []
+    found += ["base64"] if text and _B64.match(text) else []
+    return [*found, "raw"]
+
+
+def read_envelope(raw: bytes, *, encoding: str, where: str) -> Envelope:
+    """The envelope in what the user gave; ``auto`` takes the first form that decodes,
+    and reports the raw bytes' reason when none does."""
+    if encoding != "auto":
+        try:
+            data = _convert(raw.strip() if encoding != "raw" else raw, encoding)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise VfError(
+                "VF_DECODE_INPUT",
+                f"the input is not valid {encoding}: {exc}",
+                "pass the raw bytes, their hex or base64, or a record with data_b64 "
+                "(--encoding raw|hex|base64|json)",
+                where,
+            ) from None
+        return parse(data, where=where)
+    for form in _guesses(raw)[:-1]:
+        try:
+            return decode_envelope(_convert(raw.strip(), form))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return parse(raw, where=where)
 
 
 def parse(data: bytes, *, where: str) -> Envelope:

@@ -20,7 +20,7 @@ from nats.js.errors import NotFoundError
 from redis.asyncio import Redis
 
 from vf.ops.dlq import DeadLetter, dlq_stream
-from vf.ops.runs import durables
+from vf_runtime.inventory import durables
 from vf_runtime.naming import RunNames
 from vf_runtime.wire import BLOB_REF, DATA, WireError, decode_envelope, decode_payload
 from vf_runtime.wire.payloads import BlobRef

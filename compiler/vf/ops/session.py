@@ -16,7 +16,6 @@ from typing import TypeVar
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
-from nats.js.api import StreamInfo
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -26,7 +25,6 @@ from vf_runtime.redact import redact
 
 T = TypeVar("T")
 API_TIMEOUT = 5.0
-PAGE = 256  # JetStream answers stream lists a page at a time
 
 
 @dataclass(frozen=True)
@@ -96,16 +94,6 @@ def with_broker(
         raise _unreachable("VF_BROKER_TIMEOUT", url, f"no answer within {timeout:g}s") from exc
     except NatsError as exc:
         raise _unreachable("VF_BROKER_API", url, f"{type(exc).__name__}: {exc}") from exc
-
-
-async def all_streams(js: JetStreamContext) -> list[StreamInfo]:
-    """Every stream on the broker, page by page."""
-    found: list[StreamInfo] = []
-    while True:
-        page = await js.streams_info(offset=len(found))
-        found.extend(page)
-        if len(page) < PAGE:
-            return found
 
 
 def fetch_blob(redis_url: str, ref: str, *, timeout: float) -> bytes | None:
