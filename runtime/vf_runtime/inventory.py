@@ -3,8 +3,10 @@
 Shared by ``vf-provision`` (which reclaims superseded runs) and the operator commands
 (``vf runs``, ``vf teardown``). Nothing here matches names: a stream is a run's because
 its metadata says so. A reader durable is *live* while a replica reads it: pull
-requests open, a delivery or ack in the last seconds, or a message leased within its
-ack wait (a replica may be renewing the lease while its node works).
+requests are open (a reading replica always keeps some, PROTOCOL CONS-5), or a message
+is leased and the durable delivered or acked within its ack wait (a replica may be
+renewing the lease while its node works). A replica that stopped leaves neither for
+longer than that.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from vf_runtime.topology import (
     OWNER,
 )
 
-ACTIVE_SECONDS = 10.0  # a reading replica re-asks every 5 s (CONS-5) and acks as it goes
 PAGE = 256  # JetStream answers stream lists a page at a time
 
 
@@ -51,9 +52,9 @@ class Durable:
         """Whether a replica reads this durable now (only reader durables are read)."""
         if self.role != "reader":
             return False
-        quiet = self.quiet_seconds(now)
-        if self.waiting > 0 or (quiet is not None and quiet < ACTIVE_SECONDS):
+        if self.waiting > 0:
             return True
+        quiet = self.quiet_seconds(now)
         return self.leased > 0 and quiet is not None and quiet < self.ack_wait
 
 
