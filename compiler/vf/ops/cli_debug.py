@@ -12,7 +12,7 @@ from vf.errors import VfError
 from vf.ops import dlq
 from vf.ops.decode import blob_ref, describe, parse, read_envelope
 from vf.ops.options import execute, redis_option
-from vf.ops.output import FORMATS, emit
+from vf.ops.output import FORMATS, emit, fields_text
 from vf.ops.session import Broker, fetch_blob, with_broker
 from vf_runtime.wire import Envelope
 
@@ -56,17 +56,6 @@ def _decoded(envelope: Envelope, redis_url: str | None, timeout: float) -> dict[
     if resolved is None:
         found["payload_store"] = f"{ref} is not in the store (expired or released)"
     return found
-
-
-def _text(found: dict[str, Any]) -> str:
-    lines = []
-    for key, value in found.items():
-        if isinstance(value, dict) and value:
-            lines.append(f"{key}:")
-            lines += [f"  {k}: {v}" for k, v in value.items()]
-        else:
-            lines.append(f"{key}: {value}")
-    return "\n".join(lines)
 
 
 @debug_group.command("decode")
@@ -117,6 +106,6 @@ def decode_command(
             where = "stdin" if source == "-" else source
             envelope = read_envelope(_read(source), encoding=encoding, where=where)
         found = _decoded(envelope, redis_url, timeout)
-        emit(fmt, found, lambda: _text(found))
+        emit(fmt, found, lambda: "\n".join(fields_text(found)))
 
     execute(action)

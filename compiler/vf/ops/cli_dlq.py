@@ -11,7 +11,7 @@ from vf.ops import dlq, replay
 from vf.ops.decode import blob_ref, describe, parse
 from vf.ops.dlq import DeadLetter, Filter
 from vf.ops.options import broker_options, execute, flow_option, redis_option
-from vf.ops.output import age, confirm_required, emit, now, table
+from vf.ops.output import age, confirm_required, emit, fields_text, now, table
 from vf.ops.session import Broker, with_broker
 
 
@@ -146,15 +146,13 @@ def show_command(
 
 def _show_text(record: dict[str, Any]) -> str:
     lines = [f"dead letter {record['id']} on {record['subject']} ({record['bytes']} bytes)"]
-    for key in ("node", "run", "generation", "code", "disposition", "delivered", "time"):
-        lines.append(f"  {key}: {record[key]}")
-    lines.append("headers:")
-    lines += [f"  {k}: {v}" for k, v in record["headers"].items()]
+    keys = ("node", "run", "generation", "code", "disposition", "delivered", "time")
+    lines += fields_text({key: record[key] for key in keys}, indent="  ")
+    lines += fields_text({"headers": record["headers"]})
     if "envelope_error" in record:
         lines.append(f"envelope: {record['envelope_error']}")
-        return "\n".join(lines)
-    lines.append("envelope:")
-    lines += [f"  {k}: {v}" for k, v in record["envelope"].items()]
+    else:
+        lines += fields_text({"envelope": record["envelope"]})
     return "\n".join(lines)
 
 

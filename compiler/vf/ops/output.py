@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,3 +55,16 @@ def confirm_required(action: str, flag: str, *, where: str) -> VfError:
         f"pass {flag} to do it (the lines above say what it would do)",
         where,
     )
+
+
+def fields_text(fields: Mapping[str, Any], *, indent: str = "") -> list[str]:
+    """``key: value`` lines, a non-empty mapping as its own indented block, ``-`` for empty."""
+    lines = []
+    for key, value in fields.items():
+        if isinstance(value, Mapping) and value:
+            lines.append(f"{indent}{key}:")
+            lines += fields_text(value, indent=indent + "  ")
+        else:
+            shown = "-" if value in ("", None) or value == {} else value
+            lines.append(f"{indent}{key}: {shown}")
+    return lines
