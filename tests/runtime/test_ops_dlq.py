@@ -4,13 +4,15 @@ item until its bug is fixed (fixable.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from nats.js import JetStreamContext
 from redis import Redis
 
-from tests.runtime.conftest import run_flow
+from tests.runtime.conftest import finish_flow, run_flow, start_flow, wait_until
 from tests.runtime.opshelp import Servers, fresh_servers, run_identity, vf, with_js
 from vf_runtime.naming import RunNames
 from vf_runtime.wire import BLOB_REF, DATA, Envelope, encode_envelope
@@ -86,38 +88,57 @@ def test_show_decodes_the_envelope_and_keeps_every_header(
     assert garbage.code == 2 and "error[VF_DLQ_ID]" in garbage.err
 
 
-def test_replay_needs_yes_then_republishes_traceably_and_never_deduplicated(
+FINISHED = "a finished generation does not run again"
+
+
+def test_replay_needs_yes_and_refuses_a_finished_batch_generation_by_name(
     servers: Servers, poison: RunNames
 ) -> None:
     url = servers.nats.url
     before = _pending(url, poison)
-    refused = vf("dlq", "replay", "--flow", "poison", nats_url=url)
-    dry = vf("dlq", "replay", "--flow", "poison", "--dry-run", nats_url=url)
-    unchanged = _pending(url, poison)
-    assert refused.code == 2 and "error[VF_CONFIRM]" in refused.err
-    assert dry.code == 0 and "would replay" in dry.out
-    assert unchanged == before, "a replay without --yes published"
-    first = vf("dlq", "replay", "--flow", "poison", "--yes", "--format", "json", nats_url=url)
-    second = vf("dlq", "replay", "--flow", "poison", "--yes", "--format", "json", nats_url=url)
+    unconfirmed = vf("dlq", "replay", "--flow", "poison", nats_url=url)
+    dry = vf("dlq", "replay", "--flow", "poison", "--dry-run", "--format", "json", nats_url=url)
+    done = vf("dlq", "replay", "--flow", "poison", "--yes", "--format", "json", nats_url=url)
     after = _pending(url, poison)
-    print(f"[dlq replay] pending on scale--from--numbers: {before} -> {unchanged} -> {after}")
-    assert first.code == 0 and second.code == 0, first.err + second.err
-    assert after == before + 2, "the second replay was de-duplicated away"
+    print(f"[dlq replay finished] pending on scale--from--numbers: {before} -> {after}")
+    assert unconfirmed.code == 2 and "error[VF_CONFIRM]" in unconfirmed.err
+    assert dry.code == 3 and FINISHED in dry.json()["records"][0]["reason"]
+    assert done.code == 3 and done.json()["records"][0]["result"] == "refused"
+    assert FINISHED in done.json()["records"][0]["reason"]
+    assert after == before, "a refused replay published"
 
-    async def replayed(js: JetStreamContext) -> list[dict[str, str]]:
-        found = []
-        for seq in (
-            first.json()["records"][0]["stream_seq"],
-            second.json()["records"][0]["stream_seq"],
-        ):
-            msg = await js.get_msg(poison.stream("numbers"), seq=seq)
-            found.append(dict(msg.headers or {}))
-        return found
 
-    headers = with_js(url, replayed)
-    assert [h["VF-Replay-Of"] for h in headers] == ["vf-poison-dlq:1"] * 2
-    assert headers[0]["VF-Replay-Id"] != headers[1]["VF-Replay-Id"]
-    assert headers[0]["VF-Generation"] == poison.generation
+def test_a_fixed_item_is_replayed_into_a_running_batch_generation_once(
+    servers: Servers, tmp_path: Path
+) -> None:
+    url, out, bug, log = (
+        servers.nats.url,
+        tmp_path / "sink.jsonl",
+        tmp_path / "bug",
+        tmp_path / "run.log",
+    )
+    bug.write_text("1")
+    env = {"VF_TEST_OUT": str(out), "VF_TEST_BUG": str(bug), "VF_TEST_COUNT": "40"}
+    process = start_flow("slowfix.py", nats_url=url, redis_url=servers.redis.url, env=env, log=log)
+    wait_until(lambda: _letters(url, "slowfix") == 1, timeout=60, what="the dead letter")
+    refused_item = int(Path(f"{bug}.item").read_text())
+    bug.unlink()  # the fix
+    replay = vf("dlq", "replay", "--flow", "slowfix", "--yes", "--format", "json", nats_url=url)
+    run = finish_flow(process, log=log, timeout=90)
+    applied = [json.loads(line)["i"] for line in out.read_text().splitlines() if line]
+    print(
+        f"[dlq replay running batch] replay exit {replay.code}; flow exit {run.code}; "
+        f"applied {len(applied)} item(s), item {refused_item} {applied.count(refused_item)} time(s)"
+    )
+    assert replay.code == 0, replay.out + replay.err
+    assert replay.json()["records"][0]["result"] == "replayed"
+    assert sorted(applied) == list(range(1, 41)), "an item was lost or applied twice"
+    assert run.code == 6, run.output[-3000:]  # the generation did dead-letter an item
+
+
+def _letters(url: str, flow: str) -> int:
+    listed = vf("dlq", "ls", "--flow", flow, "--format", "json", nats_url=url)
+    return len(listed.json()["dead_letters"]) if listed.code == 0 else 0
 
 
 def _blob_letter(url: str, names: RunNames, ref: str) -> None:
@@ -187,7 +208,7 @@ def test_replay_refuses_by_name_a_payload_that_left_the_store(
         servers.redis.url,
         nats_url=url,
     )
-    assert kept.code == 0 and kept.json()["records"][0]["result"] == "would replay"
+    assert FINISHED in kept.json()["records"][0]["reason"], "the stored payload was not accepted"
 
 
 def test_purge_needs_yes_and_empties_only_what_it_names(servers: Servers, poison: RunNames) -> None:

@@ -12,9 +12,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nats.js import JetStreamContext
 
 from tests.runtime.conftest import finish_flow, run_flow, start_flow, wait_until
-from tests.runtime.opshelp import Servers, fresh_servers, run_identity, stream_names, vf
+from tests.runtime.opshelp import (
+    Servers,
+    fresh_servers,
+    run_identity,
+    stream_names,
+    vf,
+    with_js,
+)
 from vf_runtime.broker import announce_stop
 from vf_runtime.localinfra import LocalServer, free_port
 from vf_runtime.naming import RunNames
@@ -118,8 +126,29 @@ def test_teardown_refuses_a_live_run_and_a_fixed_item_is_replayed_into_it(
     assert replay.code == 0 and "replayed" in replay.out
     assert _applied(out).count(refused_item) == 1
     assert run.code in (0, 6), run.output[-3000:]
+    _replays_are_never_deduplicated(url, RunNames("fixable", run_id, generation))
     done = vf("teardown", "--flow", "fixable", "--run", run_id, "--yes", "--force", nats_url=url)
     assert done.code == 0 and _runs(url, "fixable") == []
+
+
+def _replays_are_never_deduplicated(url: str, names: RunNames) -> None:
+    """Two replays of one record, into the stopped REALTIME run (queued for its next
+    replicas): both stored, each under its own id and marked with the record it replays."""
+    replays = [
+        vf("dlq", "replay", "--flow", "fixable", "--yes", "--format", "json", nats_url=url).json()
+        for _ in range(2)
+    ]
+    seqs = [r["records"][0]["stream_seq"] for r in replays]
+
+    async def last(js: JetStreamContext) -> dict[str, str]:
+        msg = await js.get_last_msg(names.stream("camera"), names.subject("camera"))
+        return dict(msg.headers or {})
+
+    headers = with_js(url, last)
+    print(f"[replay twice] stream sequences {seqs}; last replay id {headers.get('VF-Replay-Id')}")
+    assert seqs[1] > seqs[0], "the second replay was de-duplicated away"
+    assert headers["VF-Replay-Of"] == "vf-fixable-dlq:1"
+    assert headers["VF-Replay-Id"] == replays[1]["replay_id"] != replays[0]["replay_id"]
 
 
 def _letters(url: str) -> int:

@@ -7,20 +7,24 @@ of the original or of an earlier replay, and with ``VF-Replay-Of`` / ``VF-Replay
 headers so every replayed message can be traced to its record. Each record is checked
 first and refused by name when replaying it cannot work: the run's stream is gone, the
 node no longer reads it, another node reads it too, the envelope does not decode or
-belongs elsewhere, or its offloaded payload is no longer in the store.
+belongs elsewhere, its offloaded payload is no longer in the store, or it belongs to a
+BATCH generation that no longer reads the node's input (a finished generation does not
+run again, PROTOCOL GEN-7).
 """
 
 from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
+from nats.js.api import RetentionPolicy
 from nats.js.errors import NotFoundError
 from redis.asyncio import Redis
 
 from vf.ops.dlq import DeadLetter, dlq_stream
-from vf_runtime.inventory import durables
+from vf_runtime.inventory import Durable, durables
 from vf_runtime.naming import RunNames
 from vf_runtime.wire import BLOB_REF, DATA, WireError, decode_envelope, decode_payload
 from vf_runtime.wire.payloads import BlobRef
@@ -57,30 +61,50 @@ async def judge(js: JetStreamContext, letter: DeadLetter, store: Redis | None) -
     names = RunNames(envelope.flow_id, envelope.run_id, letter.generation)
     if envelope.run_id != letter.run_id or names.dlq_stream() != dlq_stream(letter.flow):
         return Verdict(letter=letter, refused="the envelope belongs to another flow or run")
-    problem = await _stream_problem(js, letter, names.stream(envelope.producer))
+    stream = names.stream(envelope.producer)
+    problem, readers = await _stream_problem(js, letter, stream)
     if not problem and envelope.payload_type == BLOB_REF:
         problem = await _payload_problem(envelope.payload, store)
-    subject = names.subject(envelope.producer)
-    return Verdict(letter=letter, subject=subject, refused=problem)
+    if not problem and await _batch(js, stream) and not any(d.live(_now()) for d in readers):
+        problem = (
+            f"BATCH generation {letter.generation or '-'} no longer reads node {letter.node}'s "
+            "input: a finished generation does not run again (PROTOCOL GEN-7); fix the cause "
+            "and run the flow again (a new generation processes every item)"
+        )
+    return Verdict(letter=letter, subject=names.subject(envelope.producer), refused=problem)
 
 
-async def _stream_problem(js: JetStreamContext, letter: DeadLetter, stream: str) -> str:
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _batch(js: JetStreamContext, stream: str) -> bool:
+    """BATCH streams keep messages for their readers (interest retention, STREAM-3)."""
+    info = await js.stream_info(stream)
+    return info.config.retention == RetentionPolicy.INTEREST
+
+
+async def _stream_problem(
+    js: JetStreamContext, letter: DeadLetter, stream: str
+) -> tuple[str, list[Durable]]:
+    """Why the origin stream cannot take the replay, and the origin node's durables."""
     run = f"run {letter.run_id}" + (f" generation {letter.generation}" if letter.generation else "")
     try:
         await js.stream_info(stream)
     except NotFoundError:
-        return f"{run} no longer exists on this broker (stream {stream} is gone)"
+        return f"{run} no longer exists on this broker (stream {stream} is gone)", []
     readers = [d for d in await durables(js, stream) if d.role == "reader"]
     nodes = sorted({d.node for d in readers})
     if letter.node not in nodes:
-        return f"node {letter.node} no longer reads {stream} in {run}"
+        return f"node {letter.node} no longer reads {stream} in {run}", []
     others = [n for n in nodes if n != letter.node]
     if others:
-        return (
+        problem = (
             f"{stream} is also read by {', '.join(others)}, which would receive the item "
             "a second time"
         )
-    return ""
+        return problem, []
+    return "", readers
 
 
 async def _payload_problem(payload: bytes, store: Redis | None) -> str:
