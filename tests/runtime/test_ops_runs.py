@@ -166,7 +166,9 @@ def test_teardown_without_runs_or_plans_is_a_named_error(servers: Servers, tmp_p
     url = servers.nats.url
     both = vf("teardown", "--flow", "f", "--run", "r", "--superseded", nats_url=url)
     empty = vf("teardown", "--flow", "f", "--superseded", "--tree", str(tmp_path), nats_url=url)
+    stray = vf("teardown", "--flow", "f", "--superseded", "--generation", "g1", nats_url=url)
     nothing = vf("teardown", "--flow", "f", "--run", "r", nats_url=url)
+    assert stray.code == 2 and "error[VF_TEARDOWN_ARGS]" in stray.err
     assert both.code == 2 and "error[VF_TEARDOWN_ARGS]" in both.err
     assert empty.code == 2 and "error[VF_TEARDOWN_TREE]" in empty.err
     assert nothing.code == 0 and "nothing to remove" in nothing.out

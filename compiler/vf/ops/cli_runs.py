@@ -85,12 +85,15 @@ def _selection(
     return teardown.select_run(runs, run, generation)
 
 
-def _check_request(run: str | None, superseded: bool, tree: Path | None) -> None:
-    if (run is None) == (not superseded) or (tree is not None and not superseded):
+def _check_request(
+    run: str | None, superseded: bool, tree: Path | None, generation: str | None
+) -> None:
+    misplaced = (tree is not None and not superseded) or (generation is not None and not run)
+    if (run is None) == (not superseded) or misplaced:
         raise VfError(
             "VF_TEARDOWN_ARGS",
             "vf teardown needs exactly one of --run RUN or --superseded "
-            "(--tree goes with --superseded)",
+            "(--tree goes with --superseded, --generation with --run)",
             "name the run to remove, or pass --superseded [--tree DIR]",
             "vf teardown",
         )
@@ -179,7 +182,7 @@ def teardown_command(
     """Delete a run's streams and durables, or every superseded run of a flow. The DLQ stays."""
 
     def action() -> int:
-        _check_request(run, superseded, tree)
+        _check_request(run, superseded, tree, generation)
         options = {"run": run, "generation": generation, "superseded": superseded, "tree": tree}
         report = with_broker(
             nats_url, lambda b: _teardown(b, flow, options, yes=yes, force=force), timeout=timeout
