@@ -82,6 +82,10 @@ def test_show_decodes_the_envelope_and_keeps_every_header(
     assert record["headers"]["VF-Disposition"] == "transient"
     assert record["envelope"]["producer"] == "numbers"
     assert record["envelope"]["payload"] == {"i": 3}
+    decoded = vf(
+        "debug", "decode", "--dlq", "poison:1", "--format", "json", nats_url=servers.nats.url
+    )
+    assert decoded.code == 0 and decoded.json() == record["envelope"]
     missing = vf("dlq", "show", "poison:99", nats_url=servers.nats.url)
     assert missing.code == 2 and "error[VF_DLQ_NOT_FOUND]" in missing.err
     garbage = vf("dlq", "show", "poison", nats_url=servers.nats.url)

@@ -23,9 +23,20 @@ from tests.runtime.opshelp import (
     vf,
     with_js,
 )
+from vf.ops import teardown
+from vf.ops.runs import flow_runs
 from vf_runtime.broker import announce_stop
 from vf_runtime.localinfra import LocalServer, free_port
 from vf_runtime.naming import RunNames
+from vf_runtime.provision import RunTopology, provision
+from vf_runtime.topology import NodeTopology
+
+SRC = NodeTopology(
+    name="src", parents=(), replicas=1, partitioned=False, has_children=True, max_deliver=1
+)
+MID = NodeTopology(
+    name="mid", parents=("src",), replicas=1, partitioned=False, has_children=True, max_deliver=1
+)
 
 
 @pytest.fixture
@@ -160,6 +171,31 @@ def _applied(out: Path) -> list[int]:
     if not out.exists():
         return []
     return [json.loads(line)["i"] for line in out.read_text().splitlines() if line]
+
+
+def test_teardown_reports_what_is_still_there_after_deleting(servers: Servers) -> None:
+    """A stream of the run created after vf read the broker (a provision Job re-creating
+    the run meanwhile) is not deleted and is named as remaining."""
+    url = servers.nats.url
+    names = RunNames("late", "r1", "g1")
+    early = RunTopology(
+        flow_id="late", run_id="r1", flow_type="batch", nodes=(SRC,), generation="g1"
+    )
+    later = RunTopology(
+        flow_id="late", run_id="r1", flow_type="batch", nodes=(SRC, MID), generation="g1"
+    )
+
+    async def body(js: JetStreamContext) -> tuple[list[str], list[str]]:
+        await provision(js, early)
+        selection = teardown.select_run(await flow_runs(js, "late"), "r1", None)
+        await provision(js, later)  # re-created meanwhile, one stream more
+        outcome = await teardown.remove(js, selection, "late")
+        return outcome.removed, outcome.remaining
+
+    removed, remaining = with_js(url, body)
+    print(f"[teardown incomplete] removed {removed}, remaining {remaining}")
+    assert removed == [names.stream("src")]
+    assert remaining == [names.stream("mid")]
 
 
 def test_teardown_without_runs_or_plans_is_a_named_error(servers: Servers, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from vf.errors import EXIT_ENVIRONMENT
+from vf.errors import EXIT_ENVIRONMENT, VfError
 from vf.ops import dlq, replay
 from vf.ops.decode import blob_ref, describe, parse
 from vf.ops.dlq import DeadLetter, Filter
@@ -41,6 +41,7 @@ def _row(letter: DeadLetter) -> dict[str, Any]:
         "disposition": letter.header("VF-Disposition"),
         "delivered": letter.delivered(),
         "age": age(seconds),
+        "time": None if letter.time is None else letter.time.isoformat(),
         "reason": letter.reason,
     }
 
@@ -104,11 +105,10 @@ def _record(letter: DeadLetter, broker: Broker) -> Any:
             "subject": letter.subject,
             "bytes": len(letter.data),
         }
-        found["time"] = None if letter.time is None else letter.time.isoformat()
         found["headers"] = dict(sorted(letter.headers.items()))
         try:
             envelope = parse(letter.data, where=letter.id)
-        except Exception as exc:  # the record is still worth showing without its envelope
+        except VfError as exc:  # the record is still worth showing without its envelope
             found["envelope_error"] = str(exc)
             return found
         ref, resolved = blob_ref(envelope), None

@@ -27,6 +27,7 @@ def run_row(run: RunState) -> dict[str, Any]:
         "messages": run.messages,
         "dead_letters": run.dead_letters,
         "age": age(run.age_seconds(now())),
+        "created": None if run.created is None else run.created.isoformat(),
     }
 
 
