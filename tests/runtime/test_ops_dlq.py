@@ -215,6 +215,39 @@ def test_replay_refuses_by_name_a_payload_that_left_the_store(
     assert FINISHED in kept.json()["records"][0]["reason"], "the stored payload was not accepted"
 
 
+def test_an_undecodable_dead_letter_is_shown_and_never_replayed(
+    servers: Servers, poison: RunNames
+) -> None:
+    url = servers.nats.url
+    headers = {
+        "VF-Origin-Node": "scale",
+        "VF-Run-Id": poison.run_id,
+        "VF-Code": "VF_POISON_DECODE",
+        "VF-Generation": poison.generation,
+    }
+
+    async def body(js: JetStreamContext) -> int:
+        ack = await js.publish(poison.dlq_subject("scale"), b"\x00garbage", headers=headers)
+        return int(ack.seq)
+
+    seq = with_js(url, body)
+    shown = vf("dlq", "show", f"poison:{seq}", "--format", "json", nats_url=url)
+    replay = vf(
+        "dlq",
+        "replay",
+        "--flow",
+        "poison",
+        "--code",
+        "VF_POISON_DECODE",
+        "--yes",
+        "--format",
+        "json",
+        nats_url=url,
+    )
+    assert shown.code == 0 and shown.json()["envelope_error"].startswith("VF_WIRE_DECODE: ")
+    assert replay.code == 3 and replay.json()["records"][0]["reason"].startswith("VF_WIRE_DECODE")
+
+
 def test_purge_needs_yes_and_empties_only_what_it_names(servers: Servers, poison: RunNames) -> None:
     url = servers.nats.url
 

@@ -109,7 +109,7 @@ def _record(letter: DeadLetter, broker: Broker) -> Any:
         try:
             envelope = parse(letter.data, where=letter.id)
         except VfError as exc:  # the record is still worth showing without its envelope
-            found["envelope_error"] = str(exc)
+            found["envelope_error"] = f"{exc.code}: {exc}"
             return found
         ref, resolved = blob_ref(envelope), None
         if ref is not None and broker.store is not None:
