@@ -98,27 +98,21 @@ def ls_command(
     execute(action)
 
 
-def _record(letter: DeadLetter, broker: Broker) -> Any:
-    async def load() -> dict[str, Any]:
-        found: dict[str, Any] = {
-            **_row(letter),
-            "subject": letter.subject,
-            "bytes": len(letter.data),
-        }
-        found["headers"] = dict(sorted(letter.headers.items()))
-        try:
-            envelope = parse(letter.data, where=letter.id)
-        except VfError as exc:  # the record is still worth showing without its envelope
-            found["envelope_error"] = f"{exc.code}: {exc}"
-            return found
-        ref, resolved = blob_ref(envelope), None
-        if ref is not None and broker.store is not None:
-            stored = await broker.store.get(ref)
-            resolved = stored.encode() if isinstance(stored, str) else stored
-        found["envelope"] = describe(envelope, resolved=resolved)
+async def _record(letter: DeadLetter, broker: Broker) -> dict[str, Any]:
+    """The record, its headers and its decoded envelope (or why it does not decode)."""
+    found: dict[str, Any] = {**_row(letter), "subject": letter.subject, "bytes": len(letter.data)}
+    found["headers"] = dict(sorted(letter.headers.items()))
+    try:
+        envelope = parse(letter.data, where=letter.id)
+    except VfError as exc:  # the record is still worth showing without its envelope
+        found["envelope_error"] = f"{exc.code}: {exc}"
         return found
-
-    return load()
+    ref, resolved = blob_ref(envelope), None
+    if ref is not None and broker.store is not None:
+        stored = await broker.store.get(ref)
+        resolved = stored.encode() if isinstance(stored, str) else stored
+    found["envelope"] = describe(envelope, resolved=resolved)
+    return found
 
 
 @dlq_group.command("show")
@@ -134,9 +128,7 @@ def show_command(
         flow, seq = dlq.parse_id(letter_id)
 
         async def body(broker: Broker) -> dict[str, Any]:
-            letter = await dlq.read_letter(broker.js, flow, seq)
-            result: dict[str, Any] = await _record(letter, broker)
-            return result
+            return await _record(await dlq.read_letter(broker.js, flow, seq), broker)
 
         record = with_broker(nats_url, body, timeout=timeout, redis_url=redis_url)
         emit(fmt, record, lambda: _show_text(record))
