@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from nats.errors import Error as NatsError
 
 from vf.errors import EXIT_ENVIRONMENT, VfError
 from vf.ops import dlq, replay
@@ -160,8 +161,12 @@ async def _replay(broker: Broker, flow: str, which: Filter, *, dry_run: bool) ->
         elif dry_run:
             row.update(result="would replay")
         else:
-            seq = await replay.publish(broker.js, verdict, run_id)
-            row.update(result="replayed", stream_seq=seq)
+            try:
+                seq = await replay.publish(broker.js, verdict, run_id)
+            except NatsError as exc:  # the records before it are replayed; say so
+                row.update(result="refused", reason=f"the broker did not take it: {exc!r}")
+            else:
+                row.update(result="replayed", stream_seq=seq)
         results.append(row)
     return {"replay_id": run_id, "dry_run": dry_run, "records": results, "more": more}
 
