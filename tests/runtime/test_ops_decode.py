@@ -12,7 +12,7 @@ import pytest
 from redis import Redis
 
 from tests.runtime.opshelp import vf
-from vf_runtime.localinfra import LocalServer
+from vf_runtime.localinfra import LocalServer, free_port
 from vf_runtime.wire import BLOB_REF, DATA, Envelope, Tensor, encode_envelope, encode_payload
 from vf_runtime.wire import envelope_pb2 as pb
 
@@ -109,3 +109,11 @@ def test_an_offloaded_payload_is_resolved_only_with_redis(redis_server: LocalSer
     resolved = stored["payload"]
     assert isinstance(resolved, dict)
     assert resolved["resolved"] == {"big": "x" * 200 + "... (300 characters)"}
+
+
+def test_an_unreachable_store_is_exit_3_with_its_url() -> None:
+    ref = pb.BlobRef(ref="vf-blob-g1-abc", inner_payload_type="videoflow.v1.Value", size=3)
+    wire = _envelope(1, payload_type=BLOB_REF, payload=ref.SerializeToString())
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    done = vf("debug", "decode", "-", "--redis", url, stdin=wire)
+    assert done.code == 3 and "error[VF_STORE_UNAVAILABLE]" in done.err and url in done.err
