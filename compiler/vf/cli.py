@@ -14,6 +14,7 @@ import click
 
 from vf import __version__
 from vf.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_STALE, VfError
+from vf.ops.commands import register as register_operator_commands
 
 if TYPE_CHECKING:
     from vf.pipeline import CompileRequest, CompileResult
@@ -475,6 +476,9 @@ def init_command(*, directory: Path, name: str | None) -> None:
         return 0
 
     _run(body)
+
+
+register_operator_commands(cli)
 
 
 def main() -> None:

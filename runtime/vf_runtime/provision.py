@@ -4,12 +4,14 @@ Idempotent: what exists with matching settings is kept, what is missing is
 created, and everything is read back and compared; any difference fails the
 command with the list. The data streams of this run's other generations are then
 deleted (a BATCH generation re-executes the whole batch, so what an earlier one
-left is superseded, never drained into this one); ``--prune-superseded`` also
-deletes those of the flow's other runs. Both are chosen by the ownership recorded
-in stream metadata (never by a name prefix); the flow's dead-letter stream is kept.
+left is superseded, never drained into this one); ``--prune-superseded`` (or
+``VF_PRUNE_SUPERSEDED=1``) also deletes those of the flow's other runs that no replica
+still reads. Both are chosen by the ownership recorded in stream metadata (never by a
+name prefix); the flow's dead-letter stream is kept.
 
 Environment: VF_NATS_URL, VF_FLOW_ID, VF_FLOW_TYPE, VF_RUN_ID, VF_TOPOLOGY_DIR,
-optional VF_GENERATION, VF_ACK_WAIT_SECONDS (60) and VF_STREAM_REPLICAS (1).
+optional VF_GENERATION, VF_ACK_WAIT_SECONDS (60), VF_STREAM_REPLICAS (1) and
+VF_PRUNE_SUPERSEDED (0).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from vf_runtime.broker import (
 )
 from vf_runtime.config import DEFAULT_ACK_WAIT
 from vf_runtime.constants import BATCH, FLOW_TYPES
+from vf_runtime.inventory import all_streams, live_readers, owned_run
 from vf_runtime.naming import RunNames, valid_generation
 from vf_runtime.topology import (
     META_FLOW,
@@ -141,31 +144,64 @@ def _superseded(meta: dict[str, str], run: RunTopology, *, other_runs: bool) -> 
     return meta.get(META_GENERATION, "") != run.generation
 
 
+@dataclass(frozen=True, kw_only=True)
+class Pruned:
+    """Streams reclaimed, and other runs' streams kept because a replica still reads them."""
+
+    deleted: list[str]
+    kept_live: list[str]
+
+
 async def prune_superseded(
     js: JetStreamContext, run: RunTopology, *, other_runs: bool = True
 ) -> list[str]:
     """Delete the data streams vf created for superseded generations of ``run`` and, with
     ``other_runs``, for the flow's other runs; return their names. Never the DLQ."""
-    deleted = []
-    infos = await js.streams_info()
-    for info in infos:
+    return (await reclaim(js, run, other_runs=other_runs)).deleted
+
+
+async def reclaim(js: JetStreamContext, run: RunTopology, *, other_runs: bool) -> Pruned:
+    """:func:`prune_superseded`, keeping another run while a replica still reads it (a
+    REALTIME rollout drains the old run while the new one starts); its own superseded
+    generations are always reclaimed (GEN-6)."""
+    chosen: dict[tuple[str, str], list[str]] = {}
+    for info in await all_streams(js):
         if _superseded(info.config.metadata or {}, run, other_runs=other_runs):
-            name = info.config.name or ""
+            key = owned_run(info, run.flow_id) or ("", "")
+            chosen.setdefault(key, []).append(info.config.name or "")
+    deleted, kept = [], []
+    for (run_id, _), streams in sorted(chosen.items()):
+        if run_id != run.run_id and await live_readers(js, streams):
+            kept.extend(streams)
+            continue
+        for name in streams:
             await js.delete_stream(name)
             deleted.append(name)
-    return sorted(deleted)
+    return Pruned(deleted=sorted(deleted), kept_live=sorted(kept))
 
 
 async def provision_run(url: str, run: RunTopology, *, prune: bool, timeout: float) -> list[str]:
     """Connect, provision ``run``, reclaim its superseded generations and, with ``prune``,
     the flow's superseded runs; return the deleted streams."""
+    return (await provision_and_reclaim(url, run, prune=prune, timeout=timeout)).deleted
+
+
+async def provision_and_reclaim(
+    url: str, run: RunTopology, *, prune: bool, timeout: float
+) -> Pruned:
+    """:func:`provision_run`, also saying which other runs were kept because still live."""
     client = await connect(url, timeout=timeout, name=f"vf-provision-{run.flow_id}")
     try:
         js = client.jetstream(timeout=10)
         await provision(js, run)
-        return await prune_superseded(js, run, other_runs=prune)
+        return await reclaim(js, run, other_runs=prune)
     finally:
         await client.close()
+
+
+def prune_requested(flag: bool, env: Mapping[str, str]) -> bool:
+    """``--prune-superseded``, or the environment's opt-in ``VF_PRUNE_SUPERSEDED=1``."""
+    return flag or env.get("VF_PRUNE_SUPERSEDED", "") in ("1", "true")
 
 
 def _run_from_env(env: Mapping[str, str], topology_dir: str | None) -> RunTopology:
@@ -210,10 +246,9 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, KeyError, OSError) as exc:
         print(f"error[VF_ENV] provisioning environment is not usable: {exc}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
+    prune = prune_requested(args.prune_superseded, os.environ)
     try:
-        pruned = asyncio.run(
-            provision_run(url, run, prune=args.prune_superseded, timeout=args.timeout)
-        )
+        pruned = asyncio.run(provision_and_reclaim(url, run, prune=prune, timeout=args.timeout))
     except BrokerError as exc:
         print(f"error[{exc.code}] {exc}", file=sys.stderr)
         sys.exit(EXIT_BROKER)
@@ -221,8 +256,10 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"provisioned run {run.run_id}{generation} of flow {run.flow_id} ({len(run.nodes)} nodes)"
     )
-    for name in pruned:
+    for name in pruned.deleted:
         print(f"pruned superseded stream {name}")
+    for name in pruned.kept_live:
+        print(f"kept superseded stream {name}: a replica still reads it (reclaimed next time)")
     sys.exit(EXIT_OK)
 
 
