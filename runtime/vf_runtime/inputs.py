@@ -294,6 +294,7 @@ class Inputs:
             _wake(waker)
 
     async def stop(self) -> None:
+        """End the pulls; hand back what this replica still holds (DELIV-10)."""
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:
@@ -302,6 +303,10 @@ class Inputs:
         for feed in self.feeds:
             with contextlib.suppress(Exception):
                 await feed.stop()
+        held, self.held = list(self.held.values()), {}
+        for msg in held:  # redelivered now, to a sibling or the next life, not after ack wait
+            with contextlib.suppress(Exception):
+                await msg.nak()
 
     async def settle(self, msg: Msg, *, action: str, delay: float | None = None) -> None:
         """Ack, term or nak ``msg`` and stop keeping it alive."""

@@ -177,6 +177,21 @@ def test_stop_ends_a_running_realtime_flow(
             process.communicate()
     assert process.returncode == 0, output[-3000:]
     assert "stop received" in output
+    names = RunNames(plan.flow_id, plan.run_id, "t1")
+    leased = asyncio.run(_ack_pending(nats_server.url, names, child="sink", parent="camera"))
+    assert leased == 0, f"{leased} message(s) stay leased to a stopped reader until ack wait"
+
+
+async def _ack_pending(url: str, names: RunNames, *, child: str, parent: str) -> int:
+    """Messages the broker still counts as delivered to ``child`` and not settled."""
+    client = await nats.connect(url)
+    try:
+        info = await client.jetstream().consumer_info(
+            names.stream(parent), names.durable(child, parent=parent)
+        )
+        return int(info.num_ack_pending)
+    finally:
+        await client.close()
 
 
 def test_ctrl_c_stops_a_run_with_its_own_servers_and_exits_130(tmp_path: Path) -> None:
