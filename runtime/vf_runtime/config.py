@@ -142,6 +142,7 @@ class WorkerConfig:
     stream_replicas: int = 1
     generation: str = ""
     eos_wait_seconds: float = 30.0  # EOS-6: a contradicted count's quiet wait
+    breaker_threshold: int = 10  # ERR-5: consecutive failed calls that stop a replica
 
     @property
     def names(self) -> RunNames:
@@ -257,6 +258,7 @@ def load_worker_config(env: Mapping[str, str]) -> WorkerConfig:
         stream_replicas=r.integer("VF_STREAM_REPLICAS", 1, minimum=1),
         generation=_generation(r),
         eos_wait_seconds=r.number("VF_EOS_WAIT_SECONDS", 30.0, minimum=0),
+        breaker_threshold=r.integer("VF_BREAKER_THRESHOLD", 10, minimum=0),
     )
     if config.node_kind == "producer" and parents:
         r.problems.append("VF_PARENT_NAMES must be empty for a producer")

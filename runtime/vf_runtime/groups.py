@@ -109,7 +109,10 @@ class GroupRunner:
         self.applied = applied
         self.metrics = metrics
         self.stopping: Callable[[], bool] = lambda: False
-        self.fatal = False  # a group failed with disposition worker_fatal
+        self.fatal = False  # a group failed with disposition worker_fatal, or the breaker opened
+        self.breaker = settler.config.breaker_threshold  # 0: never opens
+        self.failures = 0  # the node's consecutive failed calls
+        self.opened: str | None = None  # why the breaker opened (ERR-5)
 
     async def run(self, groups: list[Group]) -> None:
         """Take ``groups`` through: call the node, publish, confirm, then ack (never before)."""
@@ -155,8 +158,9 @@ class GroupRunner:
                 result, elapsed = await future
             except Exception as exc:
                 self.inputs.done()
-                self.fatal = await self.settler.fail(group, exc) or self.fatal
+                await self._node_failed(group, exc)
                 continue
+            self.failures = 0
             self.inputs.done()
             if result is _NOT_RUN or stopped:
                 continue  # stopped: left un-acked for whoever runs next
@@ -171,6 +175,22 @@ class GroupRunner:
                 continue
             sent.append(_Sent(group, elapsed, output))
         return sent
+
+    async def _node_failed(self, group: Group, exc: Exception) -> None:
+        """Settle a failed call; after ``breaker`` failures in a row, hand the group back
+        instead and stop this replica: a broken replica must not shred the stream into
+        the dead-letter stream while a healthy one (or a fixed rollout) could take it."""
+        self.failures += 1
+        if not self.breaker or self.failures < self.breaker:
+            self.fatal = await self.settler.fail(group, exc) or self.fatal
+            return
+        self.metrics.bump("failed")
+        self.opened = (
+            f"{self.failures} calls in a row failed, the last with {type(exc).__name__}: {exc}"
+        )
+        for delivery in group:
+            await self.inputs.settle(delivery.msg, action="nak")
+        self.fatal = True
 
     async def _submit(
         self, result: Any, group: Group, elapsed: float

@@ -93,7 +93,8 @@ class ProcessorLoop:
 
     @property
     def fatal(self) -> bool:
-        """A group failed with disposition ``worker_fatal``: the worker exits with failure."""
+        """A group failed with disposition ``worker_fatal``, or the breaker opened: the
+        worker exits with failure."""
         return self.runner.fatal
 
     async def run(self, stop: asyncio.Event, eos: EndOfStream) -> bool:

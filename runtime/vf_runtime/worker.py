@@ -337,6 +337,16 @@ class Worker:
             await self._record_loss(exc)
             raise
         if loop.fatal:
+            if loop.runner.opened is not None:
+                config = self.config
+                print(
+                    f"error[VF_BREAKER_OPEN] '{config.node_name}' replica {config.replica_id}: "
+                    f"{loop.runner.opened}; its items were handed back, not dead-lettered\n"
+                    "  = fix: repair the node and roll it out (VF_BREAKER_THRESHOLD sets how "
+                    "many failures in a row stop a replica; 0 never does)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return EXIT_FAILED
         if drained and publisher is not None:
             error = eos.aborted[0].error if eos.aborted else None

@@ -146,6 +146,35 @@ def test_a_poison_message_ends_in_the_dlq_with_its_reason(
     assert decode_payload(envelope.payload_type, envelope.payload) == {"i": 3}
 
 
+@pytest.mark.parametrize("threshold", [3, 0])
+def test_the_breaker_stops_a_replica_that_fails_every_item_instead_of_shredding_the_stream(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer, threshold: int
+) -> None:
+    """Every call fails. With the breaker at 3 the replica stops after 3 failures in a row
+    and hands the item back, each of its lives; most items stay in the stream for a fixed
+    rollout and the node is reported lost. With the breaker off every item is retried
+    and dead-lettered."""
+    out = tmp_path / "sink.jsonl"
+    env = {
+        "VF_TEST_OUT": str(out),
+        "VF_RETRY_DELAY_CAP_SECONDS": "0.2",
+        "VF_BREAKER_THRESHOLD": str(threshold),
+    }
+    run = run_flow("broken.py", nats=nats_server, redis=redis_server, env=env)
+    letters = re.search(r"\[vf\] scale: (\d+) item\(s\) dead-lettered", run.output)
+    dead = int(letters.group(1)) if letters else 0
+    print(f"[breaker {threshold}] exit {run.code}, dead-lettered {dead} of 12")
+    assert _lines(out) == []
+    if threshold:
+        assert run.code == 4, run.output[-4000:]
+        opened = r"error\[VF_BREAKER_OPEN\] 'scale' replica 0: \d+ calls in a row failed"
+        assert len(re.findall(opened, run.output)) == 4  # each of its 4 lives stopped itself
+        assert dead < 12 // 2, run.output[-4000:]
+    else:
+        assert run.code == 6, run.output[-4000:]
+        assert "VF_BREAKER_OPEN" not in run.output and dead == 12
+
+
 def test_stop_ends_a_running_realtime_flow(
     tmp_path: Path,
     nats_server: LocalServer,

@@ -201,7 +201,7 @@ def test_an_undecodable_message_is_dead_lettered_not_dropped(
         flow_id="garbage",
         run_id=plan.run_id,
         trace_id="eos-r0",
-        seq=1,
+        seq=0,  # the producer published nothing: the garbage is someone else's (EOS-6)
     )
 
     async def body(js: JetStreamContext) -> Any:

@@ -66,10 +66,12 @@ class Scale(Processor):
         delay: float = 0.0,
         pid_dir: str = "",
         open_delay: float = 0.0,
+        fail_from: int = 0,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
         self.open_delay = open_delay  # starts reading this much later
+        self.fail_from = fail_from  # refuses every item from this one on (0: none)
         self.factor = factor
         self.crash_at = crash_at
         self.crash_marker = crash_marker
@@ -89,6 +91,8 @@ class Scale(Processor):
             _note_progress(self.pid_dir, str(self.name), self._done)
         if self.fail_on and item["i"] == self.fail_on:
             raise ValueError(f"refusing item {item['i']}")
+        if self.fail_from and item["i"] >= self.fail_from:
+            raise RuntimeError(f"the model is broken (item {item['i']})")
         if self.delay:
             time.sleep(self.delay)
         out: dict[str, Any] = {"i": item["i"], "v": item["i"] * self.factor}
