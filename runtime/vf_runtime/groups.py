@@ -17,7 +17,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -94,6 +94,7 @@ class GroupRunner:
         self,
         call: Callable[..., Any],
         *,
+        keyed: bool = False,
         thread: NodeThread,
         inputs: Inputs,
         settler: Settler,
@@ -102,6 +103,7 @@ class GroupRunner:
         metrics: Metrics,
     ) -> None:
         self.call = call
+        self.keyed = keyed  # call returns (result, partition key) (vf_runtime.context)
         self.thread = thread
         self.inputs = inputs
         self.settler = settler
@@ -165,8 +167,11 @@ class GroupRunner:
             if result is _NOT_RUN or stopped:
                 continue  # stopped: left un-acked for whoever runs next
             self.inputs.observe(elapsed)
+            key = None
+            if self.keyed:
+                result, key = result
             try:
-                output = await self._submit(result, group, elapsed)
+                output = await self._submit(result, group, elapsed, key)
             except Stopped:
                 stopped = True
                 continue
@@ -193,11 +198,14 @@ class GroupRunner:
         self.fatal = True
 
     async def _submit(
-        self, result: Any, group: Group, elapsed: float
+        self, result: Any, group: Group, elapsed: float, key: Any = None
     ) -> tuple[Prepared, asyncio.Future[bool]] | None:
         if self.publisher is None:
             return None
-        prepared = await self.publisher.prepare(result, stamp(group, elapsed))
+        identity = stamp(group, elapsed)
+        if key is not None:  # ctx.set_partition_key: this output only
+            identity = replace(identity, metadata={**identity.metadata, ONE_SHOT: key})
+        prepared = await self.publisher.prepare(result, identity)
         return prepared, await self.publisher.submit(prepared)
 
     async def _confirm_all(self, sent: list[_Sent]) -> list[_Sent]:

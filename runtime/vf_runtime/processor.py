@@ -65,6 +65,7 @@ class ProcessorLoop:
         self,
         call: Callable[..., Any],
         *,
+        keyed: bool = False,
         config: WorkerConfig,
         wiring: Wiring,
         thread: NodeThread,
@@ -81,6 +82,7 @@ class ProcessorLoop:
         )
         self.runner = GroupRunner(
             call,
+            keyed=keyed,
             thread=thread,
             inputs=wiring.inputs,
             settler=wiring.settler,

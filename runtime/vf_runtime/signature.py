@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 
+from vf_runtime.context import context_parameter
 from vf_runtime.nodes import Consumer, Node, Processor
 
 
@@ -26,8 +27,9 @@ def arity_problem(node: Node, *, parents: int) -> str | None:
         signature = inspect.signature(call)
     except (TypeError, ValueError):  # a builtin or C callable: nothing to read
         return None
+    context = context_parameter(call)  # taken by keyword, not one of the inputs
     try:
-        signature.bind(*([None] * parents))
+        signature.bind(*([None] * parents), **({context: None} if context else {}))
     except TypeError:
         return (
             f"{type(node).__name__}.{method}{signature} cannot take {parents} input(s), "

@@ -32,6 +32,7 @@ from vf_runtime.blobstore import AppliedLog, BlobStore
 from vf_runtime.broker import BrokerError, connect, ensure_consumer, ensure_stream
 from vf_runtime.config import ConfigError, WorkerConfig, load_worker_config
 from vf_runtime.constants import BATCH
+from vf_runtime.context import RuntimeContext, context_parameter, with_context
 from vf_runtime.eos import EndOfStream, EosMismatch
 from vf_runtime.health import HealthServer, Metrics
 from vf_runtime.inputs import Inputs
@@ -202,7 +203,9 @@ class Worker:
     ) -> ProcessorLoop:
         js = inputs.js
         node = self.node
-        call = node.process if isinstance(node, Processor) else cast(Consumer, node).consume
+        method = node.process if isinstance(node, Processor) else cast(Consumer, node).consume
+        name = context_parameter(method)
+        call = method if name is None else with_context(method, self._context(), name)
         settler = Settler(
             self.config,
             inputs=inputs,
@@ -218,7 +221,23 @@ class Worker:
             applied=self.applied,
         )
         return ProcessorLoop(
-            call, config=self.config, wiring=wiring, thread=thread, metrics=self.metrics
+            call,
+            keyed=name is not None,
+            config=self.config,
+            wiring=wiring,
+            thread=thread,
+            metrics=self.metrics,
+        )
+
+    def _context(self) -> RuntimeContext:
+        config = self.config
+        return RuntimeContext(
+            flow_id=config.flow_id,
+            run_id=config.run_id,
+            generation=config.generation,
+            node_name=config.node_name,
+            replica_id=config.replica_id,
+            logger=logging.getLogger(f"vf.node.{config.node_name}"),
         )
 
     async def _check_not_finished(self, js: JetStreamContext, inputs: Inputs) -> None:

@@ -175,6 +175,21 @@ def test_the_breaker_stops_a_replica_that_fails_every_item_instead_of_shredding_
         assert "VF_BREAKER_OPEN" not in run.output and dead == 12
 
 
+def test_nodes_that_declare_ctx_get_the_run_and_route_by_their_partition_key(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    """``process(item, ctx)`` and ``process(item, *, context)`` get the runtime context;
+    ``ctx.set_partition_key`` routes each output to the partitioned replica owning it."""
+    out = tmp_path / "sink.jsonl"
+    run = run_flow("routed.py", nats=nats_server, redis=redis_server, env={"VF_TEST_OUT": str(out)})
+    assert run.code == 0, run.output[-4000:]
+    lines = _lines(out)
+    assert sorted(line["i"] for line in lines) == list(range(1, 21))
+    assert {tuple(line["by"]) for line in lines} == {("routed", "parity", 0)}
+    parities = {r: {line["i"] % 2 for line in lines if line["replica"] == r} for r in (0, 1)}
+    assert sorted(map(sorted, parities.values())) == [[0], [1]], parities
+
+
 def test_stop_ends_a_running_realtime_flow(
     tmp_path: Path,
     nats_server: LocalServer,
