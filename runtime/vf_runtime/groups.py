@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeGuard
 
 from vf_runtime.blobstore import AppliedLog, Stopped
 from vf_runtime.health import Metrics
@@ -42,6 +42,30 @@ def _timed(
     started = time.perf_counter()
     result = call(*values)
     return result, time.perf_counter() - started
+
+
+class SignatureMismatch(Exception):
+    """The node could not even be called with its inputs: retrying cannot help (poison)."""
+
+    code = "VF_NODE_SIGNATURE"
+    disposition = "poison"
+
+    def __init__(self, cause: TypeError) -> None:
+        super().__init__(f"the node cannot be called with its inputs: {cause}")
+
+
+def _call_refused(exc: BaseException) -> TypeGuard[TypeError]:
+    """Whether ``exc`` is the TypeError of the call itself (wrong number or names of
+    arguments), raised before any line of the node ran, rather than one from inside it."""
+    if not isinstance(exc, TypeError) or exc.__traceback__ is None:
+        return False
+    last = exc.__traceback__
+    while last.tb_next is not None:
+        last = last.tb_next
+    return last.tb_frame.f_globals.get("__name__") in _CALL_SITES
+
+
+_CALL_SITES = ("vf_runtime.groups", "vf_runtime.context")
 
 
 def stamp(group: Group, elapsed: float) -> Stamp:
@@ -187,7 +211,8 @@ class GroupRunner:
         the dead-letter stream while a healthy one (or a fixed rollout) could take it."""
         self.failures += 1
         if not self.breaker or self.failures < self.breaker:
-            self.fatal = await self.settler.fail(group, exc) or self.fatal
+            failure = SignatureMismatch(exc) if _call_refused(exc) else exc
+            self.fatal = await self.settler.fail(group, failure) or self.fatal
             return
         self.metrics.bump("failed")
         self.opened = (

@@ -175,6 +175,24 @@ def test_the_breaker_stops_a_replica_that_fails_every_item_instead_of_shredding_
         assert "VF_BREAKER_OPEN" not in run.output and dead == 12
 
 
+def test_a_node_that_cannot_be_called_with_its_inputs_is_poison_not_retried(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    """A join's ``process`` whose signature vf cannot read fails on the call itself: every
+    group (both of its inputs) is dead-lettered at its first delivery as VF_NODE_SIGNATURE,
+    not retried."""
+    out = tmp_path / "sink.jsonl"
+    env = {"VF_TEST_OUT": str(out), "VF_RETRY_DELAY_CAP_SECONDS": "0.2"}
+    run = run_flow("uncallable.py", nats=nats_server, redis=redis_server, env=env)
+    assert run.code == 6, run.output[-4000:]
+    assert "[vf] pick: 12 item(s) dead-lettered" in run.output  # 6 groups of 2 inputs
+    assert "VF_NODE_SIGNATURE: SignatureMismatch: the node cannot be called" in run.output
+    headers, _ = asyncio.run(_dead_letter(nats_server.url, "uncallable"))
+    assert (headers["VF-Code"], headers["VF-Disposition"]) == ("VF_NODE_SIGNATURE", "poison")
+    assert headers["VF-Num-Delivered"] == "1"
+    assert _lines(out) == []
+
+
 def test_nodes_that_declare_ctx_get_the_run_and_route_by_their_partition_key(
     tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
 ) -> None:
