@@ -135,8 +135,8 @@ def component_params(node: Node) -> str:
 
 
 def _builder(node_class: type[Node]) -> Any:
+    from vf_runtime.build import KIND_CLASSES
     from vf_runtime.config import ConfigError, WorkerConfig
-    from vf_runtime.worker import KIND_CLASSES
 
     def build(config: WorkerConfig) -> Node:
         try:

@@ -6,6 +6,7 @@ names each of them; unknown ``VF_*`` variables are ignored (forward compatibilit
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -142,7 +143,8 @@ class WorkerConfig:
     stream_replicas: int = 1
     generation: str = ""
     eos_wait_seconds: float = 30.0  # EOS-6: a contradicted count's quiet wait
-    breaker_threshold: int = 10  # ERR-5: consecutive failed calls that stop a replica
+    breaker_threshold: int = 10  # DELIV-11: consecutive failed calls that stop a replica
+    replica_leased: bool = False  # ENV-6: the ordinal is leased once connected
 
     @property
     def names(self) -> RunNames:
@@ -156,15 +158,27 @@ class WorkerConfig:
 
 
 def replica_id(env: Mapping[str, str]) -> int:
-    """VF_REPLICA_ID, else the ordinal ending POD_NAME or HOSTNAME, else 0."""
+    """VF_REPLICA_ID, else the ordinal ending POD_NAME, else 0 (ENV-5).
+
+    ``HOSTNAME`` is not read: a Deployment pod's name ends in a random suffix that is
+    sometimes all digits, which would make a single replica publish as ``r24560``.
+    """
+    return _own_ordinal(env) or 0
+
+
+def _own_ordinal(env: Mapping[str, str]) -> int | None:
+    """The ordinal the pod was given (an Indexed Job's index, a StatefulSet's ordinal)."""
     explicit = env.get("VF_REPLICA_ID", "").strip()
     if explicit.isdigit():
         return int(explicit)
-    for name in ("POD_NAME", "HOSTNAME"):
-        match = _ORDINAL.search(env.get(name, ""))
-        if match:
-            return int(match.group(1))
-    return 0
+    match = _ORDINAL.search(env.get("POD_NAME", ""))
+    return int(match.group(1)) if match else None
+
+
+def leases_replica(env: Mapping[str, str], nb_tasks: int) -> bool:
+    """Whether this replica must lease its ordinal (ENV-6): it has siblings and was given
+    none (a Deployment's pods: no ``VF_REPLICA_ID``, no ``POD_NAME``)."""
+    return nb_tasks > 1 and _own_ordinal(env) is None
 
 
 def _parent_replicas(reader: _Reader, parents: tuple[str, ...]) -> dict[str, int]:
@@ -260,6 +274,8 @@ def load_worker_config(env: Mapping[str, str]) -> WorkerConfig:
         eos_wait_seconds=r.number("VF_EOS_WAIT_SECONDS", 30.0, minimum=0),
         breaker_threshold=r.integer("VF_BREAKER_THRESHOLD", 10, minimum=0),
     )
+    if leases_replica(env, config.nb_tasks):
+        config = dataclasses.replace(config, replica_leased=True)
     if config.node_kind == "producer" and parents:
         r.problems.append("VF_PARENT_NAMES must be empty for a producer")
     if config.node_kind in ("processor", "consumer") and not parents:

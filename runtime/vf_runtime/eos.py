@@ -160,3 +160,22 @@ class EndOfStream:
             if envelope.type != EOS:
                 self.aborted.append(envelope)
             log.info("end of stream from %s replica %d", parent, replica)
+
+
+async def record_loss(js: JetStreamContext, config: WorkerConfig, exc: EosMismatch) -> None:
+    """Keep a lost-items verdict in the dead-letter stream (EOS-6): a restarted life
+    cannot count again, so without this record the loss would end in a success."""
+    headers = {
+        "Nats-Msg-Id": f"dlq:eos:{config.node_name}:r{config.replica_id}:{exc.parent_replica}",
+        "VF-Origin-Node": config.node_name,
+        "VF-Run-Id": config.run_id,
+        "VF-Generation": config.generation,
+        "VF-Code": exc.code,
+        "VF-Error": str(exc),
+        "VF-Disposition": "lost",
+    }
+    subject = config.names.dlq_subject(config.node_name)
+    try:
+        await js.publish(subject, b"", timeout=5.0, headers=headers)
+    except Exception as error:  # the exit code still says the replica failed
+        log.error("could not record the loss in the dead-letter stream: %s", error)

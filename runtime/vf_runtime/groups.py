@@ -138,7 +138,7 @@ class GroupRunner:
         self.fatal = False  # a group failed with disposition worker_fatal, or the breaker opened
         self.breaker = settler.config.breaker_threshold  # 0: never opens
         self.failures = 0  # the node's consecutive failed calls
-        self.opened: str | None = None  # why the breaker opened (ERR-5)
+        self.opened: str | None = None  # why the breaker opened (DELIV-11)
 
     async def run(self, groups: list[Group]) -> None:
         """Take ``groups`` through: call the node, publish, confirm, then ack (never before)."""

@@ -73,6 +73,10 @@ class RunNames:
         """A never-fetched durable that keeps end-of-stream markers retained under interest."""
         return f"{token(node)}--eos--anchor"
 
+    def slot_bucket(self) -> str:
+        """The key-value bucket where replicas without an ordinal of their own lease one."""
+        return f"vf-{self._f}-{self._r}-slots"
+
     def control(self) -> str:
         """Plain-NATS subject on which a stop for the whole run is announced."""
         return f"vf.{self._f}.{self._rs}._control.stop"

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import hashlib
-import importlib
 import logging
 import os
 import re
@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import cast
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -30,10 +30,11 @@ from nats.js.errors import NotFoundError
 
 from vf_runtime.blobstore import AppliedLog, BlobStore
 from vf_runtime.broker import BrokerError, connect, ensure_consumer, ensure_stream
+from vf_runtime.build import build_node
 from vf_runtime.config import ConfigError, WorkerConfig, load_worker_config
 from vf_runtime.constants import BATCH
 from vf_runtime.context import RuntimeContext, context_parameter, with_context
-from vf_runtime.eos import EndOfStream, EosMismatch
+from vf_runtime.eos import EndOfStream, EosMismatch, record_loss
 from vf_runtime.health import HealthServer, Metrics
 from vf_runtime.inputs import Inputs
 from vf_runtime.naming import token
@@ -43,70 +44,12 @@ from vf_runtime.outputs import DeadLetters, Publisher
 from vf_runtime.processor import ProcessorLoop, Wiring
 from vf_runtime.producer import READ_AHEAD, ProducerLoop
 from vf_runtime.settle import Settler
-from vf_runtime.signature import arity_problem
+from vf_runtime.slots import SlotLease
 from vf_runtime.topology import dlq_config, eos_anchor_config, stream_config
 
 log = logging.getLogger("vf.worker")
 STOP_GRACE = 20.0  # below Kubernetes' default terminationGracePeriodSeconds (30)
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_BROKER, EXIT_STOPPED = 0, 1, 2, 3, 4
-KIND_CLASSES: dict[str, type[Node]] = {
-    "producer": Producer,
-    "processor": Processor,
-    "consumer": Consumer,
-}
-
-
-def _resolve_class(path: str) -> Any:
-    """Import ``module.Qualname``, trying the longest importable module prefix first.
-
-    A module that is found but fails to import another one reports that one by name.
-    """
-    parts = path.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        module = ".".join(parts[:cut])
-        try:
-            target: Any = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            missing = exc.name or ""
-            if missing and module != missing and not module.startswith(missing + "."):
-                raise  # the module exists but imports one that is missing: the real cause
-            continue
-        for attribute in parts[cut:]:
-            target = getattr(target, attribute)
-        return target
-    raise ModuleNotFoundError(f"no importable module in {path!r}")
-
-
-def build_node(config: WorkerConfig) -> Node:
-    """Rebuild the node as ``cls(**params)`` and check it is the kind the plan says."""
-    try:
-        cls = _resolve_class(config.node_class)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(
-            [
-                f"VF_NODE_CLASS={config.node_class!r} cannot be imported: {exc} "
-                "(is the module on PYTHONPATH inside the image?)"
-            ]
-        ) from exc
-    params = dict(config.params)
-    positional = [v for k in list(params) if k.startswith("*") for v in params.pop(k)]
-    try:
-        node = cls(*positional, **params)
-    except Exception as exc:
-        raise ConfigError([f"{config.node_class}(**VF_NODE_PARAMS_JSON) raised {exc!r}"]) from exc
-    expected = KIND_CLASSES[config.node_kind]
-    if not isinstance(node, expected):
-        raise ConfigError(
-            [
-                f"VF_NODE_CLASS {config.node_class} is not a {expected.__name__} "
-                f"but VF_NODE_KIND is {config.node_kind!r}: recompile and redeploy together"
-            ]
-        )
-    arity = arity_problem(node, parents=len(config.parents))
-    if arity is not None:
-        raise ConfigError([f"VF_NODE_CLASS {config.node_class}: {arity} (VF_PARENT_NAMES)"])
-    node._name = config.node_name  # the environment names the node, not its params
-    return node
 
 
 class GenerationFinished(Exception):
@@ -130,6 +73,7 @@ class Worker:
         self.refused_stops = 0
         self.control_js: JetStreamContext | None = None
         self.reconnect_listeners: list[Callable[[], None]] = []
+        self.lost_slot = False  # another replica took this one's leased ordinal (ENV-6)
 
     async def run(self) -> int:
         health = HealthServer(self.metrics, port=self.config.health_port)
@@ -141,6 +85,8 @@ class Worker:
                 name=self._label(),
                 on_reconnect=self._reconnected,
             )
+            if self.config.replica_leased:
+                return await self._run_leased(client)
             return await self._run_connected(client)
         finally:
             if client is not None:
@@ -154,6 +100,35 @@ class Worker:
                 with contextlib.suppress(Exception):
                     await self.blobs.close()
             health.close()
+
+    async def _run_leased(self, client: Client) -> int:
+        """Lease an ordinal (ENV-6), run with it, keep it renewed, and free it at the end."""
+        config = self.config
+        lease = SlotLease(
+            client.jetstream(timeout=10),
+            names=self.names,
+            node=config.node_name,
+            replicas=config.nb_tasks,
+        )
+        slot = await lease.acquire(self.stop.is_set)
+        if slot is None:
+            return EXIT_OK  # stopped before an ordinal was free: nothing was taken
+        self.config = dataclasses.replace(config, replica_id=slot)
+        keeper = asyncio.create_task(lease.keep())
+        keeper.add_done_callback(self._slot_lost)
+        try:
+            code = await self._run_connected(client)
+        finally:
+            keeper.cancel()
+            await lease.release()
+        return EXIT_FAILED if self.lost_slot else code
+
+    def _slot_lost(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        self.lost_slot = True
+        print(f"error[VF_REPLICA_SLOT_LOST] {task.exception()}; stopping", file=sys.stderr)
+        self.stop.set()
 
     def _reconnected(self) -> None:
         for listener in self.reconnect_listeners:
@@ -353,7 +328,8 @@ class Worker:
         try:
             drained = await loop.run(self.stop, eos)
         except EosMismatch as exc:
-            await self._record_loss(exc)
+            if self.control_js is not None:
+                await record_loss(self.control_js, self.config, exc)
             raise
         if loop.fatal:
             if loop.runner.opened is not None:
@@ -415,27 +391,6 @@ class Worker:
         with contextlib.suppress(Exception):
             subject = self.names.dlq_control_subject()
             await self.control_js.publish(subject, msg.data, timeout=5.0, headers=headers)
-
-    async def _record_loss(self, exc: EosMismatch) -> None:
-        """Keep a lost-items verdict in the dead-letter stream (EOS-6): a restarted life
-        cannot count again, so without this record the loss would end in a success."""
-        if self.control_js is None:
-            return
-        config = self.config
-        headers = {
-            "Nats-Msg-Id": f"dlq:eos:{config.node_name}:r{config.replica_id}:{exc.parent_replica}",
-            "VF-Origin-Node": config.node_name,
-            "VF-Run-Id": config.run_id,
-            "VF-Generation": config.generation,
-            "VF-Code": exc.code,
-            "VF-Error": str(exc),
-            "VF-Disposition": "lost",
-        }
-        subject = self.names.dlq_subject(config.node_name)
-        try:
-            await self.control_js.publish(subject, b"", timeout=5.0, headers=headers)
-        except Exception as error:  # the exit code still says the replica failed
-            log.error("could not record the loss in the dead-letter stream: %s", error)
 
 
 async def run_worker(

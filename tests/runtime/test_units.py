@@ -13,12 +13,12 @@ from tests.conftest import EXAMPLE_NAMES
 from vf.pipeline import CompileResult
 from vf.render import broker_env
 from vf_runtime.assembler import TraceAssembler
-from vf_runtime.config import ConfigError, load_worker_config, replica_id
+from vf_runtime.build import build_node
+from vf_runtime.config import ConfigError, leases_replica, load_worker_config, replica_id
 from vf_runtime.inputs import owns
 from vf_runtime.naming import RunNames, token
 from vf_runtime.policies import JoinPolicy
 from vf_runtime.topology import PREFETCH, PUBLISH_WINDOW, NodeTopology, credit, readers_of
-from vf_runtime.worker import build_node
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
@@ -124,11 +124,15 @@ def test_unknown_vf_variables_are_ignored() -> None:
     assert load_worker_config(_env(VF_SOMETHING_NEW="x")).node_name == "scale"
 
 
-def test_replica_id_comes_from_env_then_pod_ordinal() -> None:
+def test_replica_id_comes_from_env_then_pod_ordinal_else_a_lease() -> None:
     assert replica_id({"VF_REPLICA_ID": "3", "POD_NAME": "x-7"}) == 3
     assert replica_id({"POD_NAME": "vf-flow-tracker-2"}) == 2
-    assert replica_id({"HOSTNAME": "box-11"}) == 11
     assert replica_id({"POD_NAME": "deploy-7d9f8-abcde"}) == 0
+    # a Deployment pod's random suffix can be all digits: the host name is no ordinal
+    assert replica_id({"HOSTNAME": "vf-live-sink-5d8f7c6b9-24567"}) == 0
+    assert leases_replica({"HOSTNAME": "box-11"}, nb_tasks=2)
+    assert not leases_replica({"POD_NAME": "vf-flow-tracker-2"}, nb_tasks=2)
+    assert not leases_replica({}, nb_tasks=1)
 
 
 def test_partition_ownership_is_a_stable_sha256_prefix() -> None:
