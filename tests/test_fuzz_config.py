@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from tests.test_fuzz_graph import assert_named_failure, assert_valid_tree
 from vf.errors import VfError
+from vf.patterns import validator as schema_validator
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 
 GRAPH = '''"""A small fixed graph for the vf.yaml fuzz tests."""
@@ -254,18 +255,53 @@ def test_any_text_compiles_or_fails_by_name(project: Path, text: str | bytes) ->
 
 def _verdicts(document: Any) -> tuple[bool, bool]:
     """(the compiled checker finds no problem, jsonschema finds none) for one document."""
-    import jsonschema
-
     from vf.config import _check_errors, _config_check, config_schema
 
     check = _config_check()
     assert check is not None, "vf.yaml's schema no longer compiles: the fast path is gone"
-    reference = jsonschema.Draft202012Validator(config_schema())
+    reference = schema_validator(config_schema())
     try:
         expected = not any(reference.iter_errors(document))
     except (TypeError, ValueError):
         expected = False  # vf reports these as VF_CONFIG_SCHEMA too
     return not _check_errors(check, document), expected
+
+
+def _string_places(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every string value of ``node``, and every key of a mapping below the top level."""
+    found: list[tuple[Any, ...]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if prefix:
+                found.append(("key", *prefix, key))
+            found.extend(_string_places(value, (*prefix, key)))
+    elif isinstance(node, str):
+        found.append(("value", *prefix))
+    return found
+
+
+TRAILERS = ["\n", "\r\n", "\n\n", " \n", "\r", "\t"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    place=st.sampled_from(_string_places(BASE)),
+    trailer=st.sampled_from(TRAILERS),
+)
+def test_a_trailing_newline_is_refused_everywhere(
+    project: Path, place: tuple[Any, ...], trailer: str
+) -> None:
+    """No name, version, image, quantity or key of vf.yaml may end in a line break."""
+    document = copy.deepcopy(BASE)
+    kind, *path = place
+    parent = _at(document, tuple(path[:-1]))
+    if kind == "key":
+        parent[path[-1] + trailer] = parent.pop(path[-1])
+    else:
+        parent[path[-1]] += trailer
+    outcome = compile_config(project, json.dumps(document))
+    assert isinstance(outcome, VfError), f"{place} + {trailer!r} compiled"
+    assert_named_failure(outcome)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

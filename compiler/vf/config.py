@@ -24,6 +24,7 @@ from vf.infra_config import (
     parse_store,
 )
 from vf.network_config import PodSecurity, parse_pod_security
+from vf.patterns import validator as schema_validator
 from vf.resources import schema_path
 from vf.schema_check import Check, Errors, try_compile
 from vf.workload_config import WorkloadOptions, parse_workloads
@@ -190,9 +191,8 @@ def _validate(document: Any, path: Path) -> None:
     check = _config_check()
     if check is not None and not _check_errors(check, document):
         return  # valid: jsonschema is only loaded to explain a problem
-    import jsonschema
 
-    validator = jsonschema.Draft202012Validator(config_schema())
+    validator = schema_validator(config_schema())
     try:
         errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.path)))
     except (TypeError, ValueError) as exc:

@@ -16,6 +16,7 @@ from typing import Any
 from vf.diff_plan import BREAKING, INFO, WARNING, Finding, plan_findings
 from vf.emit_kustomize import json_patch
 from vf.ordering import without_tool_annotations
+from vf.owned_read import read_owned
 from vf.pipeline import CompileResult
 from vf.tree_read import build_overlay, committed_environments, committed_plan
 from vf.write import MANIFEST, check_owned, diff_tree, with_manifest
@@ -60,12 +61,8 @@ class TreeDiff:
 
 def read_tree(out: Path) -> dict[str, str]:
     """The files vf owns in ``out`` (empty when ``out`` does not exist yet)."""
-    owned = check_owned(out)
-    return {
-        rel: (out / rel).read_text(encoding="utf-8")
-        for rel in owned
-        if rel != MANIFEST and (out / rel).is_file()
-    }
+    found = {rel: read_owned(out, rel) for rel in check_owned(out) if rel != MANIFEST}
+    return {rel: text for rel, text in found.items() if text is not None}
 
 
 def diff_project(

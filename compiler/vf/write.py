@@ -20,6 +20,7 @@ from pathlib import Path
 
 from vf.errors import EnvironmentProblem, VfError
 from vf.filetext import FileText, whole
+from vf.owned_read import read_owned
 
 MANIFEST = ".vf-manifest.json"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -42,12 +43,16 @@ def with_manifest(tree: Mapping[str, str]) -> dict[str, str]:
 
 def owned_files(out: Path) -> list[str] | None:
     """Files vf generated in ``out`` last time; None when vf does not own ``out``."""
-    marker = out / MANIFEST
-    if not marker.is_file():
-        return None
     try:
-        doc = json.loads(marker.read_text(encoding="utf-8"))
+        text = read_owned(out, MANIFEST)
+        if text is None:
+            return None
+        doc = json.loads(text)
         files = doc["files"]
+    except VfError as error:
+        if error.code == "VF_OUTPUT_NOT_UTF8":
+            return None
+        raise
     except (ValueError, KeyError, TypeError, OSError):
         return None
     if doc.get("generator") != "vf" or not all(isinstance(f, str) for f in files):
@@ -325,24 +330,21 @@ class TreeCheck:
 
     def __init__(self, out: Path) -> None:
         self.out = out
-        self.owned = set(owned_files(out) or []) if out.is_dir() else set()
+        self.owned = set(check_owned(out))
         self.files: dict[str, None] = {}
         self._chunks: dict[str, list[str]] = {}
 
     def add(self, rel: str, text: FileText) -> None:
         """Compare one file (a path given twice is compared with the later text)."""
         self.files[rel] = None
-        path = self.out / rel
-        before = path.read_text(encoding="utf-8") if path.is_file() else None
+        before = read_owned(self.out, rel) if rel in self.owned else None
         self._compare(rel, before=before, after=whole(text))
 
     def diff(self) -> str:
         """The unified diff of every file compared, the manifest and every file now gone."""
         self.add(MANIFEST, manifest_text([f for f in self.files if f != MANIFEST]))
         for rel in self.owned - set(self.files):
-            path = self.out / rel
-            before = path.read_text(encoding="utf-8") if path.is_file() else None
-            self._compare(rel, before=before, after=None)
+            self._compare(rel, before=read_owned(self.out, rel), after=None)
         return "".join(line for rel in sorted(self._chunks) for line in self._chunks[rel])
 
     def _compare(self, rel: str, *, before: str | None, after: str | None) -> None:
