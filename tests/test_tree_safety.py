@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import example_graph
+from tests.test_kill_write import GRAPH as KILL_GRAPH
+from tests.test_kill_write import NODES as KILL_NODES
 from vf.cli import cli
 
 GRAPH = example_graph("batch_pipeline")
@@ -99,3 +106,110 @@ def test_a_non_utf8_committed_file_is_a_named_error(tree: Path) -> None:
         code, output = _invoke(*READERS[reader](tree))
         assert code == 2, output
         assert "error[VF_OUTPUT_NOT_UTF8]" in output and "plan/dev.json" in output
+
+
+# Two writers and a killed swap: real ``vf compile`` processes over a tree big enough
+# that its write lasts about a second.
+BIG = KILL_GRAPH.replace(f"range(1, {KILL_NODES // 10 - 1})", "range(1, 79)")
+CONFIG_BOTH = """flow_id: race
+environments:
+  dev: {namespace: race-dev, images: {default: registry.example.com/race/w:1}}
+  prod: {namespace: race, images: {default: registry.example.com/race/w:2}}
+"""
+CONFIG_DEV = """flow_id: race
+environments:
+  dev: {namespace: race-dev, images: {default: registry.example.com/race/w:3}}
+"""
+CONFIG_QA = """flow_id: race
+environments:
+  qa: {namespace: race-qa, images: {default: registry.example.com/race/w:4}}
+"""
+
+
+def _project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "graph.py").write_text(BIG, encoding="utf-8")
+    (project / "both.yaml").write_text(CONFIG_BOTH, encoding="utf-8")
+    (project / "dev.yaml").write_text(CONFIG_DEV, encoding="utf-8")
+    (project / "qa.yaml").write_text(CONFIG_QA, encoding="utf-8")
+    return project
+
+
+def _start(project: Path, config: str, out: Path, *prefix: str) -> subprocess.Popen[bytes]:
+    args = [str(project / "graph.py"), "--config", str(project / config), "--out", str(out)]
+    return subprocess.Popen(
+        [sys.executable, *prefix, "compile", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def _manifest_agrees(out: Path) -> tuple[set[str], set[str]]:
+    listed = set(json.loads((out / ".vf-manifest.json").read_text())["files"])
+    on_disk = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    return on_disk - listed - {".vf-manifest.json"}, listed - on_disk
+
+
+def test_two_concurrent_compiles_leave_one_consistent_tree(tmp_path: Path) -> None:
+    project, out = _project(tmp_path), tmp_path / "deploy"
+    first = _start(project, "both.yaml", out, "-m", "vf")
+    _wait_for(tmp_path / f".deploy.vf-new-{first.pid}", first)
+    second = _start(project, "qa.yaml", out, "-m", "vf")
+    for proc in (first, second):
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()
+    unlisted, missing = _manifest_agrees(out)
+    print(f"files on disk the manifest does not list: {len(unlisted)}, listed but missing: 0")
+    assert not unlisted and not missing, sorted(unlisted)[:5]
+    assert sorted(os.listdir(out / "overlays")) in (["dev", "prod"], ["qa"])
+
+
+# Runs vf with no renameat2 in its C library (the fallback of macOS, NFS and vfat) and
+# kills it with SIGKILL right after the first of the fallback's two renames.
+KILLED_BETWEEN_RENAMES = """
+import ctypes, os, signal, sys
+from pathlib import Path
+
+_getattr = ctypes.CDLL.__getattr__
+def _no_exchange(self, name):
+    if name == "renameat2":
+        raise AttributeError(name)
+    return _getattr(self, name)
+ctypes.CDLL.__getattr__ = _no_exchange
+
+OUT = Path(sys.argv[-1]).resolve()
+_rename = os.rename
+def _rename_then_die(src, dst, *args, **kwargs):
+    _rename(src, dst, *args, **kwargs)
+    if Path(src) == OUT:
+        os.kill(os.getpid(), signal.SIGKILL)
+os.rename = _rename_then_die
+
+from vf.cli import main
+sys.argv = ["vf", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_kill_between_the_fallback_renames_loses_nothing(tmp_path: Path) -> None:
+    project, out = _project(tmp_path), tmp_path / "deploy"
+    (project / "kill.py").write_text(KILLED_BETWEEN_RENAMES, encoding="utf-8")
+    first = _start(project, "dev.yaml", out, "-m", "vf")
+    assert first.wait(timeout=300) == 0
+    (out / "NOTES.md").write_text("the user's own file\n", encoding="utf-8")
+    killed = _start(project, "both.yaml", out, str(project / "kill.py"))
+    assert killed.wait(timeout=300) == -signal.SIGKILL
+    assert not out.exists(), "the kill did not land between the two renames"
+    again = _start(project, "both.yaml", out, "-m", "vf")
+    _, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err.decode()
+    assert (out / "NOTES.md").read_text() == "the user's own file\n"
+    assert (out / "overlays" / "prod").is_dir()
+    assert not list(tmp_path.glob(".deploy.vf-*"))

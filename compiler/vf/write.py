@@ -8,25 +8,23 @@ generate and no longer emits are pruned.
 
 from __future__ import annotations
 
-import ctypes
 import difflib
 import json
 import os
 import re
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 from vf.errors import EnvironmentProblem, VfError
 from vf.filetext import FileText, whole
 from vf.owned_read import read_owned
+from vf.swap import exchange, libc, recover, sweep_leftovers, writer_lock
 
 MANIFEST = ".vf-manifest.json"
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_RENAME_EXCHANGE = 2
 _BLOCK = 256 * 1024
-_AT_FDCWD = -100
 
 
 def manifest_text(files: list[str]) -> str:
@@ -135,6 +133,7 @@ class StagedTree:
         self._staging: Path | None = None
         self._folders: set[str] = set()
         self._made: list[Path] = []  # parent directories this write created
+        self._lock = ExitStack()
 
     def add(self, rel: str, text: FileText) -> None:
         """Write one file of the new tree (a path given twice keeps the later text)."""
@@ -163,11 +162,14 @@ class StagedTree:
             os.close(fd)
 
     def _open(self) -> Path:
-        self._owned = set(check_owned(self.out))
         target = self._target
         self._made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
         target.parent.mkdir(parents=True, exist_ok=True)
-        _sweep_leftovers(target.parent, target.name)
+        # Held until the swap: a second writer reads the manifest only after this one's swap.
+        self._lock.enter_context(writer_lock(target.parent, target.name))
+        recover(target)
+        self._owned = set(check_owned(target))
+        sweep_leftovers(target.parent, target.name)
         staging = target.parent / f".{target.name}.vf-new-{os.getpid()}"
         staging.mkdir()
         self._staging, self._folders = staging, {""}
@@ -176,7 +178,7 @@ class StagedTree:
     def commit(self) -> None:
         """Add the manifest, carry the user's files over, make it durable, swap it in."""
         self.add(MANIFEST, manifest_text([f for f in self.files if f != MANIFEST]))
-        with _disk_errors(self.out):
+        with self._lock, _disk_errors(self.out):
             self._swap()
 
     def _swap(self) -> None:
@@ -187,7 +189,7 @@ class StagedTree:
             _carry_user_files(target, staging, self._owned)
         _sync_filesystem(staging)
         if existed:
-            _exchange(staging, target)
+            exchange(staging, target)
         else:
             os.rename(staging, target)
         _fsync_dir(target.parent)
@@ -197,11 +199,12 @@ class StagedTree:
 
     def discard(self) -> None:
         """Remove the staging directory and any parent directory this write created."""
-        if self._staging is not None:
-            shutil.rmtree(self._staging, ignore_errors=True)
-        for folder in self._made:
-            with suppress(OSError):
-                folder.rmdir()
+        with self._lock:
+            if self._staging is not None:
+                shutil.rmtree(self._staging, ignore_errors=True)
+            for folder in self._made:
+                with suppress(OSError):
+                    folder.rmdir()
 
 
 def _check_encodable(rel: str, text: str) -> None:
@@ -214,24 +217,6 @@ def _check_encodable(rel: str, text: str) -> None:
             "remove the escaped surrogate from vf.yaml or from the graph's strings",
             rel,
         )
-
-
-def _sweep_leftovers(parent: Path, name: str) -> None:
-    """Remove staging directories a killed run left next to the output."""
-    for leftover in parent.glob(f".{name}.vf-new-*"):
-        pid = leftover.name.rsplit("-", 1)[-1]
-        if not (pid.isdigit() and _alive(int(pid))) or int(pid) == os.getpid():
-            shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _encoded(rel: str, pieces: Iterable[str]) -> Iterator[bytes]:
@@ -262,20 +247,13 @@ def _sync_filesystem(path: Path) -> None:
     One sync after the last file replaces an fsync per file: the swap that follows needs
     every byte on disk before it, not each file before the next.
     """
-    syncfs = getattr(_libc(), "syncfs", None)
+    syncfs = getattr(libc(), "syncfs", None)
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         if syncfs is None or syncfs(fd) != 0:
             os.sync()
     finally:
         os.close(fd)
-
-
-def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -297,24 +275,6 @@ def _carry_user_files(out: Path, staging: Path, owned: set[str]) -> None:
             os.link(path, target)
         except OSError:
             shutil.copy2(path, target)
-
-
-def _exchange(new: Path, old: Path) -> None:
-    """Atomically swap two directories; after it ``old`` holds the new tree."""
-    renameat2 = getattr(_libc(), "renameat2", None)
-    if renameat2 is not None:
-        rc = renameat2(_AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(old), _RENAME_EXCHANGE)
-        if rc == 0:
-            return
-    # No atomic exchange on this platform: two renames, the narrowest window available.
-    aside = new.with_name(new.name + "-old")
-    os.rename(old, aside)
-    try:
-        os.rename(new, old)
-    except OSError:
-        os.rename(aside, old)
-        raise
-    os.rename(aside, new)
 
 
 def diff_tree(out: Path, tree: Mapping[str, str]) -> str:
