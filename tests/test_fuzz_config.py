@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 
 from tests.test_fuzz_graph import assert_named_failure, assert_valid_tree
 from vf.errors import VfError
-from vf.patterns import validator as schema_validator
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 
 GRAPH = '''"""A small fixed graph for the vf.yaml fuzz tests."""
@@ -256,6 +255,7 @@ def test_any_text_compiles_or_fails_by_name(project: Path, text: str | bytes) ->
 def _verdicts(document: Any) -> tuple[bool, bool]:
     """(the compiled checker finds no problem, jsonschema finds none) for one document."""
     from vf.config import _check_errors, _config_check, config_schema
+    from vf.patterns import validator as schema_validator
 
     check = _config_check()
     assert check is not None, "vf.yaml's schema no longer compiles: the fast path is gone"
@@ -319,3 +319,67 @@ def test_the_compiled_config_check_accepts_every_example() -> None:
     assert len(examples) >= 4
     for path in examples:
         assert _verdicts(_read_yaml(path)) == (True, True), path
+
+
+CREDENTIAL_KEYS = [
+    "password", "pass", "passwd", "pwd", "token", "auth_token", "username", "user",
+    "auth", "secret", "credentials", "jwt", "nkey", "seed", "api_key",
+]  # fmt: skip
+
+
+@st.composite
+def disguised(draw: st.DrawFn, key: str) -> str:
+    """``key`` with a random mix of upper case and percent escapes, maybe escaped twice."""
+    chars = []
+    for char in key:
+        char = char.upper() if draw(st.booleans()) else char
+        if draw(st.integers(0, 3)) == 0:
+            char = f"%{ord(char):02X}"
+            if draw(st.booleans()):
+                char = "%25" + char[1:]
+        chars.append(char)
+    return "".join(chars)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    key=st.sampled_from(CREDENTIAL_KEYS).flatmap(disguised),
+    section=st.sampled_from(["broker", "payload_store"]),
+    before=st.sampled_from(["", "db=1&", "a=b;"]),
+)
+def test_credentials_in_a_url_are_refused_however_spelled(
+    project: Path, key: str, section: str, before: str
+) -> None:
+    scheme = "nats://n:4222" if section == "broker" else "redis://n:6379/0"
+    document = copy.deepcopy(BASE)
+    url = f"{scheme}?{before}{key}=hunter2"
+    document["environments"]["dev"][section] = {"profile": "external", "url": url}
+    outcome = compile_config(project, json.dumps(document))
+    assert isinstance(outcome, VfError), f"{url} compiled"
+    assert "carries credentials" in outcome.render() and "hunter2" not in outcome.render()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://us%65r%3Apw%40n:6379/0",
+        "nats://tok%2540n:4222",
+        "nats://a:4222,nats://u:p@b:4222",
+    ],
+)
+def test_an_escaped_user_in_a_url_is_refused(project: Path, url: str) -> None:
+    document = copy.deepcopy(BASE)
+    section = "broker" if url.startswith("nats") else "payload_store"
+    document["environments"]["dev"][section] = {"profile": "external", "url": url}
+    outcome = compile_config(project, json.dumps(document))
+    assert isinstance(outcome, VfError) and "carries credentials" in outcome.render()
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://n:6379/0?db=1", "nats://a:4222,nats://b:4222", "rediss://n:6380/2"]
+)
+def test_a_plain_url_is_accepted(project: Path, url: str) -> None:
+    document = copy.deepcopy(BASE)
+    section = "broker" if url.startswith("nats") else "payload_store"
+    document["environments"]["dev"][section] = {"profile": "external", "url": url}
+    assert not isinstance(compile_config(project, json.dumps(document)), VfError)

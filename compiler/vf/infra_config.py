@@ -15,8 +15,8 @@ from vf.network_config import (
     parse_egress,
     parse_peers,
     peer_problems,
-    url_credentials,
 )
+from vf.url_secrets import url_credentials
 
 BROKER_PROFILES = ("dev", "durable", "external")
 STORE_PROFILES = ("none", "dev", "durable", "cache", "external")
