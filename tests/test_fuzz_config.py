@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import json
+import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -383,3 +385,86 @@ def test_a_plain_url_is_accepted(project: Path, url: str) -> None:
     section = "broker" if url.startswith("nats") else "payload_store"
     document["environments"]["dev"][section] = {"profile": "external", "url": url}
     assert not isinstance(compile_config(project, json.dumps(document)), VfError)
+
+
+@contextmanager
+def within(seconds: float) -> Iterator[None]:
+    """Fail the test, instead of hanging it, when the block runs longer than ``seconds``."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def alias_bomb(*, depth: int, fan: int, merge: bool, indent: str = "") -> str:
+    """``depth`` levels of anchors, each repeating the one below ``fan`` times."""
+    lines = [f'{indent}b0: &b0 {{"k": "{"x" * 8}"}}' if merge else f'{indent}b0: &b0 ["x"]']
+    for level in range(1, depth):
+        if merge:
+            body = ", ".join(f"k{i}: *b{level - 1}" for i in range(fan))
+            lines.append(f"{indent}b{level}: &b{level} {{{body}}}")
+        else:
+            lines.append(f"{indent}b{level}: &b{level} [{', '.join([f'*b{level - 1}'] * fan)}]")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    depth=st.integers(6, 10),
+    fan=st.integers(6, 12),
+    merge=st.booleans(),
+    place=st.sampled_from(["top", "environment"]),
+)
+def test_an_alias_bomb_is_refused_quickly(
+    project: Path, depth: int, fan: int, merge: bool, place: str
+) -> None:
+    if place == "top":
+        text = "flow_id: bomb\n" + alias_bomb(depth=depth, fan=fan, merge=merge)
+    else:
+        bomb = alias_bomb(depth=depth, fan=fan, merge=merge, indent="      ")
+        text = f"environments:\n  dev:\n    images: {{default: r.io/a:1}}\n    x:\n{bomb}"
+    with within(10):
+        outcome = compile_config(project, text)
+    assert isinstance(outcome, VfError)
+    assert outcome.code == "VF_CONFIG_ALIASES", outcome.render()
+
+
+def test_a_recursive_alias_and_a_huge_file_are_refused(project: Path) -> None:
+    with within(10):
+        recursive = compile_config(project, "flow_id: a\nx: &x {y: *x}\n")
+        huge = compile_config(project, "flow_id: big\n# " + "x" * (2 << 20) + "\n")
+    assert isinstance(recursive, VfError) and isinstance(huge, VfError)
+    assert_named_failure(recursive)
+    assert huge.code == "VF_CONFIG_TOO_LARGE", huge.render()
+
+
+def test_a_small_alias_still_compiles(project: Path) -> None:
+    document = json.loads(json.dumps(BASE))
+    text = json.dumps(document).replace(
+        '"resources": {"*": {"cpu": "100m", "memory": "128Mi"}}',
+        '"resources": {"*": &r {"cpu": "100m", "memory": "128Mi"}, "double": *r}',
+    )
+    assert "&r" in text
+    check(compile_config(project, text))
+    assert not isinstance(compile_config(project, text), VfError)
+
+
+def test_a_component_descriptor_alias_bomb_is_refused_quickly(tmp_path: Path) -> None:
+    from vf.components import component
+
+    path = tmp_path / "component.yaml"
+    path.write_text(
+        "apiVersion: vf.dev/component/v1\nname: bomb\nkind: processor\n"
+        "image: r.io/a:1\ncommand: [run]\n" + alias_bomb(depth=9, fan=10, merge=False),
+        encoding="utf-8",
+    )
+    with within(10), pytest.raises(VfError) as caught:
+        component(str(path))
+    assert caught.value.code == "VF_COMPONENT_ALIASES", caught.value.render()

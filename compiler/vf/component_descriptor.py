@@ -19,6 +19,7 @@ from vf.errors import Problem, VfError
 from vf.params import json_problem, safe_repr
 from vf.patterns import validator as schema_validator
 from vf.resources import schema_path
+from vf.yaml_guard import amplified
 from vf_runtime.components import ComponentPort, ComponentSpec
 from vf_runtime.constants import HEALTH_PORT
 
@@ -51,7 +52,8 @@ def read_descriptor(path: Path, *, where: str) -> dict[str, Any]:
             )
         yaml = YAML(typ="rt")
         yaml.allow_duplicate_keys = False
-        document = yaml.load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        document = yaml.load(text)
     except RecursionError:
         document = None
     except (YAMLError, UnicodeDecodeError, OSError) as exc:
@@ -64,6 +66,13 @@ def read_descriptor(path: Path, *, where: str) -> dict[str, Any]:
             "fix the descriptor's YAML syntax (duplicate keys are not allowed)",
             where,
         ) from None
+    if document is not None and amplified(document, text_length=len(text)):
+        raise VfError(
+            "VF_COMPONENT_ALIASES",
+            f"component descriptor {path.name}'s aliases (*name) expand it far beyond its size",
+            "write the repeated values out, or use an alias only for a small block",
+            where,
+        )
     if not isinstance(document, Mapping):
         raise VfError(
             "VF_COMPONENT_DESCRIPTOR",

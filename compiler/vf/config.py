@@ -28,6 +28,7 @@ from vf.patterns import validator as schema_validator
 from vf.resources import schema_path
 from vf.schema_check import Check, Errors, try_compile
 from vf.workload_config import WorkloadOptions, parse_workloads
+from vf.yaml_guard import MAX_INPUT_BYTES, amplified, too_large
 
 if TYPE_CHECKING:
     import jsonschema
@@ -129,7 +130,7 @@ def _read_yaml(path: Path) -> Any:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _bounded_text(path)
         document = yaml.load(text)
     except RecursionError:
         raise VfError(
@@ -149,6 +150,13 @@ def _read_yaml(path: Path) -> Any:
         ) from None
     if document is None:
         return {}
+    if amplified(document, text_length=len(text)):
+        raise VfError(
+            "VF_CONFIG_ALIASES",
+            f"{path.name}'s aliases (*name) expand it far beyond its own size",
+            "write the repeated values out, or use an alias only for a small block",
+            str(path),
+        )
     if not isinstance(document, dict):
         raise VfError(
             "VF_CONFIG_SCHEMA",
@@ -157,6 +165,18 @@ def _read_yaml(path: Path) -> Any:
             str(path),
         )
     return document
+
+
+def _bounded_text(path: Path) -> str:
+    size = path.stat().st_size
+    if too_large(size):
+        raise VfError(
+            "VF_CONFIG_TOO_LARGE",
+            f"{path.name} is {size} bytes; vf reads a vf.yaml of at most {MAX_INPUT_BYTES}",
+            "a vf.yaml holds deployment targets: move data out of it",
+            str(path),
+        )
+    return path.read_text(encoding="utf-8")
 
 
 def _check_text(document: Any, path: Path) -> None:
