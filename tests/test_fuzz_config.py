@@ -333,8 +333,8 @@ CREDENTIAL_KEYS = [
 def disguised(draw: st.DrawFn, key: str) -> str:
     """``key`` with a random mix of upper case and percent escapes, maybe escaped twice."""
     chars = []
-    for char in key:
-        char = char.upper() if draw(st.booleans()) else char
+    for letter in key:
+        char = letter.upper() if draw(st.booleans()) else letter
         if draw(st.integers(0, 3)) == 0:
             char = f"%{ord(char):02X}"
             if draw(st.booleans()):
