@@ -468,3 +468,35 @@ def test_a_component_descriptor_alias_bomb_is_refused_quickly(tmp_path: Path) ->
     with within(10), pytest.raises(VfError) as caught:
         component(str(path))
     assert caught.value.code == "VF_COMPONENT_ALIASES", caught.value.render()
+
+
+RESERVED = ["/", "//", "/tmp", "/tmp/", "//tmp", "/tmp/.", "/x/../tmp", "/etc/vf/topology/"]
+BAD_CLAIMS = ["..", ".", "-a", "a-", "Data", "a..b", "a_b", "a" * 254]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    mount=st.one_of(
+        st.sampled_from(RESERVED).map(lambda p: f"/host/data:{p}"),
+        st.sampled_from(RESERVED).map(lambda p: f"models:{p}"),
+        st.sampled_from(RESERVED).filter(lambda p: p not in {"/", "//"}),
+        st.sampled_from(BAD_CLAIMS).map(lambda c: f"{c}:/models"),
+    ),
+    read_only=st.booleans(),
+    key=st.sampled_from(["*", "double"]),
+)
+def test_a_mount_no_pod_could_hold_is_refused(
+    project: Path, mount: str, read_only: bool, key: str
+) -> None:
+    document = copy.deepcopy(BASE)
+    entry = mount + (":ro" if read_only else "")
+    document["environments"]["dev"]["mounts"] = {key: [entry]}
+    outcome = compile_config(project, json.dumps(document))
+    assert isinstance(outcome, VfError), f"mount {entry!r} compiled"
+    assert_named_failure(outcome)
+
+
+def test_a_mount_beside_vfs_own_still_compiles(project: Path) -> None:
+    document = copy.deepcopy(BASE)
+    document["environments"]["dev"]["mounts"] = {"*": ["/data:/tmp/cache:ro", "models:/models"]}
+    assert not isinstance(compile_config(project, json.dumps(document)), VfError)

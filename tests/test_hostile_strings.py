@@ -318,3 +318,15 @@ def test_the_writer_refuses_text_utf8_cannot_encode(tmp_path: Path) -> None:
     assert info.value.code == "VF_OUTPUT_TEXT" and info.value.exit_code == 2
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert not list(tmp_path.glob(".deploy.vf-new-*"))
+
+
+@pytest.mark.parametrize("nb_tasks", [1001, 100_001, 10**9, 2**63])
+def test_nb_tasks_beyond_what_a_cluster_runs_is_refused(project: Path, nb_tasks: int) -> None:
+    outcome = compile_work(project, work={"name": "work", "nb_tasks": nb_tasks})
+    assert isinstance(outcome, VfError), f"nb_tasks={nb_tasks} compiled"
+    assert outcome.code == "VF_GRAPH_NB_TASKS", outcome.render()
+
+
+def test_the_most_nb_tasks_still_compiles(project: Path) -> None:
+    outcome = compile_work(project, work={"name": "work", "nb_tasks": 1000})
+    assert not isinstance(outcome, VfError), outcome.render()

@@ -22,6 +22,9 @@ from vf_runtime.constants import DEVICE_TYPES, GPU
 from vf_runtime.policies import DeliveryPolicy, JoinPolicy
 from vf_runtime.signature import arity_problem
 
+# The most replicas of one node, as vf.yaml's replicas: allow; an Indexed Job allows
+# 100,000 completions, and each replica is also a broker consumer and a pod.
+MAX_NB_TASKS = 1000
 # Keywords of the base classes: carried by dedicated VF_* variables, not by the params.
 BASE_KEYWORDS = frozenset(
     {
@@ -294,11 +297,11 @@ def _check_fields(
         scan.add(code, what, remedy, where)
 
     nb_tasks, gpu_count = values["nb_tasks"], values["gpu_count"]
-    if not _positive_int(nb_tasks):
+    if not _positive_int(nb_tasks) or nb_tasks > MAX_NB_TASKS:
         bad(
             "VF_GRAPH_NB_TASKS",
-            f"nb_tasks={safe_repr(nb_tasks)} is not a positive integer",
-            "pass nb_tasks >= 1",
+            f"nb_tasks={safe_repr(nb_tasks)} is not an integer from 1 to {MAX_NB_TASKS}",
+            f"pass 1 <= nb_tasks <= {MAX_NB_TASKS} (the most replicas vf.yaml may set)",
         )
     if values["device_type"] not in DEVICE_TYPES:
         bad(
