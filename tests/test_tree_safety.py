@@ -213,3 +213,39 @@ def test_a_kill_between_the_fallback_renames_loses_nothing(tmp_path: Path) -> No
     assert (out / "NOTES.md").read_text() == "the user's own file\n"
     assert (out / "overlays" / "prod").is_dir()
     assert not list(tmp_path.glob(".deploy.vf-*"))
+
+
+def test_compiling_one_environment_never_deletes_anothers(tree: Path) -> None:
+    before = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+    code, output = _invoke("compile", GRAPH, "--out", str(tree), "--env", "dev")
+    assert code == 2, output
+    assert "error[VF_OUTPUT_PARTIAL]" in output and "prod" in output
+    assert {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
+
+
+def test_one_environment_compiles_into_a_tree_of_its_own(tmp_path: Path) -> None:
+    out = tmp_path / "dev-only"
+    assert _invoke("compile", GRAPH, "--out", str(out), "--env", "dev")[0] == 0
+    code, output = _invoke("compile", GRAPH, "--out", str(out), "--env", "dev")
+    assert code == 0, output
+    assert sorted(os.listdir(out / "plan")) == ["dev.json"]
+
+
+def test_diff_with_env_ignores_the_other_environments_errors(tree: Path, tmp_path: Path) -> None:
+    config = (Path(GRAPH).parent / "vf.yaml").read_text()
+    broken = tmp_path / "vf.yaml"
+    unknown = "      overrides:\n        nosuchnode: registry.example.com/a/b:1\n"
+    assert config.count("      overrides:\n") == 1
+    broken.write_text(config.replace("      overrides:\n", unknown))
+    code, output = _invoke("diff", GRAPH, "--config", str(broken), "--out", str(tree))
+    assert code == 2 and "VF_CONFIG_UNKNOWN_NODE" in output, output
+    args = ("diff", GRAPH, "--config", str(broken), "--out", str(tree), "--env", "dev")
+    code, output = _invoke(*args)
+    assert code == 0, output
+
+
+def test_check_on_a_missing_tree_says_so_in_a_line(tmp_path: Path) -> None:
+    code, output = _invoke("compile", GRAPH, "--out", str(tmp_path / "none"), "--check")
+    assert code == 1
+    assert len(output.splitlines()) <= 3, f"{len(output.splitlines())} lines"
+    assert "does not exist" in output

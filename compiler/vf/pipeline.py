@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vf import names
@@ -25,6 +25,8 @@ from vf.planir import Plan
 from vf.render import render_components, render_generated_components, render_plan
 from vf.verify import verify
 
+UNUSED_IMAGE = "vf.invalid/no-image-needed:local"
+
 
 @dataclass(frozen=True, kw_only=True)
 class CompileRequest:
@@ -35,6 +37,9 @@ class CompileRequest:
     environments: tuple[str, ...] = ()
     required_profiles: tuple[str, ...] = ()
     enforce_admission: bool = True
+    # ``vf run-local`` runs nodes as local processes: a node without an image gets a
+    # placeholder instead of VF_CONFIG_NO_IMAGE.
+    images_optional: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,7 +104,10 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
     flow_id = resolve_flow_id(graph, targets)
     plans: list[Plan] = []
     objects: dict[str, list[dict[str, Any]]] = {}
-    for env in targets.environments:
+    for declared in targets.environments:
+        env = declared
+        if request.images_optional and env.default_image is None:
+            env = replace(env, default_image=UNUSED_IMAGE)
         plan = plan_environment(graph, env, flow_id=flow_id, flags=flags)
         scalers = plan_autoscaling(graph, plan=plan, settings=env.autoscaling)
         rendered = apply_autoscaling(plan, objects=render_plan(plan), scalers=scalers)

@@ -96,10 +96,13 @@ def write_tree(out: Path, tree: Mapping[str, str]) -> None:
 
 
 @contextmanager
-def staged_tree(out: Path) -> Iterator[StagedTree]:
+def staged_tree(out: Path, *, only: Iterable[str] = ()) -> Iterator[StagedTree]:
     """A new tree for ``out``, filled file by file and swapped in whole when the block ends
-    without an error; on any error (or a kill) the previous tree stays as it was."""
-    stage = StagedTree(out)
+    without an error; on any error (or a kill) the previous tree stays as it was.
+
+    ``only``: the environments compiled (``--env``); the swap is refused when the tree
+    holds another one, whose files it would delete."""
+    stage = StagedTree(out, only=tuple(only))
     try:
         yield stage
         stage.commit()
@@ -125,8 +128,9 @@ class StagedTree:
     """The staging directory beside ``out``: created by the first file, never seen as ``out``
     until ``commit`` swaps it in with the ownership manifest and the user's own files."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, *, only: tuple[str, ...] = ()) -> None:
         self.out = out
+        self._only = only
         self.files: dict[str, None] = {}
         self._target = out.resolve()
         self._owned: set[str] = set()
@@ -169,6 +173,7 @@ class StagedTree:
         self._lock.enter_context(writer_lock(target.parent, target.name))
         recover(target)
         self._owned = set(check_owned(target))
+        self._refuse_partial()
         sweep_leftovers(target.parent, target.name)
         staging = target.parent / f".{target.name}.vf-new-{os.getpid()}"
         staging.mkdir()
@@ -180,6 +185,25 @@ class StagedTree:
         self.add(MANIFEST, manifest_text([f for f in self.files if f != MANIFEST]))
         with self._lock, _disk_errors(self.out):
             self._swap()
+
+    def _refuse_partial(self) -> None:
+        if not self._only:
+            return
+        held = sorted(
+            rel[len("plan/") : -len(".json")]
+            for rel in self._owned
+            if rel.startswith("plan/") and rel.endswith(".json") and rel.count("/") == 1
+        )
+        others = [env for env in held if env not in self._only]
+        if others:
+            raise VfError(
+                "VF_OUTPUT_PARTIAL",
+                f"{str(self.out)!r} also holds environment(s) {', '.join(others)}; compiling "
+                f"only {', '.join(self._only)} into it would delete their files",
+                f"compile every environment (drop --env), or give {', '.join(self._only)} "
+                "an --out directory of its own",
+                str(self.out),
+            )
 
     def _swap(self) -> None:
         staging, target = self._staging, self._target
@@ -288,8 +312,9 @@ def diff_tree(out: Path, tree: Mapping[str, str]) -> str:
 class TreeCheck:
     """Compares a tree, file by file as it is made, with the one vf wrote to ``out``."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, *, only: tuple[str, ...] = ()) -> None:
         self.out = out
+        self._only = only
         self.owned = set(check_owned(out))
         self.files: dict[str, None] = {}
         self._chunks: dict[str, list[str]] = {}
@@ -301,8 +326,11 @@ class TreeCheck:
         self._compare(rel, before=before, after=whole(text))
 
     def diff(self) -> str:
-        """The unified diff of every file compared, the manifest and every file now gone."""
+        """The unified diff of every file compared, the manifest and every file now gone;
+        one line when there is no tree at all."""
         self.add(MANIFEST, manifest_text([f for f in self.files if f != MANIFEST]))
+        if not os.path.lexists(self.out):
+            return f"{self.out} does not exist: vf compile would write {len(self.files)} files\n"
         for rel in self.owned - set(self.files):
             self._compare(rel, before=read_owned(self.out, rel), after=None)
         return "".join(line for rel in sorted(self._chunks) for line in self._chunks[rel])
