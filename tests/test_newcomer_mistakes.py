@@ -86,3 +86,77 @@ def test_a_base_init_skipped_or_starved_is_named(
     assert "error[VF_GRAPH_NODE_INIT]" in output, output
     assert f"graph.py:{line})" in output and "super().__init__(**kw)" in output
     assert "VF_INTERNAL" not in output and "Traceback" not in output
+
+
+INIT = "super().__init__(**kw)"
+NODES = HEAD + "\n\n".join(
+    [SOURCE.format(src_init=INIT), WORK.format(work_init=INIT), SINK.format(sink_init=INIT)]
+)
+
+
+def _errors(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("error[")]
+
+
+def test_a_cycle_names_only_its_members_and_where_they_are(tmp_path: Path) -> None:
+    build = """
+
+def build_flow():
+    src = Src(name="src")
+    a = Work(name="a")
+    b = Work(name="b")(src, a)
+    a(b)
+    c = Work(name="c")(b)
+    return Flow([Sink(name="sink")(c)], flow_type=BATCH)
+"""
+    code, output = _validate(_project(tmp_path, NODES + build))
+    assert code == 2
+    assert "these nodes wait on each other: a, b\n" in output, output
+    line = NODES.count("\n") + build.splitlines().index('    a = Work(name="a")') + 1
+    assert f"graph.py:{line}" in output, output
+
+
+def test_one_duplicate_name_is_one_error_and_a_collision_has_a_place(tmp_path: Path) -> None:
+    build = """
+
+def build_flow():
+    src = Src(name="src")
+    a = Work(name="work")(src)
+    b = Work(name="work")(a)
+    c = Work(name="my-node")(b)
+    d = Work(name="my_node")(c)
+    return Flow([Sink(name="sink")(d)], flow_type=BATCH)
+"""
+    code, output = _validate(_project(tmp_path, NODES + build))
+    assert code == 2
+    errors = _errors(output)
+    assert sum("'work'" in e for e in errors) == 1, output
+    collision = output.split("error[VF_IDENTITY_COLLISION]")[1].splitlines()[1]
+    assert "graph.py:" in collision and "node 'my_node'" in collision, output
+
+
+def test_an_unknown_node_in_vf_yaml_has_its_line_and_a_suggestion(tmp_path: Path) -> None:
+    config = CONFIG + "    replicas:\n      wrok: 2\n"
+    code, output = _validate(_project(tmp_path, _graph(), config))
+    assert code == 2
+    assert "vf.yaml:5" in output and "did you mean 'work'?" in output, output
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fix"),
+    [
+        ("environments:\n  dev:\n    namespace x\n    images: {default: a}\n", 3, "key: value"),
+        ("environments:\n  dev:\n    images: {default: a\n    namespace: x\n", 3, "close the {"),
+        ("environments:\n  dev: {}\n  dev: {}\n", 3, "one of the two keys"),
+        ("environments:\n\tdev: {}\n", 2, "spaces"),
+        ('environments:\n  dev:\n    namespace: "abc\n    images: 1\n', 3, "close the quote"),
+    ],
+)
+def test_broken_yaml_is_reported_at_its_line_with_a_fix_for_it(
+    tmp_path: Path, text: str, line: int, fix: str
+) -> None:
+    code, output = _validate(_project(tmp_path, _graph(), text))
+    assert code == 2
+    assert "error[VF_CONFIG_SYNTAX]" in output
+    assert f"vf.yaml:{line}\n" in output and fix in output, output
+    assert "duplicate keys are not allowed" not in output or "dev" in text.split("\n")[2]

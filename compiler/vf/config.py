@@ -28,6 +28,7 @@ from vf.patterns import validator as schema_validator
 from vf.resources import schema_path
 from vf.schema_check import Check, Errors, try_compile
 from vf.workload_config import WorkloadOptions, parse_workloads
+from vf.yaml_errors import describe
 from vf.yaml_guard import MAX_INPUT_BYTES, amplified, too_large
 
 if TYPE_CHECKING:
@@ -72,6 +73,22 @@ class Environment:
     autoscaling: Autoscaling | None = None
     workloads: WorkloadOptions = field(default_factory=WorkloadOptions)
     pod_security: PodSecurity = field(default_factory=PodSecurity)
+    # Where each node-keyed entry is in vf.yaml: ("replicas.double", "vf.yaml:12").
+    places: tuple[tuple[str, str], ...] = ()
+
+    def place_of(self, entry: str) -> str:
+        """``vf.yaml:LINE (environment 'NAME')`` of an entry such as ``replicas.double``."""
+        where = dict(self.places).get(entry, "vf.yaml")
+        return f"{where} (environment '{self.name}')"
+
+
+NODE_SECTIONS = (
+    ("images", "overrides"),
+    ("replicas",),
+    ("resources",),
+    ("mounts",),
+    ("rollout",),
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,7 +132,10 @@ def load_targets(path: Path | None) -> Targets:
     _validate(document, path)
     plain: dict[str, Any] = json.loads(json.dumps(document, default=str))
     envs = plain.get("environments") or {DEFAULT_ENV: {}}
-    environments = _environments(envs, path.name)
+    environments = tuple(
+        replace(env, places=_places(document, env.name, path.name))
+        for env in _environments(envs, path.name)
+    )
     gitops, problems = parse_gitops(plain.get("gitops"), environments=envs, source=path.name)
     raise_if(problems)
     return Targets(
@@ -129,6 +149,7 @@ def load_targets(path: Path | None) -> Targets:
 def _read_yaml(path: Path) -> Any:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
+    text = ""
     try:
         text = _bounded_text(path)
         document = yaml.load(text)
@@ -139,14 +160,20 @@ def _read_yaml(path: Path) -> Any:
             "flatten the document; vf.yaml needs only a few levels of nesting",
             str(path),
         ) from None
-    except (YAMLError, UnicodeDecodeError, OSError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+    except YAMLError as exc:
+        report = describe(exc, text)
         raise VfError(
             "VF_CONFIG_SYNTAX",
-            f"{path.name} is not valid YAML: {str(exc).splitlines()[0]}",
-            "fix the YAML syntax (duplicate keys are not allowed)",
-            where,
+            f"{path.name} is not valid YAML: {report.what}",
+            report.fix,
+            f"{path}:{report.line}" if report.line else str(path),
+        ) from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise VfError(
+            "VF_CONFIG_SYNTAX",
+            f"{path.name} cannot be read as UTF-8 text: {str(exc).splitlines()[0]}",
+            "save vf.yaml as UTF-8",
+            str(path),
         ) from None
     if document is None:
         return {}
@@ -283,6 +310,20 @@ def _quantity(value: Any) -> str | None:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def _places(document: Any, env: str, source: str) -> tuple[tuple[str, str], ...]:
+    """The line of each node-keyed entry of environment ``env`` (see ``Environment``)."""
+    found: list[tuple[str, str]] = []
+    section: Any
+    for parts in NODE_SECTIONS:
+        section = (document.get("environments") or {}).get(env) or {}
+        for part in parts:
+            section = section.get(part) if isinstance(section, dict) else None
+        for key in section if isinstance(section, dict) else ():
+            line = _line_of(document, ["environments", env, *parts, key])
+            found.append((".".join((*parts, str(key))), f"{source}:{line}"))
+    return tuple(found)
 
 
 def _environments(envs: dict[str, Any], source: str) -> tuple[Environment, ...]:

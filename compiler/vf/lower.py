@@ -212,11 +212,14 @@ def _topological(reachable: list[Node], scan: _Scan) -> list[Node]:
         stuck = sorted(
             (n for n in reachable if pending[id(n)] > 0), key=lambda n: scan.names[id(n)]
         )
+        looped = _in_loops(stuck, kids)
         scan.add(
             "VF_GRAPH_CYCLE",
             f"the graph has a cycle; these nodes wait on each other: "
-            f"{', '.join(scan.names[id(n)] for n in stuck[:10])}",
-            "remove the parent link that closes the loop; a flow is a DAG",
+            f"{', '.join(scan.names[id(n)] for n in looped[:10])}",
+            "remove the parent link that closes the loop (a node wired, directly or not, "
+            "to its own output); a flow is a DAG",
+            ", ".join(site_of(n) for n in looped[:3]),
         )
         order.extend(stuck)  # still lowered, so their own problems are reported too
     for node in reachable:
@@ -228,6 +231,18 @@ def _topological(reachable: list[Node], scan: _Scan) -> list[Node]:
                 site_of(node),
             )
     return order
+
+
+def _in_loops(stuck: list[Node], kids: dict[int, list[Node]]) -> list[Node]:
+    """The stuck nodes that lie on a loop: those merely downstream of one are peeled off."""
+    left = {id(n): n for n in stuck}
+    peeled = True
+    while peeled:
+        ends = [key for key in left if not any(id(k) in left for k in kids[key])]
+        peeled = bool(ends)
+        for key in ends:
+            del left[key]
+    return [n for n in stuck if id(n) in left]
 
 
 def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) -> NodeIR:
@@ -484,14 +499,16 @@ def _check_flow_id(flow_id: object, scan: _Scan) -> None:
 def _check_identities(nodes: list[NodeIR], scan: _Scan) -> None:
     """Two node names that map to one broker token or one Kubernetes name collide."""
     for label, mapper in (("broker name", names.broker_token), ("Kubernetes name", names.slug)):
-        seen: dict[str, list[str]] = {}
+        seen: dict[str, list[NodeIR]] = {}
         for node in nodes:
-            seen.setdefault(mapper(node.name), []).append(node.name)
-        for physical, logical in sorted(seen.items()):
-            if len(logical) > 1:
+            seen.setdefault(mapper(node.name), []).append(node)
+        for physical, group in sorted(seen.items()):
+            logical = sorted({n.name for n in group})
+            if len(logical) > 1:  # one name used twice is VF_GRAPH_DUPLICATE_NAME
                 scan.add(
                     "VF_IDENTITY_COLLISION",
-                    f"nodes {', '.join(repr(n) for n in sorted(logical))} map to one {label} "
+                    f"nodes {', '.join(repr(n) for n in logical)} map to one {label} "
                     f"{physical!r}",
                     "rename one of them so the names differ in letters or digits",
+                    ", ".join(dict.fromkeys(n.site for n in group)),
                 )
