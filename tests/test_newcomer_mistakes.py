@@ -160,3 +160,19 @@ def test_broken_yaml_is_reported_at_its_line_with_a_fix_for_it(
     assert "error[VF_CONFIG_SYNTAX]" in output
     assert f"vf.yaml:{line}\n" in output and fix in output, output
     assert "duplicate keys are not allowed" not in output or "dev" in text.split("\n")[2]
+
+
+def test_node_classes_inside_the_graph_module_are_warned_about(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["validate", str(_project(tmp_path, _graph()))])
+    assert result.exit_code == 0, result.output
+    assert "warning[VF_GRAPH_NODE_IN_GRAPH]" in result.stderr
+    assert "Src, Work, Sink" in result.stderr or "Sink, Src, Work" in result.stderr
+    assert "graph_nodes.py" in result.stderr
+
+
+def test_node_classes_in_a_sibling_module_are_not_warned_about(tmp_path: Path) -> None:
+    (tmp_path / "demo_nodes.py").write_text(NODES, encoding="utf-8")
+    graph = "from demo_nodes import Sink, Src, Work\n\nfrom vf import BATCH, Flow\n" + BUILD
+    result = CliRunner().invoke(cli, ["validate", str(_project(tmp_path, graph))])
+    assert result.exit_code == 0, result.output
+    assert "warning[" not in result.stderr

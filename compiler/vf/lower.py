@@ -90,6 +90,29 @@ def lower(flow: Flow, *, source_stem: str) -> Graph:
     )
 
 
+def graph_module_classes(graph: Graph) -> str | None:
+    """A warning when node classes live in the graph module itself (None when none do).
+
+    Workers import each node's class by module; the image ``vf init`` scaffolds copies the
+    sibling nodes module, not the graph module, so such classes fail only in the cluster.
+    """
+    own = sorted(
+        {
+            n.node_class.rpartition(".")[2]
+            for n in graph.nodes
+            if n.component is None and n.node_class.rpartition(".")[0] == graph.source_stem
+        }
+    )
+    if not own:
+        return None
+    return (
+        f"warning[VF_GRAPH_NODE_IN_GRAPH] node class(es) {', '.join(own[:8])} are defined in "
+        f"{graph.source_stem}.py, which a worker image built from vf init's Dockerfile lacks\n"
+        f"  = fix: move them to a sibling module (e.g. {graph.source_stem}_nodes.py) and import "
+        f"them in {graph.source_stem}.py, or copy {graph.source_stem}.py into the image\n"
+    )
+
+
 def _reachable(flow: Flow) -> list[Node]:
     """Every node reachable from the consumers by parent links, without recursion."""
     seen: dict[int, Node] = {}
@@ -507,8 +530,7 @@ def _check_identities(nodes: list[NodeIR], scan: _Scan) -> None:
             if len(logical) > 1:  # one name used twice is VF_GRAPH_DUPLICATE_NAME
                 scan.add(
                     "VF_IDENTITY_COLLISION",
-                    f"nodes {', '.join(repr(n) for n in logical)} map to one {label} "
-                    f"{physical!r}",
+                    f"nodes {', '.join(repr(n) for n in logical)} map to one {label} {physical!r}",
                     "rename one of them so the names differ in letters or digits",
                     ", ".join(dict.fromkeys(n.site for n in group)),
                 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -19,7 +20,7 @@ from vf.filetext import Chunks, FileText, whole
 from vf.graph import Graph
 from vf.jsontext import json_chunks, json_text
 from vf.load import load_flow
-from vf.lower import lower
+from vf.lower import graph_module_classes, lower
 from vf.plan import plan_environment
 from vf.planir import Plan
 from vf.render import render_components, render_generated_components, render_plan
@@ -40,6 +41,7 @@ class CompileRequest:
     # ``vf run-local`` runs nodes as local processes: a node without an image gets a
     # placeholder instead of VF_CONFIG_NO_IMAGE.
     images_optional: bool = False
+    warn: Callable[[str], object] | None = None  # None: to standard error
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,6 +102,9 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
         load_targets(find_config(path, request.config)), request.environments
     )
     graph = lower(flow, source_stem=path.stem)
+    note = graph_module_classes(graph)
+    if note is not None:
+        (request.warn or sys.stderr.write)(note)
     flags = parse_profile_flags(request.required_profiles)
     flow_id = resolve_flow_id(graph, targets)
     plans: list[Plan] = []
