@@ -249,3 +249,100 @@ def test_check_on_a_missing_tree_says_so_in_a_line(tmp_path: Path) -> None:
     assert code == 1
     assert len(output.splitlines()) <= 3, f"{len(output.splitlines())} lines"
     assert "does not exist" in output
+
+
+def test_a_recompile_keeps_the_users_links_empty_folders_mode_and_owner(tree: Path) -> None:
+    (tree / "docs").mkdir()
+    (tree / "docs" / "empty").mkdir()
+    (tree / "shared").symlink_to(tree.parent)
+    (tree / "readme-link").symlink_to("docs/nowhere.md")
+    tree.chmod(0o750)
+    owner = (65534, 65534) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    os.chown(tree, *owner)
+    code, output = _invoke("compile", GRAPH, "--out", str(tree))
+    assert code == 0, output
+    assert (tree / "docs" / "empty").is_dir()
+    assert (tree / "shared").is_symlink() and os.readlink(tree / "shared") == str(tree.parent)
+    assert os.readlink(tree / "readme-link") == "docs/nowhere.md"
+    info = tree.stat()
+    assert (info.st_mode & 0o777, info.st_uid, info.st_gid) == (0o750, *owner)
+
+
+INTERRUPTED_AFTER_SWAP = """
+import os, signal, sys
+import vf.write
+
+_fsync_dir = vf.write._fsync_dir
+def _fsync_then_interrupt(path):
+    _fsync_dir(path)
+    if path == vf.write.Path(sys.argv[-1]).resolve().parent:
+        os.kill(os.getpid(), signal.SIGINT)
+vf.write._fsync_dir = _fsync_then_interrupt
+
+from vf.cli import main
+sys.argv = ["vf", *sys.argv[1:]]
+main()
+"""
+
+
+def test_an_interrupt_right_after_the_swap_is_not_a_failure(tree: Path, tmp_path: Path) -> None:
+    script = tmp_path / "interrupt.py"
+    script.write_text(INTERRUPTED_AFTER_SWAP, encoding="utf-8")
+    config = tmp_path / "vf.yaml"
+    config.write_text((Path(GRAPH).parent / "vf.yaml").read_text().replace("0.1.0", "0.2.0"))
+    args = [sys.executable, str(script), "compile", GRAPH, "--config", str(config)]
+    done = subprocess.run([*args, "--out", str(tree)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "interrupted" not in done.stderr and "wrote" in done.stderr
+    assert "0.2.0" in (tree / "plan" / "dev.json").read_text()
+
+
+def test_vf_init_into_a_link_is_a_named_error(tmp_path: Path) -> None:
+    for name, target in (("dangling", tmp_path / "missing"), ("linked", tmp_path)):
+        link = tmp_path / name
+        link.symlink_to(target)
+        code, output = _invoke("init", str(link))
+        assert code == 2, output
+        assert "error[VF_INIT_LINK]" in output
+    assert not (tmp_path / "missing").exists()
+
+
+CHDIR_GRAPH = """import os
+from pathlib import Path
+
+from vf import BATCH, Consumer, Flow, Producer
+
+os.chdir(Path(__file__).parent / "elsewhere")
+
+
+class Src(Producer):
+    def next(self):
+        raise StopIteration
+
+
+class Sink(Consumer):
+    def consume(self, item):
+        pass
+
+
+def build_flow():
+    return Flow([Sink(name="sink")(Src(name="src"))], flow_type=BATCH)
+"""
+
+
+def test_a_graph_that_changes_directory_still_writes_where_asked(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "keep.txt").write_text("mine\n")
+    (tmp_path / "graph.py").write_text(CHDIR_GRAPH, encoding="utf-8")
+    (tmp_path / "vf.yaml").write_text(CONFIG_DEV.replace("race", "chdir"), encoding="utf-8")
+    for extra in ((), ("--check",)):
+        done = subprocess.run(
+            [sys.executable, "-m", "vf", "compile", "graph.py", "--out", "deploy", *extra],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "deploy" / ".vf-manifest.json").is_file()
+    assert sorted(os.listdir(tmp_path / "elsewhere")) == ["keep.txt"]

@@ -17,6 +17,8 @@ import ctypes
 import fcntl
 import os
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,6 +61,26 @@ def writer_lock(parent: Path, name: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold SIGINT back while the block runs: the swap and its clean-up are never cut
+    short, and an interrupt that came once the new tree was in place is not reported as
+    a failure (it is raised only when the block itself fails)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        yield
+    except BaseException:
+        signal.signal(signal.SIGINT, previous)
+        if seen:
+            raise KeyboardInterrupt from None
+        raise
+    signal.signal(signal.SIGINT, previous)
 
 
 def aside_path(target: Path) -> Path:

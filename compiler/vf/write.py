@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
@@ -20,7 +21,14 @@ from pathlib import Path
 from vf.errors import EnvironmentProblem, VfError
 from vf.filetext import FileText, whole
 from vf.owned_read import read_owned
-from vf.swap import exchange, libc, recover, sweep_leftovers, writer_lock
+from vf.swap import (
+    exchange,
+    interrupts_deferred,
+    libc,
+    recover,
+    sweep_leftovers,
+    writer_lock,
+)
 
 MANIFEST = ".vf-manifest.json"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -183,7 +191,7 @@ class StagedTree:
     def commit(self) -> None:
         """Add the manifest, carry the user's files over, make it durable, swap it in."""
         self.add(MANIFEST, manifest_text([f for f in self.files if f != MANIFEST]))
-        with self._lock, _disk_errors(self.out):
+        with self._lock, _disk_errors(self.out), interrupts_deferred():
             self._swap()
 
     def _refuse_partial(self) -> None:
@@ -211,6 +219,7 @@ class StagedTree:
         existed = target.exists()
         if existed:
             _carry_user_files(target, staging, self._owned)
+            _keep_owner_and_mode(target, staging)
         _sync_filesystem(staging)
         if existed:
             exchange(staging, target)
@@ -289,16 +298,39 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _carry_user_files(out: Path, staging: Path, owned: set[str]) -> None:
-    for path in sorted(out.rglob("*")):
-        rel = path.relative_to(out).as_posix()
-        if path.is_dir() or rel in owned or (staging / rel).exists():
-            continue
-        target = staging / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(path, target)
-        except OSError:
-            shutil.copy2(path, target)
+    """Carry every file, link and empty folder vf does not own into the new tree."""
+    for folder, dirs, files in os.walk(out):
+        base = Path(folder)
+        rel_base = base.relative_to(out)
+        if not dirs and not files and rel_base != Path("."):
+            (staging / rel_base).mkdir(parents=True, exist_ok=True)  # an empty folder of theirs
+        links = [d for d in dirs if (base / d).is_symlink()]  # os.walk does not enter them
+        for name in sorted([*files, *links]):
+            rel = (rel_base / name).as_posix()
+            target = staging / rel
+            if rel in owned or os.path.lexists(target):
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _carry(base / name, target)
+
+
+def _carry(path: Path, target: Path) -> None:
+    if path.is_symlink():
+        os.symlink(os.readlink(path), target)
+        return
+    try:
+        os.link(path, target, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(path, target, follow_symlinks=False)
+
+
+def _keep_owner_and_mode(out: Path, staging: Path) -> None:
+    """The new tree's directory gets the previous one's permissions and, where allowed,
+    its owner and group."""
+    info = os.stat(out)
+    os.chmod(staging, stat.S_IMODE(info.st_mode))
+    with suppress(PermissionError):
+        os.chown(staging, info.st_uid, info.st_gid)
 
 
 def diff_tree(out: Path, tree: Mapping[str, str]) -> str:
