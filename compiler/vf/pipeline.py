@@ -18,9 +18,9 @@ from vf.emit_kustomize import EnvObjects, kustomize_files
 from vf.errors import VfError
 from vf.filetext import Chunks, FileText, whole
 from vf.graph import Graph
+from vf.isolate import load_graph
 from vf.jsontext import json_chunks, json_text
-from vf.load import load_flow
-from vf.lower import graph_module_classes, lower
+from vf.lower import graph_module_classes
 from vf.plan import plan_environment
 from vf.planir import Plan
 from vf.render import render_components, render_generated_components, render_plan
@@ -97,11 +97,10 @@ def compile_project(request: CompileRequest, *, sink: Sink | None = None) -> Com
 
 
 def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> CompileResult:
-    flow, path = load_flow(request.graph)
+    graph, path = load_graph(request.graph)
     targets = select_environments(
         load_targets(find_config(path, request.config)), request.environments
     )
-    graph = lower(flow, source_stem=path.stem)
     note = graph_module_classes(graph)
     if note is not None:
         (request.warn or sys.stderr.write)(note)
