@@ -14,6 +14,7 @@ from typing import Any
 from vf import names
 from vf.errors import Problem, raise_if
 from vf.graph import Graph, NodeIR
+from vf.graph_checks import identity_problems
 from vf.load import FALLBACK_MODULE
 from vf.params import json_problem, safe_repr
 from vf_runtime import Consumer, Flow, Node, Processor, Producer
@@ -82,34 +83,11 @@ def lower(flow: Flow, *, source_stem: str) -> Graph:
         for parent in node.parents:
             children[id(parent)].append(scan.names[id(node)])
     irs = [_lower_node(n, sorted(children[id(n)]), flow.flow_type, scan) for n in order]
-    _check_identities(irs, scan)
+    scan.problems.extend(identity_problems(irs))
     _check_flow_id(flow.flow_id, scan)
     raise_if(scan.problems)
     return Graph(
         flow_id=flow.flow_id, flow_type=flow.flow_type, source_stem=source_stem, nodes=tuple(irs)
-    )
-
-
-def graph_module_classes(graph: Graph) -> str | None:
-    """A warning when node classes live in the graph module itself (None when none do).
-
-    Workers import each node's class by module; the image ``vf init`` scaffolds copies the
-    sibling nodes module, not the graph module, so such classes fail only in the cluster.
-    """
-    own = sorted(
-        {
-            n.node_class.rpartition(".")[2]
-            for n in graph.nodes
-            if n.component is None and n.node_class.rpartition(".")[0] == graph.source_stem
-        }
-    )
-    if not own:
-        return None
-    return (
-        f"warning[VF_GRAPH_NODE_IN_GRAPH] node class(es) {', '.join(own[:8])} are defined in "
-        f"{graph.source_stem}.py, which a worker image built from vf init's Dockerfile lacks\n"
-        f"  = fix: move them to a sibling module (e.g. {graph.source_stem}_nodes.py) and import "
-        f"them in {graph.source_stem}.py, or copy {graph.source_stem}.py into the image\n"
     )
 
 
@@ -517,20 +495,3 @@ def _check_flow_id(flow_id: object, scan: _Scan) -> None:
             f"flow_id {safe_repr(flow_id)} is not a valid flow id",
             "use 1-32 lowercase letters, digits or '-', starting and ending alnum",
         )
-
-
-def _check_identities(nodes: list[NodeIR], scan: _Scan) -> None:
-    """Two node names that map to one broker token or one Kubernetes name collide."""
-    for label, mapper in (("broker name", names.broker_token), ("Kubernetes name", names.slug)):
-        seen: dict[str, list[NodeIR]] = {}
-        for node in nodes:
-            seen.setdefault(mapper(node.name), []).append(node)
-        for physical, group in sorted(seen.items()):
-            logical = sorted({n.name for n in group})
-            if len(logical) > 1:  # one name used twice is VF_GRAPH_DUPLICATE_NAME
-                scan.add(
-                    "VF_IDENTITY_COLLISION",
-                    f"nodes {', '.join(repr(n) for n in logical)} map to one {label} {physical!r}",
-                    "rename one of them so the names differ in letters or digits",
-                    ", ".join(dict.fromkeys(n.site for n in group)),
-                )

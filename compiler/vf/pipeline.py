@@ -18,9 +18,9 @@ from vf.emit_kustomize import EnvObjects, kustomize_files
 from vf.errors import VfError
 from vf.filetext import Chunks, FileText, whole
 from vf.graph import Graph
+from vf.graph_checks import graph_module_classes
 from vf.isolate import load_graph
 from vf.jsontext import json_chunks, json_text
-from vf.lower import graph_module_classes
 from vf.plan import plan_environment
 from vf.planir import Plan
 from vf.render import render_components, render_generated_components, render_plan
