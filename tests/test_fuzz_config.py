@@ -500,3 +500,12 @@ def test_a_mount_beside_vfs_own_still_compiles(project: Path) -> None:
     document = copy.deepcopy(BASE)
     document["environments"]["dev"]["mounts"] = {"*": ["/data:/tmp/cache:ro", "models:/models"]}
     assert not isinstance(compile_config(project, json.dumps(document)), VfError)
+
+
+@pytest.mark.parametrize("trailer", TRAILERS)
+def test_a_mount_with_a_trailing_newline_is_refused(project: Path, trailer: str) -> None:
+    document = copy.deepcopy(BASE)
+    document["environments"]["dev"]["mounts"] = {"*": ["/data:/models" + trailer]}
+    outcome = compile_config(project, json.dumps(document))
+    assert isinstance(outcome, VfError), f"mount with {trailer!r} compiled"
+    assert_named_failure(outcome)
