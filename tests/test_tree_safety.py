@@ -239,9 +239,10 @@ def test_diff_with_env_ignores_the_other_environments_errors(tree: Path, tmp_pat
     broken.write_text(config.replace("      overrides:\n", unknown))
     code, output = _invoke("diff", GRAPH, "--config", str(broken), "--out", str(tree))
     assert code == 2 and "VF_CONFIG_UNKNOWN_NODE" in output, output
-    args = ("diff", GRAPH, "--config", str(broken), "--out", str(tree), "--env", "dev")
+    args = ("diff", GRAPH, "--config", str(broken), "--out", str(tree), "--env", "dev", "--raw")
     code, output = _invoke(*args)
     assert code == 0, output
+    assert "other generated files" not in output and "+++" not in output, output
 
 
 def test_check_on_a_missing_tree_says_so_in_a_line(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ Key = tuple[str, str]
 _SELECTOR_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
 _STATEFULSET_IMMUTABLE = ("serviceName", "podManagementPolicy", "volumeClaimTemplates")
 MAX_FIELDS = 8
+WHOLE_TREE_FOLDERS = ("chart/", "gitops/")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,8 +75,11 @@ def diff_project(
     names = sorted(set(committed_environments(committed)) | set(result.objects))
     wanted = [e for e in names if not environments or e in environments]
     reports = tuple(_env_diff(env, committed=committed, fresh=fresh) for env in wanted)
-    text = diff_tree(out, fresh) if out.is_dir() else _all_new(fresh)
-    files = _changed_files(committed, fresh=fresh)
+    # With --env, only the chosen environments were compiled: the files only the others
+    # make, and the chart and GitOps files built from every environment, are not compared.
+    keep = (lambda rel: _compared(rel, environments, fresh)) if environments else None
+    text = diff_tree(out, fresh, keep=keep) if out.is_dir() else _all_new(fresh)
+    files = [f for f in _changed_files(committed, fresh=fresh) if keep is None or keep(f)]
     # With --env, only those environments decide; otherwise any generated file does.
     changed = any(r.status != "unchanged" for r in reports) if environments else bool(files)
     return TreeDiff(
@@ -85,6 +89,13 @@ def diff_project(
         files=tuple(files),
         raw=text if raw else "",
     )
+
+
+def _compared(rel: str, environments: Sequence[str], fresh: Mapping[str, str]) -> bool:
+    """Whether ``vf diff --env`` compares ``rel`` (see ``diff_project``)."""
+    if any(rel == f"plan/{e}.json" or rel.startswith(f"overlays/{e}/") for e in environments):
+        return True
+    return rel in fresh and not rel.startswith(WHOLE_TREE_FOLDERS)
 
 
 def _all_new(tree: Mapping[str, str]) -> str:

@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
@@ -333,12 +333,18 @@ def _keep_owner_and_mode(out: Path, staging: Path) -> None:
         os.chown(staging, info.st_uid, info.st_gid)
 
 
-def diff_tree(out: Path, tree: Mapping[str, str]) -> str:
-    """A unified diff from the tree on disk to ``tree``; empty when they are equal."""
+def diff_tree(
+    out: Path, tree: Mapping[str, str], *, keep: Callable[[str], bool] | None = None
+) -> str:
+    """A unified diff from the tree on disk to ``tree`` (only the files ``keep`` accepts,
+    when given); empty when they are equal."""
     check = TreeCheck(out)
     for rel, text in tree.items():
         check.add(rel, text)
-    return check.diff()
+    text = check.diff()
+    if keep is None:
+        return text
+    return "".join(line for rel in sorted(check.chunks) if keep(rel) for line in check.chunks[rel])
 
 
 class TreeCheck:
@@ -366,6 +372,11 @@ class TreeCheck:
         for rel in self.owned - set(self.files):
             self._compare(rel, before=read_owned(self.out, rel), after=None)
         return "".join(line for rel in sorted(self._chunks) for line in self._chunks[rel])
+
+    @property
+    def chunks(self) -> Mapping[str, list[str]]:
+        """The diff lines of each file that differs, once ``diff`` ran."""
+        return self._chunks
 
     def _compare(self, rel: str, *, before: str | None, after: str | None) -> None:
         self._chunks.pop(rel, None)
