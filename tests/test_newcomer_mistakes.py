@@ -112,8 +112,8 @@ def build_flow():
     code, output = _validate(_project(tmp_path, NODES + build))
     assert code == 2
     assert "these nodes wait on each other: a, b\n" in output, output
-    line = NODES.count("\n") + build.splitlines().index('    a = Work(name="a")') + 1
-    assert f"graph.py:{line}" in output, output
+    line = NODES.count("\n") + build.splitlines().index("    a(b)") + 1
+    assert f"graph.py:{line}, graph.py:{line - 1}" in output, output  # a(b), then b's wiring
 
 
 def test_one_duplicate_name_is_one_error_and_a_collision_has_a_place(tmp_path: Path) -> None:

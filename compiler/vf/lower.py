@@ -55,9 +55,11 @@ class _Scan:
         self.problems.append(Problem(code=code, what=what, remedy=remedy, where=where))
 
 
-def site_of(node: Node) -> str:
-    """The user's ``file:line`` where the node was constructed."""
-    site = getattr(node, "_vf_site", None)
+def site_of(node: Node, *, wired: bool = False) -> str:
+    """The user's ``file:line`` where the node was constructed (``wired``: where it was
+    given its parents, when it was)."""
+    site = getattr(node, "_vf_wired_at", None) if wired else None
+    site = site or getattr(node, "_vf_site", None)
     if site is None:
         return type(node).__name__
     path, line = site
@@ -220,7 +222,7 @@ def _topological(reachable: list[Node], scan: _Scan) -> list[Node]:
             f"{', '.join(scan.names[id(n)] for n in looped[:10])}",
             "remove the parent link that closes the loop (a node wired, directly or not, "
             "to its own output); a flow is a DAG",
-            ", ".join(site_of(n) for n in looped[:3]),
+            ", ".join(site_of(n, wired=True) for n in looped[:3]),
         )
         order.extend(stuck)  # still lowered, so their own problems are reported too
     for node in reachable:

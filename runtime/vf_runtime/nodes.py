@@ -235,6 +235,7 @@ class Node(metaclass=_NodeMeta):
                 )
         self._parents = tuple(parents)
         self._wired = True
+        self._vf_wired_at = _user_site()
         return self
 
     def get_params(self) -> dict[str, Any]:
