@@ -113,7 +113,8 @@ def build_flow():
     assert code == 2
     assert "these nodes wait on each other: a, b\n" in output, output
     line = NODES.count("\n") + build.splitlines().index("    a(b)") + 1
-    assert f"graph.py:{line}, graph.py:{line - 1}" in output, output  # a(b), then b's wiring
+    assert f"graph.py:{line}, " in output, output  # a(b): the link that closes the loop
+    assert f"graph.py:{line - 1}\n" in output, output  # where b was wired
 
 
 def test_one_duplicate_name_is_one_error_and_a_collision_has_a_place(tmp_path: Path) -> None:
