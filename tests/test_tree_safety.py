@@ -185,10 +185,11 @@ def _no_exchange(self, name):
 ctypes.CDLL.__getattr__ = _no_exchange
 
 OUT = Path(sys.argv[-1]).resolve()
+AFTER = os.environ["KILL_AFTER"]  # "first": old tree set aside; "second": new tree in place
 _rename = os.rename
 def _rename_then_die(src, dst, *args, **kwargs):
     _rename(src, dst, *args, **kwargs)
-    if Path(src) == OUT:
+    if (Path(src) if AFTER == "first" else Path(dst)) == OUT:
         os.kill(os.getpid(), signal.SIGKILL)
 os.rename = _rename_then_die
 
@@ -198,15 +199,20 @@ main()
 """
 
 
-def test_a_kill_between_the_fallback_renames_loses_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("after", ["first", "second"])
+def test_a_kill_between_the_fallback_renames_loses_nothing(
+    tmp_path: Path, after: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project, out = _project(tmp_path), tmp_path / "deploy"
     (project / "kill.py").write_text(KILLED_BETWEEN_RENAMES, encoding="utf-8")
     first = _start(project, "dev.yaml", out, "-m", "vf")
     assert first.wait(timeout=300) == 0
     (out / "NOTES.md").write_text("the user's own file\n", encoding="utf-8")
+    monkeypatch.setenv("KILL_AFTER", after)
     killed = _start(project, "both.yaml", out, str(project / "kill.py"))
     assert killed.wait(timeout=300) == -signal.SIGKILL
-    assert not out.exists(), "the kill did not land between the two renames"
+    assert out.exists() == (after == "second"), "the kill did not land between the renames"
+    assert list(tmp_path.glob(".deploy.vf-*")), "no tree was set aside"
     again = _start(project, "both.yaml", out, "-m", "vf")
     _, err = again.communicate(timeout=300)
     assert again.returncode == 0, err.decode()
