@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import json
+import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -254,18 +256,54 @@ def test_any_text_compiles_or_fails_by_name(project: Path, text: str | bytes) ->
 
 def _verdicts(document: Any) -> tuple[bool, bool]:
     """(the compiled checker finds no problem, jsonschema finds none) for one document."""
-    import jsonschema
-
     from vf.config import _check_errors, _config_check, config_schema
+    from vf.patterns import validator as schema_validator
 
     check = _config_check()
     assert check is not None, "vf.yaml's schema no longer compiles: the fast path is gone"
-    reference = jsonschema.Draft202012Validator(config_schema())
+    reference = schema_validator(config_schema())
     try:
         expected = not any(reference.iter_errors(document))
     except (TypeError, ValueError):
         expected = False  # vf reports these as VF_CONFIG_SCHEMA too
     return not _check_errors(check, document), expected
+
+
+def _string_places(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every string value of ``node``, and every key of a mapping below the top level."""
+    found: list[tuple[Any, ...]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if prefix:
+                found.append(("key", *prefix, key))
+            found.extend(_string_places(value, (*prefix, key)))
+    elif isinstance(node, str):
+        found.append(("value", *prefix))
+    return found
+
+
+TRAILERS = ["\n", "\r\n", "\n\n", " \n", "\r", "\t"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    place=st.sampled_from(_string_places(BASE)),
+    trailer=st.sampled_from(TRAILERS),
+)
+def test_a_trailing_newline_is_refused_everywhere(
+    project: Path, place: tuple[Any, ...], trailer: str
+) -> None:
+    """No name, version, image, quantity or key of vf.yaml may end in a line break."""
+    document = copy.deepcopy(BASE)
+    kind, *path = place
+    parent = _at(document, tuple(path[:-1]))
+    if kind == "key":
+        parent[path[-1] + trailer] = parent.pop(path[-1])
+    else:
+        parent[path[-1]] += trailer
+    outcome = compile_config(project, json.dumps(document))
+    assert isinstance(outcome, VfError), f"{place} + {trailer!r} compiled"
+    assert_named_failure(outcome)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -283,3 +321,191 @@ def test_the_compiled_config_check_accepts_every_example() -> None:
     assert len(examples) >= 4
     for path in examples:
         assert _verdicts(_read_yaml(path)) == (True, True), path
+
+
+CREDENTIAL_KEYS = [
+    "password", "pass", "passwd", "pwd", "token", "auth_token", "username", "user",
+    "auth", "secret", "credentials", "jwt", "nkey", "seed", "api_key",
+]  # fmt: skip
+
+
+@st.composite
+def disguised(draw: st.DrawFn, key: str) -> str:
+    """``key`` with a random mix of upper case and percent escapes, maybe escaped twice."""
+    chars = []
+    for letter in key:
+        char = letter.upper() if draw(st.booleans()) else letter
+        if draw(st.integers(0, 3)) == 0:
+            char = f"%{ord(char):02X}"
+            if draw(st.booleans()):
+                char = "%25" + char[1:]
+        chars.append(char)
+    return "".join(chars)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    key=st.sampled_from(CREDENTIAL_KEYS).flatmap(disguised),
+    section=st.sampled_from(["broker", "payload_store"]),
+    before=st.sampled_from(["", "db=1&", "a=b;"]),
+)
+def test_credentials_in_a_url_are_refused_however_spelled(
+    project: Path, key: str, section: str, before: str
+) -> None:
+    scheme = "nats://n:4222" if section == "broker" else "redis://n:6379/0"
+    document = copy.deepcopy(BASE)
+    url = f"{scheme}?{before}{key}=hunter2"
+    document["environments"]["dev"][section] = {"profile": "external", "url": url}
+    outcome = compile_config(project, json.dumps(document))
+    assert isinstance(outcome, VfError), f"{url} compiled"
+    assert "carries credentials" in outcome.render() and "hunter2" not in outcome.render()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://us%65r%3Apw%40n:6379/0",
+        "nats://tok%2540n:4222",
+        "nats://a:4222,nats://u:p@b:4222",
+    ],
+)
+def test_an_escaped_user_in_a_url_is_refused(project: Path, url: str) -> None:
+    document = copy.deepcopy(BASE)
+    section = "broker" if url.startswith("nats") else "payload_store"
+    document["environments"]["dev"][section] = {"profile": "external", "url": url}
+    outcome = compile_config(project, json.dumps(document))
+    assert isinstance(outcome, VfError) and "carries credentials" in outcome.render()
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://n:6379/0?db=1", "nats://a:4222,nats://b:4222", "rediss://n:6380/2"]
+)
+def test_a_plain_url_is_accepted(project: Path, url: str) -> None:
+    document = copy.deepcopy(BASE)
+    section = "broker" if url.startswith("nats") else "payload_store"
+    document["environments"]["dev"][section] = {"profile": "external", "url": url}
+    assert not isinstance(compile_config(project, json.dumps(document)), VfError)
+
+
+@contextmanager
+def within(seconds: float) -> Iterator[None]:
+    """Fail the test, instead of hanging it, when the block runs longer than ``seconds``."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def alias_bomb(*, depth: int, fan: int, merge: bool, indent: str = "") -> str:
+    """``depth`` levels of anchors, each repeating the one below ``fan`` times."""
+    lines = [f'{indent}b0: &b0 {{"k": "{"x" * 8}"}}' if merge else f'{indent}b0: &b0 ["x"]']
+    for level in range(1, depth):
+        if merge:
+            body = ", ".join(f"k{i}: *b{level - 1}" for i in range(fan))
+            lines.append(f"{indent}b{level}: &b{level} {{{body}}}")
+        else:
+            lines.append(f"{indent}b{level}: &b{level} [{', '.join([f'*b{level - 1}'] * fan)}]")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    depth=st.integers(6, 10),
+    fan=st.integers(6, 12),
+    merge=st.booleans(),
+    place=st.sampled_from(["top", "environment"]),
+)
+def test_an_alias_bomb_is_refused_quickly(
+    project: Path, depth: int, fan: int, merge: bool, place: str
+) -> None:
+    if place == "top":
+        text = "flow_id: bomb\n" + alias_bomb(depth=depth, fan=fan, merge=merge)
+    else:
+        bomb = alias_bomb(depth=depth, fan=fan, merge=merge, indent="      ")
+        text = f"environments:\n  dev:\n    images: {{default: r.io/a:1}}\n    x:\n{bomb}"
+    with within(10):
+        outcome = compile_config(project, text)
+    assert isinstance(outcome, VfError)
+    assert outcome.code == "VF_CONFIG_ALIASES", outcome.render()
+
+
+def test_a_recursive_alias_and_a_huge_file_are_refused(project: Path) -> None:
+    with within(10):
+        recursive = compile_config(project, "flow_id: a\nx: &x {y: *x}\n")
+        huge = compile_config(project, "flow_id: big\n# " + "x" * (2 << 20) + "\n")
+    assert isinstance(recursive, VfError) and isinstance(huge, VfError)
+    assert_named_failure(recursive)
+    assert huge.code == "VF_CONFIG_TOO_LARGE", huge.render()
+
+
+def test_a_small_alias_still_compiles(project: Path) -> None:
+    document = json.loads(json.dumps(BASE))
+    text = json.dumps(document).replace(
+        '"resources": {"*": {"cpu": "100m", "memory": "128Mi"}}',
+        '"resources": {"*": &r {"cpu": "100m", "memory": "128Mi"}, "double": *r}',
+    )
+    assert "&r" in text
+    check(compile_config(project, text))
+    assert not isinstance(compile_config(project, text), VfError)
+
+
+def test_a_component_descriptor_alias_bomb_is_refused_quickly(tmp_path: Path) -> None:
+    from vf.components import component
+
+    path = tmp_path / "component.yaml"
+    path.write_text(
+        "apiVersion: vf.dev/component/v1\nname: bomb\nkind: processor\n"
+        "image: r.io/a:1\ncommand: [run]\n" + alias_bomb(depth=9, fan=10, merge=False),
+        encoding="utf-8",
+    )
+    with within(10), pytest.raises(VfError) as caught:
+        component(str(path))
+    assert caught.value.code == "VF_COMPONENT_ALIASES", caught.value.render()
+
+
+RESERVED = ["/", "//", "/tmp", "/tmp/", "//tmp", "/tmp/.", "/x/../tmp", "/etc/vf/topology/"]
+BAD_CLAIMS = ["..", ".", "-a", "a-", "Data", "a..b", "a_b", "a" * 254]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    mount=st.one_of(
+        st.sampled_from(RESERVED).map(lambda p: f"/host/data:{p}"),
+        st.sampled_from(RESERVED).map(lambda p: f"models:{p}"),
+        st.sampled_from(RESERVED).filter(lambda p: p not in {"/", "//"}),
+        st.sampled_from(BAD_CLAIMS).map(lambda c: f"{c}:/models"),
+    ),
+    read_only=st.booleans(),
+    key=st.sampled_from(["*", "double"]),
+)
+def test_a_mount_no_pod_could_hold_is_refused(
+    project: Path, mount: str, read_only: bool, key: str
+) -> None:
+    document = copy.deepcopy(BASE)
+    entry = mount + (":ro" if read_only else "")
+    document["environments"]["dev"]["mounts"] = {key: [entry]}
+    outcome = compile_config(project, json.dumps(document))
+    assert isinstance(outcome, VfError), f"mount {entry!r} compiled"
+    assert_named_failure(outcome)
+
+
+def test_a_mount_beside_vfs_own_still_compiles(project: Path) -> None:
+    document = copy.deepcopy(BASE)
+    document["environments"]["dev"]["mounts"] = {"*": ["/data:/tmp/cache:ro", "models:/models"]}
+    assert not isinstance(compile_config(project, json.dumps(document)), VfError)
+
+
+@pytest.mark.parametrize("trailer", TRAILERS)
+def test_a_mount_with_a_trailing_newline_is_refused(project: Path, trailer: str) -> None:
+    document = copy.deepcopy(BASE)
+    document["environments"]["dev"]["mounts"] = {"*": ["/data:/models" + trailer]}
+    outcome = compile_config(project, json.dumps(document))
+    assert isinstance(outcome, VfError), f"mount with {trailer!r} compiled"
+    assert_named_failure(outcome)

@@ -8,8 +8,12 @@ watchdog (``VF_LOAD_TIMEOUT_SECONDS``), stdout kept clean, and randomly damaged 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -285,3 +289,80 @@ def test_the_watchdog_gives_back_an_alarm_it_found_running(tmp_path: Path) -> No
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+# Graph modules that attack the load itself: each runs in a real ``vf`` process, which
+# must end within its deadline with a named error, or succeed with clean output.
+HOSTILE_LOADS = {
+    "alarm ignored": "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+    "time.sleep(3600)\n",
+    "timer disarmed": "import signal\n\n\ndef build_flow():\n"
+    "    signal.setitimer(signal.ITIMER_REAL, 0)\n    while True:\n        pass\n",
+    "alarm swallowed": "import signal, time\nsignal.signal(signal.SIGALRM, lambda *a: None)\n"
+    "while True:\n    time.sleep(0.01)\n",
+    "exit 0 at import": "import os\nos._exit(0)\n",
+    "exit 0 in factory": VALID.replace(
+        "def build_flow():\n", "def build_flow():\n    import os\n    os._exit(0)\n"
+    ),
+    "killed itself": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+}
+LOAD_CODES = {
+    "alarm ignored": "VF_LOAD_TIMEOUT",
+    "timer disarmed": "VF_LOAD_TIMEOUT",
+    "alarm swallowed": "VF_LOAD_TIMEOUT",
+    "exit 0 at import": "VF_LOAD_EXIT",
+    "exit 0 in factory": "VF_LOAD_EXIT",
+    "killed itself": "VF_LOAD_EXIT",
+}
+
+
+def run_vf(tmp_path: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "VF_LOAD_TIMEOUT_SECONDS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "vf", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+        cwd=tmp_path,
+    )
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_LOADS))
+@pytest.mark.parametrize("command", ["compile", "validate", "plan"])
+def test_a_graph_that_attacks_the_load_is_bounded_and_named(
+    tmp_path: Path, case: str, command: str
+) -> None:
+    write(tmp_path, HOSTILE_LOADS[case])
+    extra = ["--out", "out", "--check"] if command == "compile" else []
+    began = time.monotonic()
+    try:
+        done = run_vf(tmp_path, command, "graph.py", *extra, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{case}: vf {command} still running after 30 s")
+    assert done.returncode == 2, f"{case}: exit {done.returncode}\n{done.stderr}"
+    assert_named(done.stderr, LOAD_CODES[case], None)
+    assert done.stdout == ""
+    assert time.monotonic() - began < 20
+
+
+def test_raw_writes_to_fd_1_never_reach_the_plan(tmp_path: Path) -> None:
+    source = "import os\nos.write(1, b'{not json\\n')\n" + VALID.replace(
+        "def build_flow():\n", "def build_flow():\n    os.write(1, b'noise')\n"
+    )
+    write(tmp_path, source)
+    done = run_vf(tmp_path, "plan", "graph.py")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["flow_id"]
+    assert "{not json" in done.stderr and "noise" in done.stderr
+
+
+def test_a_thread_the_graph_leaves_running_does_not_hang_vf(tmp_path: Path) -> None:
+    source = "import threading, time\nthreading.Thread(target=time.sleep, args=(3600,)).start()\n"
+    write(tmp_path, source + VALID)
+    try:
+        done = run_vf(tmp_path, "validate", "graph.py", timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("vf validate hung on the graph's non-daemon thread")
+    assert done.returncode == 0, done.stderr

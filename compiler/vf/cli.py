@@ -140,7 +140,7 @@ def compile_command(
             return 0
         # Each file goes to the staging tree as soon as it is made: the tree is never
         # held whole in memory, and it replaces OUT only once every file is written.
-        with staged_tree(out) as stage:
+        with staged_tree(out, only=envs) as stage:
             result = compile_project(request, sink=stage.add)
         envs_done = ", ".join(p.environment for p in result.plans)
         click.echo(f"wrote {len(stage.files)} files to {out} ({envs_done})", err=True)
@@ -261,7 +261,7 @@ def diff_command(
         from vf.diff import diff_project
         from vf.diff_report import RENDERERS
 
-        result = _compile(_request(graph, config, (), profiles))
+        result = _compile(_request(graph, config, envs, profiles))
         report = diff_project(result, out=out, environments=envs, raw=raw)
         click.echo(RENDERERS[fmt](report), nl=False)
         return EXIT_STALE if report.changed else 0

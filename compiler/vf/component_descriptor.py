@@ -17,7 +17,9 @@ from typing import Any
 
 from vf.errors import Problem, VfError
 from vf.params import json_problem, safe_repr
+from vf.patterns import validator as schema_validator
 from vf.resources import schema_path
+from vf.yaml_guard import amplified
 from vf_runtime.components import ComponentPort, ComponentSpec
 from vf_runtime.constants import HEALTH_PORT
 
@@ -50,7 +52,8 @@ def read_descriptor(path: Path, *, where: str) -> dict[str, Any]:
             )
         yaml = YAML(typ="rt")
         yaml.allow_duplicate_keys = False
-        document = yaml.load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        document = yaml.load(text)
     except RecursionError:
         document = None
     except (YAMLError, UnicodeDecodeError, OSError) as exc:
@@ -63,6 +66,13 @@ def read_descriptor(path: Path, *, where: str) -> dict[str, Any]:
             "fix the descriptor's YAML syntax (duplicate keys are not allowed)",
             where,
         ) from None
+    if document is not None and amplified(document, text_length=len(text)):
+        raise VfError(
+            "VF_COMPONENT_ALIASES",
+            f"component descriptor {path.name}'s aliases (*name) expand it far beyond its size",
+            "write the repeated values out, or use an alias only for a small block",
+            where,
+        )
     if not isinstance(document, Mapping):
         raise VfError(
             "VF_COMPONENT_DESCRIPTOR",
@@ -76,9 +86,8 @@ def read_descriptor(path: Path, *, where: str) -> dict[str, Any]:
 
 def check_descriptor(document: dict[str, Any], *, label: str, where: str) -> list[Problem]:
     """Every way ``document`` breaks the descriptor schema or vf's descriptor rules."""
-    import jsonschema
 
-    validator = jsonschema.Draft202012Validator(descriptor_schema())
+    validator = schema_validator(descriptor_schema())
     problems = [
         _problem(
             "VF_COMPONENT_DESCRIPTOR",
@@ -169,7 +178,6 @@ def check_params(
     document: dict[str, Any], params: object, *, label: str, where: str
 ) -> tuple[str, list[Problem]]:
     """The params as canonical JSON, and every way they break the descriptor's params schema."""
-    import jsonschema
 
     def bad(what: str, remedy: str) -> tuple[str, list[Problem]]:
         return "{}", [_problem("VF_COMPONENT_PARAMS", f"{label}: {what}", remedy, where)]
@@ -192,7 +200,7 @@ def check_params(
                 "drop params=, or declare a params schema in the descriptor",
             )
         return "{}", []
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = schema_validator(schema)
     try:
         errors = sorted(validator.iter_errors(plain), key=lambda e: e.json_path)
     except Exception as exc:  # an unresolvable $ref, a pattern Python cannot compile

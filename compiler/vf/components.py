@@ -25,7 +25,7 @@ CACHE_ENV = "VF_COMPONENT_CACHE"
 DESCRIPTOR = "component.yaml"
 _CACHED = re.compile(
     r"^(?P<name>[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)"
-    r"(:(?P<version>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?$"
+    r"(:(?P<version>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?\Z"
 )
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 

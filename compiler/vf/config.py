@@ -24,9 +24,12 @@ from vf.infra_config import (
     parse_store,
 )
 from vf.network_config import PodSecurity, parse_pod_security
+from vf.patterns import validator as schema_validator
 from vf.resources import schema_path
 from vf.schema_check import Check, Errors, try_compile
 from vf.workload_config import WorkloadOptions, parse_workloads
+from vf.yaml_errors import describe
+from vf.yaml_guard import MAX_INPUT_BYTES, amplified, too_large
 
 if TYPE_CHECKING:
     import jsonschema
@@ -70,6 +73,22 @@ class Environment:
     autoscaling: Autoscaling | None = None
     workloads: WorkloadOptions = field(default_factory=WorkloadOptions)
     pod_security: PodSecurity = field(default_factory=PodSecurity)
+    # Where each node-keyed entry is in vf.yaml: ("replicas.double", "vf.yaml:12").
+    places: tuple[tuple[str, str], ...] = ()
+
+    def place_of(self, entry: str) -> str:
+        """``vf.yaml:LINE (environment 'NAME')`` of an entry such as ``replicas.double``."""
+        where = dict(self.places).get(entry, "vf.yaml")
+        return f"{where} (environment '{self.name}')"
+
+
+NODE_SECTIONS = (
+    ("images", "overrides"),
+    ("replicas",),
+    ("resources",),
+    ("mounts",),
+    ("rollout",),
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +132,10 @@ def load_targets(path: Path | None) -> Targets:
     _validate(document, path)
     plain: dict[str, Any] = json.loads(json.dumps(document, default=str))
     envs = plain.get("environments") or {DEFAULT_ENV: {}}
-    environments = _environments(envs, path.name)
+    environments = tuple(
+        replace(env, places=_places(document, env.name, path.name))
+        for env in _environments(envs, path.name)
+    )
     gitops, problems = parse_gitops(plain.get("gitops"), environments=envs, source=path.name)
     raise_if(problems)
     return Targets(
@@ -127,8 +149,9 @@ def load_targets(path: Path | None) -> Targets:
 def _read_yaml(path: Path) -> Any:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
+    text = ""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _bounded_text(path)
         document = yaml.load(text)
     except RecursionError:
         raise VfError(
@@ -137,17 +160,30 @@ def _read_yaml(path: Path) -> Any:
             "flatten the document; vf.yaml needs only a few levels of nesting",
             str(path),
         ) from None
-    except (YAMLError, UnicodeDecodeError, OSError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+    except YAMLError as exc:
+        report = describe(exc, text)
         raise VfError(
             "VF_CONFIG_SYNTAX",
-            f"{path.name} is not valid YAML: {str(exc).splitlines()[0]}",
-            "fix the YAML syntax (duplicate keys are not allowed)",
-            where,
+            f"{path.name} is not valid YAML: {report.what}",
+            report.fix,
+            f"{path}:{report.line}" if report.line else str(path),
+        ) from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise VfError(
+            "VF_CONFIG_SYNTAX",
+            f"{path.name} cannot be read as UTF-8 text: {str(exc).splitlines()[0]}",
+            "save vf.yaml as UTF-8",
+            str(path),
         ) from None
     if document is None:
         return {}
+    if amplified(document, text_length=len(text)):
+        raise VfError(
+            "VF_CONFIG_ALIASES",
+            f"{path.name}'s aliases (*name) expand it far beyond its own size",
+            "write the repeated values out, or use an alias only for a small block",
+            str(path),
+        )
     if not isinstance(document, dict):
         raise VfError(
             "VF_CONFIG_SCHEMA",
@@ -156,6 +192,18 @@ def _read_yaml(path: Path) -> Any:
             str(path),
         )
     return document
+
+
+def _bounded_text(path: Path) -> str:
+    size = path.stat().st_size
+    if too_large(size):
+        raise VfError(
+            "VF_CONFIG_TOO_LARGE",
+            f"{path.name} is {size} bytes; vf reads a vf.yaml of at most {MAX_INPUT_BYTES}",
+            "a vf.yaml holds deployment targets: move data out of it",
+            str(path),
+        )
+    return path.read_text(encoding="utf-8")
 
 
 def _check_text(document: Any, path: Path) -> None:
@@ -190,9 +238,8 @@ def _validate(document: Any, path: Path) -> None:
     check = _config_check()
     if check is not None and not _check_errors(check, document):
         return  # valid: jsonschema is only loaded to explain a problem
-    import jsonschema
 
-    validator = jsonschema.Draft202012Validator(config_schema())
+    validator = schema_validator(config_schema())
     try:
         errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.path)))
     except (TypeError, ValueError) as exc:
@@ -263,6 +310,20 @@ def _quantity(value: Any) -> str | None:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def _places(document: Any, env: str, source: str) -> tuple[tuple[str, str], ...]:
+    """The line of each node-keyed entry of environment ``env`` (see ``Environment``)."""
+    found: list[tuple[str, str]] = []
+    section: Any
+    for parts in NODE_SECTIONS:
+        section = (document.get("environments") or {}).get(env) or {}
+        for part in parts:
+            section = section.get(part) if isinstance(section, dict) else None
+        for key in section if isinstance(section, dict) else ():
+            line = _line_of(document, ["environments", env, *parts, key])
+            found.append((".".join((*parts, str(key))), f"{source}:{line}"))
+    return tuple(found)
 
 
 def _environments(envs: dict[str, Any], source: str) -> tuple[Environment, ...]:

@@ -17,6 +17,7 @@ from vf.diff_flow import FlowChange, flow_change
 from vf.diff_plan import BREAKING, INFO, WARNING, Finding, plan_findings
 from vf.emit_kustomize import json_patch
 from vf.ordering import without_tool_annotations
+from vf.owned_read import read_owned
 from vf.pipeline import CompileResult
 from vf.tree_read import build_overlay, committed_environments, committed_plan
 from vf.write import MANIFEST, check_owned, diff_tree, with_manifest
@@ -26,6 +27,7 @@ Key = tuple[str, str]
 _SELECTOR_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
 _STATEFULSET_IMMUTABLE = ("serviceName", "podManagementPolicy", "volumeClaimTemplates")
 MAX_FIELDS = 8
+WHOLE_TREE_FOLDERS = ("chart/", "gitops/")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,12 +64,8 @@ class TreeDiff:
 
 def read_tree(out: Path) -> dict[str, str]:
     """The files vf owns in ``out`` (empty when ``out`` does not exist yet)."""
-    owned = check_owned(out)
-    return {
-        rel: (out / rel).read_text(encoding="utf-8")
-        for rel in owned
-        if rel != MANIFEST and (out / rel).is_file()
-    }
+    found = {rel: read_owned(out, rel) for rel in check_owned(out) if rel != MANIFEST}
+    return {rel: text for rel, text in found.items() if text is not None}
 
 
 def diff_project(
@@ -79,8 +77,11 @@ def diff_project(
     names = sorted(set(committed_environments(committed)) | set(result.objects))
     wanted = [e for e in names if not environments or e in environments]
     reports = tuple(_env_diff(env, committed=committed, fresh=fresh) for env in wanted)
-    text = diff_tree(out, fresh) if out.is_dir() else _all_new(fresh)
-    files = _changed_files(committed, fresh=fresh)
+    # With --env, only the chosen environments were compiled: the files only the others
+    # make, and the chart and GitOps files built from every environment, are not compared.
+    keep = (lambda rel: _compared(rel, environments, fresh)) if environments else None
+    text = diff_tree(out, fresh, keep=keep) if out.is_dir() else _all_new(fresh)
+    files = [f for f in _changed_files(committed, fresh=fresh) if keep is None or keep(f)]
     # With --env, only those environments decide; otherwise any generated file does.
     changed = any(r.status != "unchanged" for r in reports) if environments else bool(files)
     return TreeDiff(
@@ -91,6 +92,13 @@ def diff_project(
         raw=text if raw else "",
         flow=flow_change(committed, fresh, environments=wanted),
     )
+
+
+def _compared(rel: str, environments: Sequence[str], fresh: Mapping[str, str]) -> bool:
+    """Whether ``vf diff --env`` compares ``rel`` (see ``diff_project``)."""
+    if any(rel == f"plan/{e}.json" or rel.startswith(f"overlays/{e}/") for e in environments):
+        return True
+    return rel in fresh and not rel.startswith(WHOLE_TREE_FOLDERS)
 
 
 def _all_new(tree: Mapping[str, str]) -> str:

@@ -15,8 +15,8 @@ from vf.network_config import (
     parse_egress,
     parse_peers,
     peer_problems,
-    url_credentials,
 )
+from vf.url_secrets import url_credentials
 
 BROKER_PROFILES = ("dev", "durable", "external")
 STORE_PROFILES = ("none", "dev", "durable", "cache", "external")
@@ -27,7 +27,7 @@ MAX_STREAM_REPLICAS = 5
 NATS_IMAGE = "nats:2.10.29-alpine"
 REDIS_IMAGE = "redis:7.2.7-alpine"
 # A service address: printable, and nothing UTF-8 cannot encode (no unpaired surrogates).
-_PRINTABLE_URL = re.compile("^[^\\x00-\\x20\\x7f\\ud800-\\udfff]+$")
+_PRINTABLE_URL = re.compile("^[^\\x00-\\x20\\x7f\\ud800-\\udfff]+\\Z")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,7 +27,7 @@ from vf.inventory_nodes import ObservedNode
 
 UNKNOWN = "unknown"
 MARK = "vf inventory:"
-_VERSION = re.compile(r"^1\.(2[5-9]|3[0-9])$")
+_VERSION = re.compile(r"^1\.(2[5-9]|3[0-9])\Z")
 
 
 def _yaml() -> YAML:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import keyword
+import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import TypeVar
@@ -52,9 +53,26 @@ def load_flow(target: str) -> tuple[Flow, Path]:
             str(path),
         )
     path = path.resolve()
-    with watchdog(load_timeout(), path) as guard:
+    with watchdog(load_timeout(), path) as guard, _working_directory_kept():
         flow = _build(path, factory_name, guard)
     return flow, path
+
+
+@contextlib.contextmanager
+def _working_directory_kept() -> Iterator[None]:
+    """Undo an ``os.chdir`` in user code: every path the user gave vf (``--out``,
+    ``--config``) stays relative to the directory vf was started in."""
+    try:
+        here = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:  # no readable working directory: nothing to come back to
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.fchdir(here)
+        os.close(here)
 
 
 def _is_python_file(path: Path) -> bool:

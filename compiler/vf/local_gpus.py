@@ -24,7 +24,7 @@ _MIG_LINE = re.compile(
     r"^\s+MIG\s+(?P<profile>\S+)\s+Device\s+(?P<n>\d+):\s+\(UUID:\s+(?P<uuid>MIG-[^)\s]+)\)"
 )
 _GPU_LINE = re.compile(r"^GPU\s+(?P<index>\d+):.*\(UUID:\s+(?P<uuid>GPU-[^)\s]+)\)")
-_PROFILE_GB = re.compile(r"\.(\d+)gb$")
+_PROFILE_GB = re.compile(r"\.(\d+)gb\Z")
 NO_DEVICES = "No devices were found"
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from vf import names
 from vf.errors import Problem, raise_if
 from vf.graph import Graph, NodeIR
+from vf.graph_checks import identity_problems
 from vf.load import FALLBACK_MODULE
 from vf.params import json_problem, safe_repr
 from vf_runtime import Consumer, Flow, Node, Processor, Producer
@@ -22,6 +23,9 @@ from vf_runtime.constants import DEVICE_TYPES, GPU
 from vf_runtime.policies import DeliveryPolicy, JoinPolicy
 from vf_runtime.signature import arity_problem
 
+# The most replicas of one node, as vf.yaml's replicas: allow; an Indexed Job allows
+# 100,000 completions, and each replica is also a broker consumer and a pod.
+MAX_NB_TASKS = 1000
 # Keywords of the base classes: carried by dedicated VF_* variables, not by the params.
 BASE_KEYWORDS = frozenset(
     {
@@ -51,9 +55,11 @@ class _Scan:
         self.problems.append(Problem(code=code, what=what, remedy=remedy, where=where))
 
 
-def site_of(node: Node) -> str:
-    """The user's ``file:line`` where the node was constructed."""
-    site = getattr(node, "_vf_site", None)
+def site_of(node: Node, *, wired: bool = False) -> str:
+    """The user's ``file:line`` where the node was constructed (``wired``: where it was
+    given its parents, when it was)."""
+    site = getattr(node, "_vf_wired_at", None) if wired else None
+    site = site or getattr(node, "_vf_site", None)
     if site is None:
         return type(node).__name__
     path, line = site
@@ -79,7 +85,7 @@ def lower(flow: Flow, *, source_stem: str) -> Graph:
         for parent in node.parents:
             children[id(parent)].append(scan.names[id(node)])
     irs = [_lower_node(n, sorted(children[id(n)]), flow.flow_type, scan) for n in order]
-    _check_identities(irs, scan)
+    scan.problems.extend(identity_problems(irs))
     _check_flow_id(flow.flow_id, scan)
     raise_if(scan.problems)
     return Graph(
@@ -209,11 +215,14 @@ def _topological(reachable: list[Node], scan: _Scan) -> list[Node]:
         stuck = sorted(
             (n for n in reachable if pending[id(n)] > 0), key=lambda n: scan.names[id(n)]
         )
+        looped = _in_loops(stuck, kids)
         scan.add(
             "VF_GRAPH_CYCLE",
             f"the graph has a cycle; these nodes wait on each other: "
-            f"{', '.join(scan.names[id(n)] for n in stuck[:10])}",
-            "remove the parent link that closes the loop; a flow is a DAG",
+            f"{', '.join(scan.names[id(n)] for n in looped[:10])}",
+            "remove the parent link that closes the loop (a node wired, directly or not, "
+            "to its own output); a flow is a DAG",
+            ", ".join(site_of(n, wired=True) for n in looped[:3]),
         )
         order.extend(stuck)  # still lowered, so their own problems are reported too
     for node in reachable:
@@ -225,6 +234,18 @@ def _topological(reachable: list[Node], scan: _Scan) -> list[Node]:
                 site_of(node),
             )
     return order
+
+
+def _in_loops(stuck: list[Node], kids: dict[int, list[Node]]) -> list[Node]:
+    """The stuck nodes that lie on a loop: those merely downstream of one are peeled off."""
+    left = {id(n): n for n in stuck}
+    peeled = True
+    while peeled:
+        ends = [key for key in left if not any(id(k) in left for k in kids[key])]
+        peeled = bool(ends)
+        for key in ends:
+            del left[key]
+    return [n for n in stuck if id(n) in left]
 
 
 def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) -> NodeIR:
@@ -294,11 +315,11 @@ def _check_fields(
         scan.add(code, what, remedy, where)
 
     nb_tasks, gpu_count = values["nb_tasks"], values["gpu_count"]
-    if not _positive_int(nb_tasks):
+    if not _positive_int(nb_tasks) or nb_tasks > MAX_NB_TASKS:
         bad(
             "VF_GRAPH_NB_TASKS",
-            f"nb_tasks={safe_repr(nb_tasks)} is not a positive integer",
-            "pass nb_tasks >= 1",
+            f"nb_tasks={safe_repr(nb_tasks)} is not an integer from 1 to {MAX_NB_TASKS}",
+            f"pass 1 <= nb_tasks <= {MAX_NB_TASKS} (the most replicas vf.yaml may set)",
         )
     if values["device_type"] not in DEVICE_TYPES:
         bad(
@@ -476,19 +497,3 @@ def _check_flow_id(flow_id: object, scan: _Scan) -> None:
             f"flow_id {safe_repr(flow_id)} is not a valid flow id",
             "use 1-32 lowercase letters, digits or '-', starting and ending alnum",
         )
-
-
-def _check_identities(nodes: list[NodeIR], scan: _Scan) -> None:
-    """Two node names that map to one broker token or one Kubernetes name collide."""
-    for label, mapper in (("broker name", names.broker_token), ("Kubernetes name", names.slug)):
-        seen: dict[str, list[str]] = {}
-        for node in nodes:
-            seen.setdefault(mapper(node.name), []).append(node.name)
-        for physical, logical in sorted(seen.items()):
-            if len(logical) > 1:
-                scan.add(
-                    "VF_IDENTITY_COLLISION",
-                    f"nodes {', '.join(repr(n) for n in sorted(logical))} map to one {label} "
-                    f"{physical!r}",
-                    "rename one of them so the names differ in letters or digits",
-                )

@@ -15,17 +15,17 @@ HASH_LEN = 6
 _K8S_INVALID = re.compile(r"[^a-z0-9-]+")
 _BROKER_INVALID = re.compile(r"[^A-Za-z0-9_-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-NODE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?$")
-FLOW_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
-RUN_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,14}[a-z0-9])?$")
+NODE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?\Z")
+FLOW_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?\Z")
+RUN_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,14}[a-z0-9])?\Z")
 # An OCI image reference: registry[:port]/path[:tag][@sha256:digest], lowercase path.
 IMAGE_REF = re.compile(
     r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-]{1,2}[a-z0-9]+|-+[a-z0-9]+)*)*"
-    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?\Z"
 )
 IMAGE_REF_MAX = 512
 # A message field to partition on: printable, no spaces or quotes, one env variable's value.
-PARTITION_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,252}$")
+PARTITION_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,252}\Z")
 
 
 def short_hash(text: str, length: int = HASH_LEN) -> str:

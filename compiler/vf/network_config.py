@@ -88,15 +88,6 @@ def url_ports(url: str | None, *, default: int) -> tuple[int, ...]:
     return tuple(sorted(ports))
 
 
-def url_credentials(url: str) -> bool:
-    """Whether a service URL carries a user, password or token (they belong in a Secret)."""
-    for server in url.split(","):
-        authority = server.strip().split("://", 1)[-1].split("/", 1)[0]
-        if "@" in authority or "password=" in server.lower():
-            return True
-    return False
-
-
 def parse_egress(raw: dict[str, Any] | None, *, url: str | None, default_port: int) -> Egress:
     """Declared egress, else the ports of the service URL towards any destination."""
     data = raw or {}

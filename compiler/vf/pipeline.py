@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import gc
 import itertools
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vf import names
@@ -19,13 +20,15 @@ from vf.emit_readme import README, tree_readme
 from vf.errors import VfError
 from vf.filetext import Chunks, FileText, whole
 from vf.graph import Graph
+from vf.graph_checks import graph_module_classes
+from vf.isolate import load_graph
 from vf.jsontext import json_chunks, json_text
-from vf.load import load_flow
-from vf.lower import lower
 from vf.plan import plan_environment
 from vf.planir import Plan
 from vf.render import render_components, render_generated_components, render_plan
 from vf.verify import verify
+
+UNUSED_IMAGE = "vf.invalid/no-image-needed:local"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +40,10 @@ class CompileRequest:
     environments: tuple[str, ...] = ()
     required_profiles: tuple[str, ...] = ()
     enforce_admission: bool = True
+    # ``vf run-local`` runs nodes as local processes: a node without an image gets a
+    # placeholder instead of VF_CONFIG_NO_IMAGE.
+    images_optional: bool = False
+    warn: Callable[[str], object] | None = None  # None: to standard error
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,17 +99,22 @@ def compile_project(request: CompileRequest, *, sink: Sink | None = None) -> Com
 
 
 def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> CompileResult:
-    flow, path = load_flow(request.graph)
+    graph, path = load_graph(request.graph)
     targets = select_environments(
         load_targets(find_config(path, request.config)), request.environments
     )
-    graph = lower(flow, source_stem=path.stem)
+    note = graph_module_classes(graph)
+    if note is not None:
+        (request.warn or sys.stderr.write)(note)
     flags = parse_profile_flags(request.required_profiles)
     flow_id = resolve_flow_id(graph, targets)
     plans: list[Plan] = []
     objects: dict[str, list[dict[str, Any]]] = {}
     views: list[EnvView] = []
-    for env in targets.environments:
+    for declared in targets.environments:
+        env = declared
+        if request.images_optional and env.default_image is None:
+            env = replace(env, default_image=UNUSED_IMAGE)
         plan = plan_environment(graph, env, flow_id=flow_id, flags=flags)
         scalers = plan_autoscaling(graph, plan=plan, settings=env.autoscaling)
         rendered = apply_autoscaling(plan, objects=render_plan(plan), scalers=scalers)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from vf.config import Environment
 from vf.errors import Problem
 from vf.graph import Graph
@@ -69,11 +71,13 @@ def check_config_nodes(graph: Graph, env: Environment, problems: list[Problem]) 
     for section, keys in sections:
         for key in keys:
             if key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
                 problems.append(
                     Problem(
                         code="VF_CONFIG_UNKNOWN_NODE",
                         what=f"environments.{env.name}.{section} names unknown node {key!r}",
-                        remedy=f"use one of the flow's nodes: {', '.join(sorted(known)[:12])}",
-                        where=f"vf.yaml (environment '{env.name}')",
+                        remedy=f"{hint}the flow's nodes: {', '.join(sorted(known)[:12])}",
+                        where=env.place_of(f"{section}.{key}"),
                     )
                 )

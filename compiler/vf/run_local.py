@@ -106,7 +106,9 @@ def _prepare(plan: Plan, graph: Graph, request: RunLocalRequest) -> _Launch:
 def _plan(request: RunLocalRequest) -> tuple[Plan, Graph]:
     envs = (request.environment,) if request.environment else ()
     result = compile_project(
-        CompileRequest(graph=request.graph, config=request.config, environments=envs)
+        CompileRequest(
+            graph=request.graph, config=request.config, environments=envs, images_optional=True
+        )
     )
     return result.plans[0], result.graph
 

@@ -72,6 +72,14 @@ def render_project(name: str, *, module: str) -> dict[str, str]:
 
 
 def _check_target(directory: Path) -> None:
+    if directory.is_symlink():
+        raise VfError(
+            "VF_INIT_LINK",
+            f"{directory} is a symbolic link (to {os.readlink(directory)!r}); vf init creates "
+            "a folder of its own there",
+            "remove the link, or pass the folder it points to",
+            str(directory),
+        )
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise VfError(
             "VF_INIT_NOT_EMPTY",

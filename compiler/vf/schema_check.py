@@ -4,15 +4,17 @@
 time when a plan holds thousands of identical records. A checker compiled here walks the
 schema once and then costs a few dictionary lookups per value. It implements only the
 keywords listed in ``_KEYWORDS`` with jsonschema's semantics (types, bools never numbers,
-``pattern`` as a search) and raises ``ValueError`` at compile time on any other keyword,
-so a schema can never grow a rule this checker silently skips.
+``pattern`` as a search whose ``$`` is the end of the text) and raises ``ValueError`` at
+compile time on any other keyword, so a schema can never grow a rule this checker
+silently skips.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from vf.patterns import schema_pattern
 
 Errors = list[tuple[str, str]]
 Check = Callable[[Any, str, Errors], None]
@@ -266,7 +268,7 @@ def _combinator(keyword: str, subs: list[Check]) -> Check:
 def _string_checks(schema: Mapping[str, Any]) -> list[Check]:
     checks: list[Check] = []
     if "pattern" in schema:
-        search = re.compile(schema["pattern"]).search
+        search = schema_pattern(schema["pattern"]).search
         message = f"does not match {schema['pattern']!r}"
         checks.append(_when(lambda v: isinstance(v, str) and not search(v), message))
     low, high = schema.get("minLength"), schema.get("maxLength")

@@ -17,6 +17,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import VfError
+from vf.yaml_guard import amplified
 
 Obj = dict[str, Any]
 Files = Mapping[str, str]
@@ -37,9 +38,14 @@ def _yaml_docs(files: Files, *, path: str) -> list[Any]:
     if path not in files:
         raise _unreadable(path, why="the file is missing")
     try:
-        return [d for d in YAML(typ="safe", pure=True).load_all(files[path]) if d is not None]
+        docs = [d for d in YAML(typ="safe", pure=True).load_all(files[path]) if d is not None]
     except YAMLError as exc:
         raise _unreadable(path, why=f"invalid YAML ({str(exc).splitlines()[0]})") from None
+    except RecursionError:
+        raise _unreadable(path, why="it nests deeper than vf writes") from None
+    if amplified(docs, text_length=len(files[path])):
+        raise _unreadable(path, why="its aliases expand it beyond its size; vf writes none")
+    return docs
 
 
 def committed_plan(files: Files, *, env: str) -> Obj | None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from vf.admission import admission_problems
 from vf.errors import Problem, raise_if
+from vf.patterns import validator as schema_validator
 from vf.planir import Plan, plan_to_json
 from vf.resources import schema_path
 from vf.schema_check import Check, try_compile
@@ -46,9 +47,9 @@ def plan_schema() -> dict[str, Any]:
 
 @cache
 def _plan_validator() -> jsonschema.Draft202012Validator:
-    import jsonschema
 
-    return jsonschema.Draft202012Validator(plan_schema())
+    found: jsonschema.Draft202012Validator = schema_validator(plan_schema())
+    return found
 
 
 @cache

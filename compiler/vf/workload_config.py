@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vf.errors import Problem
 
 ROLLOUTS = ("drain", "surge")
+# Container paths vf mounts itself in every worker (its scratch space and the topology).
+RESERVED_PATHS = ("/", "/tmp", "/etc/vf/topology")
+_CLAIM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +64,26 @@ def parse_mount(text: str) -> Mount | str:
         return f"path {parts[0]!r} is not absolute"
     if len(parts) != 2 or not parts[1].startswith("/"):
         return "a claim mount is claim:/path[:ro] with an absolute path"
-    return Mount(path=posixpath.normpath(parts[1]), read_only=read_only, claim=parts[0])
+    if not _claim_name(parts[0]):
+        return f"claim {parts[0]!r} is not a PersistentVolumeClaim name (lowercase DNS name)"
+    return _checked(Mount(path=posixpath.normpath(parts[1]), read_only=read_only, claim=parts[0]))
+
+
+def _claim_name(name: str) -> bool:
+    labels = name.split(".")
+    return len(name) <= 253 and all(
+        label and label[0] != "-" and label[-1] != "-" and set(label) <= _CLAIM_CHARS
+        for label in labels
+    )
+
+
+def _checked(mount: Mount) -> Mount | str:
+    path = "/" + mount.path.lstrip("/")  # normpath keeps a leading "//"
+    if path == "/":
+        return "container path / is the container's root"
+    if path in RESERVED_PATHS:
+        return f"container path {path} is where vf mounts its own volume"
+    return replace(mount, path=path)
 
 
 def _host_mount(parts: list[str], *, read_only: bool) -> Mount | str:
@@ -70,10 +92,10 @@ def _host_mount(parts: list[str], *, read_only: bool) -> Mount | str:
     path = parts[1] if len(parts) == 2 else parts[0]
     if not path.startswith("/"):
         return f"container path {path!r} is not absolute"
-    return Mount(
-        path=posixpath.normpath(path),
-        read_only=read_only,
-        source=posixpath.normpath(parts[0]),
+    return _checked(
+        Mount(
+            path=posixpath.normpath(path), read_only=read_only, source=posixpath.normpath(parts[0])
+        )
     )
 
 
@@ -102,7 +124,8 @@ def parse_workloads(
                         env,
                         f"mounts.{key}",
                         f"{entry!r}: {mount}",
-                        "write /host[:/container][:ro] or claim:/path[:ro]",
+                        "write /host[:/container][:ro] or claim:/path[:ro], at a path "
+                        "other than /, /tmp and /etc/vf/topology",
                         source,
                     )
                 )

@@ -8,24 +8,31 @@ generate and no longer emits are pruned.
 
 from __future__ import annotations
 
-import ctypes
 import difflib
 import json
 import os
 import re
 import shutil
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 
 from vf.errors import EnvironmentProblem, VfError
 from vf.filetext import FileText, whole
+from vf.owned_read import read_owned
+from vf.swap import (
+    exchange,
+    interrupts_deferred,
+    libc,
+    recover,
+    sweep_leftovers,
+    writer_lock,
+)
 
 MANIFEST = ".vf-manifest.json"
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_RENAME_EXCHANGE = 2
 _BLOCK = 256 * 1024
-_AT_FDCWD = -100
 
 
 def manifest_text(files: list[str]) -> str:
@@ -42,12 +49,16 @@ def with_manifest(tree: Mapping[str, str]) -> dict[str, str]:
 
 def owned_files(out: Path) -> list[str] | None:
     """Files vf generated in ``out`` last time; None when vf does not own ``out``."""
-    marker = out / MANIFEST
-    if not marker.is_file():
-        return None
     try:
-        doc = json.loads(marker.read_text(encoding="utf-8"))
+        text = read_owned(out, MANIFEST)
+        if text is None:
+            return None
+        doc = json.loads(text)
         files = doc["files"]
+    except VfError as error:
+        if error.code == "VF_OUTPUT_NOT_UTF8":
+            return None
+        raise
     except (ValueError, KeyError, TypeError, OSError):
         return None
     if doc.get("generator") != "vf" or not all(isinstance(f, str) for f in files):
@@ -93,10 +104,13 @@ def write_tree(out: Path, tree: Mapping[str, str]) -> None:
 
 
 @contextmanager
-def staged_tree(out: Path) -> Iterator[StagedTree]:
+def staged_tree(out: Path, *, only: Iterable[str] = ()) -> Iterator[StagedTree]:
     """A new tree for ``out``, filled file by file and swapped in whole when the block ends
-    without an error; on any error (or a kill) the previous tree stays as it was."""
-    stage = StagedTree(out)
+    without an error; on any error (or a kill) the previous tree stays as it was.
+
+    ``only``: the environments compiled (``--env``); the swap is refused when the tree
+    holds another one, whose files it would delete."""
+    stage = StagedTree(out, only=tuple(only))
     try:
         yield stage
         stage.commit()
@@ -122,14 +136,16 @@ class StagedTree:
     """The staging directory beside ``out``: created by the first file, never seen as ``out``
     until ``commit`` swaps it in with the ownership manifest and the user's own files."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, *, only: tuple[str, ...] = ()) -> None:
         self.out = out
+        self._only = only
         self.files: dict[str, None] = {}
         self._target = out.resolve()
         self._owned: set[str] = set()
         self._staging: Path | None = None
         self._folders: set[str] = set()
         self._made: list[Path] = []  # parent directories this write created
+        self._lock = ExitStack()
 
     def add(self, rel: str, text: FileText) -> None:
         """Write one file of the new tree (a path given twice keeps the later text)."""
@@ -158,11 +174,15 @@ class StagedTree:
             os.close(fd)
 
     def _open(self) -> Path:
-        self._owned = set(check_owned(self.out))
         target = self._target
         self._made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
         target.parent.mkdir(parents=True, exist_ok=True)
-        _sweep_leftovers(target.parent, target.name)
+        # Held until the swap: a second writer reads the manifest only after this one's swap.
+        self._lock.enter_context(writer_lock(target.parent, target.name))
+        recover(target)
+        self._owned = set(check_owned(target))
+        self._refuse_partial()
+        sweep_leftovers(target.parent, target.name)
         staging = target.parent / f".{target.name}.vf-new-{os.getpid()}"
         staging.mkdir()
         self._staging, self._folders = staging, {""}
@@ -171,8 +191,27 @@ class StagedTree:
     def commit(self) -> None:
         """Add the manifest, carry the user's files over, make it durable, swap it in."""
         self.add(MANIFEST, manifest_text([f for f in self.files if f != MANIFEST]))
-        with _disk_errors(self.out):
+        with self._lock, _disk_errors(self.out), interrupts_deferred():
             self._swap()
+
+    def _refuse_partial(self) -> None:
+        if not self._only:
+            return
+        held = sorted(
+            rel[len("plan/") : -len(".json")]
+            for rel in self._owned
+            if rel.startswith("plan/") and rel.endswith(".json") and rel.count("/") == 1
+        )
+        others = [env for env in held if env not in self._only]
+        if others:
+            raise VfError(
+                "VF_OUTPUT_PARTIAL",
+                f"{str(self.out)!r} also holds environment(s) {', '.join(others)}; compiling "
+                f"only {', '.join(self._only)} into it would delete their files",
+                f"compile every environment (drop --env), or give {', '.join(self._only)} "
+                "an --out directory of its own",
+                str(self.out),
+            )
 
     def _swap(self) -> None:
         staging, target = self._staging, self._target
@@ -180,9 +219,10 @@ class StagedTree:
         existed = target.exists()
         if existed:
             _carry_user_files(target, staging, self._owned)
+            _keep_owner_and_mode(target, staging)
         _sync_filesystem(staging)
         if existed:
-            _exchange(staging, target)
+            exchange(staging, target)
         else:
             os.rename(staging, target)
         _fsync_dir(target.parent)
@@ -192,11 +232,12 @@ class StagedTree:
 
     def discard(self) -> None:
         """Remove the staging directory and any parent directory this write created."""
-        if self._staging is not None:
-            shutil.rmtree(self._staging, ignore_errors=True)
-        for folder in self._made:
-            with suppress(OSError):
-                folder.rmdir()
+        with self._lock:
+            if self._staging is not None:
+                shutil.rmtree(self._staging, ignore_errors=True)
+            for folder in self._made:
+                with suppress(OSError):
+                    folder.rmdir()
 
 
 def _check_encodable(rel: str, text: str) -> None:
@@ -209,24 +250,6 @@ def _check_encodable(rel: str, text: str) -> None:
             "remove the escaped surrogate from vf.yaml or from the graph's strings",
             rel,
         )
-
-
-def _sweep_leftovers(parent: Path, name: str) -> None:
-    """Remove staging directories a killed run left next to the output."""
-    for leftover in parent.glob(f".{name}.vf-new-*"):
-        pid = leftover.name.rsplit("-", 1)[-1]
-        if not (pid.isdigit() and _alive(int(pid))) or int(pid) == os.getpid():
-            shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _encoded(rel: str, pieces: Iterable[str]) -> Iterator[bytes]:
@@ -257,20 +280,13 @@ def _sync_filesystem(path: Path) -> None:
     One sync after the last file replaces an fsync per file: the swap that follows needs
     every byte on disk before it, not each file before the next.
     """
-    syncfs = getattr(_libc(), "syncfs", None)
+    syncfs = getattr(libc(), "syncfs", None)
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         if syncfs is None or syncfs(fd) != 0:
             os.sync()
     finally:
         os.close(fd)
-
-
-def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -282,76 +298,93 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _carry_user_files(out: Path, staging: Path, owned: set[str]) -> None:
-    for path in sorted(out.rglob("*")):
-        rel = path.relative_to(out).as_posix()
-        if path.is_dir() or rel in owned:
-            continue
-        if (staging / rel).exists():  # a file of the user's where vf now generates one
-            raise VfError(
-                "VF_OUTPUT_USER_FILE",
-                f"{str(out / rel)!r} is not vf's, and vf now generates a file at that path",
-                "move or rename your file (vf never overwrites files it did not write), "
-                "then compile again; the previous tree is unchanged",
-                str(out / rel),
-            )
-        target = staging / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(path, target)
-        except OSError:
-            shutil.copy2(path, target)
+    """Carry every file, link and empty folder vf does not own into the new tree."""
+    for folder, dirs, files in os.walk(out):
+        base = Path(folder)
+        rel_base = base.relative_to(out)
+        if not dirs and not files and rel_base != Path("."):
+            (staging / rel_base).mkdir(parents=True, exist_ok=True)  # an empty folder of theirs
+        links = [d for d in dirs if (base / d).is_symlink()]  # os.walk does not enter them
+        for name in sorted([*files, *links]):
+            rel = (rel_base / name).as_posix()
+            target = staging / rel
+            if rel in owned:
+                continue
+            if os.path.lexists(target):  # a file of the user's where vf now generates one
+                raise VfError(
+                    "VF_OUTPUT_USER_FILE",
+                    f"{str(out / rel)!r} is not vf's, and vf now generates a file at that path",
+                    "move or rename your file (vf never overwrites files it did not write), "
+                    "then compile again; the previous tree is unchanged",
+                    str(out / rel),
+                )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _carry(base / name, target)
 
 
-def _exchange(new: Path, old: Path) -> None:
-    """Atomically swap two directories; after it ``old`` holds the new tree."""
-    renameat2 = getattr(_libc(), "renameat2", None)
-    if renameat2 is not None:
-        rc = renameat2(_AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(old), _RENAME_EXCHANGE)
-        if rc == 0:
-            return
-    # No atomic exchange on this platform: two renames, the narrowest window available.
-    aside = new.with_name(new.name + "-old")
-    os.rename(old, aside)
+def _carry(path: Path, target: Path) -> None:
+    if path.is_symlink():
+        os.symlink(os.readlink(path), target)
+        return
     try:
-        os.rename(new, old)
+        os.link(path, target, follow_symlinks=False)
     except OSError:
-        os.rename(aside, old)
-        raise
-    os.rename(aside, new)
+        shutil.copy2(path, target, follow_symlinks=False)
 
 
-def diff_tree(out: Path, tree: Mapping[str, str]) -> str:
-    """A unified diff from the tree on disk to ``tree``; empty when they are equal."""
+def _keep_owner_and_mode(out: Path, staging: Path) -> None:
+    """The new tree's directory gets the previous one's permissions and, where allowed,
+    its owner and group."""
+    info = os.stat(out)
+    os.chmod(staging, stat.S_IMODE(info.st_mode))
+    with suppress(PermissionError):
+        os.chown(staging, info.st_uid, info.st_gid)
+
+
+def diff_tree(
+    out: Path, tree: Mapping[str, str], *, keep: Callable[[str], bool] | None = None
+) -> str:
+    """A unified diff from the tree on disk to ``tree`` (only the files ``keep`` accepts,
+    when given); empty when they are equal."""
     check = TreeCheck(out)
     for rel, text in tree.items():
         check.add(rel, text)
-    return check.diff()
+    text = check.diff()
+    if keep is None:
+        return text
+    return "".join(line for rel in sorted(check.chunks) if keep(rel) for line in check.chunks[rel])
 
 
 class TreeCheck:
     """Compares a tree, file by file as it is made, with the one vf wrote to ``out``."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, *, only: tuple[str, ...] = ()) -> None:
         self.out = out
-        self.owned = set(owned_files(out) or []) if out.is_dir() else set()
+        self._only = only
+        self.owned = set(check_owned(out))
         self.files: dict[str, None] = {}
         self._chunks: dict[str, list[str]] = {}
 
     def add(self, rel: str, text: FileText) -> None:
         """Compare one file (a path given twice is compared with the later text)."""
         self.files[rel] = None
-        path = self.out / rel
-        before = path.read_text(encoding="utf-8") if path.is_file() else None
+        before = read_owned(self.out, rel) if rel in self.owned else None
         self._compare(rel, before=before, after=whole(text))
 
     def diff(self) -> str:
-        """The unified diff of every file compared, the manifest and every file now gone."""
+        """The unified diff of every file compared, the manifest and every file now gone;
+        one line when there is no tree at all."""
         self.add(MANIFEST, manifest_text([f for f in self.files if f != MANIFEST]))
+        if not os.path.lexists(self.out):
+            return f"{self.out} does not exist: vf compile would write {len(self.files)} files\n"
         for rel in self.owned - set(self.files):
-            path = self.out / rel
-            before = path.read_text(encoding="utf-8") if path.is_file() else None
-            self._compare(rel, before=before, after=None)
+            self._compare(rel, before=read_owned(self.out, rel), after=None)
         return "".join(line for rel in sorted(self._chunks) for line in self._chunks[rel])
+
+    @property
+    def chunks(self) -> Mapping[str, list[str]]:
+        """The diff lines of each file that differs, once ``diff`` ran."""
+        return self._chunks
 
     def _compare(self, rel: str, *, before: str | None, after: str | None) -> None:
         self._chunks.pop(rel, None)

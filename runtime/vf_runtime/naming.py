@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 _INVALID = re.compile(r"[^A-Za-z0-9_-]+")
-GENERATION = re.compile(r"^[A-Za-z0-9_]{1,16}$")
+GENERATION = re.compile(r"^[A-Za-z0-9_]{1,16}\Z")
 
 
 def token(text: str) -> str:

@@ -24,9 +24,61 @@ class _NodeMeta(type):
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         node = super().__call__(*args, **kwargs)
+        _check_base_init(cls, node, kwargs)
         node._vf_params = _bind_params(cls, args, kwargs)
         node._vf_site = _user_site()
         return node
+
+
+# Where each base keyword lands on the node, when the base ``__init__`` ran with it.
+_BASE_ATTRIBUTES = {"name": "_name", "image": "_image"}
+_BASE_DEFAULTS: dict[type, dict[str, Any]] = {}
+
+
+def _init_site(cls: type) -> str:
+    code = getattr(cls.__init__, "__code__", None)  # type: ignore[misc]
+    if code is None:
+        return f"{cls.__name__}.__init__"
+    return f"{cls.__name__}.__init__ ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})"
+
+
+def _base_defaults(cls: type) -> dict[str, Any]:
+    """The keywords of the vf base class ``cls`` derives from, with their defaults."""
+    base = next(c for c in cls.__mro__ if c.__module__ == __name__)
+    if base not in _BASE_DEFAULTS:
+        params = list(inspect.signature(vars(base)["__init__"]).parameters.values())[1:]
+        _BASE_DEFAULTS[base] = {p.name: p.default for p in params}
+    return _BASE_DEFAULTS[base]
+
+
+def _same(value: Any, default: Any) -> bool:
+    try:
+        return value is default or (type(value) is type(default) and bool(value == default))
+    except Exception:  # a value whose == cannot be read as a truth value is not a default
+        return False
+
+
+def _check_base_init(cls: type, node: Any, kwargs: dict[str, Any]) -> None:
+    """Refuse a node whose ``__init__`` skipped the base one, or dropped a base keyword."""
+    if "_wired" not in vars(node):
+        raise AuthoringError(
+            "VF_GRAPH_NODE_INIT",
+            f"{_init_site(cls)} does not call super().__init__(), so vf cannot name or wire "
+            "this node",
+            f"add super().__init__(**kw) to {cls.__name__}.__init__ (with **kw in its "
+            "signature), passing on the keywords it does not use itself",
+        )
+    for key, default in _base_defaults(cls).items():
+        if key not in kwargs or _same(kwargs[key], default):
+            continue
+        if _same(getattr(node, _BASE_ATTRIBUTES.get(key, key), default), default):
+            raise AuthoringError(
+                "VF_GRAPH_NODE_INIT",
+                f"{key}={kwargs[key]!r} given to {cls.__name__} was dropped: {_init_site(cls)} "
+                f"does not pass {key}= on to super().__init__()",
+                f"call super().__init__(**kw) in {cls.__name__}.__init__ so that {key}= "
+                "reaches the base class",
+            )
 
 
 @dataclass(frozen=True)
@@ -183,6 +235,7 @@ class Node(metaclass=_NodeMeta):
                 )
         self._parents = tuple(parents)
         self._wired = True
+        self._vf_wired_at = _user_site()
         return self
 
     def get_params(self) -> dict[str, Any]:
