@@ -28,6 +28,7 @@ _SELECTOR_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
 _STATEFULSET_IMMUTABLE = ("serviceName", "podManagementPolicy", "volumeClaimTemplates")
 MAX_FIELDS = 8
 WHOLE_TREE_FOLDERS = ("chart/", "gitops/")
+WHOLE_TREE_FILES = ("README.md",)  # drawn from every environment's plan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,7 +79,8 @@ def diff_project(
     wanted = [e for e in names if not environments or e in environments]
     reports = tuple(_env_diff(env, committed=committed, fresh=fresh) for env in wanted)
     # With --env, only the chosen environments were compiled: the files only the others
-    # make, and the chart and GitOps files built from every environment, are not compared.
+    # make, and the chart, GitOps and README files built from every environment, are not
+    # compared.
     keep = (lambda rel: _compared(rel, environments, fresh)) if environments else None
     text = diff_tree(out, fresh, keep=keep) if out.is_dir() else _all_new(fresh)
     files = [f for f in _changed_files(committed, fresh=fresh) if keep is None or keep(f)]
@@ -98,7 +100,7 @@ def _compared(rel: str, environments: Sequence[str], fresh: Mapping[str, str]) -
     """Whether ``vf diff --env`` compares ``rel`` (see ``diff_project``)."""
     if any(rel == f"plan/{e}.json" or rel.startswith(f"overlays/{e}/") for e in environments):
         return True
-    return rel in fresh and not rel.startswith(WHOLE_TREE_FOLDERS)
+    return rel in fresh and not rel.startswith(WHOLE_TREE_FOLDERS) and rel not in WHOLE_TREE_FILES
 
 
 def _all_new(tree: Mapping[str, str]) -> str:
