@@ -76,7 +76,7 @@ def test_durable_broker_is_a_routed_statefulset_with_claims(
     assert claim["storageClassName"] == "fast-ssd"
     assert claim["resources"]["requests"]["storage"] == "50Gi"
     broker = next(
-        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-broker")
+        o for o in objects if o["kind"] == "ConfigMap" and "-broker" in o["metadata"]["name"]
     )
     assert broker["data"]["VF_STREAM_REPLICAS"] == "3"
     assert broker["data"]["VF_BLOB_REDIS_URL"] == "redis://vf-redis.pipelines.svc:6379/0"

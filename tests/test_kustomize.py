@@ -80,7 +80,9 @@ def test_overlays_differ_only_where_the_environments_do(
     dev = tree["overlays/dev/kustomization.yaml"]
     assert "namespace: pipelines-dev" in dev
     assert any(path.startswith("overlays/prod/patches/") for path in tree)
-    assert sum(path.startswith("base/") for path in tree) > 5
+    assert sum(path.startswith("base/") for path in tree) > 3
+    # each environment's Jobs carry its generation: they live in that overlay alone
+    assert any(path.startswith("overlays/prod/resources/job-") for path in tree)
 
 
 def test_write_creates_every_overlay(

@@ -354,8 +354,8 @@ def run_local_command(
     default="kubectl",
     show_default=True,
     help="How objects are applied: all at once (kubectl, flux), by Argo CD sync waves, or "
-    "as helm upgrade does (hooks after the rest); a changed Job is re-created only where "
-    "that tool would (Argo CD Force=true,Replace=true, Flux force: enabled, Helm hooks).",
+    "as helm upgrade does (hooks after the rest); Argo CD, Flux and Helm prune last; a Job "
+    "changed in place is refused as the API server refuses it.",
 )
 @click.option(
     "--timeout",

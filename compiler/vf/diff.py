@@ -111,13 +111,14 @@ def _env_diff(env: str, *, committed: Mapping[str, str], fresh: Mapping[str, str
         return EnvDiff(environment=env, status="removed", findings=(finding,), resources=())
     old_objects = _index(build_overlay(committed, env=env))
     new_objects = _index(build_overlay(fresh, env=env))
-    runs = (str((old_plan or {}).get("run_id", "")), str(new_plan.get("run_id", "")))
-    resources = _resources(old_objects, new=new_objects, runs=runs)
+    renames = _renames(old_plan or {}, new=new_plan)
+    resources = _resources(old_objects, new=new_objects, renames=renames)
     if old_plan is None:
         return EnvDiff(environment=env, status="added", findings=(), resources=resources)
     findings = [
         *plan_findings(old_plan, new=new_plan),
         *_object_findings(old_objects, new=new_objects),
+        *_replaced_jobs(resources),
     ]
     changed = bool(findings or resources or old_plan != new_plan)
     return EnvDiff(
@@ -134,18 +135,57 @@ def _index(objects: Sequence[Obj]) -> dict[Key, Obj]:
     }
 
 
-def _as_run(old: Mapping[Key, Obj], *, runs: tuple[str, str]) -> dict[Key, tuple[str, Obj]]:
-    """Old objects as the new run would name them, each with its committed name."""
-    before, after = runs
-    if not before or before == after:
-        return {key: (key[1], obj) for key, obj in old.items()}
-    return {
-        (kind, name.replace(before, after)): (
-            name,
-            json.loads(json.dumps(obj).replace(before, after)),
+def _names(plan: Mapping[str, Any]) -> dict[str, str]:
+    """The names the plan gives a role that a change may rename (Jobs carry their tag)."""
+    provision = plan.get("provision") or {}
+    out = {"broker": plan.get("broker_configmap"), "provision": provision.get("job")}
+    for w in plan.get("workloads") or []:
+        out[f"node {w['node']}"] = w.get("name")
+        out[f"env {w['node']}"] = w.get("env_configmap")
+    return {role: str(name) for role, name in out.items() if name}
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Renames:
+    """Committed names → the new plan's name of the same role, and the run id change."""
+
+    names: Mapping[str, str]
+    run: tuple[str, str] | None
+
+
+def _renames(old: Mapping[str, Any], *, new: Mapping[str, Any]) -> _Renames:
+    before, after = _names(old), _names(new)
+    pairs = {before[r]: after[r] for r in before if r in after and before[r] != after[r]}
+    runs = (str(old.get("run_id", "")), str(new.get("run_id", "")))
+    return _Renames(names=pairs, run=runs if runs[0] and runs[0] != runs[1] else None)
+
+
+def _as_run(old: Mapping[Key, Obj], *, renames: _Renames) -> dict[Key, tuple[str, Obj]]:
+    """Old objects as the new plan would name them, each with its committed name."""
+    out: dict[Key, tuple[str, Obj]] = {}
+    for (kind, name), obj in old.items():
+        new_name, text = renames.names.get(name, name), json.dumps(obj)
+        for before, after in renames.names.items():
+            text = text.replace(f'"{before}"', f'"{after}"')
+        if renames.run is not None:
+            new_name, text = new_name.replace(*renames.run), text.replace(*renames.run)
+        out[(kind, new_name)] = (name, obj if text == json.dumps(obj) else json.loads(text))
+    return out
+
+
+def _replaced_jobs(resources: Sequence[ResourceChange]) -> list[Finding]:
+    return [
+        Finding(
+            category="job",
+            subject=f"Job/{r.name}",
+            message=f"replaces Job/{r.previous} (a Job's pod template is immutable, so its "
+            "name carries the template's tag): the sync creates it, the prune removes the old "
+            "one, and the work runs again",
+            severity=WARNING,
         )
-        for (kind, name), obj in old.items()
-    }
+        for r in resources
+        if r.kind == "Job" and r.action == "replaced"
+    ]
 
 
 def _fields(old: Obj, *, new: Obj) -> tuple[str, ...]:
@@ -155,10 +195,10 @@ def _fields(old: Obj, *, new: Obj) -> tuple[str, ...]:
 
 
 def _resources(
-    old: Mapping[Key, Obj], *, new: Mapping[Key, Obj], runs: tuple[str, str]
+    old: Mapping[Key, Obj], *, new: Mapping[Key, Obj], renames: _Renames
 ) -> tuple[ResourceChange, ...]:
-    """Objects added, removed, changed, or replaced by the new run's object of that role."""
-    renamed = _as_run(old, runs=runs)
+    """Objects added, removed, changed, or replaced by the new object of that role."""
+    renamed = _as_run(old, renames=renames)
     changes = []
     for key in sorted(set(renamed) | set(new)):
         kind, name = key

@@ -27,6 +27,7 @@ from vf.plan_context import (
 )
 from vf.plan_infra import plan_infra, plan_provision
 from vf.plan_inputs import check_config_nodes, resolve_images, resolve_replicas
+from vf.plan_jobs import broker_configmap, tag_jobs, tag_provision
 from vf.plan_security import plan_security, security_warnings
 from vf.planir import (
     PLAN_VERSION,
@@ -86,6 +87,7 @@ def plan_environment(
     provision = plan_provision(ctx, images)
     generation = _generation(graph, workloads=workloads, provision=provision)
     broker = ctx.broker_names(generation)
+    workloads = tag_jobs(workloads, flow_id=flow_id, run_id=run_id, generation=generation)
     return Plan(
         version=PLAN_VERSION,
         environment=env.name,
@@ -98,11 +100,11 @@ def plan_environment(
         generation=generation,
         image_pull_policy=env.image_pull_policy,
         priority_class=env.priority_class,
-        broker_configmap=names.k8s_name("vf", flow_id, run_id, "broker"),
+        broker_configmap=broker_configmap(flow_id=flow_id, run_id=run_id, generation=generation),
         network_policy=names.k8s_name("vf", flow_id, "netpol"),
         flow_labels=flow_labels,
         run_labels=run_labels,
-        provision=provision,
+        provision=tag_provision(provision, flow_id=flow_id, run_id=run_id, generation=generation),
         workloads=workloads,
         channels=tuple(
             _channel(ctx, node, admission.profile_of(node.name), broker=broker)
