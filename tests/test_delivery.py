@@ -81,7 +81,7 @@ def test_triggers_watch_the_workers_own_durable_on_its_parent_stream(
             assert obj["spec"]["minReplicaCount"] == workload.replicas
     dev = _kind(result.objects["dev"], "ScaledObject")[0]
     endpoint = dev["spec"]["triggers"][0]["metadata"]["natsServerMonitoringEndpoint"]
-    assert endpoint == "vf-nats.cameras-dev.svc:8222"
+    assert endpoint == "vf-cameras-nats.cameras-dev.svc:8222"
 
 
 CAMERAS = (EXAMPLES / "realtime_cameras" / "vf.yaml").read_text(encoding="utf-8")

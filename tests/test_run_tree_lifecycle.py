@@ -116,7 +116,7 @@ def test_first_sync_delivers_everything_once_and_deletion_leaves_nothing(
     assert apply(cluster, tree, app="batch", mode="kubectl", renderer=renderer) == []
     finish(cluster)
     assert report(f"first sync ({renderer})", applied(sink), COUNT) == (COUNT, 0, 0)
-    nats = next(p for p in cluster.pods() if p.name.startswith("vf-nats-"))
+    nats = next(p for p in cluster.pods() if p.labels.get("vf.dev/infra") == "nats")
     store = nats.scratch
     assert store is not None and any(store.rglob("*"))  # JetStream kept its streams there
     cluster.delete_app("batch", by_waves=False)
@@ -211,10 +211,10 @@ def _longest_stall(samples: list[tuple[float, int]]) -> float:
     return longest
 
 
-def _streams(cluster: Cluster) -> list[str]:
+def _streams(cluster: Cluster, flow: str = "tree-batch") -> list[str]:
     import nats
 
-    port = cluster.books[NAMESPACE].entries[(f"vf-nats.{NAMESPACE}.svc", 4222)]
+    port = cluster.books[NAMESPACE].entries[(f"vf-{flow}-nats.{NAMESPACE}.svc", 4222)]
 
     async def names() -> list[str]:
         client = await nats.connect(
@@ -255,7 +255,11 @@ def test_a_changed_graph_starts_a_new_run_beside_the_old_one(
     assert left
 
 
-def test_two_flows_in_one_namespace_run_side_by_side(cluster: Cluster, tmp_path: Path) -> None:
+def test_two_flows_in_one_namespace_run_side_by_side_and_prune_apart(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Each flow has its own broker, store, ConfigMaps and policies: deleting one flow's
+    Application leaves the other's broker running with its streams."""
     sinks = {name: results(cluster, f"{name}.jsonl") for name in ("flow-a", "flow-b")}
     for name in sinks:
         tree = compile_tree(
@@ -270,6 +274,17 @@ def test_two_flows_in_one_namespace_run_side_by_side(cluster: Cluster, tmp_path:
     finish(cluster)
     for name, sink in sinks.items():
         assert report(name, applied(sink, tag=name), COUNT) == (COUNT, 0, 0)
+    owned = Counter(cluster.owner.values())
+    cluster.delete_app("flow-b", by_waves=True)
+    brokers = [p for p in cluster.pods() if p.labels.get("vf.dev/infra") == "nats"]
+    streams = _streams(cluster, "flow-a")
+    print(
+        f"objects per flow {dict(owned)}; after deleting flow-b: brokers "
+        f"{[p.name for p in brokers]}, flow-a streams {len(streams)}"
+    )
+    assert owned["flow-a"] == owned["flow-b"]  # nothing of one flow was taken over by the other
+    assert [p.labels.get("vf.dev/flow") for p in brokers] == ["flow-a"] and brokers[0].ready
+    assert streams
 
 
 def test_deleting_a_running_flow_at_once_stops_every_process_promptly(

@@ -120,12 +120,14 @@ def compile_command(
     """Compile GRAPH into a Kustomize tree and plans under OUT."""
 
     def body() -> int:
+        from dataclasses import replace
+
         from vf.pipeline import compile_project
         from vf.write import TreeCheck, check_owned, staged_tree
 
         _FAST_EXIT.add("compile")  # nothing after a compile needs the heap torn down
 
-        request = _request(graph, config, envs, profiles)
+        request = replace(_request(graph, config, envs, profiles), out=out)
         if check:
             check_owned(out)
             compared = TreeCheck(out)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vf import yamlout
-from vf.infra import component_files, component_objects
 from vf.ordering import with_sync_waves
 
 Obj = dict[str, Any]
@@ -47,6 +46,8 @@ class EnvObjects:
     objects: Sequence[Obj]
     components: Mapping[str, Sequence[Obj]]
     generated: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
+    # each shipped component as the flow names it: what ``components/<name>/`` holds
+    shapes: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
 
 
 def _with_sync_waves(env: EnvObjects) -> EnvObjects:
@@ -56,6 +57,7 @@ def _with_sync_waves(env: EnvObjects) -> EnvObjects:
         objects=[with_sync_waves(o) for o in env.objects],
         components={c: [with_sync_waves(o) for o in objs] for c, objs in env.components.items()},
         generated={c: [with_sync_waves(o) for o in objs] for c, objs in env.generated.items()},
+        shapes=env.shapes,
     )
 
 
@@ -96,26 +98,27 @@ def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]
             {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": sorted(base_files)}
         ),
     )
+    shapes = {c: objs for env in reversed(names) for c, objs in envs[env].shapes.items()}
     for component in sorted({c for env in names for c in envs[env].components}):
-        for file, text in component_files(component).items():
-            yield f"components/{component}/{file}", text
+        yield from _component_files(component, shapes[component]).items()
     for env in names:
         for component, objects in sorted(envs[env].generated.items()):
-            yield from _generated_component(component, objects).items()
+            yield from _component_files(component, objects).items()
     for env in names:
         overlay = _Overlay(root=f"overlays/{env}", namespace=envs[env].namespace)
         overlay.add_resources(indexed[env], exclude=set(common))
         for key in common:
             overlay.add_patch(key, first[key], indexed[env][key])
         for component, objects in sorted(envs[env].components.items()):
-            overlay.add_component(component, objects)
+            overlay.add_component(component, objects, shapes=shapes[component])
         for component in sorted(envs[env].generated):
             overlay.components.append(f"../../components/{component}")
         yield from overlay.files().items()
 
 
-def _generated_component(component: str, objects: Sequence[Obj]) -> Tree:
-    """A component vf writes itself (its objects are exactly one environment's)."""
+def _component_files(component: str, objects: Sequence[Obj]) -> Tree:
+    """A component's folder: a shipped one named for the flow (``infra.flow_component``),
+    or one vf writes itself (its objects are exactly one environment's)."""
     root = f"components/{component}"
     tree: Tree = {}
     for obj in objects:
@@ -157,9 +160,11 @@ class _Overlay:
                 {"path": f"patches/{name}", "target": {"kind": key[0], "name": key[1]}}
             )
 
-    def add_component(self, component: str, objects: Sequence[Obj]) -> None:
+    def add_component(
+        self, component: str, objects: Sequence[Obj], *, shapes: Sequence[Obj]
+    ) -> None:
         self.components.append(f"../../components/{component}")
-        shipped = {_key(o): o for o in component_objects(component)}
+        shipped = {_key(o): o for o in shapes}
         for obj in objects:
             self.add_patch(_key(obj), shipped[_key(obj)], _without_namespace(obj))
 

@@ -83,7 +83,7 @@ def plan_environment(
     raise_if(problems)
     workloads = tuple(_workload(ctx, node, images[node.name], gpu) for node in graph.nodes)
     raise_if(_rollout_problems(env, workloads))
-    security = plan_security(env, workloads=workloads)
+    security = plan_security(env, workloads=workloads, flow_id=flow_id)
     provision = plan_provision(ctx, images)
     generation = _generation(graph, workloads=workloads, provision=provision)
     broker = ctx.broker_names(generation)
@@ -111,7 +111,7 @@ def plan_environment(
             for node in graph.nodes
             if node.children
         ),
-        infra=plan_infra(env),
+        infra=plan_infra(env, flow_id=flow_id),
         admission=admission,
         gpu=gpu,
         supervision=env.workloads.supervision,

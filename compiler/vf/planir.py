@@ -96,6 +96,8 @@ class Provision:
 class Infra:
     """The broker and payload store of an environment, and what vf provisions for them."""
 
+    broker_name: str  # the flow's own NATS workload and Service (also when external: unused)
+    store_name: str
     broker_profile: str
     broker_replicas: int
     stream_replicas: int

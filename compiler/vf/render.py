@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vf.infra import render_infra
+from vf.infra import flow_component, render_infra
 from vf.planir import ContainerResources, Pairs, Plan, Workload
 from vf.render_component import apply_component
 from vf.render_gpu import claim_templates, decorate_pod, mig_parted_configmap
@@ -26,7 +26,14 @@ def render_components(plan: Plan) -> dict[str, list[Obj]]:
         namespace=plan.namespace,
         pull_policy=plan.image_pull_policy,
         priority_class=plan.priority_class,
+        flow=dict(plan.flow_labels)["vf.dev/flow"],
     )
+
+
+def render_shapes(plan: Plan) -> dict[str, list[Obj]]:
+    """The shipped components named for the flow, as ``components/`` holds them."""
+    flow = dict(plan.flow_labels)["vf.dev/flow"]
+    return {c: flow_component(c, plan.infra, flow=flow) for c in plan.infra.components}
 
 
 def render_generated_components(plan: Plan) -> dict[str, list[Obj]]:

@@ -90,7 +90,8 @@ def _peer(peer: Peer) -> Obj:
 
 
 def _infra_policy(plan: Plan, *, policy: InfraPolicy) -> Obj:
-    own = {"podSelector": {"matchLabels": {INFRA_LABEL: policy.infra}}}
+    flow = dict(plan.flow_labels)[FLOW_LABEL]
+    own = {"podSelector": {"matchLabels": {FLOW_LABEL: flow, INFRA_LABEL: policy.infra}}}
     ingress: list[Obj] = [
         {"from": [{"podSelector": _flow_selector(plan)}], "ports": _ports((policy.client_port,))}
     ]
@@ -118,6 +119,7 @@ def _infra_policy(plan: Plan, *, policy: InfraPolicy) -> Obj:
         "app.kubernetes.io/component": policy.component,
         "app.kubernetes.io/managed-by": "vf",
         "app.kubernetes.io/name": policy.infra,
+        FLOW_LABEL: flow,
         INFRA_LABEL: policy.infra,
     }
     return {
