@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import EXAMPLE_ENVS, EXAMPLE_NAMES, kustomize_build
+from tests.conftest import EXAMPLE_ENVS, EXAMPLE_NAMES, example_graph, kustomize_build
 from vf.ordering import HELM_ONLY, KUSTOMIZE_ONLY, without_tool_annotations
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.write import write_tree
@@ -29,6 +30,17 @@ def _identity(objects: list[Obj]) -> dict[tuple[str, str, str], Obj]:
     return {
         (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects
     }
+
+
+def _as_overlay(obj: Obj) -> Obj:
+    """A chart object without Helm's own labels (``helm.sh/chart``, managed-by Helm)."""
+    out = without_tool_annotations(obj)
+    labels = dict(out["metadata"].get("labels") or {})
+    if labels:
+        assert labels.pop("helm.sh/chart") and labels["app.kubernetes.io/managed-by"] == "Helm"
+        labels["app.kubernetes.io/managed-by"] = "vf"
+        out["metadata"]["labels"] = labels
+    return out
 
 
 def _annotations(obj: Obj) -> dict[str, str]:
@@ -85,9 +97,11 @@ def test_helm_template_equals_the_overlay(
     assert rendered.returncode == 0, rendered.stderr
     from_helm = _identity(_parse(rendered.stdout))
     from_kustomize = _identity(_parse(kustomize_build(kubectl, root / "overlays" / env)))
+    namespace = ("Namespace", "", plan.namespace)  # the release's, made by --create-namespace
+    from_kustomize.pop(namespace, None)
     assert sorted(from_helm) == sorted(from_kustomize)
     for key, obj in from_kustomize.items():
-        assert without_tool_annotations(from_helm[key]) == without_tool_annotations(obj), key
+        assert _as_overlay(from_helm[key]) == without_tool_annotations(obj), key
         assert not set(_annotations(from_helm[key])) & set(KUSTOMIZE_ONLY), key
         assert not set(_annotations(obj)) & set(HELM_ONLY), key
 
@@ -232,3 +246,63 @@ def test_user_text_cannot_inject_go_templates(
         if o["kind"] == "ConfigMap" and "VF_NODE_PARAMS_JSON" in o.get("data", {})
     ]
     assert any('{{ .Release.Name }} {{- fail \\"boom\\" }} }}' in p for p in params), params
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_the_chart_installs_into_any_namespace_with_helms_labels(
+    example: str, trees: dict[str, Path], compiled_examples: dict[str, CompileResult], helm: str
+) -> None:
+    """``helm template -n team-b``: nothing names the namespace the tree was compiled for,
+    no Namespace object (Helm cannot adopt it; --create-namespace makes it), Helm's labels."""
+    result = compiled_examples[example]
+    chart = trees[example] / "chart"
+    for plan in result.plans:
+        values = str(chart / f"values-{plan.environment}.yaml")
+        rendered = helm_template(helm, chart, "-n", "team-b", "-f", values)
+        assert rendered.returncode == 0, rendered.stderr
+        assert f".{plan.namespace}.svc" not in rendered.stdout
+        objects = _parse(rendered.stdout)
+        assert objects and not [o for o in objects if o["kind"] == "Namespace"]
+        for obj in objects:
+            meta = obj["metadata"]
+            assert meta.get("namespace", "team-b") == "team-b", meta
+            assert meta["labels"]["helm.sh/chart"].startswith(f"{plan.flow_id}-0.")
+            assert meta["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    readme = result.tree["chart/README.md"]
+    assert "--create-namespace" in readme
+
+
+def _chart_version(out: Path) -> str:
+    version: str = YAML(typ="safe").load((out / "chart" / "Chart.yaml").read_text())["version"]
+    return version
+
+
+def test_the_chart_version_orders_and_changes_only_with_the_chart(tmp_path: Path) -> None:
+    """A digest as build metadata never increases; the version is the committed one while
+    the chart is unchanged, and its next patch once anything in the chart changes."""
+    from click.testing import CliRunner
+
+    from vf.cli import cli
+
+    project = tmp_path / "project"
+    shutil.copytree(Path(example_graph("batch_pipeline")).parent, project)
+    graph, out = str(project / "graph.py"), str(tmp_path / "deploy")
+
+    def run(*args: str) -> int:
+        return CliRunner().invoke(cli, [*args]).exit_code
+
+    assert run("compile", graph, "--out", out) == 0
+    first = _chart_version(Path(out))
+    assert (
+        run("compile", graph, "--out", out) == 0
+        and run("compile", graph, "--out", out, "--check") == 0
+    )
+    assert _chart_version(Path(out)) == first == "0.1.0"
+    config = project / "vf.yaml"
+    config.write_text(config.read_text().replace("batch-demo:0.1.0", "batch-demo:0.2.0", 1))
+    assert run("compile", graph, "--out", out, "--check") == 1
+    assert run("compile", graph, "--out", out) == 0
+    second = _chart_version(Path(out))
+    print(f"chart version {first} -> {second}")
+    assert second == "0.1.1"
+    assert run("diff", graph, "--out", out) == 0  # vf diff reads the same committed version

@@ -82,7 +82,7 @@ def test_durable_broker_is_a_routed_statefulset_with_claims(
         o for o in objects if o["kind"] == "ConfigMap" and "-broker" in o["metadata"]["name"]
     )
     assert broker["data"]["VF_STREAM_REPLICAS"] == "3"
-    assert broker["data"]["VF_BLOB_REDIS_URL"] == "redis://vf-batch-demo-redis.pipelines.svc:6379/0"
+    assert broker["data"]["VF_BLOB_REDIS_URL"] == "redis://vf-batch-demo-redis:6379/0"
 
 
 def test_infra_pods_follow_the_worker_defaults(compiled_examples: dict[str, CompileResult]) -> None:

@@ -17,11 +17,20 @@ from functools import partial
 from typing import Any
 
 from vf import yamlout
+from vf.chart_version import DIGEST_ANNOTATION, CommittedChart, chart_version
 from vf.emit_kustomize import object_file
 from vf.filetext import Chunks, FileText, whole
 from vf.helm_schema import values_schema
 from vf.helm_slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
-from vf.helm_text import RELEASE_NAMESPACE, object_template, render_text
+from vf.helm_text import (
+    HELM_CHART_LABEL,
+    IN_RELEASE_NAMESPACE,
+    RELEASE_NAMESPACE,
+    RELEASE_SERVICE,
+    TEMPLATED,
+    object_template,
+    render_text,
+)
 from vf.jsontext import json_chunks
 from vf.ordering import with_helm_hooks, without_tool_annotations
 
@@ -41,6 +50,7 @@ class ChartInfo:
     kubernetes_versions: Mapping[str, str]
     namespaces: Mapping[str, str]
     nodes: tuple[str, ...]
+    committed: CommittedChart | None = None  # the chart at --out, which the version follows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,9 +63,15 @@ class _Template:
 
 
 def _prepared(objects: Sequence[Obj], *, namespaced: set[Key]) -> dict[Key, Obj]:
-    """Chart copies of one environment's objects: Helm hooks, no namespace (noted aside)."""
+    """Chart copies of one environment's objects: Helm hooks, no namespace (noted aside).
+
+    The Namespace itself is left out: the release's namespace exists before any object of
+    the release (``--create-namespace``), and Helm cannot adopt it.
+    """
     out: dict[Key, Obj] = {}
     for obj in objects:
+        if obj.get("kind") == "Namespace":
+            continue
         clean = with_helm_hooks(without_tool_annotations(obj))
         key = (str(clean["kind"]), str(clean["metadata"]["name"]))
         if clean["metadata"].pop("namespace", None) is not None:
@@ -82,6 +98,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
             versions={e: indexed[e][key] for e in envs if key in indexed[e]},
             envs=envs,
             namespaced=key in namespaced,
+            namespaces=info.namespaces,
         )
         for key in keys
     ]
@@ -144,11 +161,88 @@ class _Digest:
         return self._sha.hexdigest()
 
 
+def _with_release_slots(
+    slots: list[Slot], *, versions: Mapping[str, Obj], namespaces: Mapping[str, str]
+) -> list[Slot]:
+    """``slots`` plus what Helm itself supplies: a Service name in the environment's
+    namespace (``x.<ns>.svc``) follows the release's, and Helm's standard labels."""
+    first = sorted(versions)[0]
+    extra: list[Slot] = []
+    for path, text in _strings(versions[first]):
+        marker = f".{namespaces[first]}.svc"
+        head, found, tail = text.partition(marker)
+        if not found:
+            continue
+        if all(
+            _get(v, path=path) == f"{head}.{namespaces[e]}.svc{tail}" for e, v in versions.items()
+        ):
+            key = (IN_RELEASE_NAMESPACE, head, tail)
+            extra.append(Slot(path=path, values=dict.fromkeys(versions, text), key=key))
+    if "labels" in versions[first]["metadata"]:
+        for label, helm_key in _HELM_LABELS:
+            extra.append(Slot(path=label, values=dict.fromkeys(versions, ""), key=helm_key))
+    covered = {s.path for s in extra}
+    kept = [
+        _templated(s, namespaces=namespaces)
+        for s in slots
+        if s.path not in covered and not _under(s.path, covered)
+    ]
+    return kept + [s for s in extra if not any(_under(s.path, {k.path}) for k in kept)]
+
+
+def _templated(slot: Slot, *, namespaces: Mapping[str, str]) -> Slot:
+    """A value naming its environment's namespace (``x.<ns>.svc``) names the release's
+    instead: the values hold ``{{ .Release.Namespace }}`` and the template renders them."""
+    values = {}
+    for env, value in slot.values.items():
+        marker = f".{namespaces[env]}.svc"
+        named = isinstance(value, str) and marker in value
+        values[env] = value.replace(marker, ".{{ .Release.Namespace }}.svc") if named else value
+    if values == dict(slot.values) or slot.key[0].startswith("$"):
+        return slot
+    return Slot(path=slot.path, values=values, key=(TEMPLATED, *slot.key))
+
+
+_HELM_LABELS = (
+    (("metadata", "labels", "helm.sh/chart"), HELM_CHART_LABEL),
+    (("metadata", "labels", "app.kubernetes.io/managed-by"), RELEASE_SERVICE),
+)
+
+
+def _under(path: tuple[Any, ...], parents: set[tuple[Any, ...]]) -> bool:
+    return any(len(p) < len(path) and path[: len(p)] == p for p in parents)
+
+
+def _strings(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, (*path, i))
+
+
+def _get(obj: Any, *, path: tuple[Any, ...]) -> Any:
+    try:
+        for part in path:
+            obj = obj[part]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return obj
+
+
 def _template(
-    key: Key, *, versions: dict[str, Obj], envs: Sequence[str], namespaced: bool
+    key: Key,
+    *,
+    versions: dict[str, Obj],
+    envs: Sequence[str],
+    namespaced: bool,
+    namespaces: Mapping[str, str],
 ) -> _Template:
     base = versions[sorted(versions)[0]]  # read, never changed: object_template copies
-    slots = find_slots(versions)
+    slots = _with_release_slots(find_slots(versions), versions=versions, namespaces=namespaces)
     if namespaced:
         ns = Slot(
             path=("metadata", "namespace"),
@@ -206,12 +300,13 @@ def _values(templates: Sequence[_Template], *, env: str) -> Obj:
                 merge=False,
             )
         for slot in tpl.slots:
-            if slot.key == RELEASE_NAMESPACE:
-                continue
+            key = slot.key[1:] if slot.key[0] == TEMPLATED else slot.key
+            if key[0].startswith("$"):
+                continue  # Helm supplies it
             value = slot.values.get(env, ABSENT)
             _put(
                 out,
-                key=slot.key,
+                key=key,
                 value=None if value is ABSENT else copy.deepcopy(value),
                 merge=True,
             )
@@ -257,7 +352,7 @@ def _context(
 
 
 def _chart_yaml(info: ChartInfo, *, digest: str) -> Obj:
-    """Chart.yaml; the version's build metadata is ``digest``, of every other chart file."""
+    """Chart.yaml: ``digest`` (of every other chart file) decides the version."""
     oldest = min(
         info.kubernetes_versions.values(), key=lambda v: tuple(int(p) for p in v.split("."))
     )
@@ -266,6 +361,7 @@ def _chart_yaml(info: ChartInfo, *, digest: str) -> Obj:
         "name": info.name,
         "description": f"vf flow {info.name} ({info.flow_type}), generated by vf compile",
         "type": "application",
-        "version": f"0.1.0+{digest[:12]}",
+        "version": chart_version(digest[:12], committed=info.committed),
         "kubeVersion": f">={oldest}.0-0",
+        "annotations": {DIGEST_ANNOTATION: digest[:12]},
     }

@@ -4,7 +4,8 @@ Every object vf emits carries the flow id in its name, except the Namespace, who
 the flow that asks vf to label it (``pod_security.namespace_labels``). Two flows therefore
 collide only when they share a flow id in a namespace, or when both claim that Namespace.
 vf looks for them among the other vf trees beside the output folder (``deploy/a`` and
-``deploy/b``), reading only their committed plans.
+``deploy/b``), reading only their committed plans, and takes environments of the same name
+for the same cluster.
 """
 
 from __future__ import annotations
@@ -42,7 +43,11 @@ def check_neighbours(plans: Sequence[Plan], *, out: Path) -> None:
     problems: list[Problem] = []
     for path, other in _neighbour_plans(out):
         for plan in plans:
-            if other.get("namespace") != plan.namespace:
+            # the same environment name and namespace: taken for the same cluster
+            if (other.get("environment"), other.get("namespace")) != (
+                plan.environment,
+                plan.namespace,
+            ):
                 continue
             where = f"{path} (environment '{other.get('environment')}')"
             if other.get("flow_id") == plan.flow_id:

@@ -36,8 +36,9 @@ def plan_infra(env: Environment, *, flow_id: str) -> Infra:
         components.append(f"nats-{broker.profile}")
     if store.profile in ("dev", "durable", "cache"):
         components.append(f"redis-{store.profile}")
-    provisioned_nats = f"nats://{broker_name}.{env.namespace}.svc:4222"
-    provisioned_redis = f"redis://{store_name}.{env.namespace}.svc:6379/0"
+    # In-namespace names: the same in every environment and wherever a release installs it.
+    provisioned_nats = f"nats://{broker_name}:4222"
+    provisioned_redis = f"redis://{store_name}:6379/0"
     return Infra(
         broker_name=broker_name,
         store_name=store_name,
