@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vf.diff_claims import claim_findings
 from vf.diff_plan import BREAKING, INFO, WARNING, Finding, plan_findings
 from vf.emit_kustomize import json_patch
 from vf.ordering import without_tool_annotations
@@ -142,6 +143,8 @@ def _names(plan: Mapping[str, Any]) -> dict[str, str]:
     for w in plan.get("workloads") or []:
         out[f"node {w['node']}"] = w.get("name")
         out[f"env {w['node']}"] = w.get("env_configmap")
+    for g in (plan.get("gpu") or {}).get("grants") or []:
+        out[f"claim {g['node']}"] = g.get("claim_template")
     return {role: str(name) for role, name in out.items() if name}
 
 
@@ -173,18 +176,31 @@ def _as_run(old: Mapping[Key, Obj], *, renames: _Renames) -> dict[Key, tuple[str
     return out
 
 
+_REPLACED = {
+    "Job": (
+        "job",
+        "a Job's pod template is immutable, so its name carries the template's tag): the "
+        "sync creates it, the prune removes the old one, and the work runs again",
+    ),
+    "ResourceClaimTemplate": (
+        "gpu",
+        "a claim template's spec is immutable, so its name carries a digest of it): the "
+        "sync creates it, the pods that use it roll onto new claims, the prune removes the old",
+    ),
+}
+
+
 def _replaced_jobs(resources: Sequence[ResourceChange]) -> list[Finding]:
+    """Objects whose immutable spec changed, made safe by a new name: what will happen."""
     return [
         Finding(
-            category="job",
-            subject=f"Job/{r.name}",
-            message=f"replaces Job/{r.previous} (a Job's pod template is immutable, so its "
-            "name carries the template's tag): the sync creates it, the prune removes the old "
-            "one, and the work runs again",
+            category=_REPLACED[r.kind][0],
+            subject=f"{r.kind}/{r.name}",
+            message=f"replaces {r.kind}/{r.previous} ({_REPLACED[r.kind][1]}",
             severity=WARNING,
         )
         for r in resources
-        if r.kind == "Job" and r.action == "replaced"
+        if r.kind in _REPLACED and r.action == "replaced"
     ]
 
 
@@ -225,26 +241,8 @@ def _object_findings(old: Mapping[Key, Obj], *, new: Mapping[Key, Obj]) -> list[
     found: list[Finding] = []
     for key in sorted(set(old) & set(new)):
         a, b = old[key], new[key]
-        if a == b:
-            continue
-        kind, name = key
-        spec_a, spec_b = a.get("spec") or {}, b.get("spec") or {}
-        if kind == "Job" and spec_a != spec_b:
-            found.append(
-                Finding(
-                    category="job",
-                    subject=f"Job/{name}",
-                    message="will be re-created (a Job's pod template is immutable); "
-                    "a finished Job runs again",
-                    severity=WARNING,
-                )
-            )
-        if kind in _SELECTOR_KINDS and spec_a.get("selector") != spec_b.get("selector"):
-            found.append(_immutable((kind, name), field="spec.selector"))
-        if kind == "StatefulSet":
-            for field in _STATEFULSET_IMMUTABLE:
-                if spec_a.get(field) != spec_b.get(field):
-                    found.append(_immutable((kind, name), field=f"spec.{field}"))
+        if a != b:
+            found.extend(_changed(key, old=a.get("spec") or {}, new=b.get("spec") or {}))
     for key in sorted(set(new) - set(old)):
         if key[0] == "ScaledObject":
             message = "KEDA now scales this worker; its Deployment leaves replicas to KEDA"
@@ -256,13 +254,41 @@ def _object_findings(old: Mapping[Key, Obj], *, new: Mapping[Key, Obj]) -> list[
     return found
 
 
+def _changed(key: Key, *, old: Obj, new: Obj) -> list[Finding]:
+    """What the API server does with an object changed in place under the same name."""
+    kind, name = key
+    found: list[Finding] = []
+    if kind in ("Job", "ResourceClaimTemplate") and old != new:
+        what = "pod template" if kind == "Job" else "spec"
+        found.append(
+            Finding(
+                category="immutable",
+                subject=f"{kind}/{name}",
+                message=f"its {what} changed under the same name: the API server refuses "
+                f"it. vf names every {kind} by its {what}; recompile rather than edit the tree",
+                severity=BREAKING,
+            )
+        )
+    if kind in _SELECTOR_KINDS and old.get("selector") != new.get("selector"):
+        found.append(_immutable(key, field="spec.selector"))
+    if kind == "StatefulSet":
+        for field in _STATEFULSET_IMMUTABLE:
+            if old.get(field) != new.get(field):
+                found.append(_immutable(key, field=f"spec.{field}"))
+    if kind == "PersistentVolumeClaim":
+        found.extend(claim_findings(name, old=old, new=new))
+    return found
+
+
 def _immutable(key: Key, *, field: str) -> Finding:
     kind, name = key
     return Finding(
         category="selector" if field == "spec.selector" else "immutable",
         subject=f"{kind}/{name}",
         message=f"{field} changed: the API server refuses this in place; delete the "
-        f"{kind} before syncing (or change the flow so vf starts a new run)",
+        f"{kind} before syncing (kubectl delete {kind.lower()} {name} --cascade=orphan keeps "
+        "its pods and claims; existing claims keep their old class and size), or change the "
+        "flow so vf starts a new run",
         severity=BREAKING,
     )
 

@@ -85,9 +85,9 @@ def plan_environment(
     raise_if(_rollout_problems(env, workloads))
     security = plan_security(env, workloads=workloads, flow_id=flow_id)
     provision = plan_provision(ctx, images)
-    generation = _generation(graph, workloads=workloads, provision=provision)
+    generation = _generation(graph, workloads=workloads, provision=provision, gpu=gpu)
     broker = ctx.broker_names(generation)
-    workloads = tag_jobs(workloads, flow_id=flow_id, run_id=run_id, generation=generation)
+    workloads = tag_jobs(workloads, flow_id=flow_id, run_id=run_id, generation=generation, gpu=gpu)
     return Plan(
         version=PLAN_VERSION,
         environment=env.name,
@@ -142,7 +142,7 @@ def _run_id(
 
 
 def _generation(
-    graph: Graph, *, workloads: tuple[Workload, ...], provision: Provision
+    graph: Graph, *, workloads: tuple[Workload, ...], provision: Provision, gpu: GpuPlan | None
 ) -> str | None:
     """A BATCH environment's generation: a digest of everything that defines its work.
 
@@ -155,7 +155,8 @@ def _generation(
         return None
     work = [record_to_json(w) for w in workloads]
     text = json.dumps(
-        [work, provision.image, list(provision.topology_shards)],
+        # the GPU plan too: a Job's pod names its claim template, whose name digests the claim
+        [work, provision.image, list(provision.topology_shards), record_to_json(gpu)],
         sort_keys=True,
         separators=(",", ":"),
     )

@@ -13,6 +13,7 @@ import json
 from dataclasses import replace
 
 from vf import names
+from vf.gpu_ir import GpuPlan
 from vf.planir import Provision, Workload, record_to_json
 
 TAG_LEN = 8  # "g" or "t" and 7 hex digits
@@ -34,15 +35,22 @@ def tagged_name(*parts: str, tag: str) -> str:
 
 
 def tag_jobs(
-    workloads: tuple[Workload, ...], *, flow_id: str, run_id: str, generation: str | None
+    workloads: tuple[Workload, ...],
+    *,
+    flow_id: str,
+    run_id: str,
+    generation: str | None,
+    gpu: GpuPlan | None,
 ) -> tuple[Workload, ...]:
-    """Each Job, and the ConfigMap only it reads, named with its template tag."""
+    """Each Job, and the ConfigMap only it reads, named with its template tag (which
+    covers the Job's GPU grant: its pods name the claim template)."""
     out = []
     for w in workloads:
         if w.kind != "Job":
             out.append(w)
             continue
-        tag = template_tag(w, generation=generation)
+        grant = gpu.grant_for(w.node) if gpu is not None else None
+        tag = template_tag((w, grant), generation=generation)
         base = ("vf", flow_id, run_id, w.node)
         out.append(
             replace(
