@@ -212,6 +212,8 @@ def test_sync_waves_order_infra_then_provision_then_workers(
             }:
                 assert wave == 0
     for path, text in compiled_examples[example].tree.items():
+        if path.startswith(("base/", "overlays/")) and "/resources/" in f"/{path}":
+            assert SYNC_WAVE in text, path
         if path.startswith("base/") and not path.endswith("kustomization.yaml"):
             assert SYNC_WAVE in text, path
 

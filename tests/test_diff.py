@@ -128,7 +128,7 @@ def test_selector_change_is_breaking(
 ) -> None:
     result = compiled_examples["realtime_cameras"]
     write_tree(tmp_path / "deploy", result.tree)
-    base = next((tmp_path / "deploy" / "base").glob("statefulset-*-tracker.yaml"))
+    base = next((tmp_path / "deploy" / "overlays").glob("*/resources/statefulset-*-tracker.yaml"))
     text = base.read_text(encoding="utf-8")
     _edit(base, "    matchLabels:\n", "    matchLabels:\n      old: label\n")
     assert base.read_text(encoding="utf-8") != text

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import EXAMPLE_ENVS, EXAMPLE_NAMES, example_graph, kustomize_build
+from tests.conftest import EXAMPLE_ENVS, EXAMPLE_NAMES, kustomize_build
 from vf.ordering import HELM_ONLY, KUSTOMIZE_ONLY, without_tool_annotations
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.write import write_tree
@@ -270,39 +269,3 @@ def test_the_chart_installs_into_any_namespace_with_helms_labels(
             assert meta["labels"]["app.kubernetes.io/managed-by"] == "Helm"
     readme = result.tree["chart/README.md"]
     assert "--create-namespace" in readme
-
-
-def _chart_version(out: Path) -> str:
-    version: str = YAML(typ="safe").load((out / "chart" / "Chart.yaml").read_text())["version"]
-    return version
-
-
-def test_the_chart_version_orders_and_changes_only_with_the_chart(tmp_path: Path) -> None:
-    """A digest as build metadata never increases; the version is the committed one while
-    the chart is unchanged, and its next patch once anything in the chart changes."""
-    from click.testing import CliRunner
-
-    from vf.cli import cli
-
-    project = tmp_path / "project"
-    shutil.copytree(Path(example_graph("batch_pipeline")).parent, project)
-    graph, out = str(project / "graph.py"), str(tmp_path / "deploy")
-
-    def run(*args: str) -> int:
-        return CliRunner().invoke(cli, [*args]).exit_code
-
-    assert run("compile", graph, "--out", out) == 0
-    first = _chart_version(Path(out))
-    assert (
-        run("compile", graph, "--out", out) == 0
-        and run("compile", graph, "--out", out, "--check") == 0
-    )
-    assert _chart_version(Path(out)) == first == "0.1.0"
-    config = project / "vf.yaml"
-    config.write_text(config.read_text().replace("batch-demo:0.1.0", "batch-demo:0.2.0", 1))
-    assert run("compile", graph, "--out", out, "--check") == 1
-    assert run("compile", graph, "--out", out) == 0
-    second = _chart_version(Path(out))
-    print(f"chart version {first} -> {second}")
-    assert second == "0.1.1"
-    assert run("diff", graph, "--out", out) == 0  # vf diff reads the same committed version

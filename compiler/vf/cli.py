@@ -127,7 +127,7 @@ def compile_command(
 
         _FAST_EXIT.add("compile")  # nothing after a compile needs the heap torn down
 
-        request = replace(_request(graph, config, envs, profiles), out=out, neighbours=True)
+        request = replace(_request(graph, config, envs, profiles), out=out)
         if check:
             check_owned(out)
             compared = TreeCheck(out)
@@ -261,12 +261,10 @@ def diff_command(
     """Explain what compiling GRAPH would change in the tree at OUT; exit 1 if anything."""
 
     def body() -> int:
-        from dataclasses import replace
-
         from vf.diff import diff_project
         from vf.diff_report import RENDERERS
 
-        result = _compile(replace(_request(graph, config, (), profiles), out=out))
+        result = _compile(_request(graph, config, (), profiles))
         report = diff_project(result, out=out, environments=envs, raw=raw)
         click.echo(RENDERERS[fmt](report), nl=False)
         return EXIT_STALE if report.changed else 0

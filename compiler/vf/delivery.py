@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
-from vf.chart_version import CommittedChart
 from vf.delivery_config import GitOps
 from vf.emit_gitops import emit_gitops
 from vf.emit_helm import ChartInfo, chart_files, emit_helm
@@ -35,12 +33,9 @@ def delivery_files(
     plans: Sequence[Plan],
     objects: Mapping[str, Sequence[dict[str, Any]]],
     gitops: GitOps | None,
-    committed: CommittedChart | None = None,
 ) -> Iterator[tuple[str, FileText]]:
-    """The files of ``emit_delivery`` one at a time, so none needs to stay in memory;
-    the chart's version follows the ``committed`` chart's."""
-    info = replace(_chart_info(graph, plans=plans), committed=committed)
-    yield from chart_files(objects, info=info)
+    """The files of ``emit_delivery`` one at a time, so none needs to stay in memory."""
+    yield from chart_files(objects, info=_chart_info(graph, plans=plans))
     yield from emit_gitops(gitops, plans=plans, objects=objects).items()
 
 

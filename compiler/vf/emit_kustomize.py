@@ -1,9 +1,10 @@
-"""Emit the Kustomize tree: ``base/`` shared by every environment, ``overlays/<env>/`` patches.
+"""Emit the Kustomize tree: ``overlays/<env>/`` per environment, ``components/`` shared.
 
-An object identical in every environment (namespace aside) goes to ``base/`` as is;
-a field that differs becomes a JSON 6902 patch in the overlays; an object present in
-only some environments lives in those overlays. Building an overlay therefore gives
-exactly the objects of that environment's plan.
+With one environment its objects go to ``base/``. With several, each overlay holds its own
+objects (``resources/``), so a change to one environment touches only its overlay and its
+plan; what the environments share by construction are the shipped components (named for
+the flow), which each overlay patches. Building an overlay therefore gives exactly the
+objects of that environment's plan.
 """
 
 from __future__ import annotations
@@ -86,7 +87,10 @@ def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]
         for env in names
     }
     first = indexed[names[0]]
-    common = [k for k in first if all(k in indexed[e] for e in names)]
+    # With several environments every object lives in its own overlay: an object shared
+    # through base/ moves out of it (and into the other overlays' patches) as soon as one
+    # environment changes it, so a one-environment change would touch the others' files.
+    common = list(first) if len(names) == 1 else []
     base_files = []
     for key in common:
         name = object_file(first[key])

@@ -22,7 +22,7 @@ def flux_path(gitops: GitOps, *, flux: Flux, below: str) -> str:
 
 def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
     """The chart at ``<path>/chart`` with ``values-<env>.yaml``, released into the
-    environment's namespace; Flux rebuilds it when the chart's version changes (ADR 82)."""
+    environment's namespace; Flux rebuilds the chart at every new revision of the source."""
     chart = flux_path(gitops, flux=flux, below="chart")
     flow = names.label_value(plan.flow_id)
     spec: Obj = {
@@ -35,7 +35,8 @@ def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
                 "chart": chart,
                 "sourceRef": source,
                 "valuesFiles": [f"{chart}/values-{plan.environment}.yaml"],
-                "reconcileStrategy": "ChartVersion",
+                # the chart's version carries its digest, but Revision needs no version rule
+                "reconcileStrategy": "Revision",
             }
         },
         "install": {"createNamespace": True, "remediation": {"retries": 3}},

@@ -12,7 +12,6 @@ from typing import Any
 from vf import names
 from vf.admission import parse_profile_flags
 from vf.autoscale import apply_autoscaling, plan_autoscaling
-from vf.chart_version import committed_chart
 from vf.config import Targets, find_config, load_targets, select_environments
 from vf.delivery import delivery_files
 from vf.emit_kustomize import EnvObjects, kustomize_files
@@ -38,8 +37,7 @@ class CompileRequest:
     environments: tuple[str, ...] = ()
     required_profiles: tuple[str, ...] = ()
     enforce_admission: bool = True
-    out: Path | None = None  # the committed tree, which the chart's version follows
-    neighbours: bool = False  # refuse a flow colliding with a vf tree beside ``out``
+    out: Path | None = None  # where the tree goes: flows beside it must not collide with it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +111,7 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
         objects[env.name] = rendered
         sink(f"plan/{env.name}.json", Chunks(json_chunks(document)))
         del document  # the plan's JSON form is as large as the plan: free it now
-    if request.out is not None and request.neighbours:
+    if request.out is not None:
         check_neighbours(plans, out=request.out)
     kustomize = kustomize_files(
         {
@@ -127,13 +125,7 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
             for plan in plans
         }
     )
-    delivery = delivery_files(
-        graph,
-        plans=plans,
-        objects=objects,
-        gitops=targets.gitops,
-        committed=committed_chart(request.out),
-    )
+    delivery = delivery_files(graph, plans=plans, objects=objects, gitops=targets.gitops)
     for file, text in itertools.chain(kustomize, delivery):
         sink(file, text)
     return CompileResult(
