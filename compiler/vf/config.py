@@ -24,6 +24,7 @@ from vf.infra_config import (
     parse_store,
 )
 from vf.network_config import PodSecurity, parse_pod_security
+from vf.pod_options import PodOptions, parse_pod_options
 from vf.resources import schema_path
 from vf.schema_check import Check, Errors, try_compile
 from vf.workload_config import WorkloadOptions, parse_workloads
@@ -70,6 +71,7 @@ class Environment:
     autoscaling: Autoscaling | None = None
     workloads: WorkloadOptions = field(default_factory=WorkloadOptions)
     pod_security: PodSecurity = field(default_factory=PodSecurity)
+    pods: PodOptions = field(default_factory=PodOptions)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -307,6 +309,7 @@ def _environment(name: str, raw: dict[str, Any]) -> Environment:
         gpu=parse_gpu(raw.get("gpu")),
         autoscaling=parse_autoscaling(raw.get("autoscaling")),
         pod_security=parse_pod_security(raw.get("pod_security")),
+        pods=parse_pod_options(raw.get("pods")),
     )
 
 

@@ -39,6 +39,7 @@ from vf.planir import (
     Workload,
     record_to_json,
 )
+from vf.pod_options import PodOptions
 from vf.workload_config import pod_mounts
 from vf_runtime.constants import BATCH, ENVELOPE_VERSION, GPU, HEALTH_PORT
 from vf_runtime.naming import RunNames
@@ -85,9 +86,10 @@ def plan_environment(
     raise_if(_rollout_problems(env, workloads))
     security = plan_security(env, workloads=workloads, flow_id=flow_id)
     provision = plan_provision(ctx, images)
-    generation = _generation(graph, workloads=workloads, provision=provision, gpu=gpu)
+    generation = _generation(graph, workloads=workloads, provision=provision, gpu=gpu, env=env)
     broker = ctx.broker_names(generation)
-    workloads = tag_jobs(workloads, flow_id=flow_id, run_id=run_id, generation=generation, gpu=gpu)
+    ids = {"flow_id": flow_id, "run_id": run_id}
+    workloads = tag_jobs(workloads, **ids, generation=generation, gpu=gpu, pods=env.pods)
     return Plan(
         version=PLAN_VERSION,
         environment=env.name,
@@ -104,7 +106,7 @@ def plan_environment(
         network_policy=names.k8s_name("vf", flow_id, "netpol"),
         flow_labels=flow_labels,
         run_labels=run_labels,
-        provision=tag_provision(provision, flow_id=flow_id, run_id=run_id, generation=generation),
+        provision=tag_provision(provision, **ids, generation=generation, pods=env.pods),
         workloads=workloads,
         channels=tuple(
             _channel(ctx, node, admission.profile_of(node.name), broker=broker)
@@ -116,6 +118,7 @@ def plan_environment(
         gpu=gpu,
         supervision=env.workloads.supervision,
         security=security,
+        pods=None if env.pods == PodOptions() else env.pods,
         warnings=_warnings(graph, images, admission) + security_warnings(security),
     )
 
@@ -142,7 +145,12 @@ def _run_id(
 
 
 def _generation(
-    graph: Graph, *, workloads: tuple[Workload, ...], provision: Provision, gpu: GpuPlan | None
+    graph: Graph,
+    *,
+    workloads: tuple[Workload, ...],
+    provision: Provision,
+    gpu: GpuPlan | None,
+    env: Environment,
 ) -> str | None:
     """A BATCH environment's generation: a digest of everything that defines its work.
 
@@ -156,7 +164,13 @@ def _generation(
     work = [record_to_json(w) for w in workloads]
     text = json.dumps(
         # the GPU plan too: a Job's pod names its claim template, whose name digests the claim
-        [work, provision.image, list(provision.topology_shards), record_to_json(gpu)],
+        [
+            work,
+            provision.image,
+            list(provision.topology_shards),
+            record_to_json(gpu),
+            record_to_json(env.pods),  # labels, pull Secrets, ServiceAccount: in every pod
+        ],
         sort_keys=True,
         separators=(",", ":"),
     )
@@ -224,8 +238,9 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str, gpu: GpuPlan | None) -
 def _resources(env: Environment, node: str) -> ContainerResources:
     table = dict(env.resources)
     chosen = table.get(node) or table.get("*")
-    if chosen is None:
-        return ContainerResources()
+    pods = env.pods
+    if chosen is None:  # requests by default: a BestEffort pod is evicted first
+        return ContainerResources(cpu=pods.default_cpu, memory=pods.default_memory)
     fallback = table.get("*")
 
     def pick(field: str) -> str | None:
@@ -235,8 +250,8 @@ def _resources(env: Environment, node: str) -> ContainerResources:
         return value if isinstance(value, str) else None
 
     return ContainerResources(
-        cpu=pick("cpu"),
-        memory=pick("memory"),
+        cpu=pick("cpu") or pods.default_cpu,
+        memory=pick("memory") or pods.default_memory,
         cpu_limit=pick("cpu_limit"),
         memory_limit=pick("memory_limit"),
     )

@@ -15,6 +15,7 @@ from dataclasses import replace
 from vf import names
 from vf.gpu_ir import GpuPlan
 from vf.planir import Provision, Workload, record_to_json
+from vf.pod_options import PodOptions
 
 TAG_LEN = 8  # "g" or "t" and 7 hex digits
 _ROOM = names.K8S_NAME_MAX - TAG_LEN - 1
@@ -41,6 +42,7 @@ def tag_jobs(
     run_id: str,
     generation: str | None,
     gpu: GpuPlan | None,
+    pods: PodOptions,
 ) -> tuple[Workload, ...]:
     """Each Job, and the ConfigMap only it reads, named with its template tag (which
     covers the Job's GPU grant: its pods name the claim template)."""
@@ -50,7 +52,7 @@ def tag_jobs(
             out.append(w)
             continue
         grant = gpu.grant_for(w.node) if gpu is not None else None
-        tag = template_tag((w, grant), generation=generation)
+        tag = template_tag((w, grant, pods), generation=generation)
         base = ("vf", flow_id, run_id, w.node)
         out.append(
             replace(
@@ -63,9 +65,9 @@ def tag_jobs(
 
 
 def tag_provision(
-    provision: Provision, *, flow_id: str, run_id: str, generation: str | None
+    provision: Provision, *, flow_id: str, run_id: str, generation: str | None, pods: PodOptions
 ) -> Provision:
-    tag = template_tag(provision, generation=generation)
+    tag = template_tag((provision, pods), generation=generation)
     return replace(provision, job=tagged_name("vf", flow_id, run_id, "provision", tag=tag))
 
 

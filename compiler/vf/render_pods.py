@@ -1,0 +1,63 @@
+"""The environment's pod options on rendered objects: pull Secrets, ServiceAccount and
+topology spread on vf's pods, extra labels and annotations on every object and pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vf.pod_options import PodOptions
+
+Obj = dict[str, Any]
+ZONE = "topology.kubernetes.io/zone"
+_SPREAD_KINDS = ("Deployment", "StatefulSet")
+
+
+def apply_pod_options(objects: list[Obj], *, options: PodOptions) -> None:
+    """Change ``objects`` in place: each one vf rendered for the environment."""
+    for obj in objects:
+        _merge(obj["metadata"], labels=options.labels, annotations=options.annotations)
+        template = (obj.get("spec") or {}).get("template")
+        if obj["kind"] not in ("Deployment", "StatefulSet", "Job") or template is None:
+            continue
+        _merge(template.setdefault("metadata", {}), **_pod_meta(options))
+        if not _ours(obj):
+            continue  # the broker and store keep their own pod settings
+        pod = template["spec"]
+        if options.image_pull_secrets:
+            pod["imagePullSecrets"] = [{"name": n} for n in options.image_pull_secrets]
+        if options.service_account is not None:
+            pod["serviceAccountName"] = options.service_account
+        if options.topology_spread and _spreads(obj):
+            selector = obj["spec"]["selector"]["matchLabels"]
+            pod["topologySpreadConstraints"] = [
+                {
+                    "labelSelector": {"matchLabels": dict(selector)},
+                    "maxSkew": 1,
+                    "topologyKey": ZONE,
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                }
+            ]
+
+
+def _ours(obj: Obj) -> bool:
+    """A worker or the provision Job (the flow's image), not the broker or the store."""
+    labels = obj["metadata"].get("labels") or {}
+    return "vf.dev/node" in labels or labels.get("app.kubernetes.io/component") == "provision"
+
+
+def _pod_meta(options: PodOptions) -> dict[str, Any]:
+    return {"labels": options.labels, "annotations": options.annotations}
+
+
+def _spreads(obj: Obj) -> bool:
+    """Replicated long-running pods: one zone's loss should not take them all."""
+    spec = obj["spec"]
+    return obj["kind"] in _SPREAD_KINDS and int(spec.get("replicas", 1)) > 1 and "selector" in spec
+
+
+def _merge(meta: Obj, *, labels: Any, annotations: Any) -> None:
+    """Extra labels and annotations; vf's own keys win (selectors and hashes rest on them)."""
+    if labels:
+        meta["labels"] = {**dict(labels), **(meta.get("labels") or {})}
+    if annotations:
+        meta["annotations"] = {**dict(annotations), **(meta.get("annotations") or {})}
