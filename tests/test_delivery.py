@@ -151,7 +151,11 @@ def test_autoscaling_disabled_renders_no_scalers(tmp_path: Path) -> None:
             "git@git.example.com:v/c.git",
             "VF_CONFIG_GITOPS",
         ),
-        ("  argocd:\n    project: vision\n  flux:\n    interval: 5m\n", "", "VF_CONFIG_SCHEMA"),
+        (
+            '  argocd:\n    project: vision\n    app_project: true       # emit the AppProject "vision", locked to this flow\n  flux:\n    interval: 5m\n',
+            "",
+            "VF_CONFIG_SCHEMA",
+        ),
         ("  path: deploy/cameras\n", "  path: ../elsewhere\n", "VF_CONFIG_SCHEMA"),
     ],
 )

@@ -130,7 +130,9 @@ def test_selector_change_is_breaking(
     write_tree(tmp_path / "deploy", result.tree)
     base = next((tmp_path / "deploy" / "overlays").glob("*/resources/statefulset-*-tracker.yaml"))
     text = base.read_text(encoding="utf-8")
-    _edit(base, "  selector:\n    matchLabels:\n", "  selector:\n    matchLabels:\n      old: label\n")
+    _edit(
+        base, "  selector:\n    matchLabels:\n", "  selector:\n    matchLabels:\n      old: label\n"
+    )
     assert base.read_text(encoding="utf-8") != text
     report = diff_project(result, out=tmp_path / "deploy")
     findings = [f for e in report.environments for f in e.findings if f.category == "selector"]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLE_NAMES
+from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 
 Obj = dict[str, Any]
@@ -119,3 +120,18 @@ def test_default_requests_can_be_turned_off(write_graph: Callable[..., Path]) ->
     assert workers and all(
         "requests" not in t["spec"]["containers"][0].get("resources", {}) for t in workers
     )
+
+
+def test_a_priority_class_is_emitted_only_when_asked_for_and_named(
+    write_graph: Callable[..., Path],
+) -> None:
+    pods = "    priority_class: vision-high\n    pods: {priority_class_value: 100000}\n"
+    objects = _compile(write_graph, kind="REALTIME", pods=pods)
+    (made,) = [o for o in objects if o["kind"] == "PriorityClass"]
+    assert made["metadata"]["name"] == "vision-high" and made["value"] == 100000
+    assert "namespace" not in made["metadata"]  # cluster-wide
+    workers = [t for o, t in _pods(objects) if "vf.dev/node" in o["metadata"]["labels"]]
+    assert all(t["spec"]["priorityClassName"] == "vision-high" for t in workers)
+    with pytest.raises(VfError) as unnamed:
+        _compile(write_graph, kind="REALTIME", pods="    pods: {priority_class_value: 1}\n")
+    assert unnamed.value.code == "VF_CONFIG_WORKLOAD"

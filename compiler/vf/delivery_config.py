@@ -50,6 +50,7 @@ class ArgoCD:
     project: str = "default"
     server: str = "https://kubernetes.default.svc"
     auto_sync: bool = True
+    app_project: bool = False  # also emit the AppProject ``project``, locked to this flow
 
 
 @dataclass(frozen=True, kw_only=True)

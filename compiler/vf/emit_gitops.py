@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vf import names, yamlout
+from vf.argocd_project import app_project
 from vf.delivery_config import ArgoCD, Flux, GitOps
 from vf.flux_helm import flux_path, helm_release
 from vf.planir import Plan
@@ -63,6 +64,10 @@ def emit_gitops(
             )
             for plan in plans
         }
+        if gitops.argocd.app_project:
+            files["appproject.yaml"] = app_project(
+                gitops, argocd=gitops.argocd, plans=plans, objects=objects
+            )
         tree.update(_folder("gitops/argocd", files=files))
     if gitops.flux is not None:
         files = {

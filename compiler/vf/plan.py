@@ -39,7 +39,7 @@ from vf.planir import (
     Workload,
     record_to_json,
 )
-from vf.pod_options import PodOptions
+from vf.pod_options import PodOptions, pod_problems
 from vf.workload_config import pod_mounts
 from vf_runtime.constants import BATCH, ENVELOPE_VERSION, GPU, HEALTH_PORT
 from vf_runtime.naming import RunNames
@@ -67,6 +67,7 @@ def plan_environment(
     replicas = resolve_replicas(graph, env, problems)
     images = resolve_images(graph, env, problems)
     check_config_nodes(graph, env, problems)
+    problems += pod_problems(env.name, options=env.pods, priority_class=env.priority_class)
     raise_if(problems)
     admission = admit(graph, env, flags=flags)
     run_id, run_source = _run_id(graph, env, flow_id=flow_id, replicas=replicas)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vf.errors import Problem
+
 Pairs = tuple[tuple[str, str], ...]
 DEFAULT_CPU, DEFAULT_MEMORY = "100m", "128Mi"
 
@@ -22,6 +24,7 @@ class PodOptions:
     topology_spread: bool = True
     labels: Pairs = ()
     annotations: Pairs = ()
+    priority_class_value: int | None = None  # emit the PriorityClass ``priority_class``
 
 
 def parse_pod_options(raw: dict[str, Any] | None) -> PodOptions:
@@ -36,4 +39,19 @@ def parse_pod_options(raw: dict[str, Any] | None) -> PodOptions:
         topology_spread=bool(raw.get("topology_spread", True)),
         labels=tuple(sorted((raw.get("labels") or {}).items())),
         annotations=tuple(sorted((raw.get("annotations") or {}).items())),
+        priority_class_value=raw.get("priority_class_value"),
     )
+
+
+def pod_problems(env: str, *, options: PodOptions, priority_class: str | None) -> list[Problem]:
+    if options.priority_class_value is None or priority_class is not None:
+        return []
+    return [
+        Problem(
+            code="VF_CONFIG_WORKLOAD",
+            what=f"environments.{env}.pods.priority_class_value: there is no priority_class "
+            "to create",
+            remedy=f"set environments.{env}.priority_class to the PriorityClass's name",
+            where=f"vf.yaml (environment '{env}')",
+        )
+    ]

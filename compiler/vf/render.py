@@ -10,7 +10,7 @@ from vf.planir import ContainerResources, Pairs, Plan, Workload
 from vf.pod_options import PodOptions
 from vf.render_component import apply_component
 from vf.render_gpu import claim_templates, decorate_pod, mig_parted_configmap
-from vf.render_pods import apply_pod_options
+from vf.render_pods import apply_pod_options, priority_class
 from vf.render_security import namespace_object, network_policies
 from vf_runtime.constants import HEALTH_PORT
 
@@ -67,7 +67,9 @@ def render_plan(plan: Plan) -> list[Obj]:
         objects.append(_workload(plan, workload))
         if workload.pdb is not None:
             objects.append(_pdb(plan, workload))
-    apply_pod_options(objects, options=plan.pods or PodOptions())
+    options = plan.pods or PodOptions()
+    objects += priority_class(plan.priority_class, options=options)
+    apply_pod_options(objects, options=options)
     return objects
 
 

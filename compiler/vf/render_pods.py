@@ -39,6 +39,24 @@ def apply_pod_options(objects: list[Obj], *, options: PodOptions) -> None:
             ]
 
 
+def priority_class(name: str | None, *, options: PodOptions) -> list[Obj]:
+    """The PriorityClass the pods name, when vf.yaml asks vf to create it (cluster-wide:
+    one flow owns it, the others only name it)."""
+    if name is None or options.priority_class_value is None:
+        return []
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "vf"}},
+            "value": options.priority_class_value,
+            "globalDefault": False,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "description": "pods of vf flows that name it",
+        }
+    ]
+
+
 def _ours(obj: Obj) -> bool:
     """A worker or the provision Job (the flow's image), not the broker or the store."""
     labels = obj["metadata"].get("labels") or {}
