@@ -152,7 +152,9 @@ def test_autoscaling_disabled_renders_no_scalers(tmp_path: Path) -> None:
             "VF_CONFIG_GITOPS",
         ),
         (
-            '  argocd:\n    project: vision\n    app_project: true       # emit the AppProject "vision", locked to this flow\n  flux:\n    interval: 5m\n',
+            "  argocd:\n    project: vision\n    app_project: true"
+            '       # emit the AppProject "vision", locked to this flow\n'
+            "  flux:\n    interval: 5m\n",
             "",
             "VF_CONFIG_SCHEMA",
         ),
