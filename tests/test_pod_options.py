@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLE_NAMES
+from tests.test_crd_schemas import _errors, own_schema, upstream_schema
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 
@@ -135,3 +136,39 @@ def test_a_priority_class_is_emitted_only_when_asked_for_and_named(
     with pytest.raises(VfError) as unnamed:
         _compile(write_graph, kind="REALTIME", pods="    pods: {priority_class_value: 1}\n")
     assert unnamed.value.code == "VF_CONFIG_WORKLOAD"
+
+
+def test_metrics_readers_may_scrape_and_get_a_service_monitor(
+    write_graph: Callable[..., Path],
+) -> None:
+    pods = (
+        "    pods:\n      metrics:\n        service_monitor: true\n"
+        "        from: [{namespace: monitoring, pod_labels: {app: prometheus}}]\n"
+    )
+    objects = _compile(write_graph, kind="REALTIME", pods=pods)
+    (policy,) = [o for o in objects if o["metadata"]["name"] == "vf-pods-netpol"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 8080, "protocol": "TCP"}]
+    assert rule["from"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "monitoring"
+    }
+    (monitor,) = [o for o in objects if o["kind"] == "ServiceMonitor"]
+    assert _errors(own_schema(monitor), monitor) == []
+    assert _errors(upstream_schema(monitor), monitor) == []
+    (service,) = [
+        o for o in objects if o["kind"] == "Service" and "metrics" in o["metadata"]["name"]
+    ]
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert service["spec"]["selector"] == {"vf.dev/flow": "pods"}
+    plain = _compile(write_graph, kind="REALTIME", pods="")
+    assert not [o for o in plain if o["kind"] == "ServiceMonitor"]
+    assert (
+        "ingress"
+        not in next(
+            o
+            for o in plain
+            if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "vf-pods-netpol"
+        )["spec"]
+    )

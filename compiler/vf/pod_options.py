@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vf.errors import Problem
+from vf.network_config import Peer, parse_peers
 
 Pairs = tuple[tuple[str, str], ...]
 DEFAULT_CPU, DEFAULT_MEMORY = "100m", "128Mi"
@@ -25,6 +26,8 @@ class PodOptions:
     labels: Pairs = ()
     annotations: Pairs = ()
     priority_class_value: int | None = None  # emit the PriorityClass ``priority_class``
+    metrics_from: tuple[Peer, ...] = ()  # who may scrape the workers' /metrics
+    service_monitor: bool = False  # a metrics Service and a Prometheus ServiceMonitor
 
 
 def parse_pod_options(raw: dict[str, Any] | None) -> PodOptions:
@@ -40,6 +43,8 @@ def parse_pod_options(raw: dict[str, Any] | None) -> PodOptions:
         labels=tuple(sorted((raw.get("labels") or {}).items())),
         annotations=tuple(sorted((raw.get("annotations") or {}).items())),
         priority_class_value=raw.get("priority_class_value"),
+        metrics_from=parse_peers((raw.get("metrics") or {}).get("from")),
+        service_monitor=bool((raw.get("metrics") or {}).get("service_monitor", False)),
     )
 
 

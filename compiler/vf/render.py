@@ -10,7 +10,7 @@ from vf.planir import ContainerResources, Pairs, Plan, Workload
 from vf.pod_options import PodOptions
 from vf.render_component import apply_component
 from vf.render_gpu import claim_templates, decorate_pod, mig_parted_configmap
-from vf.render_pods import apply_pod_options, priority_class
+from vf.render_pods import apply_pod_options, metrics_objects, priority_class
 from vf.render_security import namespace_object, network_policies
 from vf_runtime.constants import HEALTH_PORT
 
@@ -69,6 +69,13 @@ def render_plan(plan: Plan) -> list[Obj]:
             objects.append(_pdb(plan, workload))
     options = plan.pods or PodOptions()
     objects += priority_class(plan.priority_class, options=options)
+    objects += metrics_objects(
+        objects,
+        options=options,
+        flow_policy=plan.network_policy,
+        flow=dict(plan.flow_labels)["vf.dev/flow"],
+        namespace=plan.namespace,
+    )
     apply_pod_options(objects, options=options)
     return objects
 

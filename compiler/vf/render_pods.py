@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from vf import names
 from vf.pod_options import PodOptions
+from vf.render_security import peer_selector
+from vf_runtime.constants import HEALTH_PORT
 
 Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -79,3 +82,46 @@ def _merge(meta: Obj, *, labels: Any, annotations: Any) -> None:
         meta["labels"] = {**dict(labels), **(meta.get("labels") or {})}
     if annotations:
         meta["annotations"] = {**dict(annotations), **(meta.get("annotations") or {})}
+
+
+def metrics_objects(
+    objects: list[Obj], *, options: PodOptions, flow_policy: str, flow: str, namespace: str
+) -> list[Obj]:
+    """Scraping the workers' ``/metrics``: the flow's policy admits the named readers on the
+    health port, and with ``service_monitor`` a headless Service and a ServiceMonitor."""
+    if options.metrics_from:
+        policy = next(
+            o
+            for o in objects
+            if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == flow_policy
+        )
+        policy["spec"]["ingress"] = [
+            {
+                "from": [peer_selector(p) for p in options.metrics_from],
+                "ports": [{"port": HEALTH_PORT, "protocol": "TCP"}],
+            }
+        ]
+    if not options.service_monitor:
+        return []
+    name = names.k8s_name("vf", flow, "metrics")
+    labels = {"app.kubernetes.io/managed-by": "vf", "vf.dev/flow": flow, "vf.dev/metrics": "true"}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "clusterIP": "None",
+            "ports": [{"name": "health", "port": HEALTH_PORT, "targetPort": "health"}],
+            "selector": {"vf.dev/flow": flow},
+        },
+    }
+    monitor = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "endpoints": [{"interval": "30s", "path": "/metrics", "port": "health"}],
+            "selector": {"matchLabels": {"vf.dev/flow": flow, "vf.dev/metrics": "true"}},
+        },
+    }
+    return [service, monitor]

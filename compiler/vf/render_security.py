@@ -74,11 +74,12 @@ def _ports(ports: tuple[int, ...], *, protocols: tuple[str, ...] = ("TCP",)) -> 
 def _egress_rule(rule: EgressRule) -> Obj:
     out: Obj = {"ports": _ports(rule.ports, protocols=rule.protocols)}
     if rule.to:
-        out["to"] = [_peer(peer) for peer in rule.to]
+        out["to"] = [peer_selector(peer) for peer in rule.to]
     return out
 
 
-def _peer(peer: Peer) -> Obj:
+def peer_selector(peer: Peer) -> Obj:
+    """A NetworkPolicy peer: an address block, or pods by namespace and labels."""
     if peer.cidr is not None:
         return {"ipBlock": {"cidr": peer.cidr}}
     out: Obj = {}
@@ -104,7 +105,7 @@ def _infra_policy(plan: Plan, *, policy: InfraPolicy) -> Obj:
     if policy.monitoring_port is not None:
         ingress.append(
             {
-                "from": [_peer(peer) for peer in policy.monitoring_from],
+                "from": [peer_selector(peer) for peer in policy.monitoring_from],
                 "ports": _ports((policy.monitoring_port,)),
             }
         )
