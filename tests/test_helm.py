@@ -269,3 +269,42 @@ def test_the_chart_installs_into_any_namespace_with_helms_labels(
             assert meta["labels"]["app.kubernetes.io/managed-by"] == "Helm"
     readme = result.tree["chart/README.md"]
     assert "--create-namespace" in readme
+
+
+@pytest.mark.parametrize("example", ["batch_pipeline", "realtime_cameras"])
+def test_set_image_tag_retags_the_flows_images_and_renames_its_jobs(
+    example: str, trees: dict[str, Path], compiled_examples: dict[str, CompileResult], helm: str
+) -> None:
+    """``--set image.tag=`` is accepted; it reaches the flow's own images (not the broker's),
+    and every Job gets a new name (and a BATCH flow a new generation), so ``helm upgrade``
+    creates new Jobs instead of changing an immutable template."""
+    chart = trees[example] / "chart"
+    plan = compiled_examples[example].plans[0]
+    values = str(chart / f"values-{plan.environment}.yaml")
+    plain = _parse(helm_template(helm, chart, "-f", values).stdout)
+    done = helm_template(helm, chart, "-f", values, "--set", "image.tag=9.9.9")
+    assert done.returncode == 0, done.stderr
+    tagged = _parse(done.stdout)
+    jobs = {o["metadata"]["name"] for o in plain if o["kind"] == "Job"}
+    new_jobs = {o["metadata"]["name"] for o in tagged if o["kind"] == "Job"}
+    print(f"{example}: {len(jobs)} Jobs renamed, e.g. {sorted(new_jobs)[:1]}")
+    assert jobs and len(new_jobs) == len(jobs) and not jobs & new_jobs
+    assert all(len(name) <= 63 for name in new_jobs)
+    for obj in tagged:
+        labels = obj["metadata"].get("labels") or {}
+        template = (obj.get("spec") or {}).get("template")
+        if template is None:
+            continue
+        images = [c["image"] for c in template["spec"]["containers"]]
+        if "vf.dev/infra" in labels:
+            assert not any(i.endswith(":9.9.9") for i in images)
+        elif obj["kind"] in ("Job", "Deployment", "StatefulSet"):
+            assert all(i.endswith(":9.9.9") for i in images), images
+    generations = {
+        o["metadata"].get("annotations", {}).get("vf.dev/generation")
+        for o in (t["spec"]["template"] for t in tagged if t["kind"] == "Job")
+    } | {o["data"]["VF_GENERATION"] for o in tagged if "VF_GENERATION" in o.get("data", {})}
+    if plan.generation is not None:
+        assert len(generations) == 1 and plan.generation not in generations
+    refused = helm_template(helm, chart, "-f", values, "--set", "image.tag=bad tag")
+    assert refused.returncode != 0

@@ -19,6 +19,7 @@ from typing import Any
 from vf import yamlout
 from vf.emit_kustomize import object_file
 from vf.filetext import Chunks, FileText, whole
+from vf.helm_image_tag import IMAGE_TAG_VALUES, retagged
 from vf.helm_schema import values_schema
 from vf.helm_slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
 from vf.helm_text import (
@@ -27,6 +28,7 @@ from vf.helm_text import (
     RELEASE_NAMESPACE,
     RELEASE_SERVICE,
     TEMPLATED,
+    WRAP,
     object_template,
     render_text,
 )
@@ -102,7 +104,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     ]
     del indexed
     templates = _resolve_keys(templates, envs=envs)
-    values = {env: _values(templates, env=env) for env in envs}
+    values = {env: {**_values(templates, env=env), **IMAGE_TAG_VALUES} for env in envs}
     makers: dict[str, Callable[[], FileText]] = {}
     for tpl in templates:
         guard = ("objects", f"{tpl.key[0]}/{tpl.key[1]}") if tpl.partial else None
@@ -114,6 +116,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     for env in envs:
         makers[f"values-{env}.yaml"] = partial(yamlout.dump, _nulled(default, env=values[env]))
     makers["values.schema.json"] = partial(_schema_text, values)
+    makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
     context = _context(info, templates=templates, envs=envs)
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
     makers["README.md"] = partial(render_text, "README.md", context=context)
@@ -241,6 +244,7 @@ def _template(
 ) -> _Template:
     base = versions[sorted(versions)[0]]  # read, never changed: object_template copies
     slots = _with_release_slots(find_slots(versions), versions=versions, namespaces=namespaces)
+    slots = retagged(slots, versions=versions)
     if namespaced:
         ns = Slot(
             path=("metadata", "namespace"),
@@ -299,6 +303,7 @@ def _values(templates: Sequence[_Template], *, env: str) -> Obj:
             )
         for slot in tpl.slots:
             key = slot.key[1:] if slot.key[0] == TEMPLATED else slot.key
+            key = key[2:] if key[0] == WRAP else key
             if key[0].startswith("$"):
                 continue  # Helm supplies it
             value = slot.values.get(env, ABSENT)

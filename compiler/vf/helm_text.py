@@ -26,6 +26,8 @@ RELEASE_NAMESPACE: ValueKey = ("$release-namespace",)
 # Keys starting with "$" are not values: they name what Helm itself knows.
 IN_RELEASE_NAMESPACE = "$in-release-namespace"  # (it, head, tail): head.<ns>.svc tail
 TEMPLATED = "$tpl"  # ("$tpl", *key): the value at key, rendered with the release (tpl)
+WRAP = "$wrap"  # ("$wrap", helper, *inner): inner through vf.<helper> with image.tag
+LITERAL = "$lit"  # ("$lit", text): text as it is
 HELM_CHART_LABEL: ValueKey = ("$helm-chart",)
 RELEASE_SERVICE: ValueKey = ("$release-service",)
 _BUILT_IN = {
@@ -52,6 +54,10 @@ def values_expr(key: ValueKey) -> str:
         return _BUILT_IN[key]
     if key[0] == TEMPLATED:
         return f"(tpl {values_expr(key[1:])} $)"
+    if key[0] == LITERAL:
+        return go_string(key[1])
+    if key[0] == WRAP:
+        return f'(include "vf.{key[1]}" (list {values_expr(key[2:])} $.Values.image.tag))'
     if key[0] == IN_RELEASE_NAMESPACE:
         head, tail = (go_string(part) for part in key[1:])
         return f'(printf "%s.%s.svc%s" {head} .Release.Namespace {tail})'
