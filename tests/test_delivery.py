@@ -12,7 +12,7 @@ from ruamel.yaml import YAML
 
 from tests.conftest import EXAMPLE_NAMES, EXAMPLES, example_graph
 from vf.errors import VfError
-from vf.ordering import SYNC_WAVE, sync_wave
+from vf.ordering import SYNC_WAVE, is_provision_job, sync_wave
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 
 Obj = dict[str, Any]
@@ -81,7 +81,7 @@ def test_triggers_watch_the_workers_own_durable_on_its_parent_stream(
             assert obj["spec"]["minReplicaCount"] == workload.replicas
     dev = _kind(result.objects["dev"], "ScaledObject")[0]
     endpoint = dev["spec"]["triggers"][0]["metadata"]["natsServerMonitoringEndpoint"]
-    assert endpoint == "vf-nats.cameras-dev.svc:8222"
+    assert endpoint == "vf-cameras-nats.cameras-dev.svc:8222"
 
 
 CAMERAS = (EXAMPLES / "realtime_cameras" / "vf.yaml").read_text(encoding="utf-8")
@@ -151,7 +151,13 @@ def test_autoscaling_disabled_renders_no_scalers(tmp_path: Path) -> None:
             "git@git.example.com:v/c.git",
             "VF_CONFIG_GITOPS",
         ),
-        ("  argocd:\n    project: vision\n  flux:\n    interval: 5m\n", "", "VF_CONFIG_SCHEMA"),
+        (
+            "  argocd:\n    project: vision\n    app_project: true"
+            '       # emit the AppProject "vision", locked to this flow\n'
+            "  flux:\n    interval: 5m\n",
+            "",
+            "VF_CONFIG_SCHEMA",
+        ),
         ("  path: deploy/cameras\n", "  path: ../elsewhere\n", "VF_CONFIG_SCHEMA"),
     ],
 )
@@ -199,7 +205,7 @@ def test_sync_waves_order_infra_then_provision_then_workers(
 ) -> None:
     for objects in compiled_examples[example].objects.values():
         waves = {(o["kind"], o["metadata"]["name"]): int(sync_wave(o)) for o in objects}
-        provision = [w for (k, n), w in waves.items() if k == "Job" and n.endswith("-provision")]
+        provision = [int(sync_wave(o)) for o in objects if is_provision_job(o)]
         assert provision == [-1]
         for obj in objects:
             wave = waves[(obj["kind"], obj["metadata"]["name"])]
@@ -212,6 +218,8 @@ def test_sync_waves_order_infra_then_provision_then_workers(
             }:
                 assert wave == 0
     for path, text in compiled_examples[example].tree.items():
+        if path.startswith(("base/", "overlays/")) and "/resources/" in f"/{path}":
+            assert SYNC_WAVE in text, path
         if path.startswith("base/") and not path.endswith("kustomization.yaml"):
             assert SYNC_WAVE in text, path
 
@@ -272,3 +280,20 @@ def test_a_changed_flow_gets_new_job_names(
         assert old.isdisjoint(new)
         run = next(p.run_id for p in changed.plans if p.environment == env)
         assert all(run in name for name in new)
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_every_job_is_named_by_its_pod_template_and_needs_no_replace_rule(
+    example: str, compiled_examples: dict[str, CompileResult]
+) -> None:
+    """A Job's template is immutable: a changed Job must be a new name, never a replace."""
+    result = compiled_examples[example]
+    for plan in result.plans:
+        jobs = [o for o in result.objects[plan.environment] if o["kind"] == "Job"]
+        assert jobs
+        for job in jobs:
+            tag = job["metadata"]["name"].rsplit("-", 1)[1]
+            assert tag == plan.generation if plan.generation else tag.startswith("t"), tag
+            assert len(job["metadata"]["name"]) <= 63
+    for path, text in result.tree.items():
+        assert "Replace=true" not in text and "toolkit.fluxcd.io/force" not in text, path

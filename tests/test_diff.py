@@ -106,7 +106,7 @@ def test_realistic_change_in_pipeline_terms(realistic_change: CompileResult) -> 
     assert images and all("batch-demo:0.1.0 → registry" in f.message for f in images)
     assert ("run", "streams") in messages
     replaced = [r for r in prod.resources if r.action == "replaced"]
-    assert any(r.kind == "Job" and r.previous.endswith("-provision") for r in replaced)
+    assert any(r.kind == "Job" and "-provision-g" in r.previous for r in replaced)
 
 
 def test_image_bump_recreates_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,7 +118,7 @@ def test_image_bump_recreates_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     report = diff_project(result, out=Path("deploy"), environments=("dev",), raw=True)
     (dev,) = report.environments
     jobs = [f for f in dev.findings if f.category == "job"]
-    assert len(jobs) == 6 and all("re-created" in f.message for f in jobs)
+    assert len(jobs) == 6 and all("replaces Job/" in f.message for f in jobs)
     assert "+        image: registry.example.com/vf/batch-demo:0.3.0" in report.raw
     assert [e.environment for e in report.environments] == ["dev"]
 
@@ -128,9 +128,11 @@ def test_selector_change_is_breaking(
 ) -> None:
     result = compiled_examples["realtime_cameras"]
     write_tree(tmp_path / "deploy", result.tree)
-    base = next((tmp_path / "deploy" / "base").glob("statefulset-*-tracker.yaml"))
+    base = next((tmp_path / "deploy" / "overlays").glob("*/resources/statefulset-*-tracker.yaml"))
     text = base.read_text(encoding="utf-8")
-    _edit(base, "    matchLabels:\n", "    matchLabels:\n      old: label\n")
+    _edit(
+        base, "  selector:\n    matchLabels:\n", "  selector:\n    matchLabels:\n      old: label\n"
+    )
     assert base.read_text(encoding="utf-8") != text
     report = diff_project(result, out=tmp_path / "deploy")
     findings = [f for e in report.environments for f in e.findings if f.category == "selector"]

@@ -31,6 +31,17 @@ def _identity(objects: list[Obj]) -> dict[tuple[str, str, str], Obj]:
     }
 
 
+def _as_overlay(obj: Obj) -> Obj:
+    """A chart object without Helm's own labels (``helm.sh/chart``, managed-by Helm)."""
+    out = without_tool_annotations(obj)
+    labels = dict(out["metadata"].get("labels") or {})
+    if labels:
+        assert labels.pop("helm.sh/chart") and labels["app.kubernetes.io/managed-by"] == "Helm"
+        labels["app.kubernetes.io/managed-by"] = "vf"
+        out["metadata"]["labels"] = labels
+    return out
+
+
 def _annotations(obj: Obj) -> dict[str, str]:
     return dict(obj["metadata"].get("annotations") or {})
 
@@ -85,9 +96,11 @@ def test_helm_template_equals_the_overlay(
     assert rendered.returncode == 0, rendered.stderr
     from_helm = _identity(_parse(rendered.stdout))
     from_kustomize = _identity(_parse(kustomize_build(kubectl, root / "overlays" / env)))
+    namespace = ("Namespace", "", plan.namespace)  # the release's, made by --create-namespace
+    from_kustomize.pop(namespace, None)
     assert sorted(from_helm) == sorted(from_kustomize)
     for key, obj in from_kustomize.items():
-        assert without_tool_annotations(from_helm[key]) == without_tool_annotations(obj), key
+        assert _as_overlay(from_helm[key]) == without_tool_annotations(obj), key
         assert not set(_annotations(from_helm[key])) & set(KUSTOMIZE_ONLY), key
         assert not set(_annotations(obj)) & set(HELM_ONLY), key
 
@@ -124,7 +137,11 @@ def test_provision_job_is_a_helm_hook_only_in_the_chart(
     chart_job = next(
         v for k, v in tree.items() if k.startswith("chart/templates/job-") and "provision" in k
     )
-    base_job = next(v for k, v in tree.items() if k.startswith("base/job-") and "provision" in k)
+    base_job = next(
+        v
+        for k, v in tree.items()
+        if k.startswith(("base/job-", "overlays/")) and "/job-" in k and "provision" in k
+    )
     assert 'helm.sh/hook: "post-install,post-upgrade"' in chart_job
     assert "argocd.argoproj.io" not in chart_job
     assert 'argocd.argoproj.io/sync-wave: "-1"' in base_job
@@ -228,3 +245,66 @@ def test_user_text_cannot_inject_go_templates(
         if o["kind"] == "ConfigMap" and "VF_NODE_PARAMS_JSON" in o.get("data", {})
     ]
     assert any('{{ .Release.Name }} {{- fail \\"boom\\" }} }}' in p for p in params), params
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_the_chart_installs_into_any_namespace_with_helms_labels(
+    example: str, trees: dict[str, Path], compiled_examples: dict[str, CompileResult], helm: str
+) -> None:
+    """``helm template -n team-b``: nothing names the namespace the tree was compiled for,
+    no Namespace object (Helm cannot adopt it; --create-namespace makes it), Helm's labels."""
+    result = compiled_examples[example]
+    chart = trees[example] / "chart"
+    for plan in result.plans:
+        values = str(chart / f"values-{plan.environment}.yaml")
+        rendered = helm_template(helm, chart, "-n", "team-b", "-f", values)
+        assert rendered.returncode == 0, rendered.stderr
+        assert f".{plan.namespace}.svc" not in rendered.stdout
+        objects = _parse(rendered.stdout)
+        assert objects and not [o for o in objects if o["kind"] == "Namespace"]
+        for obj in objects:
+            meta = obj["metadata"]
+            assert meta.get("namespace", "team-b") == "team-b", meta
+            assert meta["labels"]["helm.sh/chart"].startswith(f"{plan.flow_id}-0.")
+            assert meta["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    readme = result.tree["chart/README.md"]
+    assert "--create-namespace" in readme
+
+
+@pytest.mark.parametrize("example", ["batch_pipeline", "realtime_cameras"])
+def test_set_image_tag_retags_the_flows_images_and_renames_its_jobs(
+    example: str, trees: dict[str, Path], compiled_examples: dict[str, CompileResult], helm: str
+) -> None:
+    """``--set image.tag=`` is accepted; it reaches the flow's own images (not the broker's),
+    and every Job gets a new name (and a BATCH flow a new generation), so ``helm upgrade``
+    creates new Jobs instead of changing an immutable template."""
+    chart = trees[example] / "chart"
+    plan = compiled_examples[example].plans[0]
+    values = str(chart / f"values-{plan.environment}.yaml")
+    plain = _parse(helm_template(helm, chart, "-f", values).stdout)
+    done = helm_template(helm, chart, "-f", values, "--set", "image.tag=9.9.9")
+    assert done.returncode == 0, done.stderr
+    tagged = _parse(done.stdout)
+    jobs = {o["metadata"]["name"] for o in plain if o["kind"] == "Job"}
+    new_jobs = {o["metadata"]["name"] for o in tagged if o["kind"] == "Job"}
+    print(f"{example}: {len(jobs)} Jobs renamed, e.g. {sorted(new_jobs)[:1]}")
+    assert jobs and len(new_jobs) == len(jobs) and not jobs & new_jobs
+    assert all(len(name) <= 63 for name in new_jobs)
+    for obj in tagged:
+        labels = obj["metadata"].get("labels") or {}
+        template = (obj.get("spec") or {}).get("template")
+        if template is None:
+            continue
+        images = [c["image"] for c in template["spec"]["containers"]]
+        if "vf.dev/infra" in labels:
+            assert not any(i.endswith(":9.9.9") for i in images)
+        elif obj["kind"] in ("Job", "Deployment", "StatefulSet"):
+            assert all(i.endswith(":9.9.9") for i in images), images
+    generations = {
+        o["metadata"].get("annotations", {}).get("vf.dev/generation")
+        for o in (t["spec"]["template"] for t in tagged if t["kind"] == "Job")
+    } | {o["data"]["VF_GENERATION"] for o in tagged if "VF_GENERATION" in o.get("data", {})}
+    if plan.generation is not None:
+        assert len(generations) == 1 and plan.generation not in generations
+    refused = helm_template(helm, chart, "-f", values, "--set", "image.tag=bad tag")
+    assert refused.returncode != 0

@@ -55,7 +55,12 @@ def _render(helm: str, root: Path, tree: dict[str, str], env: str) -> list[Obj]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return [d for d in YAML(typ="safe").load_all(done.stdout) if d is not None]
+    rendered = [d for d in YAML(typ="safe").load_all(done.stdout) if d is not None]
+    for obj in rendered:  # Helm's own labels, which the chart adds to every object
+        labels = obj["metadata"]["labels"]
+        assert labels.pop("helm.sh/chart").startswith("prop-0.1.")
+        assert labels.pop("app.kubernetes.io/managed-by") == "Helm"
+    return rendered
 
 
 @settings(

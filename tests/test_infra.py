@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
 from vf.capabilities import (
     INLINE_PAYLOAD_BYTES,
@@ -69,17 +70,19 @@ def test_durable_broker_is_a_routed_statefulset_with_claims(
 ) -> None:
     objects = compiled_examples["batch_pipeline"].objects["prod"]
     sts = next(
-        o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "vf-nats"
+        o
+        for o in objects
+        if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "vf-batch-demo-nats"
     )
     assert sts["spec"]["replicas"] == 3
     claim = sts["spec"]["volumeClaimTemplates"][0]["spec"]
     assert claim["storageClassName"] == "fast-ssd"
     assert claim["resources"]["requests"]["storage"] == "50Gi"
     broker = next(
-        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-broker")
+        o for o in objects if o["kind"] == "ConfigMap" and "-broker" in o["metadata"]["name"]
     )
     assert broker["data"]["VF_STREAM_REPLICAS"] == "3"
-    assert broker["data"]["VF_BLOB_REDIS_URL"] == "redis://vf-redis.pipelines.svc:6379/0"
+    assert broker["data"]["VF_BLOB_REDIS_URL"] == "redis://vf-batch-demo-redis:6379/0"
 
 
 def test_infra_pods_follow_the_worker_defaults(compiled_examples: dict[str, CompileResult]) -> None:
@@ -109,9 +112,19 @@ def test_external_broker_renders_only_a_secret_reference(
     assert {"name": "VF_NATS_URL", "valueFrom": ref} in env
 
 
-def test_components_are_copied_verbatim(compiled_examples: dict[str, CompileResult]) -> None:
+def test_components_are_the_shipped_shapes_named_for_the_flow(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
     tree = compiled_examples["batch_pipeline"].tree
     for name in ("nats-dev", "nats-durable", "redis-dev", "redis-durable"):
         for file, text in component_files(name).items():
-            assert tree[f"components/{name}/{file}"] == text
+            if file == "kustomization.yaml":
+                continue
+            ours = f"components/{name}/{file.replace('vf-', 'vf-batch-demo-', 1)}"
+            shipped, written = YAML(typ="safe").load(text), YAML(typ="safe").load(tree[ours])
+            assert written["metadata"]["name"] == f"vf-batch-demo-{shipped['metadata']['name'][3:]}"
+            assert written["metadata"]["labels"]["vf.dev/flow"] == "batch-demo"
+            selector = (written.get("spec") or {}).get("selector") or {}
+            if selector:  # a Service's, or a workload's matchLabels: this flow's pods only
+                assert selector.get("matchLabels", selector)["vf.dev/flow"] == "batch-demo"
     assert '- "../../components/nats-durable"' in tree["overlays/prod/kustomization.yaml"]

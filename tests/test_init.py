@@ -95,7 +95,7 @@ def test_init_accepts_an_empty_folder(tmp_path: Path) -> None:
     assert (tmp_path / "empty" / "graph.py").is_file()
 
 
-@pytest.mark.parametrize("name", ["9lives", "Upper", "a" * 40, "with_underscore"])
+@pytest.mark.parametrize("name", ["9lives", "Upper", "a" * 64, "with_underscore"])
 def test_init_refuses_names_that_cannot_be_a_flow_id_and_a_module(
     tmp_path: Path, name: str
 ) -> None:

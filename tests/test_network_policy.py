@@ -91,7 +91,7 @@ def test_vf_services_accept_only_the_flow_and_named_readers(
         others = {rule["ports"][0]["port"] for rule in ingress[1:]}
         assert others <= {policy.cluster_port, policy.monitoring_port}
     if plan.infra.broker_profile == "external":
-        assert "vf-nats" not in policies
+        assert plan.infra.broker_name not in policies
 
 
 def test_examples_cover_each_monitoring_source(compiled_examples: dict[str, CompileResult]) -> None:
@@ -135,8 +135,17 @@ def _compile(write_graph: Callable[..., Path], env_body: str) -> tuple[Any, list
     return result.plans[0], result.objects["dev"]
 
 
+def _broker_policy(objects: list[Obj]) -> Obj:
+    (policy,) = [
+        p
+        for p in _policies(objects).values()
+        if p["metadata"]["labels"].get("vf.dev/infra") == "nats"
+    ]
+    return policy
+
+
 def _broker_ingress(objects: list[Obj]) -> list[Obj]:
-    rules: list[Obj] = _policies(objects)["vf-nats"]["spec"]["ingress"]
+    rules: list[Obj] = _broker_policy(objects)["spec"]["ingress"]
     return rules
 
 
@@ -173,9 +182,11 @@ broker:
 
 
 def test_durable_brokers_route_to_each_other(write_graph: Callable[..., Path]) -> None:
-    _, objects = _compile(write_graph, "broker:\n  profile: durable")
-    spec = _policies(objects)["vf-nats"]["spec"]
-    own = {"podSelector": {"matchLabels": {"vf.dev/infra": "nats"}}}
+    plan, objects = _compile(write_graph, "broker:\n  profile: durable")
+    spec = _broker_policy(objects)["spec"]
+    assert _broker_policy(objects)["metadata"]["name"] == f"vf-{plan.flow_id}-nats"
+    labels = {"vf.dev/flow": plan.flow_id, "vf.dev/infra": "nats"}  # only this flow's servers
+    own = {"podSelector": {"matchLabels": labels}}
     assert {"from": [own], "ports": _tcp(6222)} in spec["ingress"]
     assert spec["egress"] == [{"to": [own], "ports": _tcp(6222)}, DNS]
 

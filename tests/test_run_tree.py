@@ -178,7 +178,7 @@ def test_an_image_that_is_not_the_flows_is_refused(tmp_path: Path, trees: dict[s
     _need_tools("kustomize")
     tree = tmp_path / "tree"
     shutil.copytree(trees["batch_pipeline"], tree)
-    job = next((tree / "base").glob("job-*-merge.yaml"))
+    job = next((tree / "overlays" / "dev" / "resources").glob("job-*-merge-*.yaml"))
     job.write_text(
         job.read_text().replace("registry.example.com/vf/batch-demo:0.1.0", "busybox:1.36")
     )

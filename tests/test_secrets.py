@@ -116,9 +116,14 @@ def test_no_secret_in_the_tree_or_the_cli_output(project: Path) -> None:
     assert len(files) > 50
     for path in files:
         assert _leaks(path.read_text(encoding="utf-8")) == [], path
-    broker = (project / "deploy" / "base").glob("configmap-*-broker.yaml")
-    assert "VF_NATS_URL" not in "".join(p.read_text() for p in broker)
-    workers = "".join(p.read_text() for p in (project / "deploy" / "base").glob("deployment-*"))
+    tree = project / "deploy"
+    broker = [
+        *tree.glob("base/configmap-*-broker*.yaml"),
+        *tree.glob("overlays/*/resources/configmap-*-broker*.yaml"),
+    ]
+    assert broker and "VF_NATS_URL" not in "".join(p.read_text() for p in broker)
+    found = [*tree.glob("base/deployment-*"), *tree.glob("overlays/*/resources/deployment-*")]
+    workers = "".join(p.read_text() for p in found)
     assert workers.count("name: cameras-credentials") >= 2 * 5  # both URLs, every Deployment
 
 

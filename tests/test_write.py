@@ -30,7 +30,7 @@ def test_check_reports_a_stale_tree_with_a_diff(tmp_path: Path) -> None:
     out = tmp_path / "deploy"
     graph = example_graph("batch_pipeline")
     _invoke("compile", graph, "--out", str(out))
-    target = next((out / "base").glob("job-*-merge.yaml"))
+    target = next((out / "overlays" / "dev" / "resources").glob("job-*-merge-*.yaml"))
     target.write_text(target.read_text().replace("backoffLimit: 3", "backoffLimit: 9"))
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     code, output = _invoke("compile", graph, "--out", str(out), "--check")

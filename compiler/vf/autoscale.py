@@ -125,7 +125,8 @@ def _endpoint(plan: Plan, *, settings: Autoscaling, problems: list[Problem]) -> 
     infra = plan.infra
     if infra.broker_profile != "external" and infra.nats_url is not None:
         host = urlsplit(infra.nats_url.split(",")[0]).hostname or ""
-        return f"{host}:{NATS_MONITOR_PORT}"
+        # KEDA's operator polls from its own namespace: the broker's full Service name
+        return f"{host}.{plan.namespace}.svc:{NATS_MONITOR_PORT}"
     problems.append(
         Problem(
             code="VF_CONFIG_AUTOSCALING",

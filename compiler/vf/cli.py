@@ -121,12 +121,14 @@ def compile_command(
     """Compile GRAPH into a Kustomize tree and plans under OUT."""
 
     def body() -> int:
+        from dataclasses import replace
+
         from vf.pipeline import compile_project
         from vf.write import TreeCheck, check_owned, staged_tree
 
         _FAST_EXIT.add("compile")  # nothing after a compile needs the heap torn down
 
-        request = _request(graph, config, envs, profiles)
+        request = replace(_request(graph, config, envs, profiles), out=out)
         if check:
             check_owned(out)
             compared = TreeCheck(out)
@@ -353,8 +355,8 @@ def run_local_command(
     default="kubectl",
     show_default=True,
     help="How objects are applied: all at once (kubectl, flux), by Argo CD sync waves, or "
-    "as helm upgrade does (hooks after the rest); a changed Job is re-created only where "
-    "that tool would (Argo CD Force=true,Replace=true, Flux force: enabled, Helm hooks).",
+    "as helm upgrade does (hooks after the rest); Argo CD, Flux and Helm prune last; a Job "
+    "changed in place is refused as the API server refuses it.",
 )
 @click.option(
     "--timeout",

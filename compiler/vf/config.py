@@ -25,6 +25,7 @@ from vf.infra_config import (
 )
 from vf.network_config import PodSecurity, parse_pod_security
 from vf.patterns import validator as schema_validator
+from vf.pod_options import PodOptions, parse_pod_options
 from vf.resources import schema_path
 from vf.schema_check import Check, Errors, try_compile
 from vf.workload_config import WorkloadOptions, parse_workloads
@@ -73,6 +74,7 @@ class Environment:
     autoscaling: Autoscaling | None = None
     workloads: WorkloadOptions = field(default_factory=WorkloadOptions)
     pod_security: PodSecurity = field(default_factory=PodSecurity)
+    pods: PodOptions = field(default_factory=PodOptions)
     # Where each node-keyed entry is in vf.yaml: ("replicas.double", "vf.yaml:12").
     places: tuple[tuple[str, str], ...] = ()
 
@@ -368,6 +370,7 @@ def _environment(name: str, raw: dict[str, Any]) -> Environment:
         gpu=parse_gpu(raw.get("gpu")),
         autoscaling=parse_autoscaling(raw.get("autoscaling")),
         pod_security=parse_pod_security(raw.get("pod_security")),
+        pods=parse_pod_options(raw.get("pods")),
     )
 
 

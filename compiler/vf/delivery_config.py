@@ -50,13 +50,19 @@ class ArgoCD:
     project: str = "default"
     server: str = "https://kubernetes.default.svc"
     auto_sync: bool = True
+    app_project: bool = False  # also emit the AppProject ``project``, locked to this flow
 
 
 @dataclass(frozen=True, kw_only=True)
 class Flux:
     namespace: str = "flux-system"
     interval: str = "10m"
+    retry_interval: str = "2m"
     source: SourceRef | None = None
+    revision_type: str | None = None  # branch, tag, semver, commit or name; None: inferred
+    secret_ref: str | None = None  # the Secret with the credentials of a private repository
+    service_account: str | None = None  # who applies (Flux impersonation)
+    helm_release: bool = False  # also a HelmRelease per environment, for the chart
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,7 +133,23 @@ def parse_gitops(
     )
     if gitops.flux is not None and gitops.flux.source is None:
         problems.extend(_flux_url_problems(gitops, source=source))
+        problems.extend(_flux_secret_problems(gitops, source=source))
     return gitops, problems
+
+
+def _flux_secret_problems(gitops: GitOps, *, source: str) -> list[Problem]:
+    if not gitops.repo_url.startswith("ssh://") or (gitops.flux and gitops.flux.secret_ref):
+        return []
+    return [
+        Problem(
+            code="VF_CONFIG_GITOPS",
+            what=f"gitops.repo_url {gitops.repo_url!r}: Flux fetches an ssh:// repository "
+            "only with a key, and gitops.flux.secret_ref names none",
+            remedy="create the Secret (flux create secret git NAME --url=...) and set "
+            "gitops.flux.secret_ref: NAME",
+            where=source,
+        )
+    ]
 
 
 def _flux_url_problems(gitops: GitOps, *, source: str) -> list[Problem]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vf.diff_claims import claim_findings
 from vf.diff_flow import FlowChange, flow_change
 from vf.diff_plan import BREAKING, INFO, WARNING, Finding, plan_findings
 from vf.emit_kustomize import json_patch
@@ -124,13 +125,14 @@ def _env_diff(env: str, *, committed: Mapping[str, str], fresh: Mapping[str, str
         return EnvDiff(environment=env, status="removed", findings=(finding,), resources=())
     old_objects = _index(build_overlay(committed, env=env))
     new_objects = _index(build_overlay(fresh, env=env))
-    runs = (str((old_plan or {}).get("run_id", "")), str(new_plan.get("run_id", "")))
-    resources = _resources(old_objects, new=new_objects, runs=runs)
+    renames = _renames(old_plan or {}, new=new_plan)
+    resources = _resources(old_objects, new=new_objects, renames=renames)
     if old_plan is None:
         return EnvDiff(environment=env, status="added", findings=(), resources=resources)
     findings = [
         *plan_findings(old_plan, new=new_plan),
         *_object_findings(old_objects, new=new_objects),
+        *_replaced_jobs(resources),
     ]
     changed = bool(findings or resources or old_plan != new_plan)
     return EnvDiff(
@@ -147,18 +149,72 @@ def _index(objects: Sequence[Obj]) -> dict[Key, Obj]:
     }
 
 
-def _as_run(old: Mapping[Key, Obj], *, runs: tuple[str, str]) -> dict[Key, tuple[str, Obj]]:
-    """Old objects as the new run would name them, each with its committed name."""
-    before, after = runs
-    if not before or before == after:
-        return {key: (key[1], obj) for key, obj in old.items()}
-    return {
-        (kind, name.replace(before, after)): (
-            name,
-            json.loads(json.dumps(obj).replace(before, after)),
+def _names(plan: Mapping[str, Any]) -> dict[str, str]:
+    """The names the plan gives a role that a change may rename (Jobs carry their tag)."""
+    provision = plan.get("provision") or {}
+    out = {"broker": plan.get("broker_configmap"), "provision": provision.get("job")}
+    for w in plan.get("workloads") or []:
+        out[f"node {w['node']}"] = w.get("name")
+        out[f"env {w['node']}"] = w.get("env_configmap")
+    for g in (plan.get("gpu") or {}).get("grants") or []:
+        out[f"claim {g['node']}"] = g.get("claim_template")
+    return {role: str(name) for role, name in out.items() if name}
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Renames:
+    """Committed names → the new plan's name of the same role, and the run id change."""
+
+    names: Mapping[str, str]
+    run: tuple[str, str] | None
+
+
+def _renames(old: Mapping[str, Any], *, new: Mapping[str, Any]) -> _Renames:
+    before, after = _names(old), _names(new)
+    pairs = {before[r]: after[r] for r in before if r in after and before[r] != after[r]}
+    runs = (str(old.get("run_id", "")), str(new.get("run_id", "")))
+    return _Renames(names=pairs, run=runs if runs[0] and runs[0] != runs[1] else None)
+
+
+def _as_run(old: Mapping[Key, Obj], *, renames: _Renames) -> dict[Key, tuple[str, Obj]]:
+    """Old objects as the new plan would name them, each with its committed name."""
+    out: dict[Key, tuple[str, Obj]] = {}
+    for (kind, name), obj in old.items():
+        new_name, text = renames.names.get(name, name), json.dumps(obj)
+        for before, after in renames.names.items():
+            text = text.replace(f'"{before}"', f'"{after}"')
+        if renames.run is not None:
+            new_name, text = new_name.replace(*renames.run), text.replace(*renames.run)
+        out[(kind, new_name)] = (name, obj if text == json.dumps(obj) else json.loads(text))
+    return out
+
+
+_REPLACED = {
+    "Job": (
+        "job",
+        "a Job's pod template is immutable, so its name carries the template's tag): the "
+        "sync creates it, the prune removes the old one, and the work runs again",
+    ),
+    "ResourceClaimTemplate": (
+        "gpu",
+        "a claim template's spec is immutable, so its name carries a digest of it): the "
+        "sync creates it, the pods that use it roll onto new claims, the prune removes the old",
+    ),
+}
+
+
+def _replaced_jobs(resources: Sequence[ResourceChange]) -> list[Finding]:
+    """Objects whose immutable spec changed, made safe by a new name: what will happen."""
+    return [
+        Finding(
+            category=_REPLACED[r.kind][0],
+            subject=f"{r.kind}/{r.name}",
+            message=f"replaces {r.kind}/{r.previous} ({_REPLACED[r.kind][1]}",
+            severity=WARNING,
         )
-        for (kind, name), obj in old.items()
-    }
+        for r in resources
+        if r.kind in _REPLACED and r.action == "replaced"
+    ]
 
 
 def _fields(old: Obj, *, new: Obj) -> tuple[str, ...]:
@@ -168,10 +224,10 @@ def _fields(old: Obj, *, new: Obj) -> tuple[str, ...]:
 
 
 def _resources(
-    old: Mapping[Key, Obj], *, new: Mapping[Key, Obj], runs: tuple[str, str]
+    old: Mapping[Key, Obj], *, new: Mapping[Key, Obj], renames: _Renames
 ) -> tuple[ResourceChange, ...]:
-    """Objects added, removed, changed, or replaced by the new run's object of that role."""
-    renamed = _as_run(old, runs=runs)
+    """Objects added, removed, changed, or replaced by the new object of that role."""
+    renamed = _as_run(old, renames=renames)
     changes = []
     for key in sorted(set(renamed) | set(new)):
         kind, name = key
@@ -198,26 +254,8 @@ def _object_findings(old: Mapping[Key, Obj], *, new: Mapping[Key, Obj]) -> list[
     found: list[Finding] = []
     for key in sorted(set(old) & set(new)):
         a, b = old[key], new[key]
-        if a == b:
-            continue
-        kind, name = key
-        spec_a, spec_b = a.get("spec") or {}, b.get("spec") or {}
-        if kind == "Job" and spec_a != spec_b:
-            found.append(
-                Finding(
-                    category="job",
-                    subject=f"Job/{name}",
-                    message="will be re-created (a Job's pod template is immutable); "
-                    "a finished Job runs again",
-                    severity=WARNING,
-                )
-            )
-        if kind in _SELECTOR_KINDS and spec_a.get("selector") != spec_b.get("selector"):
-            found.append(_immutable((kind, name), field="spec.selector"))
-        if kind == "StatefulSet":
-            for field in _STATEFULSET_IMMUTABLE:
-                if spec_a.get(field) != spec_b.get(field):
-                    found.append(_immutable((kind, name), field=f"spec.{field}"))
+        if a != b:
+            found.extend(_changed(key, old=a.get("spec") or {}, new=b.get("spec") or {}))
     for key in sorted(set(new) - set(old)):
         if key[0] == "ScaledObject":
             message = "KEDA now scales this worker; its Deployment leaves replicas to KEDA"
@@ -229,13 +267,41 @@ def _object_findings(old: Mapping[Key, Obj], *, new: Mapping[Key, Obj]) -> list[
     return found
 
 
+def _changed(key: Key, *, old: Obj, new: Obj) -> list[Finding]:
+    """What the API server does with an object changed in place under the same name."""
+    kind, name = key
+    found: list[Finding] = []
+    if kind in ("Job", "ResourceClaimTemplate") and old != new:
+        what = "pod template" if kind == "Job" else "spec"
+        found.append(
+            Finding(
+                category="immutable",
+                subject=f"{kind}/{name}",
+                message=f"its {what} changed under the same name: the API server refuses "
+                f"it. vf names every {kind} by its {what}; recompile rather than edit the tree",
+                severity=BREAKING,
+            )
+        )
+    if kind in _SELECTOR_KINDS and old.get("selector") != new.get("selector"):
+        found.append(_immutable(key, field="spec.selector"))
+    if kind == "StatefulSet":
+        for field in _STATEFULSET_IMMUTABLE:
+            if old.get(field) != new.get(field):
+                found.append(_immutable(key, field=f"spec.{field}"))
+    if kind == "PersistentVolumeClaim":
+        found.extend(claim_findings(name, old=old, new=new))
+    return found
+
+
 def _immutable(key: Key, *, field: str) -> Finding:
     kind, name = key
     return Finding(
         category="selector" if field == "spec.selector" else "immutable",
         subject=f"{kind}/{name}",
         message=f"{field} changed: the API server refuses this in place; delete the "
-        f"{kind} before syncing (or change the flow so vf starts a new run)",
+        f"{kind} before syncing (kubectl delete {kind.lower()} {name} --cascade=orphan keeps "
+        "its pods and claims; existing claims keep their old class and size), or change the "
+        "flow so vf starts a new run",
         severity=BREAKING,
     )
 

@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vf import names, yamlout
+from vf.argocd_project import app_project
 from vf.delivery_config import ArgoCD, Flux, GitOps
+from vf.flux_helm import flux_path, helm_release
 from vf.planir import Plan
 
 Obj = dict[str, Any]
@@ -22,6 +24,8 @@ FLUX_KUSTOMIZE_API = "kustomize.toolkit.fluxcd.io/v1"
 FLUX_SOURCE_API = "source.toolkit.fluxcd.io/v1"
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 _COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
+_TAG = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?\Z")  # v1.2.0, 1.2.0-rc.1
+_SEMVER_RANGE = re.compile(r"[<>=~^*]|(^|\.)[xX](\.|$)")  # >=1.0.0, ~1.2, 1.x
 ARGOCD_SYNC_OPTIONS = (
     "ApplyOutOfSyncOnly=true",
     "CreateNamespace=true",
@@ -60,11 +64,15 @@ def emit_gitops(
             )
             for plan in plans
         }
+        if gitops.argocd.app_project:
+            files["appproject.yaml"] = app_project(
+                gitops, argocd=gitops.argocd, plans=plans, objects=objects
+            )
         tree.update(_folder("gitops/argocd", files=files))
     if gitops.flux is not None:
         files = {
-            f"kustomization-{plan.environment}.yaml": _flux_kustomization(
-                gitops, flux=gitops.flux, plan=plan
+            _flux_file(gitops.flux, env=plan.environment): _flux_delivery(
+                gitops, flux=gitops.flux, plan=plan, objects=objects[plan.environment]
             )
             for plan in plans
         }
@@ -142,23 +150,58 @@ def _source_name(flow_id: str) -> str:
     return names.k8s_name(flow_id, "deploy")
 
 
-def _flux_kustomization(gitops: GitOps, *, flux: Flux, plan: Plan) -> Obj:
-    source: Obj
-    if flux.source is not None:
-        source = {"kind": flux.source.kind, "name": flux.source.name}
-        if flux.source.namespace is not None:
-            source["namespace"] = flux.source.namespace
-    else:
-        source = {"kind": "GitRepository", "name": _source_name(plan.flow_id)}
+def _flux_file(flux: Flux, *, env: str) -> str:
+    return f"helmrelease-{env}.yaml" if flux.helm_release else f"kustomization-{env}.yaml"
+
+
+def _flux_delivery(gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj]) -> Obj:
+    if flux.helm_release:
+        return helm_release(gitops, flux=flux, plan=plan, source=_flux_source(flux, plan=plan))
+    return _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects)
+
+
+def _flux_source(flux: Flux, *, plan: Plan) -> Obj:
+    if flux.source is None:
+        return {"kind": "GitRepository", "name": _source_name(plan.flow_id)}
+    source = {"kind": flux.source.kind, "name": flux.source.name}
+    if flux.source.namespace is not None:
+        source["namespace"] = flux.source.namespace
+    return source
+
+
+def _health_checks(objects: Sequence[Obj]) -> list[Obj]:
+    """A BATCH flow's health: the broker and store it provisions (its Jobs finish, so Flux
+    cannot wait on them); Ready means the flow can run."""
+    return [
+        {
+            "apiVersion": str(o["apiVersion"]),
+            "kind": str(o["kind"]),
+            "name": str(o["metadata"]["name"]),
+            "namespace": str(o["metadata"]["namespace"]),
+        }
+        for o in objects
+        if o["kind"] in ("Deployment", "StatefulSet")
+        and "vf.dev/infra" in (o["metadata"].get("labels") or {})
+    ]
+
+
+def _flux_kustomization(gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj]) -> Obj:
     spec: Obj = {
         "interval": flux.interval,
-        "path": "./" + overlay_path(gitops, env=plan.environment),
+        "retryInterval": flux.retry_interval,
+        "path": flux_path(gitops, flux=flux, below=f"overlays/{plan.environment}"),
         "prune": True,
-        "sourceRef": source,
+        "sourceRef": _flux_source(flux, plan=plan),
         "timeout": "5m",
-        # A batch Job is healthy only once it has finished, which can outlast any timeout.
+        # A REALTIME flow is Ready once every workload is; a BATCH one once its broker and
+        # store are (a Job is healthy only when finished, which can outlast any timeout).
         "wait": plan.flow_type != "batch",
     }
+    checks = _health_checks(objects) if plan.flow_type == "batch" else []
+    if checks:
+        spec["healthChecks"] = checks
+    if flux.service_account is not None:
+        spec["serviceAccountName"] = flux.service_account
     secret = gitops.destination(plan.environment).kubeconfig_secret
     if secret is not None:
         spec["kubeConfig"] = {"secretRef": {"name": secret}}
@@ -174,14 +217,24 @@ def _flux_kustomization(gitops: GitOps, *, flux: Flux, plan: Plan) -> Obj:
     }
 
 
+def git_ref(revision: str, *, kind: str | None) -> dict[str, str]:
+    """A GitRepository ``ref``: the declared kind, else what the revision looks like."""
+    if kind is None:
+        if _COMMIT.match(revision):
+            kind = "commit"
+        elif revision.startswith("refs/"):
+            kind = "name"
+        elif _TAG.match(revision):
+            kind = "tag"
+        elif _SEMVER_RANGE.search(revision):
+            kind = "semver"
+        else:
+            kind = "branch"
+    return {kind: revision}
+
+
 def _git_repository(gitops: GitOps, *, flux: Flux, flow_id: str) -> Obj:
-    revision = gitops.revision
-    if _COMMIT.match(revision):
-        ref = {"commit": revision}
-    elif revision.startswith("refs/"):
-        ref = {"name": revision}
-    else:
-        ref = {"branch": revision}
+    ref = git_ref(gitops.revision, kind=flux.revision_type)
     flow = names.label_value(flow_id)
     return {
         "apiVersion": FLUX_SOURCE_API,
@@ -195,5 +248,10 @@ def _git_repository(gitops: GitOps, *, flux: Flux, flow_id: str) -> Obj:
                 "vf.dev/flow": flow,
             },
         },
-        "spec": {"interval": "1m", "ref": ref, "url": gitops.repo_url},
+        "spec": {
+            "interval": "1m",
+            "ref": ref,
+            "url": gitops.repo_url,
+            **({"secretRef": {"name": flux.secret_ref}} if flux.secret_ref else {}),
+        },
     }

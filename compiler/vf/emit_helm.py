@@ -19,9 +19,19 @@ from typing import Any
 from vf import yamlout
 from vf.emit_kustomize import object_file
 from vf.filetext import Chunks, FileText, whole
+from vf.helm_image_tag import IMAGE_TAG_VALUES, retagged
 from vf.helm_schema import values_schema
 from vf.helm_slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
-from vf.helm_text import RELEASE_NAMESPACE, object_template, render_text
+from vf.helm_text import (
+    HELM_CHART_LABEL,
+    IN_RELEASE_NAMESPACE,
+    RELEASE_NAMESPACE,
+    RELEASE_SERVICE,
+    TEMPLATED,
+    WRAP,
+    object_template,
+    render_text,
+)
 from vf.jsontext import json_chunks
 from vf.ordering import with_helm_hooks, without_tool_annotations
 
@@ -53,9 +63,15 @@ class _Template:
 
 
 def _prepared(objects: Sequence[Obj], *, namespaced: set[Key]) -> dict[Key, Obj]:
-    """Chart copies of one environment's objects: Helm hooks, no namespace (noted aside)."""
+    """Chart copies of one environment's objects: Helm hooks, no namespace (noted aside).
+
+    The Namespace itself is left out: the release's namespace exists before any object of
+    the release (``--create-namespace``), and Helm cannot adopt it.
+    """
     out: dict[Key, Obj] = {}
     for obj in objects:
+        if obj.get("kind") == "Namespace":
+            continue
         clean = with_helm_hooks(without_tool_annotations(obj))
         key = (str(clean["kind"]), str(clean["metadata"]["name"]))
         if clean["metadata"].pop("namespace", None) is not None:
@@ -82,12 +98,13 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
             versions={e: indexed[e][key] for e in envs if key in indexed[e]},
             envs=envs,
             namespaced=key in namespaced,
+            namespaces=info.namespaces,
         )
         for key in keys
     ]
     del indexed
     templates = _resolve_keys(templates, envs=envs)
-    values = {env: _values(templates, env=env) for env in envs}
+    values = {env: {**_values(templates, env=env), **IMAGE_TAG_VALUES} for env in envs}
     makers: dict[str, Callable[[], FileText]] = {}
     for tpl in templates:
         guard = ("objects", f"{tpl.key[0]}/{tpl.key[1]}") if tpl.partial else None
@@ -99,6 +116,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     for env in envs:
         makers[f"values-{env}.yaml"] = partial(yamlout.dump, _nulled(default, env=values[env]))
     makers["values.schema.json"] = partial(_schema_text, values)
+    makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
     context = _context(info, templates=templates, envs=envs)
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
     makers["README.md"] = partial(render_text, "README.md", context=context)
@@ -144,11 +162,89 @@ class _Digest:
         return self._sha.hexdigest()
 
 
+def _with_release_slots(
+    slots: list[Slot], *, versions: Mapping[str, Obj], namespaces: Mapping[str, str]
+) -> list[Slot]:
+    """``slots`` plus what Helm itself supplies: a Service name in the environment's
+    namespace (``x.<ns>.svc``) follows the release's, and Helm's standard labels."""
+    first = sorted(versions)[0]
+    extra: list[Slot] = []
+    for path, text in _strings(versions[first]):
+        marker = f".{namespaces[first]}.svc"
+        head, found, tail = text.partition(marker)
+        if not found:
+            continue
+        if all(
+            _get(v, path=path) == f"{head}.{namespaces[e]}.svc{tail}" for e, v in versions.items()
+        ):
+            key = (IN_RELEASE_NAMESPACE, head, tail)
+            extra.append(Slot(path=path, values=dict.fromkeys(versions, text), key=key))
+    if "labels" in versions[first]["metadata"]:
+        for label, helm_key in _HELM_LABELS:
+            extra.append(Slot(path=label, values=dict.fromkeys(versions, ""), key=helm_key))
+    covered = {s.path for s in extra}
+    kept = [
+        _templated(s, namespaces=namespaces)
+        for s in slots
+        if s.path not in covered and not _under(s.path, covered)
+    ]
+    return kept + [s for s in extra if not any(_under(s.path, {k.path}) for k in kept)]
+
+
+def _templated(slot: Slot, *, namespaces: Mapping[str, str]) -> Slot:
+    """A value naming its environment's namespace (``x.<ns>.svc``) names the release's
+    instead: the values hold ``{{ .Release.Namespace }}`` and the template renders them."""
+    values = {}
+    for env, value in slot.values.items():
+        marker = f".{namespaces[env]}.svc"
+        named = isinstance(value, str) and marker in value
+        values[env] = value.replace(marker, ".{{ .Release.Namespace }}.svc") if named else value
+    if values == dict(slot.values) or slot.key[0].startswith("$"):
+        return slot
+    return Slot(path=slot.path, values=values, key=(TEMPLATED, *slot.key))
+
+
+_HELM_LABELS = (
+    (("metadata", "labels", "helm.sh/chart"), HELM_CHART_LABEL),
+    (("metadata", "labels", "app.kubernetes.io/managed-by"), RELEASE_SERVICE),
+)
+
+
+def _under(path: tuple[Any, ...], parents: set[tuple[Any, ...]]) -> bool:
+    return any(len(p) < len(path) and path[: len(p)] == p for p in parents)
+
+
+def _strings(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, (*path, i))
+
+
+def _get(obj: Any, *, path: tuple[Any, ...]) -> Any:
+    try:
+        for part in path:
+            obj = obj[part]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return obj
+
+
 def _template(
-    key: Key, *, versions: dict[str, Obj], envs: Sequence[str], namespaced: bool
+    key: Key,
+    *,
+    versions: dict[str, Obj],
+    envs: Sequence[str],
+    namespaced: bool,
+    namespaces: Mapping[str, str],
 ) -> _Template:
     base = versions[sorted(versions)[0]]  # read, never changed: object_template copies
-    slots = find_slots(versions)
+    slots = _with_release_slots(find_slots(versions), versions=versions, namespaces=namespaces)
+    slots = retagged(slots, versions=versions)
     if namespaced:
         ns = Slot(
             path=("metadata", "namespace"),
@@ -206,12 +302,14 @@ def _values(templates: Sequence[_Template], *, env: str) -> Obj:
                 merge=False,
             )
         for slot in tpl.slots:
-            if slot.key == RELEASE_NAMESPACE:
-                continue
+            key = slot.key[1:] if slot.key[0] == TEMPLATED else slot.key
+            key = key[2:] if key[0] == WRAP else key
+            if key[0].startswith("$"):
+                continue  # Helm supplies it
             value = slot.values.get(env, ABSENT)
             _put(
                 out,
-                key=slot.key,
+                key=key,
                 value=None if value is ABSENT else copy.deepcopy(value),
                 merge=True,
             )

@@ -1,9 +1,10 @@
-"""Emit the Kustomize tree: ``base/`` shared by every environment, ``overlays/<env>/`` patches.
+"""Emit the Kustomize tree: ``overlays/<env>/`` per environment, ``components/`` shared.
 
-An object identical in every environment (namespace aside) goes to ``base/`` as is;
-a field that differs becomes a JSON 6902 patch in the overlays; an object present in
-only some environments lives in those overlays. Building an overlay therefore gives
-exactly the objects of that environment's plan.
+With one environment its objects go to ``base/``. With several, each overlay holds its own
+objects (``resources/``), so a change to one environment touches only its overlay and its
+plan; what the environments share by construction are the shipped components (named for
+the flow), which each overlay patches. Building an overlay therefore gives exactly the
+objects of that environment's plan.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vf import yamlout
-from vf.infra import component_files, component_objects
 from vf.ordering import with_sync_waves
 
 Obj = dict[str, Any]
@@ -47,6 +47,8 @@ class EnvObjects:
     objects: Sequence[Obj]
     components: Mapping[str, Sequence[Obj]]
     generated: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
+    # each shipped component as the flow names it: what ``components/<name>/`` holds
+    shapes: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
 
 
 def _with_sync_waves(env: EnvObjects) -> EnvObjects:
@@ -56,6 +58,7 @@ def _with_sync_waves(env: EnvObjects) -> EnvObjects:
         objects=[with_sync_waves(o) for o in env.objects],
         components={c: [with_sync_waves(o) for o in objs] for c, objs in env.components.items()},
         generated={c: [with_sync_waves(o) for o in objs] for c, objs in env.generated.items()},
+        shapes=env.shapes,
     )
 
 
@@ -84,7 +87,10 @@ def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]
         for env in names
     }
     first = indexed[names[0]]
-    common = [k for k in first if all(k in indexed[e] for e in names)]
+    # With several environments every object lives in its own overlay: an object shared
+    # through base/ moves out of it (and into the other overlays' patches) as soon as one
+    # environment changes it, so a one-environment change would touch the others' files.
+    common = list(first) if len(names) == 1 else []
     base_files = []
     for key in common:
         name = object_file(first[key])
@@ -96,26 +102,27 @@ def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]
             {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": sorted(base_files)}
         ),
     )
+    shapes = {c: objs for env in reversed(names) for c, objs in envs[env].shapes.items()}
     for component in sorted({c for env in names for c in envs[env].components}):
-        for file, text in component_files(component).items():
-            yield f"components/{component}/{file}", text
+        yield from _component_files(component, shapes[component]).items()
     for env in names:
         for component, objects in sorted(envs[env].generated.items()):
-            yield from _generated_component(component, objects).items()
+            yield from _component_files(component, objects).items()
     for env in names:
         overlay = _Overlay(root=f"overlays/{env}", namespace=envs[env].namespace)
         overlay.add_resources(indexed[env], exclude=set(common))
         for key in common:
             overlay.add_patch(key, first[key], indexed[env][key])
         for component, objects in sorted(envs[env].components.items()):
-            overlay.add_component(component, objects)
+            overlay.add_component(component, objects, shapes=shapes[component])
         for component in sorted(envs[env].generated):
             overlay.components.append(f"../../components/{component}")
         yield from overlay.files().items()
 
 
-def _generated_component(component: str, objects: Sequence[Obj]) -> Tree:
-    """A component vf writes itself (its objects are exactly one environment's)."""
+def _component_files(component: str, objects: Sequence[Obj]) -> Tree:
+    """A component's folder: a shipped one named for the flow (``infra.flow_component``),
+    or one vf writes itself (its objects are exactly one environment's)."""
     root = f"components/{component}"
     tree: Tree = {}
     for obj in objects:
@@ -157,9 +164,11 @@ class _Overlay:
                 {"path": f"patches/{name}", "target": {"kind": key[0], "name": key[1]}}
             )
 
-    def add_component(self, component: str, objects: Sequence[Obj]) -> None:
+    def add_component(
+        self, component: str, objects: Sequence[Obj], *, shapes: Sequence[Obj]
+    ) -> None:
         self.components.append(f"../../components/{component}")
-        shipped = {_key(o): o for o in component_objects(component)}
+        shipped = {_key(o): o for o in shapes}
         for obj in objects:
             self.add_patch(_key(obj), shipped[_key(obj)], _without_namespace(obj))
 

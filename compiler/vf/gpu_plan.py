@@ -3,6 +3,10 @@ against the declared inventory when there is one."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import replace
+
 from vf import names
 from vf.errors import Problem
 from vf.gpu_config import GpuNode, GpuTarget
@@ -12,6 +16,8 @@ from vf.gpu_pack import Bin, Card, MixResult, Pod, pack_whole, solve_mix
 from vf.graph import NodeIR
 from vf.mig import family_of
 from vf.plan_context import PlanContext
+from vf.plan_jobs import tagged_name
+from vf.planir import record_to_json
 from vf_runtime.constants import GPU
 
 UNKNOWN = "unknown: no inventory declared, feasibility was not checked"
@@ -272,8 +278,12 @@ def _plan_dra(ctx: PlanContext, nodes: list[NodeIR], problems: list[Problem]) ->
         )
     claims, grants = [], []
     for node in nodes:
-        template = names.k8s_name("vf", ctx.flow_id, ctx.run_id, node.name, "gpu")
-        claim = _claim(ctx, node, template, problems)
+        claim = _claim(ctx, node, "", problems)
+        # A ResourceClaimTemplate's spec is immutable: its name carries a digest of it, so a
+        # changed claim is a new template (and the pods that use it roll onto it).
+        tag = "c" + hashlib.sha256(json.dumps(record_to_json(claim)).encode()).hexdigest()[:7]
+        template = tagged_name("vf", ctx.flow_id, ctx.run_id, node.name, "gpu", tag=tag)
+        claim = replace(claim, template=template)
         claims.append(claim)
         grants.append(
             GpuGrant(

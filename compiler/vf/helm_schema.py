@@ -38,6 +38,18 @@ def values_schema(values: Mapping[str, Obj]) -> Obj:
         "type": "object",
         "description": "Values a parent chart shares with its subcharts.",
     }
+    root["properties"]["image"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "tag": {
+                "type": ["string", "null"],
+                "pattern": "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$",
+                "description": "One tag for every image of the flow (workers, provision Job); "
+                "renames the Jobs, so an upgrade creates new ones.",
+            }
+        },
+    }
     root["properties"]["enabled"] = {
         "type": "boolean",
         "description": "Read by a parent chart's dependency condition; unused here.",

@@ -23,6 +23,18 @@ from vf.resources import resource_dir
 
 Obj = dict[str, Any]
 RELEASE_NAMESPACE: ValueKey = ("$release-namespace",)
+# Keys starting with "$" are not values: they name what Helm itself knows.
+IN_RELEASE_NAMESPACE = "$in-release-namespace"  # (it, head, tail): head.<ns>.svc tail
+TEMPLATED = "$tpl"  # ("$tpl", *key): the value at key, rendered with the release (tpl)
+WRAP = "$wrap"  # ("$wrap", helper, *inner): inner through vf.<helper> with image.tag
+LITERAL = "$lit"  # ("$lit", text): text as it is
+HELM_CHART_LABEL: ValueKey = ("$helm-chart",)
+RELEASE_SERVICE: ValueKey = ("$release-service",)
+_BUILT_IN = {
+    RELEASE_NAMESPACE: ".Release.Namespace",
+    HELM_CHART_LABEL: '(printf "%s-%s" .Chart.Name (.Chart.Version | replace "+" "_"))',
+    RELEASE_SERVICE: ".Release.Service",
+}
 _encode_ascii = json.encoder.encode_basestring_ascii  # json.dumps(text) of a str, in C
 _ITEM_HEAD = re.compile(r"^(\s*)- (.*)$")
 
@@ -38,8 +50,17 @@ def go_string(text: str) -> str:
 
 
 def values_expr(key: ValueKey) -> str:
-    if key == RELEASE_NAMESPACE:
-        return ".Release.Namespace"
+    if key in _BUILT_IN:
+        return _BUILT_IN[key]
+    if key[0] == TEMPLATED:
+        return f"(tpl {values_expr(key[1:])} $)"
+    if key[0] == LITERAL:
+        return go_string(key[1])
+    if key[0] == WRAP:
+        return f'(include "vf.{key[1]}" (list {values_expr(key[2:])} $.Values.image.tag))'
+    if key[0] == IN_RELEASE_NAMESPACE:
+        head, tail = (go_string(part) for part in key[1:])
+        return f'(printf "%s.%s.svc%s" {head} .Release.Namespace {tail})'
     return "(index .Values " + " ".join(go_string(part) for part in key) + ")"
 
 

@@ -42,7 +42,45 @@ def component_objects(name: str) -> list[Obj]:
     return copy.deepcopy(list(_component_objects(name)))
 
 
-def nats_conf(*, durable: bool, replicas: int) -> str:
+SHIPPED_BROKER, SHIPPED_STORE = "vf-nats", "vf-redis"
+INFRA_LABEL, FLOW_LABEL = "vf.dev/infra", "vf.dev/flow"
+
+
+def _renames(infra: Infra) -> dict[str, str]:
+    """The shipped shapes' names → the flow's own (``vf-nats`` → ``vf-<flow>-nats`` …)."""
+    broker, store = infra.broker_name, infra.store_name
+    return {
+        SHIPPED_BROKER: broker,
+        f"{SHIPPED_BROKER}-config": f"{broker}-config",
+        f"{SHIPPED_BROKER}-headless": f"{broker}-headless",
+        SHIPPED_STORE: store,
+        f"{SHIPPED_STORE}-data": f"{store}-data",
+    }
+
+
+def _scoped(value: Any, *, renames: dict[str, str], flow: str) -> Any:
+    """``value`` with every shipped name replaced and the flow label beside every infra
+    label (metadata, selectors, pod templates, claim templates)."""
+    if isinstance(value, dict):
+        out = {k: _scoped(v, renames=renames, flow=flow) for k, v in value.items()}
+        if INFRA_LABEL in out:
+            out[FLOW_LABEL] = flow
+        return out
+    if isinstance(value, list):
+        return [_scoped(v, renames=renames, flow=flow) for v in value]
+    if isinstance(value, str):
+        return renames.get(value, value)
+    return value
+
+
+def flow_component(name: str, infra: Infra, *, flow: str) -> list[Obj]:
+    """A shipped component's objects named and labelled for one flow: the shape the
+    Kustomize tree writes under ``components/<name>/`` and patches per environment."""
+    renames = _renames(infra)
+    return [_scoped(o, renames=renames, flow=flow) for o in _component_objects(name)]
+
+
+def nats_conf(*, durable: bool, replicas: int, name: str = SHIPPED_BROKER) -> str:
     """The NATS server configuration of a profile (max_payload above vf's inline threshold)."""
     lines = ["port: 4222"]
     if durable:
@@ -57,18 +95,18 @@ def nats_conf(*, durable: bool, replicas: int) -> str:
         "}",
     ]
     if durable:
-        routes = [f"    nats://vf-nats-{i}.vf-nats-headless:6222" for i in range(replicas)]
+        routes = [f"    nats://{name}-{i}.{name}-headless:6222" for i in range(replicas)]
         lines += ["cluster {", "  name: vf", "  port: 6222", "  routes: [", *routes, "  ]", "}"]
     return "\n".join(lines) + "\n"
 
 
 def render_infra(
-    infra: Infra, *, namespace: str, pull_policy: str, priority_class: str | None
+    infra: Infra, *, namespace: str, pull_policy: str, priority_class: str | None, flow: str
 ) -> dict[str, list[Obj]]:
     """The objects of every component the environment provisions, keyed by component."""
     out: dict[str, list[Obj]] = {}
     for name in infra.components:
-        objects = component_objects(name)
+        objects = flow_component(name, infra, flow=flow)
         for obj in objects:
             obj["metadata"]["namespace"] = namespace
             _configure(obj, name, infra)
@@ -90,7 +128,9 @@ def _configure(obj: Obj, component: str, infra: Infra) -> None:
     kind = obj["kind"]
     if kind == "ConfigMap" and component.startswith("nats"):
         durable = component == "nats-durable"
-        obj["data"]["nats.conf"] = nats_conf(durable=durable, replicas=infra.broker_replicas)
+        obj["data"]["nats.conf"] = nats_conf(
+            durable=durable, replicas=infra.broker_replicas, name=infra.broker_name
+        )
     elif kind == "StatefulSet":
         obj["spec"]["replicas"] = infra.broker_replicas
         claim = obj["spec"]["volumeClaimTemplates"][0]["spec"]

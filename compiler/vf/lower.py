@@ -495,5 +495,5 @@ def _check_flow_id(flow_id: object, scan: _Scan) -> None:
         scan.add(
             "VF_GRAPH_FLOW_ID",
             f"flow_id {safe_repr(flow_id)} is not a valid flow id",
-            "use 1-32 lowercase letters, digits or '-', starting and ending alnum",
+            "use 1-63 lowercase letters, digits or '-', starting and ending alnum",
         )

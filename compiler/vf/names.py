@@ -16,7 +16,7 @@ _K8S_INVALID = re.compile(r"[^a-z0-9-]+")
 _BROKER_INVALID = re.compile(r"[^A-Za-z0-9_-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 NODE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?\Z")
-FLOW_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?\Z")
+FLOW_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")  # any label value
 RUN_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,14}[a-z0-9])?\Z")
 # An OCI image reference: registry[:port]/path[:tag][@sha256:digest], lowercase path.
 IMAGE_REF = re.compile(

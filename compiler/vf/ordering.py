@@ -61,16 +61,12 @@ def _annotated(obj: Mapping[str, Any], *, annotations: Mapping[str, str]) -> Obj
 
 
 def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
-    """A copy for the Kustomize tree: its Argo CD wave; Jobs are replaced when they change.
+    """A copy for the Kustomize tree: its Argo CD wave.
 
-    A Job's pod template is immutable, so a changed Job is deleted and created again by
-    Argo CD (``Force=true,Replace=true``, paired with ``ApplyOutOfSyncOnly=true`` in the
-    Applications vf writes) and by Flux (``force: enabled`` acts only on immutable fields).
+    Jobs need no force or replace rule: a Job whose pod template changes gets a new name
+    (``plan_jobs``), so every tool creates the new one and prunes the old.
     """
     annotations = {SYNC_WAVE: sync_wave(obj)}
-    if obj.get("kind") == "Job":
-        annotations[SYNC_OPTIONS] = "Force=true,Replace=true"
-        annotations[FLUX_FORCE] = "enabled"
     if obj.get("kind") == "Namespace":  # never delete a namespace (and all in it) on prune
         annotations[SYNC_OPTIONS] = "Prune=false"
         annotations[FLUX_PRUNE] = "disabled"
@@ -90,7 +86,8 @@ def with_helm_hooks(obj: Mapping[str, Any]) -> Obj:
     hooks = {
         HELM_HOOK: "post-install,post-upgrade",
         HELM_HOOK_WEIGHT: "0",
-        HELM_HOOK_DELETE: "before-hook-creation",
+        # Its name changes with its pod template (plan_jobs), and Helm never prunes hooks.
+        HELM_HOOK_DELETE: "before-hook-creation,hook-succeeded",
     }
     return _annotated(obj, annotations=hooks)
 

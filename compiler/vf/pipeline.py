@@ -7,6 +7,7 @@ import itertools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from vf import names
@@ -23,9 +24,10 @@ from vf.graph import Graph
 from vf.graph_checks import graph_module_classes
 from vf.isolate import load_graph
 from vf.jsontext import json_chunks, json_text
+from vf.neighbours import check_neighbours
 from vf.plan import plan_environment
 from vf.planir import Plan
-from vf.render import render_components, render_generated_components, render_plan
+from vf.render import render_components, render_generated_components, render_plan, render_shapes
 from vf.verify import verify
 
 UNUSED_IMAGE = "vf.invalid/no-image-needed:local"
@@ -44,6 +46,7 @@ class CompileRequest:
     # placeholder instead of VF_CONFIG_NO_IMAGE.
     images_optional: bool = False
     warn: Callable[[str], object] | None = None  # None: to standard error
+    out: Path | None = None  # where the tree goes: flows beside it must not collide with it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,10 +72,10 @@ def resolve_flow_id(graph: Graph, targets: Targets) -> str:
             raise VfError(
                 "VF_GRAPH_FLOW_ID",
                 f"flow_id {explicit!r} is not a valid flow id",
-                "use 1-32 lowercase letters, digits or '-', starting and ending alnum",
+                "use 1-63 lowercase letters, digits or '-', starting and ending alnum",
             )
         return explicit
-    derived = names.slug(graph.source_stem)[:32].strip("-")
+    derived = names.slug(graph.source_stem)[:63].strip("-")
     return derived or "flow"
 
 
@@ -124,6 +127,8 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
         views.append(env_view(document))
         sink(f"plan/{env.name}.json", Chunks(json_chunks(document)))
         del document  # the plan's JSON form is as large as the plan: free it now
+    if request.out is not None:
+        check_neighbours(plans, out=request.out)
     kustomize = kustomize_files(
         {
             plan.environment: EnvObjects(
@@ -131,6 +136,7 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
                 objects=objects[plan.environment],
                 components=render_components(plan),
                 generated=render_generated_components(plan),
+                shapes=render_shapes(plan),
             )
             for plan in plans
         }

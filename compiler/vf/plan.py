@@ -27,6 +27,7 @@ from vf.plan_context import (
 )
 from vf.plan_infra import plan_infra, plan_provision
 from vf.plan_inputs import check_config_nodes, resolve_images, resolve_replicas
+from vf.plan_jobs import broker_configmap, tag_jobs, tag_provision
 from vf.plan_security import plan_security, security_warnings
 from vf.planir import (
     PLAN_VERSION,
@@ -38,6 +39,7 @@ from vf.planir import (
     Workload,
     record_to_json,
 )
+from vf.pod_options import PodOptions, pod_problems
 from vf.workload_config import pod_mounts
 from vf_runtime.constants import BATCH, ENVELOPE_VERSION, GPU, HEALTH_PORT
 from vf_runtime.naming import RunNames
@@ -65,6 +67,7 @@ def plan_environment(
     replicas = resolve_replicas(graph, env, problems)
     images = resolve_images(graph, env, problems)
     check_config_nodes(graph, env, problems)
+    problems += pod_problems(env.name, options=env.pods, priority_class=env.priority_class)
     raise_if(problems)
     admission = admit(graph, env, flags=flags)
     run_id, run_source = _run_id(graph, env, flow_id=flow_id, replicas=replicas)
@@ -82,10 +85,12 @@ def plan_environment(
     raise_if(problems)
     workloads = tuple(_workload(ctx, node, images[node.name], gpu) for node in graph.nodes)
     raise_if(_rollout_problems(env, workloads))
-    security = plan_security(env, workloads=workloads)
+    security = plan_security(env, workloads=workloads, flow_id=flow_id)
     provision = plan_provision(ctx, images)
-    generation = _generation(graph, workloads=workloads, provision=provision)
+    generation = _generation(graph, workloads=workloads, provision=provision, gpu=gpu, env=env)
     broker = ctx.broker_names(generation)
+    ids = {"flow_id": flow_id, "run_id": run_id}
+    workloads = tag_jobs(workloads, **ids, generation=generation, gpu=gpu, pods=env.pods)
     return Plan(
         version=PLAN_VERSION,
         environment=env.name,
@@ -98,22 +103,23 @@ def plan_environment(
         generation=generation,
         image_pull_policy=env.image_pull_policy,
         priority_class=env.priority_class,
-        broker_configmap=names.k8s_name("vf", flow_id, run_id, "broker"),
+        broker_configmap=broker_configmap(flow_id=flow_id, run_id=run_id, generation=generation),
         network_policy=names.k8s_name("vf", flow_id, "netpol"),
         flow_labels=flow_labels,
         run_labels=run_labels,
-        provision=provision,
+        provision=tag_provision(provision, **ids, generation=generation, pods=env.pods),
         workloads=workloads,
         channels=tuple(
             _channel(ctx, node, admission.profile_of(node.name), broker=broker)
             for node in graph.nodes
             if node.children
         ),
-        infra=plan_infra(env),
+        infra=plan_infra(env, flow_id=flow_id),
         admission=admission,
         gpu=gpu,
         supervision=env.workloads.supervision,
         security=security,
+        pods=None if env.pods == PodOptions() else env.pods,
         warnings=_warnings(graph, images, admission) + security_warnings(security),
     )
 
@@ -140,7 +146,12 @@ def _run_id(
 
 
 def _generation(
-    graph: Graph, *, workloads: tuple[Workload, ...], provision: Provision
+    graph: Graph,
+    *,
+    workloads: tuple[Workload, ...],
+    provision: Provision,
+    gpu: GpuPlan | None,
+    env: Environment,
 ) -> str | None:
     """A BATCH environment's generation: a digest of everything that defines its work.
 
@@ -153,7 +164,14 @@ def _generation(
         return None
     work = [record_to_json(w) for w in workloads]
     text = json.dumps(
-        [work, provision.image, list(provision.topology_shards)],
+        # the GPU plan too: a Job's pod names its claim template, whose name digests the claim
+        [
+            work,
+            provision.image,
+            list(provision.topology_shards),
+            record_to_json(gpu),
+            record_to_json(env.pods),  # labels, pull Secrets, ServiceAccount: in every pod
+        ],
         sort_keys=True,
         separators=(",", ":"),
     )
@@ -221,8 +239,9 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str, gpu: GpuPlan | None) -
 def _resources(env: Environment, node: str) -> ContainerResources:
     table = dict(env.resources)
     chosen = table.get(node) or table.get("*")
-    if chosen is None:
-        return ContainerResources()
+    pods = env.pods
+    if chosen is None:  # requests by default: a BestEffort pod is evicted first
+        return ContainerResources(cpu=pods.default_cpu, memory=pods.default_memory)
     fallback = table.get("*")
 
     def pick(field: str) -> str | None:
@@ -232,8 +251,8 @@ def _resources(env: Environment, node: str) -> ContainerResources:
         return value if isinstance(value, str) else None
 
     return ContainerResources(
-        cpu=pick("cpu"),
-        memory=pick("memory"),
+        cpu=pick("cpu") or pods.default_cpu,
+        memory=pick("memory") or pods.default_memory,
         cpu_limit=pick("cpu_limit"),
         memory_limit=pick("memory_limit"),
     )

@@ -14,19 +14,34 @@ PROVISION_BACKOFF_LIMIT = 6
 TOPOLOGY_SHARD_BYTES = 256 * 1024
 # What creating streams and durables needs, so the Job is never the first pod evicted.
 PROVISION_RESOURCES = ContainerResources(cpu="50m", memory="64Mi", memory_limit="256Mi")
+# A StatefulSet's name leaves room for the controller-revision-hash label, and the broker's
+# companions (``-headless``, ``-config``) still fit 63 characters.
+INFRA_NAME_MAX = 52
 
 
-def plan_infra(env: Environment) -> Infra:
+def infra_names(flow_id: str) -> tuple[str, str]:
+    """The flow's own broker and payload store names, so flows share a namespace."""
+    return (
+        names.k8s_name("vf", flow_id, "nats", limit=INFRA_NAME_MAX),
+        names.k8s_name("vf", flow_id, "redis", limit=INFRA_NAME_MAX),
+    )
+
+
+def plan_infra(env: Environment, *, flow_id: str) -> Infra:
     """What the environment's broker and payload store are, and the components they need."""
     broker, store = env.broker, env.payload_store
+    broker_name, store_name = infra_names(flow_id)
     components = []
     if broker.profile in ("dev", "durable"):
         components.append(f"nats-{broker.profile}")
     if store.profile in ("dev", "durable", "cache"):
         components.append(f"redis-{store.profile}")
-    provisioned_nats = f"nats://vf-nats.{env.namespace}.svc:4222"
-    provisioned_redis = f"redis://vf-redis.{env.namespace}.svc:6379/0"
+    # In-namespace names: the same in every environment and wherever a release installs it.
+    provisioned_nats = f"nats://{broker_name}:4222"
+    provisioned_redis = f"redis://{store_name}:6379/0"
     return Infra(
+        broker_name=broker_name,
+        store_name=store_name,
         broker_profile=broker.profile,
         broker_replicas=broker.replicas,
         stream_replicas=broker.stream_replicas,

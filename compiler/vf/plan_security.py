@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from vf import names
 from vf.config import Environment
 from vf.errors import Problem, raise_if
 from vf.network_config import NATS_CLIENT_PORT, REDIS_PORT, Egress, Peer
+from vf.plan_infra import infra_names
 from vf.planir import Workload
 from vf.security_ir import EgressRule, InfraPolicy, Security
 
@@ -20,18 +22,20 @@ DNS_PORT = 53
 NATS_CLUSTER_PORT = 6222
 NATS_MONITOR_PORT = 8222
 INFRA_LABEL = "vf.dev/infra"
+FLOW_LABEL = "vf.dev/flow"
 RESTRICTED, PRIVILEGED = "restricted", "privileged"
 # Where KEDA's own install puts its operator, the pod that polls scaler endpoints.
 KEDA_OPERATOR = Peer(namespace="keda", pod_labels=(("app.kubernetes.io/name", "keda-operator"),))
 _PROVISIONED_STORES = ("dev", "durable", "cache")
 
 
-def plan_security(env: Environment, *, workloads: Sequence[Workload]) -> Security:
+def plan_security(env: Environment, *, workloads: Sequence[Workload], flow_id: str) -> Security:
     """Every security decision of ``env``; raise when the namespace would refuse its pods."""
     host_path_nodes = tuple(w.node for w in workloads if any(m.source for m in w.mounts))
+    flow = names.label_value(flow_id)
     security = Security(
-        worker_egress=_worker_egress(env),
-        infra_policies=_infra_policies(env),
+        worker_egress=_worker_egress(env, flow=flow),
+        infra_policies=_infra_policies(env, flow_id=flow_id),
         pod_security_level=PRIVILEGED if host_path_nodes else RESTRICTED,
         namespace_labels=env.pod_security.namespace_labels,
         namespace_component=(
@@ -70,8 +74,9 @@ def _tcp(purpose: str, *, ports: tuple[int, ...], to: tuple[Peer, ...]) -> Egres
     return EgressRule(purpose=purpose, ports=ports, protocols=("TCP",), to=to)
 
 
-def _infra_peer(infra: str) -> tuple[Peer, ...]:
-    return (Peer(pod_labels=((INFRA_LABEL, infra),)),)
+def _infra_peer(infra: str, *, flow: str) -> tuple[Peer, ...]:
+    """The flow's own broker or store pods (never another flow's in the same namespace)."""
+    return (Peer(pod_labels=((FLOW_LABEL, flow), (INFRA_LABEL, infra))),)
 
 
 def _external(purpose: str, *, egress: Egress | None) -> list[EgressRule]:
@@ -80,17 +85,17 @@ def _external(purpose: str, *, egress: Egress | None) -> list[EgressRule]:
     return [_tcp(purpose, ports=egress.ports, to=egress.to)]
 
 
-def _worker_egress(env: Environment) -> tuple[EgressRule, ...]:
+def _worker_egress(env: Environment, *, flow: str) -> tuple[EgressRule, ...]:
     rules = [EgressRule(purpose="dns", ports=(DNS_PORT,), protocols=("UDP", "TCP"), to=())]
     broker, store = env.broker, env.payload_store
     if broker.profile == "external":
         rules += _external("broker", egress=broker.egress)
     else:
-        rules.append(_tcp("broker", ports=(NATS_CLIENT_PORT,), to=_infra_peer("nats")))
+        rules.append(_tcp("broker", ports=(NATS_CLIENT_PORT,), to=_infra_peer("nats", flow=flow)))
     if store.profile == "external":
         rules += _external("payload-store", egress=store.egress)
     elif store.profile in _PROVISIONED_STORES:
-        rules.append(_tcp("payload-store", ports=(REDIS_PORT,), to=_infra_peer("redis")))
+        rules.append(_tcp("payload-store", ports=(REDIS_PORT,), to=_infra_peer("redis", flow=flow)))
     return tuple(rules)
 
 
@@ -103,13 +108,14 @@ def _monitoring(env: Environment) -> tuple[tuple[Peer, ...], str]:
     return (), "none"
 
 
-def _infra_policies(env: Environment) -> tuple[InfraPolicy, ...]:
+def _infra_policies(env: Environment, *, flow_id: str) -> tuple[InfraPolicy, ...]:
     policies = []
+    broker_name, store_name = infra_names(flow_id)
     if env.broker.profile != "external":
         peers, source = _monitoring(env)
         policies.append(
             InfraPolicy(
-                name="vf-nats",
+                name=broker_name,
                 infra="nats",
                 component="broker",
                 client_port=NATS_CLIENT_PORT,
@@ -122,7 +128,7 @@ def _infra_policies(env: Environment) -> tuple[InfraPolicy, ...]:
     if env.payload_store.profile in _PROVISIONED_STORES:
         policies.append(
             InfraPolicy(
-                name="vf-redis",
+                name=store_name,
                 infra="redis",
                 component="payload-store",
                 client_port=REDIS_PORT,

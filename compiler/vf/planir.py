@@ -13,6 +13,7 @@ from vf.admission import Admission
 from vf.capabilities import Known, Unknown, observation_json
 from vf.gpu_ir import GpuPlan
 from vf.infra_config import SecretRef
+from vf.pod_options import PodOptions
 from vf.security_ir import Security
 from vf.workload_config import Mount, Supervision
 from vf_runtime.components import ComponentPort
@@ -96,6 +97,8 @@ class Provision:
 class Infra:
     """The broker and payload store of an environment, and what vf provisions for them."""
 
+    broker_name: str  # the flow's own NATS workload and Service (also when external: unused)
+    store_name: str
     broker_profile: str
     broker_replicas: int
     stream_replicas: int
@@ -142,6 +145,7 @@ class Plan:
     warnings: tuple[str, ...]
     # BATCH only: the incarnation of the run these workloads make (omitted when None)
     generation: str | None = None
+    pods: PodOptions | None = None  # vf.yaml's pod options, when they are not the defaults
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
@@ -169,11 +173,13 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-_PAIR_FIELDS = frozenset({"env", "labels", "selector", "flow_labels", "run_labels", "pod_labels"})
+_PAIR_FIELDS = frozenset(
+    {"env", "labels", "selector", "flow_labels", "run_labels", "pod_labels", "annotations"}
+)
 
 
 # Fields added after plan v1 shipped: absent (not null) when unused, so plans stay as they were.
-_OMITTED_WHEN_NONE = frozenset({"component", "generation"})
+_OMITTED_WHEN_NONE = frozenset({"component", "generation", "pods"})
 
 
 def _field(name: str, value: Any) -> Any:

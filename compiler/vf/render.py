@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vf.infra import render_infra
+from vf.infra import flow_component, render_infra
 from vf.planir import ContainerResources, Pairs, Plan, Workload
+from vf.pod_options import PodOptions
 from vf.render_component import apply_component
 from vf.render_gpu import claim_templates, decorate_pod, mig_parted_configmap
+from vf.render_pods import apply_pod_options, metrics_objects, priority_class
 from vf.render_security import namespace_object, network_policies
 from vf_runtime.constants import HEALTH_PORT
 
@@ -26,7 +28,14 @@ def render_components(plan: Plan) -> dict[str, list[Obj]]:
         namespace=plan.namespace,
         pull_policy=plan.image_pull_policy,
         priority_class=plan.priority_class,
+        flow=dict(plan.flow_labels)["vf.dev/flow"],
     )
+
+
+def render_shapes(plan: Plan) -> dict[str, list[Obj]]:
+    """The shipped components named for the flow, as ``components/`` holds them."""
+    flow = dict(plan.flow_labels)["vf.dev/flow"]
+    return {c: flow_component(c, plan.infra, flow=flow) for c in plan.infra.components}
 
 
 def render_generated_components(plan: Plan) -> dict[str, list[Obj]]:
@@ -58,6 +67,16 @@ def render_plan(plan: Plan) -> list[Obj]:
         objects.append(_workload(plan, workload))
         if workload.pdb is not None:
             objects.append(_pdb(plan, workload))
+    options = plan.pods or PodOptions()
+    objects += priority_class(plan.priority_class, options=options)
+    objects += metrics_objects(
+        objects,
+        options=options,
+        flow_policy=plan.network_policy,
+        flow=dict(plan.flow_labels)["vf.dev/flow"],
+        namespace=plan.namespace,
+    )
+    apply_pod_options(objects, options=options)
     return objects
 
 

@@ -74,11 +74,12 @@ def _ports(ports: tuple[int, ...], *, protocols: tuple[str, ...] = ("TCP",)) -> 
 def _egress_rule(rule: EgressRule) -> Obj:
     out: Obj = {"ports": _ports(rule.ports, protocols=rule.protocols)}
     if rule.to:
-        out["to"] = [_peer(peer) for peer in rule.to]
+        out["to"] = [peer_selector(peer) for peer in rule.to]
     return out
 
 
-def _peer(peer: Peer) -> Obj:
+def peer_selector(peer: Peer) -> Obj:
+    """A NetworkPolicy peer: an address block, or pods by namespace and labels."""
     if peer.cidr is not None:
         return {"ipBlock": {"cidr": peer.cidr}}
     out: Obj = {}
@@ -90,7 +91,8 @@ def _peer(peer: Peer) -> Obj:
 
 
 def _infra_policy(plan: Plan, *, policy: InfraPolicy) -> Obj:
-    own = {"podSelector": {"matchLabels": {INFRA_LABEL: policy.infra}}}
+    flow = dict(plan.flow_labels)[FLOW_LABEL]
+    own = {"podSelector": {"matchLabels": {FLOW_LABEL: flow, INFRA_LABEL: policy.infra}}}
     ingress: list[Obj] = [
         {"from": [{"podSelector": _flow_selector(plan)}], "ports": _ports((policy.client_port,))}
     ]
@@ -103,7 +105,7 @@ def _infra_policy(plan: Plan, *, policy: InfraPolicy) -> Obj:
     if policy.monitoring_port is not None:
         ingress.append(
             {
-                "from": [_peer(peer) for peer in policy.monitoring_from],
+                "from": [peer_selector(peer) for peer in policy.monitoring_from],
                 "ports": _ports((policy.monitoring_port,)),
             }
         )
@@ -118,6 +120,7 @@ def _infra_policy(plan: Plan, *, policy: InfraPolicy) -> Obj:
         "app.kubernetes.io/component": policy.component,
         "app.kubernetes.io/managed-by": "vf",
         "app.kubernetes.io/name": policy.infra,
+        FLOW_LABEL: flow,
         INFRA_LABEL: policy.infra,
     }
     return {

@@ -56,7 +56,7 @@ def project_names(directory: Path, name: str | None) -> tuple[str, str]:
         raise VfError(
             "VF_INIT_NAME",
             f"{chosen!r} cannot name a pipeline (it becomes the flow id and a Python module)",
-            "pass --name with 1-32 lowercase letters, digits or '-', starting with a letter",
+            "pass --name with 1-63 lowercase letters, digits or '-', starting with a letter",
             str(directory),
         )
     return chosen, module

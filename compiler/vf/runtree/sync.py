@@ -1,6 +1,8 @@
 """Apply a rendered tree the way a sync tool does: kubectl and Flux apply everything at once,
 Argo CD applies by sync wave, each healthy before the next, and Argo CD and Helm run Helm's
-``post-install``/``post-upgrade`` hooks after the rest. Pruning comes last."""
+``post-install``/``post-upgrade`` hooks after the rest. Argo CD, Flux and Helm prune last
+(Helm: what left the release; hooks are not part of a release, so never pruned); ``kubectl
+apply`` without ``--prune`` leaves what left the tree in place."""
 
 from __future__ import annotations
 
@@ -16,11 +18,17 @@ Obj = dict[str, Any]
 
 
 HOOK_MODES = ("argocd", "helm")
+PRUNE_MODES = ("argocd", "flux", "helm")
 
 
 def _is_hook(obj: Obj, mode: str) -> bool:
     hooks = (obj["metadata"].get("annotations") or {}).get("helm.sh/hook", "")
     return mode in HOOK_MODES and bool({"post-install", "post-upgrade"} & set(hooks.split(",")))
+
+
+def _delete_policy(obj: Obj) -> set[str]:
+    policy = (obj["metadata"].get("annotations") or {}).get("helm.sh/hook-delete-policy", "")
+    return {p.strip() for p in policy.split(",")}
 
 
 def _keys(objects: Sequence[Obj]) -> set[tuple[str, str, str]]:
@@ -44,17 +52,21 @@ def _run_hooks(
     for weight in sorted(weights):
         group = weights[weight]
         for hook in group:
-            policy = (hook["metadata"].get("annotations") or {}).get(
-                "helm.sh/hook-delete-policy", ""
-            )
             k = (hook["kind"], hook["metadata"]["namespace"], hook["metadata"]["name"])
-            if "before-hook-creation" in policy and k in cluster.objects:
+            if "before-hook-creation" in _delete_policy(hook) and k in cluster.objects:
                 cluster.delete([k])
                 cluster.recreated.append(k[2])
                 cluster.run_until(cluster.drained, timeout=timeout)
         errors += apply(group)
         cluster.run_until(functools.partial(_healthy, cluster, _keys(group)), timeout=timeout)
+        done = [h for h in group if "hook-succeeded" in _delete_policy(h)]
+        cluster.delete(k for k in _keys(done) if _complete(cluster, k))
     return errors
+
+
+def _complete(cluster: Cluster, k: tuple[str, str, str]) -> bool:
+    controller = cluster.controllers.get(k)
+    return controller is not None and controller.status == "Complete"
 
 
 def sync(
@@ -85,6 +97,11 @@ def sync(
             healthy = functools.partial(_healthy, cluster, _keys(waves[wave]))
             cluster.run_until(healthy, timeout=timeout)
     errors += _run_hooks(cluster, hooks, apply=apply, timeout=timeout)
-    wanted = _keys(objects)
-    cluster.delete([k for k, owner in cluster.owner.items() if owner == app and k not in wanted])
+    if mode in PRUNE_MODES:
+        wanted = _keys(objects)
+        cluster.delete(
+            k
+            for k, owner in cluster.owner.items()
+            if owner == app and k not in wanted and not _is_hook(cluster.objects[k], mode)
+        )
     return errors

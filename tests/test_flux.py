@@ -1,0 +1,135 @@
+"""What Flux gets: a health signal for both flow types, refs for branches, tags, semver
+ranges and commits, a secretRef for private sources, the OCI layout and an optional
+HelmRelease; every object checked against vf's and the upstream CRD schemas."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.test_crd_schemas import _errors, own_schema, upstream_schema
+from vf.errors import VfError
+from vf.pipeline import CompileRequest, compile_project
+
+Obj = dict[str, Any]
+GRAPH = """
+from vf import {kind}, Consumer, Flow, Processor, Producer
+
+
+class Src(Producer):
+    def next(self):
+        return 1
+
+
+class Sink(Consumer):
+    def consume(self, x):
+        pass
+
+
+def build_flow():
+    return Flow([Sink(name="sink")(Src(name="src"))], flow_type={kind}, flow_id="fx")
+"""
+ENVS = """environments:
+  dev:
+    namespace: fx-dev
+    images: {default: r.io/a:1}
+    broker: {profile: dev}
+    payload_store: {profile: dev}
+"""
+
+
+def _flux(
+    write_graph: Callable[..., Path], *, flux: str, kind: str = "BATCH", extra: str = ""
+) -> dict[str, Obj]:
+    config = (
+        ENVS + "gitops:\n  repo_url: " + (extra or "https://git.example.com/a/b.git") + "\n"
+        "  path: deploy/fx\n" + flux
+    )
+    result = compile_project(
+        CompileRequest(graph=str(write_graph(GRAPH.format(kind=kind), config)))
+    )
+    yaml = YAML(typ="safe")
+    found = {
+        path.rsplit("/", 1)[1]: yaml.load(text)
+        for path, text in result.tree.items()
+        if path.startswith("gitops/flux/") and not path.endswith("/kustomization.yaml")
+    }
+    for obj in found.values():
+        assert _errors(own_schema(obj), obj) == [], obj["kind"]
+        assert _errors(upstream_schema(obj), obj) == [], obj["kind"]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("revision", "ref"),
+    [
+        ("main", {"branch": "main"}),
+        ("v1.2.0", {"tag": "v1.2.0"}),
+        ("1.4.0-rc.1", {"tag": "1.4.0-rc.1"}),
+        (">=1.0.0", {"semver": ">=1.0.0"}),
+        ("1.x", {"semver": "1.x"}),
+        (
+            "0123456789abcdef0123456789abcdef01234567",
+            {"commit": "0123456789abcdef0123456789abcdef01234567"},
+        ),
+        ("refs/heads/feature", {"name": "refs/heads/feature"}),
+    ],
+)
+def test_each_revision_is_the_ref_it_looks_like(
+    write_graph: Callable[..., Path], revision: str, ref: dict[str, str]
+) -> None:
+    found = _flux(write_graph, flux=f"  revision: {revision!r}\n  flux: {{}}\n")
+    assert found["gitrepository.yaml"]["spec"]["ref"] == ref
+
+
+def test_a_declared_revision_type_wins(write_graph: Callable[..., Path]) -> None:
+    found = _flux(write_graph, flux="  revision: stable\n  flux: {revision_type: tag}\n")
+    assert found["gitrepository.yaml"]["spec"]["ref"] == {"tag": "stable"}
+
+
+def test_an_ssh_source_needs_and_gets_a_secret(write_graph: Callable[..., Path]) -> None:
+    url = "ssh://git@git.example.com/a/b.git"
+    with pytest.raises(VfError) as refused:
+        _flux(write_graph, flux="  flux: {}\n", extra=url)
+    assert refused.value.code == "VF_CONFIG_GITOPS" and "secret_ref" in str(refused.value.problems)
+    found = _flux(write_graph, flux="  flux: {secret_ref: deploy-key}\n", extra=url)
+    assert found["gitrepository.yaml"]["spec"]["secretRef"] == {"name": "deploy-key"}
+
+
+def test_both_flow_types_have_a_health_signal(write_graph: Callable[..., Path]) -> None:
+    batch = _flux(write_graph, flux="  flux: {service_account: flux-fx}\n")[
+        "kustomization-dev.yaml"
+    ]
+    spec = batch["spec"]
+    assert spec["wait"] is False and spec["serviceAccountName"] == "flux-fx"
+    assert spec["retryInterval"] == "2m"
+    checked = {(c["kind"], c["name"], c["namespace"]) for c in spec["healthChecks"]}
+    assert checked == {
+        ("Deployment", "vf-fx-nats", "fx-dev"),
+        ("Deployment", "vf-fx-redis", "fx-dev"),
+    }
+
+
+def test_a_realtime_flow_waits_for_every_workload(write_graph: Callable[..., Path]) -> None:
+    live = _flux(write_graph, flux="  flux: {}\n", kind="REALTIME")["kustomization-dev.yaml"]
+    assert live["spec"]["wait"] is True and "healthChecks" not in live["spec"]
+
+
+def test_an_oci_artifact_holds_the_tree_itself(write_graph: Callable[..., Path]) -> None:
+    flux = "  flux:\n    source: {kind: OCIRepository, name: fx-artifact}\n"
+    spec = _flux(write_graph, flux=flux)["kustomization-dev.yaml"]["spec"]
+    assert spec["path"] == "./overlays/dev"
+    assert spec["sourceRef"] == {"kind": "OCIRepository", "name": "fx-artifact"}
+
+
+def test_a_helm_release_delivers_the_chart_instead(write_graph: Callable[..., Path]) -> None:
+    found = _flux(write_graph, flux="  flux: {helm_release: true}\n")
+    assert "kustomization-dev.yaml" not in found
+    chart = found["helmrelease-dev.yaml"]["spec"]["chart"]["spec"]
+    assert chart["chart"] == "./deploy/fx/chart"
+    assert chart["valuesFiles"] == ["./deploy/fx/chart/values-dev.yaml"]
+    assert found["helmrelease-dev.yaml"]["spec"]["targetNamespace"] == "fx-dev"
