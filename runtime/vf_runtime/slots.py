@@ -8,9 +8,11 @@ lowest free ordinal from the run's slot bucket (a JetStream key-value bucket who
 entries expire ``SLOT_TTL`` seconds after their last renewal): it creates the key
 ``<node>.r<i>`` (creation fails while another replica holds it), renews it every
 ``SLOT_TTL / 3`` seconds, and deletes it when it exits. A replica that finds every slot
-held waits for one to be freed. One whose renewal finds the slot taken by another has
-lost it (it was away longer than the TTL) and stops, so two replicas never publish
-under one ordinal.
+held waits for one to be freed, and reports itself ready meanwhile: in a rolling update
+the old pod that holds the ordinal is stopped only once its replacement is ready, so a
+replacement that waited unready would wait forever. One whose renewal finds the slot
+taken by another has lost it (it was away longer than the TTL) and stops, so two
+replicas never publish under one ordinal.
 """
 
 from __future__ import annotations
@@ -66,8 +68,11 @@ class SlotLease:
         except BucketNotFoundError:
             return await self.js.create_key_value(bucket=self.bucket_name, ttl=SLOT_TTL)
 
-    async def acquire(self, stopping: Callable[[], bool]) -> int | None:
-        """The lowest free ordinal, once one is free; None when a stop came first."""
+    async def acquire(
+        self, stopping: Callable[[], bool], *, waiting: Callable[[], None] = lambda: None
+    ) -> int | None:
+        """The lowest free ordinal, once one is free; None when a stop came first.
+        ``waiting`` is called while every ordinal is held."""
         self.kv = kv = await self._bucket()
         waited = False
         while not stopping():
@@ -80,6 +85,7 @@ class SlotLease:
             if not waited:
                 log.warning("all %d replica ordinals are held; waiting for one", self.replicas)
                 waited = True
+            waiting()
             await asyncio.sleep(WAIT)
         return None
 

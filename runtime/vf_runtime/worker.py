@@ -110,7 +110,7 @@ class Worker:
             node=config.node_name,
             replicas=config.nb_tasks,
         )
-        slot = await lease.acquire(self.stop.is_set)
+        slot = await lease.acquire(self.stop.is_set, waiting=self._waiting_for_slot)
         if slot is None:
             return EXIT_OK  # stopped before an ordinal was free: nothing was taken
         self.config = dataclasses.replace(config, replica_id=slot)
@@ -122,6 +122,12 @@ class Worker:
             keeper.cancel()
             await lease.release()
         return EXIT_FAILED if self.lost_slot else code
+
+    def _waiting_for_slot(self) -> None:
+        """Ready while every ordinal is held: a rolling update stops the old pod holding
+        one only once this pod is ready (ENV-6)."""
+        self.metrics.mark_ready()
+        self.metrics.beat()
 
     def _slot_lost(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or task.exception() is None:
