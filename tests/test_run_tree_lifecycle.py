@@ -51,12 +51,12 @@ def compile_tree(graph: str, tree: Path, *, config: Path | None = None, **env: s
     return tree
 
 
-def config(tmp: Path, *, image: str = "1", extra: str = "") -> Path:
+def config(tmp: Path, *, image: str = "1", extra: str = "", broker: str = "{profile: dev}") -> Path:
     path = tmp / f"vf-{image}.yaml"
     path.write_text(
         "environments:\n  dev:\n    namespace: lifecycle\n    images:\n"
         f"      default: registry.example.com/vf/tree-tests:{image}\n"
-        "    broker: {profile: dev}\n    payload_store: {profile: dev}\n"
+        f"    broker: {broker}\n    payload_store: {{profile: dev}}\n"
         "    mounts: {sink: ['results:/results']}\n" + extra
     )
     return path
@@ -228,12 +228,22 @@ def _streams(cluster: Cluster, flow: str = "tree-batch") -> list[str]:
     return asyncio.run(names())
 
 
+@pytest.mark.parametrize("reclaim", [False, True])
 def test_a_changed_graph_starts_a_new_run_beside_the_old_one(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, reclaim: bool
 ) -> None:
+    """With ``broker.reclaim_superseded`` the new run's provision Job deletes the old,
+    finished run's streams (PROV-5); without it they stay for an operator."""
     sink = results(cluster, "sink.jsonl")
+    broker = "{profile: dev, reclaim_superseded: true}" if reclaim else "{profile: dev}"
+    settings = config(tmp_path, broker=broker)
     tree = compile_tree(
-        "batch.py", tmp_path / "tree", out="/results/sink.jsonl", count=str(COUNT), tag="a"
+        "batch.py",
+        tmp_path / "tree",
+        config=settings,
+        out="/results/sink.jsonl",
+        count=str(COUNT),
+        tag="a",
     )
     assert apply(cluster, tree, app="batch", mode="argocd", renderer="kustomize") == []
     finish(cluster)
@@ -241,7 +251,15 @@ def test_a_changed_graph_starts_a_new_run_beside_the_old_one(
         "vf.dev/run"
     ]
     assert any(old_run in s for s in _streams(cluster))
-    compile_tree("batch.py", tree, out="/results/sink.jsonl", count=str(COUNT), tag="b", extra="1")
+    compile_tree(
+        "batch.py",
+        tree,
+        config=settings,
+        out="/results/sink.jsonl",
+        count=str(COUNT),
+        tag="b",
+        extra="1",
+    )
     assert apply(cluster, tree, app="batch", mode="argocd", renderer="kustomize") == []
     finish(cluster)
     jobs = [c for c in cluster.controllers.values() if isinstance(c, JobController)]
@@ -249,10 +267,10 @@ def test_a_changed_graph_starts_a_new_run_beside_the_old_one(
     assert report("old run", applied(sink, tag="a"), COUNT) == (COUNT, 0, 0)
     assert report("new run", applied(sink, tag="b"), COUNT) == (COUNT, 0, 0)
     left = [s for s in _streams(cluster) if old_run in s]
-    print(f"old run's streams beside the new run: {left}")
-    # PROV-3: another run's streams are deleted only by `vf-provision --prune-superseded`;
-    # the new run read none of them (no item of tag a reached the new sink twice).
-    assert left
+    print(f"reclaim {reclaim}: old run's streams beside the new run: {left}")
+    # PROV-3/5: another run's streams are deleted only on opt-in; either way the new run
+    # read none of them (no item of tag a reached the new sink twice).
+    assert bool(left) is not reclaim
 
 
 def test_two_flows_in_one_namespace_run_side_by_side_and_prune_apart(

@@ -51,6 +51,7 @@ class BrokerTarget:
     image: str = NATS_IMAGE
     monitoring_from: tuple[Peer, ...] | None = None
     egress: Egress | None = None
+    reclaim_superseded: bool = False  # the provision Job deletes the flow's other runs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +147,7 @@ def parse_broker(
         image=data.get("image", NATS_IMAGE),
         monitoring_from=_monitoring_from(check, data=data, profile=profile),
         egress=_egress(check, section="broker", data=data, profile=profile, port=NATS_CLIENT_PORT),
+        reclaim_superseded=data.get("reclaim_superseded", False) is True,
     )
     return target, check.problems
 

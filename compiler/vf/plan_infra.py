@@ -109,4 +109,5 @@ def plan_provision(ctx: PlanContext, images: Mapping[str, str]) -> Provision:
         backoff_limit=PROVISION_BACKOFF_LIMIT,
         labels=labels,
         resources=PROVISION_RESOURCES,
+        reclaim_superseded=ctx.env.broker.reclaim_superseded,
     )

@@ -91,6 +91,7 @@ class Provision:
     backoff_limit: int
     labels: Pairs
     resources: ContainerResources
+    reclaim_superseded: bool = False  # PROV-5: also delete the flow's other, idle runs
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -191,6 +191,7 @@ def _provision_job(plan: Plan) -> Obj:
             {"name": "VF_FLOW_TYPE", "value": plan.flow_type},
             {"name": "VF_RUN_ID", "value": plan.run_id},
             {"name": "VF_TOPOLOGY_DIR", "value": TOPOLOGY_DIR},
+            *([{"name": "VF_PRUNE_SUPERSEDED", "value": "1"}] if prov.reclaim_superseded else []),
         ],
         "resources": _resources(prov.resources),
         "securityContext": _container_security(),

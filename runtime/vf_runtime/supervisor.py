@@ -9,6 +9,7 @@ on the control subject every 2 s until every child has exited.
 
 from __future__ import annotations
 
+import _thread
 import os
 import re
 import signal
@@ -91,12 +92,18 @@ class Supervisor:
         self.options = options
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.output_gone = False
         self.reported, self.reported_at = 0, time.monotonic()
 
     def emit(self, label: str, line: str) -> None:
         with self.lock:
-            self.options.output.write(f"[{label}] {line.rstrip()}\n")
-            self.options.output.flush()
+            try:
+                self.options.output.write(f"[{label}] {line.rstrip()}\n")
+                self.options.output.flush()
+            except (OSError, ValueError):  # whoever read vf's output is gone (`| head`)
+                if not self.output_gone:  # stop the run as a Ctrl-C would, once; a
+                    self.output_gone = True  # watcher that died here would hang it
+                    _thread.interrupt_main()
 
     def _watch(self, child: _Child) -> None:
         policy = self.options.policy

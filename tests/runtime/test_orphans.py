@@ -103,3 +103,32 @@ def test_a_signalled_run_leaves_nothing_behind(tmp_path: Path, name: str, point:
         assert "interrupted" in log.read_text(errors="replace")
     else:  # before vf installed its handlers the signal's default action ends it
         assert code in (130, -SIGNALS[name]), log.read_text(errors="replace")[-3000:]
+
+
+def test_a_run_whose_reader_goes_away_stops_and_leaves_nothing(tmp_path: Path) -> None:
+    """``vf run-local … | head``: the pipe closes once the workers run. The run must stop
+    (as on Ctrl-C) and leave nothing behind, not hang with its watchers dead on EPIPE."""
+    marker = uuid.uuid4().hex
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp_path),
+        "VF_ORPHAN_MARK": marker,
+        "VF_TEST_OUT": str(tmp_path / "sink.jsonl"),
+        "VF_TEST_COUNT": "400",
+    }
+    command = [str(Path(sys.executable).with_name("vf")), "run-local", str(FLOWS / "paced.py")]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert process.stdout is not None
+    while not process.stdout.readline().startswith(b"[vf] running flow"):
+        pass
+    process.stdout.close()  # what `head` does once it has its lines
+    try:
+        code = process.wait(timeout=60)
+        wait_until(lambda: not _marked(marker), timeout=REAP_SECONDS, what="no process left")
+    finally:
+        _kill_marked(marker)
+        if process.poll() is None:
+            process.kill()
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith("vf-run-")]
+    print(f"[reader gone] exit {code}, left: {left or 'nothing'}")
+    assert code != 0 and not left
