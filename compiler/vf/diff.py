@@ -28,8 +28,6 @@ Key = tuple[str, str]
 _SELECTOR_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
 _STATEFULSET_IMMUTABLE = ("serviceName", "podManagementPolicy", "volumeClaimTemplates")
 MAX_FIELDS = 8
-WHOLE_TREE_FOLDERS = ("chart/", "gitops/")
-WHOLE_TREE_FILES = ("README.md",)  # drawn from every environment's plan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,9 +78,14 @@ def diff_project(
     wanted = [e for e in names if not environments or e in environments]
     reports = tuple(_env_diff(env, committed=committed, fresh=fresh) for env in wanted)
     # With --env, only the chosen environments were compiled: the files only the others
-    # make, and the chart, GitOps and README files built from every environment, are not
-    # compared.
-    keep = (lambda rel: _compared(rel, environments, fresh)) if environments else None
+    # make, and the files built from every environment, are not compared file by file;
+    # each chosen environment's build and plan are.
+    same_layout = set(committed_environments(committed)) == set(result.objects)
+    keep = (
+        (lambda rel: _compared(rel, environments, fresh, same_layout=same_layout))
+        if environments
+        else None
+    )
     text = diff_tree(out, fresh, keep=keep) if out.is_dir() else _all_new(fresh)
     files = [f for f in _changed_files(committed, fresh=fresh) if keep is None or keep(f)]
     # With --env, only those environments decide; otherwise any generated file does.
@@ -97,11 +100,20 @@ def diff_project(
     )
 
 
-def _compared(rel: str, environments: Sequence[str], fresh: Mapping[str, str]) -> bool:
-    """Whether ``vf diff --env`` compares ``rel`` (see ``diff_project``)."""
-    if any(rel == f"plan/{e}.json" or rel.startswith(f"overlays/{e}/") for e in environments):
-        return True
-    return rel in fresh and not rel.startswith(WHOLE_TREE_FOLDERS) and rel not in WHOLE_TREE_FILES
+def _compared(
+    rel: str, environments: Sequence[str], fresh: Mapping[str, str], *, same_layout: bool
+) -> bool:
+    """Whether ``vf diff --env`` compares ``rel`` file by file: each chosen environment's
+    plan, and its overlay when every committed environment was compiled too (how the
+    overlays are laid out depends on how many environments there are, ADR 85; otherwise
+    the overlay is compared as it builds, in the report above). Base, components, chart,
+    GitOps and README files are built from every environment."""
+    if rel not in fresh:
+        return False
+    return any(
+        rel == f"plan/{e}.json" or (same_layout and rel.startswith(f"overlays/{e}/"))
+        for e in environments
+    )
 
 
 def _all_new(tree: Mapping[str, str]) -> str:

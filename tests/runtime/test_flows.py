@@ -59,6 +59,9 @@ def test_sigkilled_worker_is_restarted_and_nothing_is_lost(
         "VF_TEST_CRASH_AT": "7",
         "VF_TEST_MARKER": str(marker),
         "VF_ACK_WAIT_SECONDS": "2",
+        # the restarted scale replica may have nothing left to publish: the sink then takes
+        # its marker after the quiet wait (EOS-6), which must end before the 30 s stall limit
+        "VF_EOS_WAIT_SECONDS": "5",
     }
     run = run_flow("linear.py", nats=nats_server, redis=redis_server, env=env)
     _ok(run)
