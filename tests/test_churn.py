@@ -10,31 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.graph_sources import NODES
 from vf.pipeline import CompileRequest, compile_project
 
-GRAPH = """
-from vf import {kind}, Consumer, Flow, Processor, Producer
-
-
-class Src(Producer):
-    def next(self):
-        return 1
-
-
-class Work(Processor):
-    def process(self, x):
-        return x
-
-
-class Sink(Consumer):
-    def consume(self, x):
-        pass
-
+GRAPH = (
+    NODES
+    + """
 
 def build_flow():
     work = Work(name="work")(Src(name="src"))
     return Flow([Sink(name="sink")(work)], flow_type={kind}, flow_id="churn")
 """
+)
 CONFIG = """environments:
   dev:
     namespace: churn-dev

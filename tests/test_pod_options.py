@@ -10,34 +10,21 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLE_NAMES
+from tests.graph_sources import NODES
 from tests.test_crd_schemas import _errors, own_schema, upstream_schema
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 
 Obj = dict[str, Any]
-GRAPH = """
-from vf import {kind}, Consumer, Flow, Processor, Producer
-
-
-class Src(Producer):
-    def next(self):
-        return 1
-
-
-class Work(Processor):
-    def process(self, x):
-        return x
-
-
-class Sink(Consumer):
-    def consume(self, x):
-        pass
-
+GRAPH = (
+    NODES
+    + """
 
 def build_flow():
     work = Work(name="work", nb_tasks=2)(Src(name="src"))
     return Flow([Sink(name="sink")(work)], flow_type={kind}, flow_id="pods")
 """
+)
 CONFIG = """environments:
   dev:
     images: {{default: r.io/a:1}}

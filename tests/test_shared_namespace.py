@@ -12,36 +12,23 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import example_graph
+from tests.graph_sources import NODES
 from vf import names
 from vf.cli import cli
 from vf.pipeline import CompileRequest, compile_project
 
 Obj = dict[str, Any]
 LONG_FLOW = "f" + "-x" * 30 + "y"  # 63 characters, the longest label value
-GRAPH = """
-from vf import REALTIME, BATCH, Consumer, Flow, Processor, Producer
-
-
-class Src(Producer):
-    def next(self):
-        return 1
-
-
-class Work(Processor):
-    def process(self, x):
-        return x
-
-
-class Sink(Consumer):
-    def consume(self, x):
-        pass
-
+GRAPH = (
+    NODES
+    + """
 
 def build_flow():
     src = Src(name="src")
     work = Work(nb_tasks=3, partition_by="key", name="work")(src)
     return Flow([Sink(name="sink")(work)], flow_type={kind}, flow_id={flow!r})
 """
+)
 CONFIG = """environments:
   dev:
     namespace: shared
