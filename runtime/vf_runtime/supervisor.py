@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from vf_runtime.localinfra import free_port
+
 STOP_REPEAT = 2.0
 EXIT_STOPPED = 4  # a BATCH worker stopped before its work was done (vf_runtime.worker)
 _NOT_LOST = (0, EXIT_STOPPED, None)
@@ -82,6 +84,7 @@ class _Child:
         self.exit_code: int | None = None
         self.restarts = 0
         self.counts: dict[str, int] = {}
+        self.port = spec.health_port  # this life's health port (a fresh one each start)
 
 
 class Supervisor:
@@ -109,6 +112,9 @@ class Supervisor:
         policy = self.options.policy
         while True:
             env = {**os.environ, **child.spec.env}
+            if child.spec.health_port > 0:  # chosen now: one chosen earlier may be taken
+                child.port = free_port()  # since (an outgoing connection's ephemeral port)
+                env["VF_HEALTH_PORT"] = str(child.port)
             child.process = subprocess.Popen(
                 list(child.spec.command),
                 env=env,
@@ -148,7 +154,7 @@ class Supervisor:
         processed: dict[str, int] = {}
         for child in self.children:
             # an exited replica keeps the last counts it reported
-            counts = scrape(child.spec.health_port) or child.counts
+            counts = scrape(child.port) or child.counts
             child.counts = counts
             total += sum(counts.values())
             node = child.spec.node
