@@ -12,7 +12,7 @@ import jinja2
 from vf.delivery_config import GitOps
 from vf.diagram import Diagram, EnvView, diagram_of
 from vf.diagram_syntax import mermaid
-from vf.resources import resource_dir
+from vf.resources import templates
 
 README = "README.md"
 # GitHub's Mermaid refuses larger diagrams (its maxTextSize and maxEdges defaults).
@@ -23,20 +23,7 @@ TABLE_NODES = 12  # nodes named per table cell; plan/<env>.json has every one
 
 @cache
 def _jinja() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(resource_dir("templates") / "tree")),
-        variable_start_string="[[",
-        variable_end_string="]]",
-        block_start_string="[%",
-        block_end_string="%]",
-        comment_start_string="[#",
-        comment_end_string="#]",
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
+    return templates("tree")
 
 
 def markdown_mermaid(diagram: Diagram, **options: Any) -> tuple[str, str]:

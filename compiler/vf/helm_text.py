@@ -19,7 +19,7 @@ import jinja2
 
 from vf import yamlout
 from vf.helm_slots import Slot, ValueKey
-from vf.resources import resource_dir
+from vf.resources import templates
 
 Obj = dict[str, Any]
 RELEASE_NAMESPACE: ValueKey = ("$release-namespace",)
@@ -131,20 +131,7 @@ def _slot_lines(prefix: str, *, slot: Slot) -> list[str]:
 @cache
 def _jinja() -> jinja2.Environment:
     """Jinja2 with ``[[ ]]``/``[% %]`` delimiters, so Helm's ``{{ }}`` passes through."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(resource_dir("templates") / "helm")),
-        variable_start_string="[[",
-        variable_end_string="]]",
-        block_start_string="[%",
-        block_end_string="%]",
-        comment_start_string="[#",
-        comment_end_string="#]",
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
+    env = templates("helm")
     env.filters["go"] = escape_go
     return env
 

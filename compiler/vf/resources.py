@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import jinja2
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _FOLDERS = ("templates", "schemas", "kustomize")
@@ -22,3 +26,25 @@ def resource_dir(folder: str) -> Path:
 
 def schema_path(name: str) -> Path:
     return resource_dir("schemas") / name
+
+
+def templates(folder: str, *, trim: bool = True) -> jinja2.Environment:
+    """Jinja2 over ``templates/<folder>`` with ``[[ ]]``/``[% %]``/``[# #]`` delimiters (so
+    Helm's and GitHub's ``{{ }}`` pass through), strict about undefined names, keeping
+    trailing newlines; ``trim`` drops the line a block tag stands on."""
+    import jinja2  # only the commands that render templates pay for it
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(resource_dir("templates") / folder)),
+        variable_start_string="[[",
+        variable_end_string="]]",
+        block_start_string="[%",
+        block_end_string="%]",
+        comment_start_string="[#",
+        comment_end_string="#]",
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=trim,
+        lstrip_blocks=trim,
+        autoescape=False,
+    )

@@ -18,7 +18,7 @@ import jinja2
 
 from vf import __version__, names
 from vf.errors import VfError
-from vf.resources import resource_dir
+from vf.resources import templates
 
 # template → path in the project ({module} is the nodes module's name)
 FILES = (
@@ -34,18 +34,7 @@ FILES = (
 
 @cache
 def _jinja() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(resource_dir("templates") / "init")),
-        variable_start_string="[[",
-        variable_end_string="]]",
-        block_start_string="[%",
-        block_end_string="%]",
-        comment_start_string="[#",
-        comment_end_string="#]",
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
+    return templates("init", trim=False)
 
 
 def project_names(directory: Path, name: str | None) -> tuple[str, str]:
