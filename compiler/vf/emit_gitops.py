@@ -14,7 +14,7 @@ from typing import Any
 from vf import names, yamlout
 from vf.argocd_project import app_project
 from vf.delivery_config import ArgoCD, Flux, GitOps
-from vf.flux_helm import flux_path, helm_release
+from vf.flux_helm import flux_access, flux_path, helm_release
 from vf.planir import Plan
 
 Obj = dict[str, Any]
@@ -200,11 +200,7 @@ def _flux_kustomization(gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequ
     checks = _health_checks(objects) if plan.flow_type == "batch" else []
     if checks:
         spec["healthChecks"] = checks
-    if flux.service_account is not None:
-        spec["serviceAccountName"] = flux.service_account
-    secret = gitops.destination(plan.environment).kubeconfig_secret
-    if secret is not None:
-        spec["kubeConfig"] = {"secretRef": {"name": secret}}
+    flux_access(spec, flux, gitops, environment=plan.environment)
     return {
         "apiVersion": FLUX_KUSTOMIZE_API,
         "kind": "Kustomization",

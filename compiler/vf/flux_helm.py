@@ -43,11 +43,7 @@ def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
         "upgrade": {"remediation": {"retries": 3}},
         "timeout": "5m",
     }
-    if flux.service_account is not None:
-        spec["serviceAccountName"] = flux.service_account
-    secret = gitops.destination(plan.environment).kubeconfig_secret
-    if secret is not None:
-        spec["kubeConfig"] = {"secretRef": {"name": secret}}
+    flux_access(spec, flux, gitops, environment=plan.environment)
     return {
         "apiVersion": FLUX_HELM_API,
         "kind": "HelmRelease",
@@ -63,3 +59,12 @@ def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
         },
         "spec": spec,
     }
+
+
+def flux_access(spec: dict[str, Any], flux: Flux, gitops: GitOps, *, environment: str) -> None:
+    """Who Flux applies as, and where: its service account and a remote cluster's kubeconfig."""
+    if flux.service_account is not None:
+        spec["serviceAccountName"] = flux.service_account
+    secret = gitops.destination(environment).kubeconfig_secret
+    if secret is not None:
+        spec["kubeConfig"] = {"secretRef": {"name": secret}}
