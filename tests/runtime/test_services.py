@@ -9,16 +9,15 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import nats
 import pytest
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
 from tests.runtime.conftest import FLOWS
+from tests.runtime.opshelp import with_js
 from vf.pipeline import CompileRequest, compile_project
 from vf.run_local import _topology
 from vf_runtime.broker import BrokerError
@@ -56,17 +55,6 @@ NODES = (
 )
 
 
-def _with_js(url: str, body: Callable[[JetStreamContext], Awaitable[T]]) -> T:
-    async def main() -> T:
-        client = await nats.connect(url)
-        try:
-            return await body(client.jetstream())
-        finally:
-            await client.close()
-
-    return asyncio.run(main())
-
-
 def _run(flow: str, run: str = "r1") -> RunTopology:
     return RunTopology(flow_id=flow, run_id=run, flow_type="batch", nodes=NODES)
 
@@ -81,7 +69,7 @@ def test_provisioning_is_idempotent_and_creates_every_durable(nats_server: Local
         await js.stream_info(names.dlq_stream())
         return sorted(mid + out)
 
-    found = _with_js(nats_server.url, body)
+    found = with_js(nats_server.url, body)
     assert set(found) == {
         "mid--from--src--p0",
         "mid--from--src--p1",
@@ -108,7 +96,7 @@ def test_an_existing_durable_that_differs_fails_with_the_difference(
             await provision(js, _run("prov-diff"))
         return str(caught.value)
 
-    message = _with_js(nats_server.url, body)
+    message = with_js(nats_server.url, body)
     assert "out--from--mid" in message and "max_deliver: has 9, this run needs 4" in message
 
 
@@ -127,7 +115,7 @@ def test_provisioning_a_generation_reclaims_the_runs_other_generations(
         left = [i.config.name or "" for i in await js.streams_info()]
         return deleted, left
 
-    deleted, left = _with_js(nats_server.url, body)
+    deleted, left = with_js(nats_server.url, body)
     assert deleted == ["vf-gens-r1-g1-mid", "vf-gens-r1-g1-src"]
     assert "vf-gens-r2-g1-src" in left, "another run is pruned only on request"
     assert "vf-gens-dlq" in left
@@ -143,7 +131,7 @@ def test_prune_removes_only_streams_vf_owns_for_other_runs(nats_server: LocalSer
         left = [i.config.name or "" for i in await js.streams_info()]
         return deleted, left
 
-    deleted, left = _with_js(nats_server.url, body)
+    deleted, left = with_js(nats_server.url, body)
     assert deleted == ["vf-prune-r1-mid", "vf-prune-r1-src"]
     for kept in (
         "vf-prune-r2-src",
@@ -213,7 +201,7 @@ def test_an_undecodable_message_is_dead_lettered_not_dropped(
         assert await asyncio.wait_for(run_worker(env), timeout=30) == 0
         return await js.get_last_msg(names.dlq_stream(), names.dlq_subject("scale"))
 
-    message = _with_js(nats_server.url, body)
+    message = with_js(nats_server.url, body)
     assert message.data == b"\x0a\xff\xffnot an envelope"
     assert (message.headers or {})["VF-Code"] == "VF_POISON_DECODE"
 
@@ -248,7 +236,7 @@ def test_workers_need_no_provisioning_and_a_batch_producer_waits_for_readers(
         assert codes == [0, 0, 0, 0]
         return held, len(out.read_text().splitlines())
 
-    held, delivered = _with_js(nats_server.url, body)
+    held, delivered = with_js(nats_server.url, body)
     assert held == 0
     assert delivered == 20
 
