@@ -254,6 +254,42 @@ def test_any_text_compiles_or_fails_by_name(project: Path, text: str | bytes) ->
     check(compile_config(project, text))
 
 
+# Scalars the YAML resolver takes for numbers, booleans or dates that its constructors
+# then cannot build: each ended a load with a bare IndexError, ValueError or KeyError.
+UNBUILDABLE_SCALARS = [
+    "+_",
+    "-_",
+    "0x_",
+    "0b_",
+    "._",
+    "!!int a",
+    "!!float a",
+    "!!bool a",
+    "2001-13-45",
+]
+
+
+@pytest.mark.parametrize("scalar", UNBUILDABLE_SCALARS)
+def test_an_unbuildable_scalar_is_a_syntax_error_at_its_line(project: Path, scalar: str) -> None:
+    outcome = compile_config(project, f"environments:\n  dev:\n    namespace: {scalar}\n")
+    assert isinstance(outcome, VfError)
+    assert outcome.code == "VF_CONFIG_SYNTAX"
+    problem = outcome.problems[0]
+    assert problem.where.endswith("vf.yaml:3"), problem.where
+    assert "quote it" in problem.what
+
+
+@pytest.mark.parametrize("scalar", UNBUILDABLE_SCALARS)
+def test_every_user_yaml_reader_reports_an_unbuildable_scalar_as_yaml(scalar: str) -> None:
+    from ruamel.yaml.error import YAMLError
+
+    from vf.yaml_read import reader
+
+    for typ in ("rt", "safe"):
+        with pytest.raises(YAMLError, match="quote it"):
+            list(reader(typ).load_all(f"a:\n  b: [1, {scalar}]\n"))
+
+
 def _verdicts(document: Any) -> tuple[bool, bool]:
     """(the compiled checker finds no problem, jsonschema finds none) for one document."""
     from vf.config import _check_errors, _config_check, config_schema

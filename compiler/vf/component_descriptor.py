@@ -39,8 +39,9 @@ def _problem(code: str, what: str, remedy: str, where: str) -> Problem:
 
 def read_descriptor(path: Path, *, where: str) -> dict[str, Any]:
     """The descriptor at ``path`` as plain JSON data; a named error when it is not YAML."""
-    from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
+
+    from vf.yaml_read import reader
 
     try:
         if path.stat().st_size > MAX_DESCRIPTOR_BYTES:
@@ -50,7 +51,7 @@ def read_descriptor(path: Path, *, where: str) -> dict[str, Any]:
                 "a descriptor holds a few fields; move data out of it",
                 where,
             )
-        yaml = YAML(typ="rt")
+        yaml = reader("rt")
         yaml.allow_duplicate_keys = False
         text = path.read_text(encoding="utf-8")
         document = yaml.load(text)

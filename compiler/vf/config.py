@@ -9,7 +9,6 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from vf.delivery_config import Autoscaling, GitOps, parse_autoscaling, parse_gitops
@@ -31,6 +30,7 @@ from vf.schema_check import Check, Errors, try_compile
 from vf.workload_config import WorkloadOptions, parse_workloads
 from vf.yaml_errors import describe
 from vf.yaml_guard import MAX_INPUT_BYTES, amplified, too_large
+from vf.yaml_read import reader
 
 if TYPE_CHECKING:
     import jsonschema
@@ -149,7 +149,7 @@ def load_targets(path: Path | None) -> Targets:
 
 
 def _read_yaml(path: Path) -> Any:
-    yaml = YAML(typ="rt")
+    yaml = reader("rt")
     yaml.allow_duplicate_keys = False
     text = ""
     try:

@@ -24,6 +24,7 @@ from vf.capabilities import Known, Unknown
 from vf.errors import VfError
 from vf.inventory import ClusterInventory
 from vf.inventory_nodes import ObservedNode
+from vf.yaml_read import reader
 
 UNKNOWN = "unknown"
 MARK = "vf inventory:"
@@ -31,7 +32,7 @@ _VERSION = re.compile(r"^1\.(2[5-9]|3[0-9])\Z")
 
 
 def _yaml() -> YAML:
-    yaml = YAML(typ="rt")
+    yaml = reader("rt")
     yaml.preserve_quotes = True
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import VfError
 from vf.yaml_guard import amplified
+from vf.yaml_read import reader
 
 Obj = dict[str, Any]
 Files = Mapping[str, str]
@@ -38,7 +38,7 @@ def _yaml_docs(files: Files, *, path: str) -> list[Any]:
     if path not in files:
         raise _unreadable(path, why="the file is missing")
     try:
-        docs = [d for d in YAML(typ="safe", pure=True).load_all(files[path]) if d is not None]
+        docs = [d for d in reader("safe").load_all(files[path]) if d is not None]
     except YAMLError as exc:
         raise _unreadable(path, why=f"invalid YAML ({str(exc).splitlines()[0]})") from None
     except RecursionError:

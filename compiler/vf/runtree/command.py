@@ -49,7 +49,7 @@ def read_secrets(path: Path | None) -> dict[str, dict[str, str]]:
     """``--secrets FILE``: YAML or JSON ``{secret-name: {key: value}}``."""
     if path is None:
         return {}
-    from ruamel.yaml import YAML
+    from vf.yaml_read import reader
 
     problem = VfError(
         "VF_RUN_TREE_SECRETS",
@@ -58,7 +58,7 @@ def read_secrets(path: Path | None) -> dict[str, dict[str, str]]:
         str(path),
     )
     try:
-        loaded = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+        loaded = reader("safe").load(path.read_text(encoding="utf-8"))
     except Exception:
         raise problem from None
     if not isinstance(loaded, dict) or not all(isinstance(v, dict) for v in loaded.values()):

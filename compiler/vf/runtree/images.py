@@ -92,16 +92,15 @@ def _server(role: str, image: str) -> LocalImage:
 
 def find_descriptors(app_dir: Path) -> dict[str, ComponentSpec]:
     """Component ref (``name@sha256:…``) → spec, for every descriptor under ``app_dir``."""
-    from ruamel.yaml import YAML
-
     from vf.component_descriptor import build_spec
+    from vf.yaml_read import reader
 
     found: dict[str, ComponentSpec] = {}
     for path in sorted(app_dir.rglob("component.yaml")):
         if any(part.startswith(".") for part in path.relative_to(app_dir).parts):
             continue
         try:
-            document = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+            document = reader("safe").load(path.read_text(encoding="utf-8"))
             spec = build_spec(document, directory=path.parent)
         except Exception:  # an unrelated or broken file is simply not a match
             continue

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import EnvironmentProblem, VfError
+from vf.yaml_read import reader
 
 Obj = dict[str, Any]
 RENDERERS = ("kustomize", "helm")
@@ -97,7 +97,7 @@ def render_command(tree: Path, *, env: str, renderer: str, namespace: str) -> li
 def parse_objects(text: str, *, source: str) -> list[Obj]:
     """Every object of a multi-document YAML stream, in order; lists are flattened."""
     try:
-        docs = list(YAML(typ="safe").load_all(text))
+        docs = list(reader("safe").load_all(text))
     except YAMLError as exc:
         raise VfError(
             "VF_RUN_TREE_RENDER",
