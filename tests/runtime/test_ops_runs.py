@@ -29,6 +29,7 @@ from vf_runtime.broker import announce_stop
 from vf_runtime.localinfra import LocalServer, free_port
 from vf_runtime.naming import RunNames
 from vf_runtime.provision import RunTopology, provision
+from vf_runtime.slots import SlotLease
 from vf_runtime.topology import NodeTopology
 
 SRC = NodeTopology(
@@ -57,6 +58,18 @@ def _tree(directory: Path, names: RunNames) -> Path:
     return directory
 
 
+def _lease_a_slot(url: str, names: RunNames) -> str:
+    """What a Deployment pod of the run does as it starts (ENV-6): lease ordinal 0 of
+    'scale'; it is killed before releasing it, so the bucket keeps the lease."""
+
+    async def body(js: JetStreamContext) -> None:
+        lease = SlotLease(js, names=names, node="scale", replicas=2)
+        assert await lease.acquire(lambda: False) == 0
+
+    with_js(url, body)
+    return f"KV_{names.slot_bucket()}"
+
+
 def _runs(url: str, flow: str) -> list[tuple[str, str]]:
     listed = vf("runs", "--flow", flow, "--format", "json", nats_url=url)
     assert listed.code == 0, listed.err
@@ -71,6 +84,7 @@ def test_teardown_superseded_removes_the_run_a_graph_change_left_and_keeps_the_d
     new = _poison(servers, "poison_v2.py", tmp_path / "new.jsonl")
     assert old.run_id != new.run_id, "the graph change kept the run id"
     tree = _tree(tmp_path / "tree", new)
+    old_slots, new_slots = _lease_a_slot(url, old), _lease_a_slot(url, new)
     before = _runs(url, "poison")
     refused = vf("teardown", "--flow", "poison", "--superseded", "--tree", str(tree), nats_url=url)
     unchanged = _runs(url, "poison")
@@ -91,16 +105,19 @@ def test_teardown_superseded_removes_the_run_a_graph_change_left_and_keeps_the_d
     assert refused.code == 2 and "error[VF_CONFIRM]" in refused.err
     assert before == unchanged == [(old.run_id, old.generation), (new.run_id, new.generation)]
     assert done.code == 0, done.err
-    assert done.json()["removed"] == [old.stream("numbers"), old.stream("scale")]
+    assert done.json()["removed"] == sorted([old_slots, old.stream("numbers"), old.stream("scale")])
     assert done.json()["remaining"] == []
     assert after == [(new.run_id, new.generation)]
     assert "vf-poison-dlq" in stream_names(url), "teardown removed the DLQ"
+    assert old_slots not in stream_names(url) and new_slots in stream_names(url)
     letters = vf("dlq", "ls", "--flow", "poison", "--format", "json", nats_url=url).json()
     assert {r["run"] for r in letters["dead_letters"]} == {old.run_id, new.run_id}
     replay = vf("dlq", "replay", "--flow", "poison", "--run", old.run_id, "--yes", nats_url=url)
     assert replay.code == 3 and "no longer exists on this broker" in replay.out
     last = vf("teardown", "--flow", "poison", "--run", new.run_id, "--yes", nats_url=url)
     assert last.code == 0 and _runs(url, "poison") == []
+    assert f"removed replica-slot bucket {new_slots}" in last.out
+    assert new_slots not in stream_names(url), "the run's replica-slot bucket outlived it"
 
 
 def test_teardown_refuses_a_live_run_and_a_fixed_item_is_replayed_into_it(

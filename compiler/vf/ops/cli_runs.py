@@ -122,6 +122,7 @@ def _teardown_text(report: dict[str, Any]) -> str:
             f"({run['state']}): {len(run['stream_names'])} stream(s)"
         )
         lines += [f"  {name}" for name in run["stream_names"]]
+    lines += [f"removed replica-slot bucket {n}" for n in report["removed"] if n.startswith("KV_")]
     for run in report["kept"]:
         lines.append(f"kept run {run['run']} generation {run['generation'] or '-'}")
     if report["remaining"]:

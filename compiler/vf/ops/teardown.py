@@ -1,4 +1,5 @@
-"""Reclaiming runs: delete the streams (and with them the durables) of runs vf created.
+"""Reclaiming runs: delete the streams (and with them the durables) of runs vf created,
+and the replica-slot bucket of a run once no generation of it is left.
 
 What to remove is chosen from ownership metadata (``vf.ops.runs``), never by a name
 prefix. The flow's dead-letter stream is never removed (PROTOCOL STREAM-5). After
@@ -80,15 +81,38 @@ def select_superseded(runs: list[RunState], deployed: set[tuple[str, str]] | Non
 
 
 async def remove(js: JetStreamContext, selection: Selection, flow_id: str) -> Outcome:
-    """Delete the selected runs' streams, then report what is still on the broker."""
+    """Delete the selected runs' streams, and the replica-slot bucket of each run none of
+    whose generations is kept; then report what is still on the broker."""
     outcome = Outcome()
     for run in selection.remove:
         for stream in run.streams:
             with contextlib.suppress(NotFoundError):  # gone already (a provision Job)
                 await js.delete_stream(stream)
             outcome.removed.append(stream)
+    buckets = _slot_streams(selection)
+    for stream in buckets:
+        with contextlib.suppress(NotFoundError):  # no replica ever leased an ordinal
+            await js.delete_stream(stream)
+            outcome.removed.append(stream)
     wanted = {r.key for r in selection.remove}
     after = [r for r in await flow_runs(js, flow_id) if r.key in wanted]
-    outcome.remaining = sorted(s for r in after for s in r.streams)
+    outcome.remaining = sorted(
+        [s for r in after for s in r.streams] + [s for s in buckets if await _exists(js, s)]
+    )
     outcome.removed = sorted(set(outcome.removed) - set(outcome.remaining))
     return outcome
+
+
+def _slot_streams(selection: Selection) -> list[str]:
+    """The streams behind the slot buckets (ENV-6) of runs left with no generation."""
+    kept = {run.run_id for run in selection.keep}
+    gone = {run.run_id: run for run in selection.remove if run.run_id not in kept}
+    return [f"KV_{gone[run_id].names.slot_bucket()}" for run_id in sorted(gone)]
+
+
+async def _exists(js: JetStreamContext, stream: str) -> bool:
+    try:
+        await js.stream_info(stream)
+    except NotFoundError:
+        return False
+    return True
