@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vf.config import load_targets
+from vf.config.targets import load_targets
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import EXAMPLE_NAMES, REPO, example_graph
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.write import with_manifest
+from vf.tree.write import with_manifest
 
 
 def _read_tree(root: Path) -> dict[str, str]:

@@ -256,8 +256,8 @@ def test_any_text_compiles_or_fails_by_name(project: Path, text: str | bytes) ->
 
 def _verdicts(document: Any) -> tuple[bool, bool]:
     """(the compiled checker finds no problem, jsonschema finds none) for one document."""
-    from vf.config import _check_errors, _config_check, config_schema
-    from vf.patterns import validator as schema_validator
+    from vf.config.targets import _check_errors, _config_check, config_schema
+    from vf.textio.patterns import validator as schema_validator
 
     check = _config_check()
     assert check is not None, "vf.yaml's schema no longer compiles: the fast path is gone"
@@ -315,7 +315,7 @@ def test_the_compiled_config_check_agrees_with_jsonschema(document: Any) -> None
 
 
 def test_the_compiled_config_check_accepts_every_example() -> None:
-    from vf.config import _read_yaml
+    from vf.config.targets import _read_yaml
 
     examples = sorted((Path(__file__).parent.parent / "examples").glob("*/vf.yaml"))
     assert len(examples) >= 4
@@ -457,7 +457,7 @@ def test_a_small_alias_still_compiles(project: Path) -> None:
 
 
 def test_a_component_descriptor_alias_bomb_is_refused_quickly(tmp_path: Path) -> None:
-    from vf.components import component
+    from vf.frontend.components import component
 
     path = tmp_path / "component.yaml"
     path.write_text(

@@ -15,7 +15,7 @@ from syrupy.types import SnapshotIndex
 
 from tests.conftest import EXAMPLE_NAMES
 from vf.pipeline import CompileResult
-from vf.write import with_manifest
+from vf.tree.write import with_manifest
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 

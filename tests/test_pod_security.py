@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from tests.conftest import EXAMPLE_ENVS
 from tests.pod_security import pod_specs, restricted_violations
 from vf.cli import cli
-from vf.ordering import (
+from vf.emit.ordering import (
     FLUX_PRUNE,
     HELM_RESOURCE_POLICY,
     SYNC_OPTIONS,

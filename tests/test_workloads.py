@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from tests.graph_sources import NODES
 from vf.cli import cli
+from vf.config.workload import Mount, parse_mount, pod_mounts
 from vf.pipeline import CompileResult
-from vf.workload_config import Mount, parse_mount, pod_mounts
 
 
 @pytest.mark.parametrize(

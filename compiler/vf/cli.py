@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from vf import __version__
+from vf.commands.ops.commands import register as register_operator_commands
 from vf.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_STALE, VfError
-from vf.ops.commands import register as register_operator_commands
 
 if TYPE_CHECKING:
     from vf.pipeline import CompileRequest, CompileResult
@@ -124,7 +124,7 @@ def compile_command(
         from dataclasses import replace
 
         from vf.pipeline import compile_project
-        from vf.write import TreeCheck, check_owned, staged_tree
+        from vf.tree.write import TreeCheck, check_owned, staged_tree
 
         _FAST_EXIT.add("compile")  # nothing after a compile needs the heap torn down
 
@@ -162,9 +162,9 @@ def plan_command(
     """Print the plan of each environment."""
 
     def body() -> int:
-        from vf import yamlout
         from vf.pipeline import plan_json_text
-        from vf.planir import plan_to_json
+        from vf.plan.ir import plan_to_json
+        from vf.textio import yamlout
 
         result = _compile(_request(graph, config, envs, profiles))
         documents = [plan_to_json(p) for p in result.plans]
@@ -199,7 +199,7 @@ def explain_command(
     svg: drawn by Graphviz's dot)."""
 
     def body() -> int:
-        from vf.explain_formats import run_explain
+        from vf.commands.explain.formats import run_explain
 
         text, code = run_explain(_request(graph, config, envs, profiles), fmt=fmt)
         click.echo(text, nl=False)
@@ -217,7 +217,7 @@ def validate_command(
     """Check GRAPH and its vf.yaml without writing anything."""
 
     def body() -> int:
-        from vf.summary import json_text, problems_document, validate_document
+        from vf.commands.explain.summary import json_text, problems_document, validate_document
 
         if fmt == "text":
             result = _compile(_request(graph, config, envs, profiles))
@@ -260,8 +260,8 @@ def diff_command(
     """Explain what compiling GRAPH would change in the tree at OUT; exit 1 if anything."""
 
     def body() -> int:
-        from vf.diff import diff_project
-        from vf.diff_report import RENDERERS
+        from vf.commands.diff.command import diff_project
+        from vf.commands.diff.report import RENDERERS
 
         result = _compile(_request(graph, config, envs, profiles))
         report = diff_project(result, out=out, environments=envs, raw=raw)
@@ -307,7 +307,7 @@ def run_local_command(
     """Run GRAPH on this machine: one process per replica, embedded NATS and Redis."""
 
     def body() -> int:
-        from vf.run_local import RunLocalRequest, run_local
+        from vf.commands.run_local.command import RunLocalRequest, run_local
 
         request = RunLocalRequest(
             graph=graph,
@@ -405,7 +405,7 @@ def run_tree_command(
     """Run the committed tree DIR as a cluster would: every pod a local process."""
 
     def body() -> int:
-        from vf.runtree.command import RunTreeRequest, run_tree
+        from vf.commands.runtree.command import RunTreeRequest, run_tree
 
         request = RunTreeRequest(
             tree=tree,
@@ -439,8 +439,8 @@ def inventory_command(*, context: str, out: Path | None, env: str | None, kubect
     """
 
     def body() -> int:
-        from vf.inventory import read_cluster
-        from vf.inventory_write import fragment_text, write_inventory
+        from vf.commands.inventory.read import read_cluster
+        from vf.commands.inventory.write import fragment_text, write_inventory
 
         if out is not None and env is None:
             raise VfError(
@@ -469,7 +469,7 @@ def init_command(*, directory: Path, name: str | None) -> None:
     """Create a new pipeline project in DIR that compiles and runs as it is."""
 
     def body() -> int:
-        from vf.scaffold import init_project
+        from vf.commands.scaffold import init_project
 
         written = init_project(directory, name=name)
         for path in written:

@@ -11,24 +11,29 @@ from pathlib import Path
 from typing import Any
 
 from vf import names
-from vf.admission import parse_profile_flags
-from vf.autoscale import apply_autoscaling, plan_autoscaling
-from vf.config import Targets, find_config, load_targets, select_environments
-from vf.delivery import delivery_files
-from vf.diagram import EnvView, env_view
-from vf.emit_kustomize import EnvObjects, kustomize_files
-from vf.emit_readme import README, tree_readme
+from vf.config.targets import Targets, find_config, load_targets, select_environments
+from vf.emit.delivery import delivery_files
+from vf.emit.kustomize.tree import EnvObjects, kustomize_files
+from vf.emit.readme import README, tree_readme
 from vf.errors import VfError
-from vf.filetext import Chunks, FileText, whole
-from vf.graph import Graph
-from vf.graph_checks import graph_module_classes
-from vf.isolate import load_graph
-from vf.jsontext import json_chunks, json_text
-from vf.neighbours import check_neighbours
-from vf.plan import plan_environment
-from vf.planir import Plan
-from vf.render import render_components, render_generated_components, render_plan, render_shapes
-from vf.verify import verify
+from vf.frontend.graph import Graph
+from vf.frontend.graph_checks import graph_module_classes
+from vf.frontend.isolate import load_graph
+from vf.plan.admission import parse_profile_flags
+from vf.plan.autoscale import apply_autoscaling, plan_autoscaling
+from vf.plan.ir import Plan
+from vf.plan.planner import plan_environment
+from vf.render.diagram import EnvView, env_view
+from vf.render.objects import (
+    render_components,
+    render_generated_components,
+    render_plan,
+    render_shapes,
+)
+from vf.textio.filetext import Chunks, FileText, whole
+from vf.textio.jsontext import json_chunks, json_text
+from vf.verify.checks import verify
+from vf.verify.neighbours import check_neighbours
 
 UNUSED_IMAGE = "vf.invalid/no-image-needed:local"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from vf_runtime.localinfra import LocalServer, MissingTool, start_nats, start_redis
+from vf_runtime.local.infra import LocalServer, MissingTool, start_nats, start_redis
 
 FLOWS = Path(__file__).resolve().parent / "flows"
 RUN_TIMEOUT = 90

@@ -19,9 +19,9 @@ import redis
 
 from tests.runtime.conftest import FLOWS, FlowRun, run_flow
 from vf.pipeline import CompileRequest, compile_project
-from vf_runtime.broker import announce_stop
-from vf_runtime.localinfra import LocalServer
-from vf_runtime.naming import RunNames
+from vf_runtime.broker.client import announce_stop
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.local.infra import LocalServer
 from vf_runtime.wire import decode_envelope, decode_payload
 
 

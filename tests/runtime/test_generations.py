@@ -29,8 +29,8 @@ from tests.runtime.conftest import (
     start_flow,
     wait_until,
 )
-from vf_runtime.localinfra import LocalServer
-from vf_runtime.naming import RunNames
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.local.infra import LocalServer
 from vf_runtime.wire import EOS, Envelope, encode_envelope
 
 COUNT = 12

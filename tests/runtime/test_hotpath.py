@@ -11,13 +11,13 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from vf_runtime.inputs import _redelivered
-from vf_runtime.jsacks import AckInbox
-from vf_runtime.nodethread import NodeThread
-from vf_runtime.protocol import hpub, publish_empty
-from vf_runtime.window import Window
+from vf_runtime.broker.jsacks import AckInbox
+from vf_runtime.broker.protocol import hpub, publish_empty
 from vf_runtime.wire import DATA, Envelope, decode_envelope, encode_envelope, encode_payload
 from vf_runtime.wire.codec import data_envelope
+from vf_runtime.worker.inputs import _redelivered
+from vf_runtime.worker.nodethread import NodeThread
+from vf_runtime.worker.window import Window
 
 
 class _Recorder(Client):

@@ -14,7 +14,7 @@ from redis import Redis
 
 from tests.runtime.conftest import finish_flow, run_flow, start_flow, wait_until
 from tests.runtime.opshelp import Servers, fresh_servers, run_identity, vf, with_js
-from vf_runtime.naming import RunNames
+from vf_runtime.broker.naming import RunNames
 from vf_runtime.wire import BLOB_REF, DATA, Envelope, encode_envelope
 
 

@@ -18,23 +18,23 @@ from nats.js.api import ConsumerConfig
 
 from tests.runtime.conftest import FLOWS
 from tests.runtime.opshelp import with_js
+from vf.commands.run_local.command import _topology
 from vf.pipeline import CompileRequest, compile_project
-from vf.run_local import _topology
-from vf_runtime.broker import BrokerError
-from vf_runtime.health import HealthServer, Metrics
-from vf_runtime.localinfra import LocalServer, free_port
-from vf_runtime.naming import RunNames
-from vf_runtime.provision import RunTopology, provision, prune_superseded
-from vf_runtime.supervisor import (
+from vf_runtime.broker.client import BrokerError
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.broker.provision import RunTopology, provision, prune_superseded
+from vf_runtime.broker.topology import NodeTopology
+from vf_runtime.local.infra import LocalServer, free_port
+from vf_runtime.local.supervisor import (
     ReplicaSpec,
     SuperviseOptions,
     SupervisionPolicy,
     Supervisor,
     scrape,
 )
-from vf_runtime.topology import NodeTopology
 from vf_runtime.wire import EOS, Envelope, encode_envelope
-from vf_runtime.worker import run_worker
+from vf_runtime.worker.health import HealthServer, Metrics
+from vf_runtime.worker.replica import run_worker
 
 T = TypeVar("T")
 NODES = (

@@ -16,9 +16,9 @@ import nats
 import pytest
 
 from tests.runtime.conftest import FLOWS, FlowRun, finish_flow, wait_until
-from vf_runtime.broker import announce_stop
-from vf_runtime.localinfra import LocalServer
-from vf_runtime.naming import RunNames
+from vf_runtime.broker.client import announce_stop
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.local.infra import LocalServer
 from vf_runtime.wire import DATA, Envelope, encode_envelope, encode_payload
 
 COUNT = 16

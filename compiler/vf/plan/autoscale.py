@@ -1,0 +1,219 @@
+"""Autoscaling: which workers KEDA scales on their input lag, and the ScaledObjects.
+
+A worker is scaled only when its replica count is not part of the topology: a
+long-running Deployment that reads one parent, is not partitioned and is not a
+producer (GPU workers only when the environment opts in). The Deployment then leaves
+``spec.replicas`` to the autoscaler so no GitOps controller fights it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from vf import names
+from vf.config.delivery import Autoscaling
+from vf.errors import Problem, raise_if
+from vf.frontend.graph import Graph, NodeIR
+from vf.plan.ir import Pairs, Plan, Workload
+from vf_runtime.constants import GPU
+
+Obj = dict[str, Any]
+KEDA_API = "keda.sh/v1alpha1"
+NATS_MONITOR_PORT = 8222
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trigger:
+    """One input of a scaled worker: the parent's stream and the worker's durable on it."""
+
+    stream: str
+    consumer: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scaler:
+    """One ScaledObject: the Deployment it scales, its bounds and its lag triggers."""
+
+    node: str
+    deployment: str
+    min_replicas: int
+    max_replicas: int
+    lag_threshold: int
+    polling_interval: int
+    cooldown: int
+    endpoint: str
+    account: str
+    triggers: tuple[Trigger, ...]
+    labels: Pairs
+
+
+def ineligible_reason(node: NodeIR, *, workload: Workload, settings: Autoscaling) -> str:
+    """Why a node cannot be autoscaled; empty when it can."""
+    if workload.kind != "Deployment":
+        return f"it runs as a {workload.kind}, not a long-running Deployment"
+    if node.kind == "producer":
+        return "a producer has no input lag to scale on"
+    if node.partition_by is not None:
+        return (
+            f"it is partitioned by {node.partition_by!r}: its replica count is part of the topology"
+        )
+    if len(node.parents) != 1:
+        return f"it joins {len(node.parents)} parents without partitioning, so it runs one replica"
+    if node.device_type == GPU and not settings.gpu_nodes:
+        return "it uses GPUs; set autoscaling.gpu_nodes: true to scale GPU workers"
+    return ""
+
+
+def plan_autoscaling(
+    graph: Graph, *, plan: Plan, settings: Autoscaling | None
+) -> tuple[Scaler, ...]:
+    """The scalers of one environment; raise when a requested node cannot be scaled."""
+    if settings is None or not settings.enabled:
+        return ()
+    where = f"vf.yaml (environment '{plan.environment}')"
+    problems: list[Problem] = []
+    known = {node.name for node in graph.nodes}
+    for name in settings.nodes:
+        if name not in known:
+            problems.append(_problem(plan, what=f"names unknown node {name!r}", where=where))
+    endpoint = _endpoint(plan, settings=settings, problems=problems)
+    scalers = []
+    for workload in plan.workloads:
+        node = graph.node(workload.node)
+        reason = ineligible_reason(node, workload=workload, settings=settings)
+        if settings.nodes and node.name not in settings.nodes:
+            continue
+        if reason:
+            if settings.nodes:
+                problems.append(
+                    _problem(plan, what=f"node {node.name!r} cannot scale: {reason}", where=where)
+                )
+            continue
+        scaler = _scaler(plan, workload=workload, node=node, settings=settings, endpoint=endpoint)
+        if scaler.min_replicas > scaler.max_replicas:
+            problems.append(
+                _problem(
+                    plan,
+                    what=f"node {node.name!r}: min_replicas {scaler.min_replicas} is above "
+                    f"max_replicas {scaler.max_replicas}",
+                    where=where,
+                )
+            )
+        scalers.append(scaler)
+    raise_if(problems)
+    return tuple(scalers)
+
+
+def _problem(plan: Plan, *, what: str, where: str) -> Problem:
+    return Problem(
+        code="VF_CONFIG_AUTOSCALING",
+        what=f"environments.{plan.environment}.autoscaling: {what}",
+        remedy="list only long-running, unpartitioned single-input workers under "
+        "autoscaling.nodes, with min_replicas <= max_replicas",
+        where=where,
+    )
+
+
+def _endpoint(plan: Plan, *, settings: Autoscaling, problems: list[Problem]) -> str:
+    """The broker's monitoring endpoint: declared, or the one vf's own broker serves."""
+    if settings.monitoring_endpoint is not None:
+        return settings.monitoring_endpoint
+    infra = plan.infra
+    if infra.broker_profile != "external" and infra.nats_url is not None:
+        host = urlsplit(infra.nats_url.split(",")[0]).hostname or ""
+        # KEDA's operator polls from its own namespace: the broker's full Service name
+        return f"{host}.{plan.namespace}.svc:{NATS_MONITOR_PORT}"
+    problems.append(
+        Problem(
+            code="VF_CONFIG_AUTOSCALING",
+            what=f"environments.{plan.environment}.autoscaling: the broker is external, so vf "
+            "does not know its monitoring endpoint",
+            remedy="set autoscaling.monitoring_endpoint to the NATS monitoring host:port "
+            "(for example nats.messaging.svc:8222)",
+            where=f"vf.yaml (environment '{plan.environment}')",
+        )
+    )
+    return ""
+
+
+def _scaler(
+    plan: Plan, *, workload: Workload, node: NodeIR, settings: Autoscaling, endpoint: str
+) -> Scaler:
+    token = names.broker_token(node.name)
+    triggers = []
+    for channel in plan.channels:
+        if channel.node in node.parents:
+            consumer = f"{token}--from--{names.broker_token(channel.node)}"
+            triggers.append(Trigger(stream=channel.stream, consumer=consumer))
+    minimum = settings.min_replicas if settings.min_replicas is not None else workload.replicas
+    return Scaler(
+        node=node.name,
+        deployment=workload.name,
+        min_replicas=minimum,
+        max_replicas=settings.max_replicas,
+        lag_threshold=settings.lag_threshold,
+        polling_interval=settings.polling_interval_seconds,
+        cooldown=settings.cooldown_seconds,
+        endpoint=endpoint,
+        account=settings.account,
+        triggers=tuple(triggers),
+        labels=workload.labels,
+    )
+
+
+def scaled_object(plan: Plan, *, scaler: Scaler) -> Obj:
+    """The KEDA ScaledObject of one scaler (``nats-jetstream`` trigger per input)."""
+    return {
+        "apiVersion": KEDA_API,
+        "kind": "ScaledObject",
+        "metadata": {
+            "name": scaler.deployment,
+            "namespace": plan.namespace,
+            "labels": dict(scaler.labels),
+        },
+        "spec": {
+            "scaleTargetRef": {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "name": scaler.deployment,
+            },
+            "minReplicaCount": scaler.min_replicas,
+            "maxReplicaCount": scaler.max_replicas,
+            "pollingInterval": scaler.polling_interval,
+            "cooldownPeriod": scaler.cooldown,
+            "triggers": [
+                {
+                    "type": "nats-jetstream",
+                    "metadata": {
+                        "natsServerMonitoringEndpoint": scaler.endpoint,
+                        "account": scaler.account,
+                        "stream": trigger.stream,
+                        "consumer": trigger.consumer,
+                        "lagThreshold": str(scaler.lag_threshold),
+                    },
+                }
+                for trigger in scaler.triggers
+            ],
+        },
+    }
+
+
+def apply_autoscaling(
+    plan: Plan, *, objects: Sequence[Obj], scalers: Sequence[Scaler]
+) -> list[Obj]:
+    """The objects with each scaled Deployment's replicas left to KEDA, plus the ScaledObjects."""
+    scaled = {scaler.deployment for scaler in scalers}
+    out: list[Obj] = []
+    for obj in objects:
+        if obj["kind"] == "Deployment" and obj["metadata"]["name"] in scaled:
+            unreplicated = copy.deepcopy(obj)
+            del unreplicated["spec"]["replicas"]
+            out.append(unreplicated)
+        else:
+            out.append(obj)
+    out.extend(scaled_object(plan, scaler=scaler) for scaler in scalers)
+    return out

@@ -1,0 +1,189 @@
+"""The Plan IR: every decision for one environment, made once and rendered verbatim.
+
+Serialised as ``plan/<env>.json`` (schema ``schemas/plan.v1.schema.json``) so that
+reviewers see the decisions in a pull request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from vf.config.capabilities import Known, Unknown, observation_json
+from vf.config.infra import SecretRef
+from vf.config.pod_options import PodOptions
+from vf.config.workload import Mount, Supervision
+from vf.plan.admission import Admission
+from vf.plan.gpu.ir import GpuPlan
+from vf.plan.security_ir import Security
+from vf_runtime.components import ComponentPort
+
+PLAN_VERSION = "vf.plan/v1"
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerResources:
+    cpu: str | None = None
+    memory: str | None = None
+    cpu_limit: str | None = None
+    memory_limit: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """One node's Kubernetes workload and its companions."""
+
+    node: str
+    node_kind: str
+    kind: str
+    name: str
+    env_configmap: str
+    headless_service: str | None
+    pdb: str | None
+    replicas: int
+    indexed: bool
+    image: str
+    resources: ContainerResources
+    env: Pairs
+    labels: Pairs
+    selector: Pairs
+    config_hash: str
+    probes: bool
+    backoff_limit: int | None
+    device_type: str
+    gpu_count: int
+    mounts: tuple[Mount, ...]
+    rollout: str | None
+    component: ComponentRun | None = None  # omitted from the JSON when None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComponentRun:
+    """How a native component's container runs: its descriptor ref, command and ports."""
+
+    ref: str
+    command: tuple[str, ...]
+    ports: tuple[ComponentPort, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Channel:
+    """The output of one node: its subjects, stream and the durables that read it."""
+
+    node: str
+    subject: str
+    eos_subject: str
+    stream: str
+    profile: str
+    readers: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Provision:
+    """The Job that creates the run's streams and durables before workers need them."""
+
+    job: str
+    image: str
+    topology_configmaps: tuple[str, ...]
+    topology_shards: tuple[str, ...]
+    backoff_limit: int
+    labels: Pairs
+    resources: ContainerResources
+    reclaim_superseded: bool = False  # PROV-5: also delete the flow's other, idle runs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Infra:
+    """The broker and payload store of an environment, and what vf provisions for them."""
+
+    broker_name: str  # the flow's own NATS workload and Service (also when external: unused)
+    store_name: str
+    broker_profile: str
+    broker_replicas: int
+    stream_replicas: int
+    broker_storage_class: str | None
+    broker_storage_size: str
+    broker_image: str
+    store_profile: str
+    store_storage_class: str | None
+    store_storage_size: str
+    store_image: str
+    components: tuple[str, ...]
+    nats_url: str | None
+    nats_url_secret: SecretRef | None
+    store_url: str | None
+    store_url_secret: SecretRef | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """Every decision vf made for one environment."""
+
+    version: str
+    environment: str
+    namespace: str
+    kubernetes_version: str
+    flow_id: str
+    flow_type: str
+    run_id: str
+    run_id_source: str
+    image_pull_policy: str
+    priority_class: str | None
+    broker_configmap: str
+    network_policy: str
+    flow_labels: Pairs
+    run_labels: Pairs
+    provision: Provision
+    workloads: tuple[Workload, ...]
+    channels: tuple[Channel, ...]
+    infra: Infra
+    admission: Admission
+    gpu: GpuPlan | None
+    supervision: Supervision
+    security: Security
+    warnings: tuple[str, ...]
+    # BATCH only: the incarnation of the run these workloads make (omitted when None)
+    generation: str | None = None
+    pods: PodOptions | None = None  # vf.yaml's pod options, when they are not the defaults
+
+
+def plan_to_json(plan: Plan) -> dict[str, Any]:
+    """A JSON-ready dict of the plan: pairs become objects, tuples become lists."""
+    document: dict[str, Any] = _jsonable(plan)
+    return document
+
+
+def record_to_json(record: object) -> Any:
+    """Any plan record (a workload, the provision Job) as plan_to_json writes it."""
+    return _jsonable(record)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Known | Unknown):
+        return observation_json(value)
+    if hasattr(value, "__dataclass_fields__"):
+        return {
+            name: _field(name, getattr(value, name))
+            for name in value.__dataclass_fields__
+            if not (name in _OMITTED_WHEN_NONE and getattr(value, name) is None)
+        }
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+_PAIR_FIELDS = frozenset(
+    {"env", "labels", "selector", "flow_labels", "run_labels", "pod_labels", "annotations"}
+)
+
+
+# Fields added after plan v1 shipped: absent (not null) when unused, so plans stay as they were.
+_OMITTED_WHEN_NONE = frozenset({"component", "generation", "pods"})
+
+
+def _field(name: str, value: Any) -> Any:
+    if name in _PAIR_FIELDS:
+        return dict(value)
+    return _jsonable(value)
