@@ -32,7 +32,7 @@ def __getattr__(name: str) -> Any:
         try:
             from vf.frontend.components import component
         except ModuleNotFoundError as exc:
-            if exc.name != "vf.frontend.components":
+            if exc.name not in ("vf.frontend", "vf.frontend.components"):
                 raise
             # The worker-only distribution (vf-gitops-worker) ships this file and
             # vf_runtime, not the compiler: say so instead of a bare import error.

@@ -23,7 +23,7 @@ DEFAULT_FACTORY = "build_flow"
 MAX_FRAMES = 12
 FALLBACK_MODULE = "_vf_user_graph"
 _OWN_DIRS = (
-    str(Path(__file__).resolve().parent) + "/",
+    str(Path(__file__).resolve().parents[1]) + "/",
     str(Path(vf_runtime.__file__).resolve().parent) + "/",
 )
 T = TypeVar("T")
