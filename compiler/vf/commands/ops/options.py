@@ -59,6 +59,6 @@ def flow_option(func: F) -> F:
 
 def execute(action: Callable[[], int | None]) -> None:
     """Run a command body under vf's exit-code mapping (named errors, never a traceback)."""
-    from vf.cli import _run
+    from vf.commands.exits import run_body
 
-    _run(action)
+    run_body(action)
