@@ -1,0 +1,64 @@
+"""The stages show in the code: stage packages with their contract, and the import contract."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPILER = ROOT / "compiler" / "vf"
+RUNTIME = ROOT / "runtime" / "vf_runtime"
+# What stays at the top of vf: entry points, the facade, and what every stage shares.
+TOP_LEVEL = {"__init__", "__main__", "cli", "errors", "names", "pipeline", "resources"}
+STAGES = ("frontend", "config", "plan", "verify", "render", "emit", "textio", "tree", "commands")
+RUNTIME_PACKAGES = ("worker", "broker", "store", "wire", "local")
+
+
+def lint_imports() -> str:
+    found = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert found, "lint-imports is missing: install the dev extra (pip install -e '.[dev]')"
+    return found
+
+
+def test_the_import_contract_holds() -> None:
+    done = subprocess.run(
+        [lint_imports(), "--no-cache"],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
+    assert done.stdout.count("KEPT") >= 3
+
+
+def test_the_compiler_top_level_holds_no_stage_module() -> None:
+    top = {path.stem for path in COMPILER.glob("*.py")}
+    assert top <= TOP_LEVEL, f"modules to move into a stage package: {sorted(top - TOP_LEVEL)}"
+
+
+@pytest.mark.parametrize(
+    "package",
+    [COMPILER / name for name in STAGES] + [RUNTIME / name for name in RUNTIME_PACKAGES],
+    ids=lambda path: path.name,
+)
+def test_each_stage_package_says_its_job_input_and_output(package: Path) -> None:
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    assert doc.strip(), f"{package.name}/__init__.py has no docstring"
+    assert "Input:" in doc and "Output:" in doc, f"{package.name}: say its input and output"
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = [
+        f"{path.relative_to(ROOT)}: {n}"
+        for path in sorted([*COMPILER.rglob("*.py"), *RUNTIME.rglob("*.py")])
+        if (n := len(path.read_text().splitlines())) > 500
+    ]
+    assert not long, long
