@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -62,3 +63,29 @@ def test_no_module_is_over_500_lines() -> None:
         if (n := len(path.read_text().splitlines())) > 500
     ]
     assert not long, long
+
+
+def _sources() -> list[Path]:
+    return sorted([*COMPILER.rglob("*.py"), *RUNTIME.rglob("*.py")])
+
+
+def test_label_keys_are_written_in_one_module() -> None:
+    owner = RUNTIME / "labels.py"
+    spelled = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in _sources()
+        if path != owner
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"[\"'](vf\.dev|app\.kubernetes\.io)/[a-z-]+[\"']", line)
+    ]
+    assert not spelled, f"use vf_runtime.labels instead of spelling label keys: {spelled}"
+
+
+def test_the_compiler_spells_no_broker_name() -> None:
+    spelled = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted(COMPILER.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "--from--" in line or "broker_token" in line
+    ]
+    assert not spelled, f"broker names come from vf_runtime.broker.naming: {spelled}"

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vf_runtime.labels import NODE_LABEL, is_provision_job
+
 Obj = dict[str, Any]
 
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
@@ -33,11 +35,6 @@ _WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
 _AFTER_KINDS = frozenset({"ScaledObject", "PodDisruptionBudget", "HorizontalPodAutoscaler"})
 
 
-def is_provision_job(obj: Mapping[str, Any]) -> bool:
-    labels = obj.get("metadata", {}).get("labels") or {}
-    return obj.get("kind") == "Job" and labels.get("app.kubernetes.io/component") == "provision"
-
-
 def sync_wave(obj: Mapping[str, Any]) -> str:
     """Infrastructure (-2) → provision Job (-1) → workers (0) → scalers and budgets (1)."""
     kind = obj.get("kind")
@@ -46,7 +43,7 @@ def sync_wave(obj: Mapping[str, Any]) -> str:
         return WAVE_PROVISION
     if kind in _AFTER_KINDS:
         return WAVE_AFTER
-    if kind in _WORKLOAD_KINDS and "vf.dev/node" in labels:
+    if kind in _WORKLOAD_KINDS and NODE_LABEL in labels:
         return WAVE_WORKERS
     return WAVE_INFRA
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from vf import names
 from vf.errors import Problem
 from vf.frontend.graph import Graph, NodeIR
+from vf_runtime.broker.naming import token
 
 
 def graph_module_classes(graph: Graph) -> str | None:
@@ -33,7 +34,7 @@ def graph_module_classes(graph: Graph) -> str | None:
 def identity_problems(nodes: list[NodeIR]) -> list[Problem]:
     """Two node names that map to one broker token or one Kubernetes name collide."""
     problems: list[Problem] = []
-    for label, mapper in (("broker name", names.broker_token), ("Kubernetes name", names.slug)):
+    for label, mapper in (("broker name", token), ("Kubernetes name", names.slug)):
         seen: dict[str, list[NodeIR]] = {}
         for node in nodes:
             seen.setdefault(mapper(node.name), []).append(node)

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from vf import names
 from vf.config.delivery import Autoscaling
 from vf.errors import Problem, raise_if
 from vf.frontend.graph import Graph, NodeIR
 from vf.plan.ir import Pairs, Plan, Workload
+from vf_runtime.broker.naming import RunNames
 from vf_runtime.constants import GPU
 
 Obj = dict[str, Any]
@@ -143,11 +143,11 @@ def _endpoint(plan: Plan, *, settings: Autoscaling, problems: list[Problem]) -> 
 def _scaler(
     plan: Plan, *, workload: Workload, node: NodeIR, settings: Autoscaling, endpoint: str
 ) -> Scaler:
-    token = names.broker_token(node.name)
+    broker = RunNames(plan.flow_id, plan.run_id, plan.generation or "")
     triggers = []
     for channel in plan.channels:
         if channel.node in node.parents:
-            consumer = f"{token}--from--{names.broker_token(channel.node)}"
+            consumer = broker.durable(node.name, parent=channel.node)
             triggers.append(Trigger(stream=channel.stream, consumer=consumer))
     minimum = settings.min_replicas if settings.min_replicas is not None else workload.replicas
     return Scaler(

@@ -1,4 +1,4 @@
-"""What every per-node decision of one environment shares: names, replicas, labels."""
+"""What every per-node decision of one environment shares: names, replicas, run labels."""
 
 from __future__ import annotations
 
@@ -8,12 +8,6 @@ from vf.config.targets import Environment
 from vf.frontend.graph import Graph, NodeIR
 from vf.plan.ir import Pairs
 from vf_runtime.broker.naming import RunNames
-
-LABEL_DOMAIN = "vf.dev"
-PART_OF, NAME, INSTANCE, COMPONENT, MANAGED_BY = (
-    f"app.kubernetes.io/{key}" for key in ("part-of", "name", "instance", "component", "managed-by")
-)
-FLOW_LABEL, RUN_LABEL, NODE_LABEL = (f"{LABEL_DOMAIN}/{key}" for key in ("flow", "run", "node"))
 
 
 class PlanContext:

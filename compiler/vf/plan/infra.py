@@ -7,8 +7,9 @@ from collections.abc import Mapping
 
 from vf import names
 from vf.config.targets import Environment
-from vf.plan.context import COMPONENT, NAME, PlanContext
+from vf.plan.context import PlanContext
 from vf.plan.ir import ContainerResources, Infra, Provision
+from vf_runtime.labels import COMPONENT, NAME, PROVISION
 
 PROVISION_BACKOFF_LIMIT = 6
 TOPOLOGY_SHARD_BYTES = 256 * 1024
@@ -100,7 +101,7 @@ def plan_provision(ctx: PlanContext, images: Mapping[str, str]) -> Provision:
         or ctx.env.default_image
         or images[ctx.graph.nodes[0].name]
     )
-    labels = tuple(sorted({*ctx.run_labels, (NAME, "vf-provision"), (COMPONENT, "provision")}))
+    labels = tuple(sorted({*ctx.run_labels, (NAME, "vf-provision"), (COMPONENT, PROVISION)}))
     return Provision(
         job=names.k8s_name("vf", ctx.flow_id, ctx.run_id, "provision"),
         image=image,

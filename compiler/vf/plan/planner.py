@@ -14,17 +14,7 @@ from vf.errors import Problem, raise_if
 from vf.frontend.graph import Graph, NodeIR
 from vf.plan.admission import Admission, admit
 from vf.plan.component import component_resources, component_run
-from vf.plan.context import (
-    COMPONENT,
-    FLOW_LABEL,
-    INSTANCE,
-    MANAGED_BY,
-    NAME,
-    NODE_LABEL,
-    PART_OF,
-    RUN_LABEL,
-    PlanContext,
-)
+from vf.plan.context import PlanContext
 from vf.plan.gpu.ir import GpuGrant, GpuPlan
 from vf.plan.gpu.planner import plan_gpu
 from vf.plan.infra import plan_infra, plan_provision
@@ -43,6 +33,17 @@ from vf.plan.jobs import broker_configmap, tag_jobs, tag_provision
 from vf.plan.security import plan_security, security_warnings
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.constants import BATCH, ENVELOPE_VERSION, GPU, HEALTH_PORT
+from vf_runtime.labels import (
+    COMPONENT,
+    FLOW_LABEL,
+    INSTANCE,
+    MANAGED_BY,
+    MANAGER,
+    NAME,
+    NODE_LABEL,
+    PART_OF,
+    RUN_LABEL,
+)
 
 STATEFULSET_NAME_MAX = 52  # leaves room for the controller-revision-hash label
 
@@ -50,7 +51,7 @@ STATEFULSET_NAME_MAX = 52  # leaves room for the controller-revision-hash label
 def _flow_labels(flow_id: str) -> Pairs:
     return (
         (FLOW_LABEL, names.label_value(flow_id)),
-        (MANAGED_BY, "vf"),
+        (MANAGED_BY, MANAGER),
         (PART_OF, names.label_value(flow_id)),
     )
 
@@ -306,16 +307,14 @@ def _worker_env(ctx: PlanContext, node: NodeIR, grant: GpuGrant | None) -> Pairs
 
 def _channel(ctx: PlanContext, node: NodeIR, profile: str, *, broker: RunNames) -> Channel:
     readers: list[str] = []
-    parent = names.broker_token(node.name)
     for child_name in node.children:
-        child = ctx.nodes[child_name]
-        token = names.broker_token(child_name)
-        if ctx.partitioned(child):
+        if ctx.partitioned(ctx.nodes[child_name]):
             readers.extend(
-                f"{token}--from--{parent}--p{i}" for i in range(ctx.replicas[child_name])
+                broker.durable(child_name, parent=node.name, partition=i)
+                for i in range(ctx.replicas[child_name])
             )
         else:
-            readers.append(f"{token}--from--{parent}")
+            readers.append(broker.durable(child_name, parent=node.name))
     return Channel(
         node=node.name,
         subject=broker.subject(node.name),

@@ -17,15 +17,14 @@ from vf.errors import Problem, raise_if
 from vf.plan.infra import infra_names
 from vf.plan.ir import Workload
 from vf.plan.security_ir import EgressRule, InfraPolicy, Security
+from vf_runtime.labels import FLOW_LABEL, INFRA_LABEL, NAME
 
 DNS_PORT = 53
 NATS_CLUSTER_PORT = 6222
 NATS_MONITOR_PORT = 8222
-INFRA_LABEL = "vf.dev/infra"
-FLOW_LABEL = "vf.dev/flow"
 RESTRICTED, PRIVILEGED = "restricted", "privileged"
 # Where KEDA's own install puts its operator, the pod that polls scaler endpoints.
-KEDA_OPERATOR = Peer(namespace="keda", pod_labels=(("app.kubernetes.io/name", "keda-operator"),))
+KEDA_OPERATOR = Peer(namespace="keda", pod_labels=((NAME, "keda-operator"),))
 _PROVISIONED_STORES = ("dev", "durable", "cache")
 
 

@@ -16,6 +16,7 @@ from ruamel.yaml import YAML
 
 from vf.plan.ir import Infra
 from vf.resources import resource_dir
+from vf_runtime.labels import FLOW_LABEL, INFRA_LABEL
 
 Obj = dict[str, Any]
 NATS_CLIENT_PORT = 4222
@@ -43,7 +44,6 @@ def component_objects(name: str) -> list[Obj]:
 
 
 SHIPPED_BROKER, SHIPPED_STORE = "vf-nats", "vf-redis"
-INFRA_LABEL, FLOW_LABEL = "vf.dev/infra", "vf.dev/flow"
 
 
 def _renames(infra: Infra) -> dict[str, str]:

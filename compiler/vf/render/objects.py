@@ -13,10 +13,11 @@ from vf.render.infra import flow_component, render_infra
 from vf.render.pods import apply_pod_options, metrics_objects, priority_class
 from vf.render.security import namespace_object, network_policies
 from vf_runtime.constants import HEALTH_PORT
+from vf_runtime.labels import BROKER_CONFIG, COMPONENT, CONFIG_HASH_KEY, FLOW_LABEL, GENERATION_KEY
 
 Obj = dict[str, Any]
 TMP_VOLUME = "tmp"
-GENERATION_ANNOTATION = "vf.dev/generation"
+GENERATION_ANNOTATION = GENERATION_KEY
 TOPOLOGY_DIR = "/etc/vf/topology"
 RUN_AS = 65532
 
@@ -28,13 +29,13 @@ def render_components(plan: Plan) -> dict[str, list[Obj]]:
         namespace=plan.namespace,
         pull_policy=plan.image_pull_policy,
         priority_class=plan.priority_class,
-        flow=dict(plan.flow_labels)["vf.dev/flow"],
+        flow=dict(plan.flow_labels)[FLOW_LABEL],
     )
 
 
 def render_shapes(plan: Plan) -> dict[str, list[Obj]]:
     """The shipped components named for the flow, as ``components/`` holds them."""
-    flow = dict(plan.flow_labels)["vf.dev/flow"]
+    flow = dict(plan.flow_labels)[FLOW_LABEL]
     return {c: flow_component(c, plan.infra, flow=flow) for c in plan.infra.components}
 
 
@@ -73,7 +74,7 @@ def render_plan(plan: Plan) -> list[Obj]:
         objects,
         options=options,
         flow_policy=plan.network_policy,
-        flow=dict(plan.flow_labels)["vf.dev/flow"],
+        flow=dict(plan.flow_labels)[FLOW_LABEL],
         namespace=plan.namespace,
     )
     apply_pod_options(objects, options=options)
@@ -85,7 +86,7 @@ def _meta(plan: Plan, name: str, labels: Pairs) -> Obj:
 
 
 def _broker_configmap(plan: Plan) -> Obj:
-    labels = (*plan.run_labels, ("app.kubernetes.io/component", "broker-config"))
+    labels = (*plan.run_labels, (COMPONENT, BROKER_CONFIG))
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -333,7 +334,7 @@ def _workload(plan: Plan, workload: Workload) -> Obj:
     grant = plan.gpu.grant_for(workload.node) if plan.gpu is not None else None
     if plan.gpu is not None and grant is not None:
         decorate_pod(pod, gpu=plan.gpu, grant=grant)
-    annotations = {"vf.dev/config-hash": workload.config_hash}
+    annotations = {CONFIG_HASH_KEY: workload.config_hash}
     if workload.kind == "Job":
         metadata = _job_pod_metadata(plan, annotations, workload.labels)
     else:

@@ -9,6 +9,15 @@ from vf import names
 from vf.config.pod_options import PodOptions
 from vf.render.security import peer_selector
 from vf_runtime.constants import HEALTH_PORT
+from vf_runtime.labels import (
+    COMPONENT,
+    FLOW_LABEL,
+    MANAGED_BY,
+    MANAGER,
+    METRICS_LABEL,
+    NODE_LABEL,
+    PROVISION,
+)
 
 Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -51,7 +60,7 @@ def priority_class(name: str | None, *, options: PodOptions) -> list[Obj]:
         {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
-            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "vf"}},
+            "metadata": {"name": name, "labels": {MANAGED_BY: MANAGER}},
             "value": options.priority_class_value,
             "globalDefault": False,
             "preemptionPolicy": "PreemptLowerPriority",
@@ -63,7 +72,7 @@ def priority_class(name: str | None, *, options: PodOptions) -> list[Obj]:
 def _ours(obj: Obj) -> bool:
     """A worker or the provision Job (the flow's image), not the broker or the store."""
     labels = obj["metadata"].get("labels") or {}
-    return "vf.dev/node" in labels or labels.get("app.kubernetes.io/component") == "provision"
+    return NODE_LABEL in labels or labels.get(COMPONENT) == PROVISION
 
 
 def _pod_meta(options: PodOptions) -> dict[str, Any]:
@@ -104,7 +113,7 @@ def metrics_objects(
     if not options.service_monitor:
         return []
     name = names.k8s_name("vf", flow, "metrics")
-    labels = {"app.kubernetes.io/managed-by": "vf", "vf.dev/flow": flow, "vf.dev/metrics": "true"}
+    labels = {MANAGED_BY: MANAGER, FLOW_LABEL: flow, METRICS_LABEL: "true"}
     service = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -112,7 +121,7 @@ def metrics_objects(
         "spec": {
             "clusterIP": "None",
             "ports": [{"name": "health", "port": HEALTH_PORT, "targetPort": "health"}],
-            "selector": {"vf.dev/flow": flow},
+            "selector": {FLOW_LABEL: flow},
         },
     }
     monitor = {
@@ -121,7 +130,7 @@ def metrics_objects(
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {
             "endpoints": [{"interval": "30s", "path": "/metrics", "port": "health"}],
-            "selector": {"matchLabels": {"vf.dev/flow": flow, "vf.dev/metrics": "true"}},
+            "selector": {"matchLabels": {FLOW_LABEL: flow, METRICS_LABEL: "true"}},
         },
     }
     return [service, monitor]

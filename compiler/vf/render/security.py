@@ -6,12 +6,12 @@ from typing import Any
 
 from vf.config.network import NAMESPACE_NAME_LABEL, Peer
 from vf.plan.ir import Plan
-from vf.plan.security import DNS_PORT, INFRA_LABEL, RESTRICTED
+from vf.plan.security import DNS_PORT, RESTRICTED
 from vf.plan.security_ir import EgressRule, InfraPolicy
+from vf_runtime.labels import COMPONENT, FLOW_LABEL, INFRA_LABEL, MANAGED_BY, MANAGER, NAME
 
 Obj = dict[str, Any]
 API = "networking.k8s.io/v1"
-FLOW_LABEL = "vf.dev/flow"
 PSA_PREFIX = "pod-security.kubernetes.io"
 
 
@@ -117,9 +117,9 @@ def _infra_policy(plan: Plan, *, policy: InfraPolicy) -> Obj:
     if egress:
         spec["egress"] = egress
     labels = {
-        "app.kubernetes.io/component": policy.component,
-        "app.kubernetes.io/managed-by": "vf",
-        "app.kubernetes.io/name": policy.infra,
+        COMPONENT: policy.component,
+        MANAGED_BY: MANAGER,
+        NAME: policy.infra,
         FLOW_LABEL: flow,
         INFRA_LABEL: policy.infra,
     }

@@ -22,6 +22,7 @@ from nats.js.api import (
     StreamConfig,
 )
 
+from vf_runtime import labels
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.constants import BATCH
 
@@ -31,10 +32,14 @@ DLQ_MAX_AGE = 7 * 24 * 3600.0
 PREFETCH = 64  # the most a replica fetches ahead of its node (fast nodes; slow ones less)
 PUBLISH_WINDOW = 64  # the most outputs a replica keeps in flight before their acks
 DEFAULT_JOIN_PENDING = 256
-OWNER = "vf"
-META_OWNER, META_FLOW, META_RUN, META_NODE, META_ROLE, META_GENERATION = (
-    f"vf.dev/{key}" for key in ("owner", "flow", "run", "node", "role", "generation")
+OWNER = labels.MANAGER
+META_OWNER, META_FLOW, META_RUN, META_NODE = (
+    labels.OWNER_KEY,
+    labels.FLOW_LABEL,
+    labels.RUN_LABEL,
+    labels.NODE_LABEL,
 )
+META_ROLE, META_GENERATION = labels.ROLE_KEY, labels.GENERATION_KEY
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,6 +24,7 @@ from vf.commands.runtree.notice import not_emulated
 from vf.commands.runtree.podspec import decoded_secret, missing_secrets
 from vf.commands.runtree.sync import sync
 from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem, VfError
+from vf_runtime.labels import NODE_LABEL
 from vf_runtime.local.guardian import Guardian
 
 Obj = dict[str, Any]
@@ -152,7 +153,7 @@ def moved(cluster: Cluster) -> dict[str, int]:
 
     totals: dict[str, int] = {}
     for pod in cluster.pods():
-        node = pod.labels.get("vf.dev/node")
+        node = pod.labels.get(NODE_LABEL)
         health = next((c.launch.ports.get("health") for c in pod.containers), None)
         if node is None or health is None or not pod.ready:
             continue

@@ -17,6 +17,7 @@ from typing import Any
 
 from vf.errors import EnvironmentProblem, Problem, VfError
 from vf_runtime.components import ComponentSpec
+from vf_runtime.labels import NODE_LABEL
 from vf_runtime.local.infra import MissingTool, nats_server_binary, redis_server_binary
 
 Obj = dict[str, Any]
@@ -216,6 +217,6 @@ def containers_of(obj: Obj) -> list[tuple[Obj, str | None]]:
         return []
     labels = (template.get("metadata") or {}).get("labels") or {}
     spec = template.get("spec") or {}
-    node = labels.get("vf.dev/node")
+    node = labels.get(NODE_LABEL)
     items = list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
     return [(c, node) for c in items if isinstance(c, dict)]

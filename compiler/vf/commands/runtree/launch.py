@@ -19,6 +19,7 @@ from vf.commands.runtree.podspec import (
     mount_paths,
     write_config_volumes,
 )
+from vf_runtime.labels import NODE_LABEL
 
 if TYPE_CHECKING:
     from vf.commands.runtree.cluster import Cluster
@@ -153,7 +154,7 @@ def build_pod(cluster: Cluster, controller: Controller, *, index: int | None) ->
     folders, deferred = materialize_volumes(
         spec, pod_dir=pod_dir, sources=sources, claims=_claims(controller, index)
     )
-    node = meta.labels.get("vf.dev/node")
+    node = meta.labels.get(NODE_LABEL)
     ctx = (meta, sources, folders, pod_dir, app)
     built: list[tuple[Obj, ContainerLaunch, dict[str, Path]]] = []
     for item in list(spec.get("initContainers") or []) + list(spec.get("containers") or []):

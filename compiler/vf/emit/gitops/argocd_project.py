@@ -9,6 +9,7 @@ from typing import Any
 from vf import names
 from vf.config.delivery import ArgoCD, GitOps
 from vf.plan.ir import Plan
+from vf_runtime.labels import FLOW_LABEL, MANAGED_BY, MANAGER, PART_OF
 
 Obj = dict[str, Any]
 _CLUSTER_KINDS = frozenset({"Namespace", "PriorityClass"})
@@ -48,9 +49,9 @@ def app_project(
             "name": argocd.project,
             "namespace": argocd.namespace,
             "labels": {
-                "app.kubernetes.io/managed-by": "vf",
-                "app.kubernetes.io/part-of": flow,
-                "vf.dev/flow": flow,
+                MANAGED_BY: MANAGER,
+                PART_OF: flow,
+                FLOW_LABEL: flow,
             },
         },
         "spec": {

@@ -8,6 +8,7 @@ from typing import Any
 from vf import names
 from vf.config.delivery import Flux, GitOps
 from vf.plan.ir import Plan
+from vf_runtime.labels import ENVIRONMENT_LABEL, FLOW_LABEL, MANAGED_BY, MANAGER, PART_OF
 
 Obj = dict[str, Any]
 FLUX_HELM_API = "helm.toolkit.fluxcd.io/v2"
@@ -51,10 +52,10 @@ def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
             "name": names.k8s_name(plan.flow_id, plan.environment),
             "namespace": flux.namespace,
             "labels": {
-                "app.kubernetes.io/managed-by": "vf",
-                "app.kubernetes.io/part-of": flow,
-                "vf.dev/environment": names.label_value(plan.environment),
-                "vf.dev/flow": flow,
+                MANAGED_BY: MANAGER,
+                PART_OF: flow,
+                ENVIRONMENT_LABEL: names.label_value(plan.environment),
+                FLOW_LABEL: flow,
             },
         },
         "spec": spec,

@@ -17,6 +17,14 @@ from vf.emit.gitops.argocd_project import app_project
 from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release
 from vf.plan.ir import Plan
 from vf.textio import yamlout
+from vf_runtime.labels import (
+    ENVIRONMENT_LABEL,
+    FLOW_LABEL,
+    INFRA_LABEL,
+    MANAGED_BY,
+    MANAGER,
+    PART_OF,
+)
 
 Obj = dict[str, Any]
 Tree = dict[str, str]
@@ -96,10 +104,10 @@ def _folder(root: str, *, files: Mapping[str, Obj]) -> Tree:
 def _labels(plan: Plan) -> dict[str, str]:
     flow = names.label_value(plan.flow_id)
     return {
-        "app.kubernetes.io/managed-by": "vf",
-        "app.kubernetes.io/part-of": flow,
-        "vf.dev/environment": names.label_value(plan.environment),
-        "vf.dev/flow": flow,
+        MANAGED_BY: MANAGER,
+        PART_OF: flow,
+        ENVIRONMENT_LABEL: names.label_value(plan.environment),
+        FLOW_LABEL: flow,
     }
 
 
@@ -182,7 +190,7 @@ def _health_checks(objects: Sequence[Obj]) -> list[Obj]:
         }
         for o in objects
         if o["kind"] in ("Deployment", "StatefulSet")
-        and "vf.dev/infra" in (o["metadata"].get("labels") or {})
+        and INFRA_LABEL in (o["metadata"].get("labels") or {})
     ]
 
 
@@ -240,9 +248,9 @@ def _git_repository(gitops: GitOps, *, flux: Flux, flow_id: str) -> Obj:
             "name": _source_name(flow_id),
             "namespace": flux.namespace,
             "labels": {
-                "app.kubernetes.io/managed-by": "vf",
-                "app.kubernetes.io/part-of": flow,
-                "vf.dev/flow": flow,
+                MANAGED_BY: MANAGER,
+                PART_OF: flow,
+                FLOW_LABEL: flow,
             },
         },
         "spec": {

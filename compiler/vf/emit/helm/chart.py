@@ -34,6 +34,7 @@ from vf.emit.ordering import with_helm_hooks, without_tool_annotations
 from vf.textio import yamlout
 from vf.textio.filetext import Chunks, FileText, whole
 from vf.textio.jsontext import json_chunks
+from vf_runtime.labels import MANAGED_BY
 
 Obj = dict[str, Any]
 Tree = dict[str, str]
@@ -206,7 +207,7 @@ def _templated(slot: Slot, *, namespaces: Mapping[str, str]) -> Slot:
 
 _HELM_LABELS = (
     (("metadata", "labels", "helm.sh/chart"), HELM_CHART_LABEL),
-    (("metadata", "labels", "app.kubernetes.io/managed-by"), RELEASE_SERVICE),
+    (("metadata", "labels", MANAGED_BY), RELEASE_SERVICE),
 )
 
 

@@ -13,11 +13,12 @@ from typing import Any
 
 from vf.emit.helm.slots import POD_SPEC, Slot, ValueKey, owner
 from vf.emit.helm.text import LITERAL, WRAP
+from vf_runtime.labels import BROKER_CONFIG, COMPONENT, GENERATION_KEY
 
 Obj = dict[str, Any]
 Path = tuple[str | int, ...]
 IMAGE_TAG_VALUES: Obj = {"image": {"tag": None}}
-GENERATION_ANNOTATION = ("spec", "template", "metadata", "annotations", "vf.dev/generation")
+GENERATION_ANNOTATION = ("spec", "template", "metadata", "annotations", GENERATION_KEY)
 
 
 def _at(obj: Any, path: Path) -> Any:
@@ -33,7 +34,7 @@ def _targets(obj: Obj) -> list[tuple[Path, str]]:
     base = owner(obj)
     if kind == "ConfigMap":
         labels = obj["metadata"].get("labels") or {}
-        broker = labels.get("app.kubernetes.io/component") == "broker-config"
+        broker = labels.get(COMPONENT) == BROKER_CONFIG
         if broker and "VF_GENERATION" in (obj.get("data") or {}):
             out.append((("data", "VF_GENERATION"), "generation"))
         return out
@@ -42,7 +43,7 @@ def _targets(obj: Obj) -> list[tuple[Path, str]]:
     if kind == "Job":
         out.append((("metadata", "name"), "retag"))
         annotations = obj["spec"]["template"].get("metadata", {}).get("annotations") or {}
-        if "vf.dev/generation" in annotations:
+        if GENERATION_KEY in annotations:
             out.append((GENERATION_ANNOTATION, "generation"))
     for index, _ in enumerate(_at(obj, (*POD_SPEC, "containers"))):
         out.append(((*POD_SPEC, "containers", index, "image"), "image"))

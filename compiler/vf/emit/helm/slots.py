@@ -14,6 +14,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vf_runtime.labels import (
+    CONFIG_HASH_KEY,
+    GENERATION_KEY,
+    INFRA_LABEL,
+    NODE_LABEL,
+    is_broker_config,
+    is_provision_job,
+)
+
 Obj = dict[str, Any]
 Path = tuple[str | int, ...]
 ValueKey = tuple[str, ...]
@@ -55,12 +64,12 @@ def same(a: Any, *, other: Any) -> bool:
 def owner(obj: Mapping[str, Any]) -> ValueKey | None:
     """The values section an object's knobs live under: a node, the provision Job, infra."""
     labels = obj.get("metadata", {}).get("labels") or {}
-    if labels.get("app.kubernetes.io/component") == "provision" and obj.get("kind") == "Job":
+    if is_provision_job(obj):
         return ("provision",)
-    if "vf.dev/node" in labels:
-        return ("nodes", str(labels["vf.dev/node"]))
-    if "vf.dev/infra" in labels:
-        return ("infra", str(labels["vf.dev/infra"]))
+    if NODE_LABEL in labels:
+        return ("nodes", str(labels[NODE_LABEL]))
+    if INFRA_LABEL in labels:
+        return ("infra", str(labels[INFRA_LABEL]))
     return None
 
 
@@ -74,8 +83,7 @@ def knob_key(obj: Obj, *, path: Path) -> ValueKey | None:
     """The operator-facing key of a field that is always a value, else None."""
     kind = obj.get("kind")
     if kind == "ConfigMap" and len(path) == 2 and path[0] == "data":
-        labels = obj.get("metadata", {}).get("labels") or {}
-        if labels.get("app.kubernetes.io/component") == "broker-config":
+        if is_broker_config(obj):
             return _BROKER_DATA.get(str(path[1]))
         return None
     base = owner(obj)
@@ -121,8 +129,7 @@ def _knob_scope(obj: Obj) -> Callable[[Path], bool]:
     """
     kind = obj.get("kind")
     if kind == "ConfigMap":
-        labels = obj.get("metadata", {}).get("labels") or {}
-        if labels.get("app.kubernetes.io/component") != "broker-config":
+        if not is_broker_config(obj):
             return _nowhere
         return lambda path: len(path) <= 2 and path[:1] in ((), ("data",))
     if kind not in _WORKLOADS or owner(obj) is None:
@@ -153,7 +160,7 @@ def _all_same(present: list[Any]) -> bool:
 
 
 _GENERATION_PATHS: dict[str, tuple[Path, ...]] = {
-    "Job": (("spec", "template", "metadata", "annotations", "vf.dev/generation"),),
+    "Job": (("spec", "template", "metadata", "annotations", GENERATION_KEY),),
     "ConfigMap": (("data", "VF_GENERATION"),),
 }
 
@@ -166,7 +173,7 @@ def derived_key(obj: Obj, *, path: Path) -> ValueKey:
     if base is not None and obj.get("kind") in _WORKLOADS:
         if path in (("spec", "replicas"), ("spec", "parallelism"), ("spec", "completions")):
             return (*base, "replicas")
-        if path == ("spec", "template", "metadata", "annotations", "vf.dev/config-hash"):
+        if path == ("spec", "template", "metadata", "annotations", CONFIG_HASH_KEY):
             return (*base, "configHash")
     return generated_key(obj, path=path)
 
