@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, kustomize_build
+from tests.support import REPO, kustomize_build
 from vf.pipeline import CompileResult
 from vf.tree.write import write_tree
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import EXAMPLE_NAMES, EXAMPLES, example_graph
+from tests.support import EXAMPLE_NAMES, EXAMPLES, example_graph
 from vf.emit.ordering import SYNC_WAVE, is_provision_job, sync_wave
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLE_NAMES, REPO, example_graph
+from tests.support import EXAMPLE_NAMES, REPO, example_graph
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.tree.write import with_manifest
 

@@ -20,8 +20,8 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 
-from tests.conftest import EXAMPLE_NAMES, example_graph
 from tests.diagram_grammar import check_dot, check_mermaid
+from tests.support import EXAMPLE_NAMES, example_graph
 from tests.test_hostile_strings import GRAPH, compile_work, hostile
 from vf import names as vf_names
 from vf.cli import cli

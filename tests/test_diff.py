@@ -16,7 +16,7 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 
-from tests.conftest import EXAMPLE_NAMES, EXAMPLES, example_graph
+from tests.support import EXAMPLE_NAMES, EXAMPLES, example_graph
 from vf.cli import cli
 from vf.commands.diff.command import diff_project
 from vf.commands.diff.report import RENDERERS

@@ -256,17 +256,17 @@ def test_any_text_compiles_or_fails_by_name(project: Path, text: str | bytes) ->
 
 def _verdicts(document: Any) -> tuple[bool, bool]:
     """(the compiled checker finds no problem, jsonschema finds none) for one document."""
-    from vf.config.targets import _check_errors, _config_check, config_schema
+    from vf.config.targets import check_errors, config_check, config_schema
     from vf.textio.patterns import validator as schema_validator
 
-    check = _config_check()
+    check = config_check()
     assert check is not None, "vf.yaml's schema no longer compiles: the fast path is gone"
     reference = schema_validator(config_schema())
     try:
         expected = not any(reference.iter_errors(document))
     except (TypeError, ValueError):
         expected = False  # vf reports these as VF_CONFIG_SCHEMA too
-    return not _check_errors(check, document), expected
+    return not check_errors(check, document), expected
 
 
 def _string_places(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -315,12 +315,12 @@ def test_the_compiled_config_check_agrees_with_jsonschema(document: Any) -> None
 
 
 def test_the_compiled_config_check_accepts_every_example() -> None:
-    from vf.config.targets import _read_yaml
+    from vf.config.targets import read_yaml
 
     examples = sorted((Path(__file__).parent.parent / "examples").glob("*/vf.yaml"))
     assert len(examples) >= 4
     for path in examples:
-        assert _verdicts(_read_yaml(path)) == (True, True), path
+        assert _verdicts(read_yaml(path)) == (True, True), path
 
 
 CREDENTIAL_KEYS = [

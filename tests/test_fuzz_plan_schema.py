@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import example_graph
+from tests.support import example_graph
 from vf.pipeline import CompileResult
 from vf.plan.ir import plan_to_json
 from vf.textio.jsontext import json_chunks, json_text

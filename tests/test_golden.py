@@ -13,7 +13,7 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 
-from tests.conftest import EXAMPLE_NAMES
+from tests.support import EXAMPLE_NAMES
 from vf.pipeline import CompileResult
 from vf.tree.write import with_manifest
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.conftest import example_graph
+from tests.support import example_graph
 from vf.commands.diff.command import diff_project
 from vf.commands.diff.plan import BREAKING
 from vf.pipeline import CompileRequest, compile_project

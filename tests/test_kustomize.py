@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import EXAMPLE_ENVS, kustomize_build
+from tests.support import EXAMPLE_ENVS, kustomize_build
 from vf.emit.ordering import without_tool_annotations
 from vf.pipeline import CompileResult
 from vf.tree.write import write_tree

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import EXAMPLE_ENVS
 from tests.pod_security import POD_TEMPLATE_KINDS
+from tests.support import EXAMPLE_ENVS
 from vf.cli import cli
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 from vf.pipeline import CompileRequest, compile_project
 from vf_runtime.redact import redact
 

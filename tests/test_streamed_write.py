@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import example_graph
+from tests.support import example_graph
 from tests.test_determinism import _read_tree
 from vf.emit.helm.chart import ChartInfo, chart_files
 from vf.errors import VfError

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import example_graph
+from tests.support import example_graph
 from tests.test_kill_write import GRAPH as KILL_GRAPH
 from tests.test_kill_write import NODES as KILL_NODES
 from vf.cli import cli

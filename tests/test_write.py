@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import example_graph
+from tests.support import example_graph
 from vf.cli import cli
 from vf.errors import VfError
 from vf.tree.write import MANIFEST, write_tree

@@ -17,7 +17,7 @@ import nats
 import pytest
 import redis
 
-from tests.runtime.conftest import FLOWS, FlowRun, run_flow
+from tests.runtime.support import FLOWS, FlowRun, run_flow
 from vf.pipeline import CompileRequest, compile_project
 from vf_runtime.broker.client import announce_stop
 from vf_runtime.broker.naming import RunNames

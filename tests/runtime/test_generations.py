@@ -21,7 +21,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from tests.runtime.conftest import (
+from tests.runtime.support import (
     FLOWS,
     FlowRun,
     finish_flow,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.runtime.conftest import run_flow
+from tests.runtime.support import run_flow
 from vf_runtime.local.infra import LocalServer
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from nats.js import JetStreamContext
 
-from tests.runtime.conftest import finish_flow, run_flow, start_flow, wait_until
 from tests.runtime.opshelp import (
     Servers,
     fresh_servers,
@@ -23,6 +22,7 @@ from tests.runtime.opshelp import (
     vf,
     with_js,
 )
+from tests.runtime.support import finish_flow, run_flow, start_flow, wait_until
 from vf.commands.ops import teardown
 from vf.commands.ops.runs import flow_runs
 from vf_runtime.broker.client import announce_stop

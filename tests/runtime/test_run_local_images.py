@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.runtime.conftest import FLOWS, run_flow
+from tests.runtime.support import FLOWS, run_flow
 from vf_runtime.local.infra import LocalServer
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.runtime.conftest import RUN_TIMEOUT
+from tests.runtime.support import RUN_TIMEOUT
 from vf.commands.scaffold import init_project
 from vf_runtime.local.infra import LocalServer
 

@@ -16,9 +16,9 @@ import pytest
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
-from tests.runtime.conftest import FLOWS
 from tests.runtime.opshelp import with_js
-from vf.commands.run_local.command import _topology
+from tests.runtime.support import FLOWS
+from vf.commands.run_local.command import provision_topology
 from vf.pipeline import CompileRequest, compile_project
 from vf_runtime.broker.client import BrokerError
 from vf_runtime.broker.naming import RunNames
@@ -193,7 +193,7 @@ def test_an_undecodable_message_is_dead_lettered_not_dropped(
     )
 
     async def body(js: JetStreamContext) -> Any:
-        await provision(js, _topology(plan))
+        await provision(js, provision_topology(plan))
         await js.publish(names.subject("numbers"), b"\x0a\xff\xffnot an envelope")
         await js.publish(names.eos_subject("numbers", replica=0), encode_envelope(eos))
         env = dict(next(w for w in plan.workloads if w.node == "scale").env)

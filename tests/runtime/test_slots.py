@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.runtime.conftest import FLOWS
+from tests.runtime.support import FLOWS
 from vf.pipeline import CompileRequest, compile_project
 from vf_runtime.local.infra import LocalServer
 

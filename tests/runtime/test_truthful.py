@@ -15,7 +15,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from tests.runtime.conftest import FLOWS, FlowRun, finish_flow, wait_until
+from tests.runtime.support import FLOWS, FlowRun, finish_flow, wait_until
 from vf_runtime.broker.client import announce_stop
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.local.infra import LocalServer

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLE_NAMES
+from tests.support import EXAMPLE_NAMES
 from vf.pipeline import CompileResult
 from vf.render.objects import broker_env
 from vf_runtime.broker.naming import RunNames, token

@@ -129,7 +129,7 @@ def load_targets(path: Path | None) -> Targets:
     """Parse and validate a vf.yaml; without one there is a single ``default`` environment."""
     if path is None:
         return Targets(flow_id=None, environments=(Environment(name=DEFAULT_ENV),), source="")
-    document = _read_yaml(path)
+    document = read_yaml(path)
     _check_text(document, path)
     _validate(document, path)
     plain: dict[str, Any] = json.loads(json.dumps(document, default=str))
@@ -148,7 +148,8 @@ def load_targets(path: Path | None) -> Targets:
     )
 
 
-def _read_yaml(path: Path) -> Any:
+def read_yaml(path: Path) -> Any:
+    """The YAML document at ``path``, round-trip loaded, duplicate keys refused."""
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     text = ""
@@ -231,14 +232,14 @@ def _check_text(document: Any, path: Path) -> None:
 
 
 @cache
-def _config_check() -> Check | None:
+def config_check() -> Check | None:
     """vf.yaml's schema compiled (ADR 25)."""
     return try_compile(config_schema())
 
 
 def _validate(document: Any, path: Path) -> None:
-    check = _config_check()
-    if check is not None and not _check_errors(check, document):
+    check = config_check()
+    if check is not None and not check_errors(check, document):
         return  # valid: jsonschema is only loaded to explain a problem
 
     validator = schema_validator(config_schema())
@@ -252,7 +253,8 @@ def _validate(document: Any, path: Path) -> None:
     raise_if(problems)
 
 
-def _check_errors(check: Check, document: Any) -> Errors:
+def check_errors(check: Check, document: Any) -> Errors:
+    """What the compiled schema check finds wrong with ``document`` (empty: valid)."""
     found: Errors = []
     try:
         check(document, "", found)

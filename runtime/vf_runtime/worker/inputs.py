@@ -198,7 +198,7 @@ class Inputs:
     def _received(self, parent: str, reader: str, msg: Msg) -> None:
         self.backlog += 1
         self.metrics.bump("received")
-        if _redelivered(msg):
+        if redelivered(msg):
             self.metrics.bump("redelivered")
         self.held[id(msg)] = msg
         delivery = _decode(msg, parent=parent, reader=reader)
@@ -369,7 +369,7 @@ def _report_crash(task: asyncio.Task[None]) -> None:
         log.error("pull loop crashed", exc_info=task.exception())
 
 
-def _redelivered(msg: Msg) -> bool:
+def redelivered(msg: Msg) -> bool:
     """Whether the broker delivered ``msg`` before: its ack subject counts deliveries.
 
     The nine-token ``$JS.ACK.<stream>.<consumer>.<delivered>.…`` subject is read

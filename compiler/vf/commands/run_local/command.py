@@ -123,7 +123,8 @@ def fresh_generation() -> str:
     return "l" + secrets.token_hex(4)
 
 
-def _topology(plan: Plan, generation: str = "") -> RunTopology:
+def provision_topology(plan: Plan, generation: str = "") -> RunTopology:
+    """What ``vf-provision`` creates for ``plan``'s run: read from its topology shards."""
     nodes = tuple(
         NodeTopology.from_json(json.loads(line))
         for shard in plan.provision.topology_shards
@@ -243,7 +244,7 @@ def run_local(request: RunLocalRequest) -> int:
         urls = _start_services(plan, request=request, stack=stack, guardian=guardian)
         nats_url = urls["VF_NATS_URL"]
         try:
-            topology = _topology(plan, generation)
+            topology = provision_topology(plan, generation)
             asyncio.run(provision_run(nats_url, topology, prune=False, timeout=15))
         except BrokerError as exc:
             raise EnvironmentProblem(
