@@ -89,3 +89,18 @@ def test_the_compiler_spells_no_broker_name() -> None:
         if "--from--" in line or "broker_token" in line
     ]
     assert not spelled, f"broker names come from vf_runtime.broker.naming: {spelled}"
+
+
+def test_tests_import_no_private_name_and_no_conftest() -> None:
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            if node.module.split(".")[-1] == "conftest":
+                found.append(f"{where} imports from {node.module}")
+            elif node.module.split(".")[0] in ("vf", "vf_runtime"):
+                private = [a.name for a in node.names if re.match(r"_[^_]", a.name)]
+                found += [f"{where} imports {node.module}.{name}" for name in private]
+    assert not found, found
