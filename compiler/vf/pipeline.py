@@ -20,7 +20,6 @@ from vf.frontend.graph import Graph
 from vf.frontend.graph_checks import graph_module_classes
 from vf.frontend.isolate import load_graph
 from vf.plan.admission import parse_profile_flags
-from vf.plan.autoscale import apply_autoscaling, plan_autoscaling
 from vf.plan.ir import Plan
 from vf.plan.planner import plan_environment
 from vf.render.diagram import EnvView, env_view
@@ -124,8 +123,7 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
         if request.images_optional and env.default_image is None:
             env = replace(env, default_image=UNUSED_IMAGE)
         plan = plan_environment(graph, env, flow_id=flow_id, flags=flags)
-        scalers = plan_autoscaling(graph, plan=plan, settings=env.autoscaling)
-        rendered = apply_autoscaling(plan, objects=render_plan(plan), scalers=scalers)
+        rendered = render_plan(plan)
         document = verify(plan, rendered, enforce_admission=request.enforce_admission)
         plans.append(plan)
         objects[env.name] = rendered

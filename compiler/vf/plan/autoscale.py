@@ -1,4 +1,4 @@
-"""Autoscaling: which workers KEDA scales on their input lag, and the ScaledObjects.
+"""Autoscaling: which workers KEDA scales on their input lag, recorded in the Plan.
 
 A worker is scaled only when its replica count is not part of the topology: a
 long-running Deployment that reads one parent, is not partitioned and is not a
@@ -8,47 +8,16 @@ producer (GPU workers only when the environment opts in). The Deployment then le
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from vf.config.delivery import Autoscaling
 from vf.errors import Problem, raise_if
 from vf.frontend.graph import Graph, NodeIR
-from vf.plan.ir import Pairs, Plan, Workload
+from vf.plan.ir import Plan, Scaler, ScaleTrigger, Workload
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.constants import GPU
 
-Obj = dict[str, Any]
-KEDA_API = "keda.sh/v1alpha1"
 NATS_MONITOR_PORT = 8222
-
-
-@dataclass(frozen=True, kw_only=True)
-class Trigger:
-    """One input of a scaled worker: the parent's stream and the worker's durable on it."""
-
-    stream: str
-    consumer: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Scaler:
-    """One ScaledObject: the Deployment it scales, its bounds and its lag triggers."""
-
-    node: str
-    deployment: str
-    min_replicas: int
-    max_replicas: int
-    lag_threshold: int
-    polling_interval: int
-    cooldown: int
-    endpoint: str
-    account: str
-    triggers: tuple[Trigger, ...]
-    labels: Pairs
 
 
 def ineligible_reason(node: NodeIR, *, workload: Workload, settings: Autoscaling) -> str:
@@ -148,7 +117,7 @@ def _scaler(
     for channel in plan.channels:
         if channel.node in node.parents:
             consumer = broker.durable(node.name, parent=channel.node)
-            triggers.append(Trigger(stream=channel.stream, consumer=consumer))
+            triggers.append(ScaleTrigger(stream=channel.stream, consumer=consumer))
     minimum = settings.min_replicas if settings.min_replicas is not None else workload.replicas
     return Scaler(
         node=node.name,
@@ -163,57 +132,3 @@ def _scaler(
         triggers=tuple(triggers),
         labels=workload.labels,
     )
-
-
-def scaled_object(plan: Plan, *, scaler: Scaler) -> Obj:
-    """The KEDA ScaledObject of one scaler (``nats-jetstream`` trigger per input)."""
-    return {
-        "apiVersion": KEDA_API,
-        "kind": "ScaledObject",
-        "metadata": {
-            "name": scaler.deployment,
-            "namespace": plan.namespace,
-            "labels": dict(scaler.labels),
-        },
-        "spec": {
-            "scaleTargetRef": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "name": scaler.deployment,
-            },
-            "minReplicaCount": scaler.min_replicas,
-            "maxReplicaCount": scaler.max_replicas,
-            "pollingInterval": scaler.polling_interval,
-            "cooldownPeriod": scaler.cooldown,
-            "triggers": [
-                {
-                    "type": "nats-jetstream",
-                    "metadata": {
-                        "natsServerMonitoringEndpoint": scaler.endpoint,
-                        "account": scaler.account,
-                        "stream": trigger.stream,
-                        "consumer": trigger.consumer,
-                        "lagThreshold": str(scaler.lag_threshold),
-                    },
-                }
-                for trigger in scaler.triggers
-            ],
-        },
-    }
-
-
-def apply_autoscaling(
-    plan: Plan, *, objects: Sequence[Obj], scalers: Sequence[Scaler]
-) -> list[Obj]:
-    """The objects with each scaled Deployment's replicas left to KEDA, plus the ScaledObjects."""
-    scaled = {scaler.deployment for scaler in scalers}
-    out: list[Obj] = []
-    for obj in objects:
-        if obj["kind"] == "Deployment" and obj["metadata"]["name"] in scaled:
-            unreplicated = copy.deepcopy(obj)
-            del unreplicated["spec"]["replicas"]
-            out.append(unreplicated)
-        else:
-            out.append(obj)
-    out.extend(scaled_object(plan, scaler=scaler) for scaler in scalers)
-    return out

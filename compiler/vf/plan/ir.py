@@ -118,6 +118,31 @@ class Infra:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ScaleTrigger:
+    """One input of a scaled worker: the parent's stream and the worker's durable on it."""
+
+    stream: str
+    consumer: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scaler:
+    """One autoscaled worker (a KEDA ScaledObject): its Deployment, bounds and lag triggers."""
+
+    node: str
+    deployment: str
+    min_replicas: int
+    max_replicas: int
+    lag_threshold: int
+    polling_interval: int
+    cooldown: int
+    endpoint: str
+    account: str
+    triggers: tuple[ScaleTrigger, ...]
+    labels: Pairs
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     """Every decision vf made for one environment."""
 
@@ -147,6 +172,8 @@ class Plan:
     # BATCH only: the incarnation of the run these workloads make (omitted when None)
     generation: str | None = None
     pods: PodOptions | None = None  # vf.yaml's pod options, when they are not the defaults
+    # The workers KEDA scales on their input lag (omitted when autoscaling is off)
+    autoscaling: tuple[Scaler, ...] | None = None
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
@@ -180,7 +207,7 @@ _PAIR_FIELDS = frozenset(
 
 
 # Fields added after plan v1 shipped: absent (not null) when unused, so plans stay as they were.
-_OMITTED_WHEN_NONE = frozenset({"component", "generation", "pods"})
+_OMITTED_WHEN_NONE = frozenset({"autoscaling", "component", "generation", "pods"})
 
 
 def _field(name: str, value: Any) -> Any:

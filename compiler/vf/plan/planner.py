@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 
 from vf import names
 from vf.config.pod_options import PodOptions, pod_problems
@@ -13,6 +14,7 @@ from vf.config.workload import pod_mounts
 from vf.errors import Problem, raise_if
 from vf.frontend.graph import Graph, NodeIR
 from vf.plan.admission import Admission, admit
+from vf.plan.autoscale import plan_autoscaling
 from vf.plan.component import component_resources, component_run
 from vf.plan.context import PlanContext
 from vf.plan.gpu.ir import GpuGrant, GpuPlan
@@ -92,7 +94,7 @@ def plan_environment(
     broker = ctx.broker_names(generation)
     ids = {"flow_id": flow_id, "run_id": run_id}
     workloads = tag_jobs(workloads, **ids, generation=generation, gpu=gpu, pods=env.pods)
-    return Plan(
+    plan = Plan(
         version=PLAN_VERSION,
         environment=env.name,
         namespace=env.namespace,
@@ -123,6 +125,8 @@ def plan_environment(
         pods=None if env.pods == PodOptions() else env.pods,
         warnings=_warnings(graph, images, admission) + security_warnings(security),
     )
+    scalers = plan_autoscaling(graph, plan=plan, settings=env.autoscaling)
+    return replace(plan, autoscaling=scalers) if scalers else plan
 
 
 def _run_id(

@@ -7,6 +7,7 @@ from typing import Any
 
 from vf.config.pod_options import PodOptions
 from vf.plan.ir import ContainerResources, Pairs, Plan, Workload
+from vf.render.autoscale import apply_autoscaling
 from vf.render.component import apply_component
 from vf.render.gpu import claim_templates, decorate_pod, mig_parted_configmap
 from vf.render.infra import flow_component, render_infra
@@ -78,7 +79,7 @@ def render_plan(plan: Plan) -> list[Obj]:
         namespace=plan.namespace,
     )
     apply_pod_options(objects, options=options)
-    return objects
+    return apply_autoscaling(plan, objects=objects) if plan.autoscaling else objects
 
 
 def _meta(plan: Plan, name: str, labels: Pairs) -> Obj:
