@@ -104,3 +104,14 @@ def test_tests_import_no_private_name_and_no_conftest() -> None:
                 private = [a.name for a in node.names if re.match(r"_[^_]", a.name)]
                 found += [f"{where} imports {node.module}.{name}" for name in private]
     assert not found, found
+
+
+def test_no_function_is_over_60_lines() -> None:
+    long = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n}"
+        for path in _sources()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and (n := (node.end_lineno or node.lineno) - node.lineno + 1) > 60
+    ]
+    assert not long, long

@@ -58,6 +58,17 @@ def _flow_labels(flow_id: str) -> Pairs:
     )
 
 
+def _checked_inputs(graph: Graph, env: Environment) -> tuple[dict[str, int], dict[str, str]]:
+    """Each node's replicas and image in ``env``; raise with every problem of its inputs."""
+    problems: list[Problem] = []
+    replicas = resolve_replicas(graph, env, problems)
+    images = resolve_images(graph, env, problems)
+    check_config_nodes(graph, env, problems)
+    problems += pod_problems(env.name, options=env.pods, priority_class=env.priority_class)
+    raise_if(problems)
+    return replicas, images
+
+
 def plan_environment(
     graph: Graph,
     env: Environment,
@@ -66,12 +77,8 @@ def plan_environment(
     flags: tuple[tuple[str, str], ...] = (),
 ) -> Plan:
     """Decide everything the renderers need for ``env``; raise with every problem found."""
+    replicas, images = _checked_inputs(graph, env)
     problems: list[Problem] = []
-    replicas = resolve_replicas(graph, env, problems)
-    images = resolve_images(graph, env, problems)
-    check_config_nodes(graph, env, problems)
-    problems += pod_problems(env.name, options=env.pods, priority_class=env.priority_class)
-    raise_if(problems)
     admission = admit(graph, env, flags=flags)
     run_id, run_source = _run_id(graph, env, flow_id=flow_id, replicas=replicas)
     flow_labels = _flow_labels(flow_id)
