@@ -69,6 +69,23 @@ def _checked_inputs(graph: Graph, env: Environment) -> tuple[dict[str, int], dic
     return replicas, images
 
 
+def _context(
+    graph: Graph, env: Environment, *, flow_id: str, replicas: dict[str, int]
+) -> tuple[PlanContext, str]:
+    """What every per-node decision shares, and where the run id came from."""
+    run_id, run_source = _run_id(graph, env, flow_id=flow_id, replicas=replicas)
+    run_labels = (*_flow_labels(flow_id), (RUN_LABEL, run_id))
+    ctx = PlanContext(
+        graph=graph,
+        env=env,
+        flow_id=flow_id,
+        run_id=run_id,
+        replicas=replicas,
+        run_labels=run_labels,
+    )
+    return ctx, run_source
+
+
 def plan_environment(
     graph: Graph,
     env: Environment,
@@ -80,17 +97,8 @@ def plan_environment(
     replicas, images = _checked_inputs(graph, env)
     problems: list[Problem] = []
     admission = admit(graph, env, flags=flags)
-    run_id, run_source = _run_id(graph, env, flow_id=flow_id, replicas=replicas)
-    flow_labels = _flow_labels(flow_id)
-    run_labels = (*flow_labels, (RUN_LABEL, run_id))
-    ctx = PlanContext(
-        graph=graph,
-        env=env,
-        flow_id=flow_id,
-        run_id=run_id,
-        replicas=replicas,
-        run_labels=run_labels,
-    )
+    ctx, run_source = _context(graph, env, flow_id=flow_id, replicas=replicas)
+    run_id = ctx.run_id
     gpu = plan_gpu(ctx, problems)
     raise_if(problems)
     workloads = tuple(_workload(ctx, node, images[node.name], gpu) for node in graph.nodes)
@@ -115,8 +123,8 @@ def plan_environment(
         priority_class=env.priority_class,
         broker_configmap=broker_configmap(flow_id=flow_id, run_id=run_id, generation=generation),
         network_policy=names.k8s_name("vf", flow_id, "netpol"),
-        flow_labels=flow_labels,
-        run_labels=run_labels,
+        flow_labels=_flow_labels(flow_id),
+        run_labels=ctx.run_labels,
         provision=tag_provision(provision, **ids, generation=generation, pods=env.pods),
         workloads=workloads,
         channels=tuple(
