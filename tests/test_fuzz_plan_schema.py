@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import example_graph
+from vf.ir.plan import plan_to_json
 from vf.pipeline import CompileResult
-from vf.plan.ir import plan_to_json
 from vf.textio.jsontext import json_chunks, json_text
 from vf.textio.schema_check import compile_schema
 from vf.verify.checks import (

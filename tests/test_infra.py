@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from vf.config.capabilities import (
+from vf.ir.capabilities import (
     INLINE_PAYLOAD_BYTES,
     REDIS_PROFILES,
     Known,

@@ -256,7 +256,7 @@ def test_diff_reports_opened_reach_and_a_weaker_pod_security_level(
     write_graph: Callable[..., Path],
 ) -> None:
     from vf.commands.diff.plan import WARNING, plan_findings
-    from vf.plan.ir import plan_to_json
+    from vf.ir.plan import plan_to_json
 
     before, _ = _compile(write_graph, "broker:\n  profile: dev")
     body = "broker:\n  monitoring_from: [{namespace: obs}]\nmounts:\n  sink: ['/srv:/srv:ro']"

@@ -136,8 +136,8 @@ def plan_command(
     """Print the plan of each environment."""
 
     def body() -> int:
+        from vf.ir.plan import plan_to_json
         from vf.pipeline import plan_json_text
-        from vf.plan.ir import plan_to_json
         from vf.textio import yamlout
 
         result = _compile(_request(graph, config, envs, profiles))

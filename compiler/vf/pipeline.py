@@ -16,11 +16,11 @@ from vf.emit.delivery import delivery_files
 from vf.emit.kustomize.tree import EnvObjects, kustomize_files
 from vf.emit.readme import README, tree_readme
 from vf.errors import VfError
-from vf.frontend.graph import Graph
 from vf.frontend.graph_checks import graph_module_classes
 from vf.frontend.isolate import load_graph
+from vf.ir.graph import Graph
+from vf.ir.plan import Plan
 from vf.plan.admission import parse_profile_flags
-from vf.plan.ir import Plan
 from vf.plan.planner import plan_environment
 from vf.render.diagram import EnvView, env_view
 from vf.render.objects import (

@@ -8,8 +8,8 @@ from typing import Any
 from vf.config.delivery import GitOps
 from vf.emit.gitops.manifests import emit_gitops
 from vf.emit.helm.chart import ChartInfo, chart_files, emit_helm
-from vf.frontend.graph import Graph
-from vf.plan.ir import Plan
+from vf.ir.graph import Graph
+from vf.ir.plan import Plan
 from vf.textio.filetext import FileText
 
 Tree = dict[str, str]

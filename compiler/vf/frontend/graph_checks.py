@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vf import names
 from vf.errors import Problem
-from vf.frontend.graph import Graph, NodeIR
+from vf.ir.graph import Graph, NodeIR
 from vf_runtime.broker.naming import token
 
 

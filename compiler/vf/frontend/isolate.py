@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from vf.errors import VfError
-from vf.frontend.graph import Graph
 from vf.frontend.load import split_target
 from vf.frontend.watchdog import TIMEOUT_ENV, load_timeout
+from vf.ir.graph import Graph
 
 IN_PROCESS_ENV = "VF_LOAD_IN_PROCESS"
 GRACE_SECONDS = 5.0

@@ -13,10 +13,10 @@ from typing import Any
 
 from vf import names
 from vf.errors import Problem, raise_if
-from vf.frontend.graph import Graph, NodeIR
 from vf.frontend.graph_checks import identity_problems
 from vf.frontend.load import FALLBACK_MODULE
 from vf.frontend.params import json_problem, safe_repr
+from vf.ir.graph import Graph, NodeIR
 from vf_runtime import Consumer, Flow, Node, Processor, Producer
 from vf_runtime.components import component_params, component_spec
 from vf_runtime.constants import DEVICE_TYPES, GPU

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from vf.config.capabilities import (
+from vf.config.infra import PROFILES
+from vf.config.targets import Environment
+from vf.errors import Problem, VfError
+from vf.ir.capabilities import (
     INLINE_PAYLOAD_BYTES,
     Known,
     MessagingCapabilities,
@@ -23,10 +26,7 @@ from vf.config.capabilities import (
     redis_capabilities,
     runtime_capabilities,
 )
-from vf.config.infra import PROFILES
-from vf.config.targets import Environment
-from vf.errors import Problem, VfError
-from vf.frontend.graph import Graph
+from vf.ir.graph import Graph
 from vf_runtime.constants import BATCH, REALTIME
 
 ADMITTED, WARNING, REJECTED = "admitted", "warning", "rejected"

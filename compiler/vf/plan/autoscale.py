@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 from vf.config.delivery import Autoscaling
 from vf.errors import Problem, raise_if
-from vf.frontend.graph import Graph, NodeIR
-from vf.plan.ir import Plan, Scaler, ScaleTrigger, Workload
+from vf.ir.graph import Graph, NodeIR
+from vf.ir.plan import Plan, Scaler, ScaleTrigger, Workload
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.constants import GPU
 

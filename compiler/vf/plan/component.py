@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from vf.config.targets import Environment
-from vf.frontend.graph import NodeIR
-from vf.plan.ir import ComponentRun, ContainerResources
+from vf.ir.graph import NodeIR
+from vf.ir.plan import ComponentRun, ContainerResources
 
 
 def component_run(node: NodeIR) -> ComponentRun | None:

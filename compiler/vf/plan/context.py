@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vf.config.targets import Environment
-from vf.frontend.graph import Graph, NodeIR
-from vf.plan.ir import Pairs
+from vf.ir.graph import Graph, NodeIR
+from vf.ir.plan import Pairs
 from vf_runtime.broker.naming import RunNames
 
 

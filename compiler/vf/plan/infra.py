@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 from vf import names
 from vf.config.targets import Environment
+from vf.ir.plan import ContainerResources, Infra, Provision
 from vf.plan.context import PlanContext
-from vf.plan.ir import ContainerResources, Infra, Provision
 from vf_runtime.labels import COMPONENT, NAME, PROVISION
 
 PROVISION_BACKOFF_LIMIT = 6

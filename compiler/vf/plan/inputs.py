@@ -6,7 +6,7 @@ import difflib
 
 from vf.config.targets import Environment
 from vf.errors import Problem
-from vf.frontend.graph import Graph
+from vf.ir.graph import Graph
 
 
 def resolve_replicas(graph: Graph, env: Environment, problems: list[Problem]) -> dict[str, int]:

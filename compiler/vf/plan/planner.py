@@ -12,16 +12,9 @@ from vf.config.pod_options import PodOptions, pod_problems
 from vf.config.targets import Environment
 from vf.config.workload import pod_mounts
 from vf.errors import Problem, raise_if
-from vf.frontend.graph import Graph, NodeIR
-from vf.plan.admission import Admission, admit
-from vf.plan.autoscale import plan_autoscaling
-from vf.plan.component import component_resources, component_run
-from vf.plan.context import PlanContext
-from vf.plan.gpu.ir import GpuGrant, GpuPlan
-from vf.plan.gpu.planner import plan_gpu
-from vf.plan.infra import plan_infra, plan_provision
-from vf.plan.inputs import check_config_nodes, resolve_images, resolve_replicas
-from vf.plan.ir import (
+from vf.ir.gpu import GpuGrant, GpuPlan
+from vf.ir.graph import Graph, NodeIR
+from vf.ir.plan import (
     PLAN_VERSION,
     Channel,
     ContainerResources,
@@ -31,6 +24,13 @@ from vf.plan.ir import (
     Workload,
     record_to_json,
 )
+from vf.plan.admission import Admission, admit
+from vf.plan.autoscale import plan_autoscaling
+from vf.plan.component import component_resources, component_run
+from vf.plan.context import PlanContext
+from vf.plan.gpu.planner import plan_gpu
+from vf.plan.infra import plan_infra, plan_provision
+from vf.plan.inputs import check_config_nodes, resolve_images, resolve_replicas
 from vf.plan.jobs import broker_configmap, tag_jobs, tag_provision
 from vf.plan.security import plan_security, security_warnings
 from vf_runtime.broker.naming import RunNames

@@ -14,9 +14,9 @@ from vf import names
 from vf.config.network import NATS_CLIENT_PORT, REDIS_PORT, Egress, Peer
 from vf.config.targets import Environment
 from vf.errors import Problem, raise_if
+from vf.ir.plan import Workload
+from vf.ir.security import EgressRule, InfraPolicy, Security
 from vf.plan.infra import infra_names
-from vf.plan.ir import Workload
-from vf.plan.security_ir import EgressRule, InfraPolicy, Security
 from vf_runtime.labels import FLOW_LABEL, INFRA_LABEL, NAME
 
 DNS_PORT = 53

@@ -10,7 +10,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from vf.plan.ir import Plan, Scaler
+from vf.ir.plan import Plan, Scaler
 
 Obj = dict[str, Any]
 KEDA_API = "keda.sh/v1alpha1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vf.plan.ir import Workload
+from vf.ir.plan import Workload
 
 
 def apply_component(container: dict[str, Any], workload: Workload) -> None:

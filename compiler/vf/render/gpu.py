@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vf.plan.gpu.ir import DraClaim, GpuGrant, GpuPlan, MigNode
-from vf.plan.ir import Plan
+from vf.ir.gpu import DraClaim, GpuGrant, GpuPlan, MigNode
+from vf.ir.plan import Plan
 from vf.textio import yamlout
 
 Obj = dict[str, Any]

@@ -14,7 +14,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from vf.plan.ir import Infra
+from vf.ir.plan import Infra
 from vf.resources import resource_dir
 from vf_runtime.labels import FLOW_LABEL, INFRA_LABEL
 

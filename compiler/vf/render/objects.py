@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from vf.config.pod_options import PodOptions
-from vf.plan.ir import ContainerResources, Pairs, Plan, Workload
+from vf.ir.plan import ContainerResources, Pairs, Plan, Workload
 from vf.render.autoscale import apply_autoscaling
 from vf.render.component import apply_component
 from vf.render.gpu import claim_templates, decorate_pod, mig_parted_configmap

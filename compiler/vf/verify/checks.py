@@ -17,8 +17,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from vf.errors import Problem, raise_if
+from vf.ir.plan import Plan, plan_to_json
 from vf.plan.admission import admission_problems
-from vf.plan.ir import Plan, plan_to_json
 from vf.resources import schema_path
 from vf.textio.patterns import validator as schema_validator
 from vf.textio.schema_check import Check, try_compile

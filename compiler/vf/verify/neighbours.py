@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vf.errors import Problem, raise_if
-from vf.plan.ir import Plan
+from vf.ir.plan import Plan
 
 MANIFEST = ".vf-manifest.json"
 

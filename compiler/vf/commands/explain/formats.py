@@ -7,8 +7,8 @@ import subprocess
 from dataclasses import replace
 
 from vf.errors import EXIT_USER, EnvironmentProblem
+from vf.ir.plan import plan_to_json
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.plan.ir import plan_to_json
 from vf.render.diagram import Diagram, diagram_of, env_view
 from vf.render.diagram_syntax import dot, mermaid
 

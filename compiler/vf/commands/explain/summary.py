@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from vf.errors import VfError
+from vf.ir.plan import plan_to_json
 from vf.pipeline import CompileResult
-from vf.plan.ir import plan_to_json
 
 Obj = dict[str, Any]
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from vf.config.network import Peer
+from vf.ir.plan import Plan
+from vf.ir.security import EgressRule
 from vf.pipeline import CompileResult
-from vf.plan.ir import Plan
-from vf.plan.security_ir import EgressRule
 
 
 def explain(result: CompileResult) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vf.config.capabilities import Known, Unknown
+from vf.ir.capabilities import Known, Unknown
 
 GFD = "nvidia.com/"
 RECORDED_LABELS = tuple(

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vf.commands.inventory.nodes import Held, ObservedNode, gpu_resources, node_entry
-from vf.config.capabilities import Known, Unknown
 from vf.errors import EnvironmentProblem
+from vf.ir.capabilities import Known, Unknown
 
 TIMEOUT_SECONDS = 60
 _MINOR = re.compile(r"^(\d+)")

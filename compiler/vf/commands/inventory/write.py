@@ -22,8 +22,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from vf.commands.inventory.nodes import ObservedNode
 from vf.commands.inventory.read import ClusterInventory
-from vf.config.capabilities import Known, Unknown
 from vf.errors import VfError
+from vf.ir.capabilities import Known, Unknown
 
 UNKNOWN = "unknown"
 MARK = "vf inventory:"

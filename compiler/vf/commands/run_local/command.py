@@ -33,11 +33,11 @@ from typing import TextIO
 from vf.commands.run_local.components import local_commands
 from vf.commands.run_local.gpus import read_host
 from vf.commands.run_local.grants import gpu_requests, grant_local_gpus
-from vf.config.capabilities import Known
 from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem
-from vf.frontend.graph import Graph
+from vf.ir.capabilities import Known
+from vf.ir.graph import Graph
+from vf.ir.plan import Plan
 from vf.pipeline import CompileRequest, compile_project
-from vf.plan.ir import Plan
 from vf_runtime.broker.client import BrokerError, announce_stop
 from vf_runtime.broker.naming import RunNames, token
 from vf_runtime.broker.provision import RunTopology, provision_run

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from vf.errors import EnvironmentProblem, Problem
-from vf.frontend.graph import Graph
+from vf.ir.graph import Graph
 from vf_runtime.components import ComponentSpec
 
 

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from vf.config.capabilities import Known, Unknown
+from vf.ir.capabilities import Known, Unknown
 
 TIMEOUT_SECONDS = 15
 MIB = 1 << 20

@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vf.commands.run_local.gpus import MIB, HostGpus, LocalDevice, apply_mask
-from vf.config.capabilities import Unknown
 from vf.errors import EnvironmentProblem, Problem
-from vf.frontend.graph import Graph
-from vf.plan.ir import Plan
+from vf.ir.capabilities import Unknown
+from vf.ir.graph import Graph
+from vf.ir.plan import Plan
 
 POLICIES = ("shared", "strict")
 HEADROOM_ENV = "VF_GPU_HEADROOM_BYTES"

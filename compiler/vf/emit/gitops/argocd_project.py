@@ -8,7 +8,7 @@ from typing import Any
 
 from vf import names
 from vf.config.delivery import ArgoCD, GitOps
-from vf.plan.ir import Plan
+from vf.ir.plan import Plan
 from vf_runtime.labels import FLOW_LABEL, MANAGED_BY, MANAGER, PART_OF
 
 Obj = dict[str, Any]

@@ -7,7 +7,7 @@ from typing import Any
 
 from vf import names
 from vf.config.delivery import Flux, GitOps
-from vf.plan.ir import Plan
+from vf.ir.plan import Plan
 from vf_runtime.labels import ENVIRONMENT_LABEL, FLOW_LABEL, MANAGED_BY, MANAGER, PART_OF
 
 Obj = dict[str, Any]

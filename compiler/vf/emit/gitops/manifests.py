@@ -15,7 +15,7 @@ from vf import names
 from vf.config.delivery import ArgoCD, Flux, GitOps
 from vf.emit.gitops.argocd_project import app_project
 from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release
-from vf.plan.ir import Plan
+from vf.ir.plan import Plan
 from vf.textio import yamlout
 from vf_runtime.labels import (
     ENVIRONMENT_LABEL,

@@ -10,13 +10,13 @@ from dataclasses import replace
 from vf import names
 from vf.config.gpu import GpuNode, GpuTarget
 from vf.errors import Problem
-from vf.frontend.graph import NodeIR
+from vf.ir.gpu import DraClaim, GpuGrant, GpuPlan, MigCard, MigNode
+from vf.ir.graph import NodeIR
+from vf.ir.plan import record_to_json
 from vf.plan.context import PlanContext
 from vf.plan.gpu.dra import judge_features
-from vf.plan.gpu.ir import DraClaim, GpuGrant, GpuPlan, MigCard, MigNode
 from vf.plan.gpu.mig import family_of
 from vf.plan.gpu.pack import Bin, Card, MixResult, Pod, pack_whole, solve_mix
-from vf.plan.ir import record_to_json
 from vf.plan.jobs import tagged_name
 from vf_runtime.constants import GPU
 
