@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from tests.graph_sources import NODES
 from vf.cli import cli
-from vf.config.workload import Mount, parse_mount, pod_mounts
+from vf.config.workload import parse_mount, pod_mounts
+from vf.ir.records import Mount
 from vf.pipeline import CompileResult
 
 

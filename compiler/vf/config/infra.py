@@ -10,13 +10,13 @@ from vf.config.network import (
     NATS_CLIENT_PORT,
     REDIS_PORT,
     Egress,
-    Peer,
     parse_egress,
     parse_peers,
     peer_problems,
 )
 from vf.config.url_secrets import url_credentials
 from vf.errors import Problem
+from vf.ir.records import Peer, SecretRef
 
 BROKER_PROFILES = ("dev", "durable", "external")
 STORE_PROFILES = ("none", "dev", "durable", "cache", "external")
@@ -28,12 +28,6 @@ NATS_IMAGE = "nats:2.10.29-alpine"
 REDIS_IMAGE = "redis:7.2.7-alpine"
 # A service address: printable, and nothing UTF-8 cannot encode (no unpaired surrogates).
 _PRINTABLE_URL = re.compile("^[^\\x00-\\x20\\x7f\\ud800-\\udfff]+\\Z")
-
-
-@dataclass(frozen=True, kw_only=True)
-class SecretRef:
-    name: str
-    key: str
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,22 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from vf.ir.records import Peer
+
 NATS_CLIENT_PORT = 4222
 REDIS_PORT = 6379
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Peer:
-    """Where traffic may come from or go to: an address block, or pods/namespaces by label.
-
-    ``namespace`` alone is every pod of that namespace; ``pod_labels`` alone are pods of the
-    flow's own namespace; both together are those pods in that namespace.
-    """
-
-    cidr: str | None = None
-    namespace: str | None = None
-    pod_labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,30 +4,13 @@ annotations. The JSON Schema has checked the shapes; this module makes the recor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from vf.config.network import Peer, parse_peers
+from vf.config.network import parse_peers
 from vf.errors import Problem
+from vf.ir.records import DEFAULT_CPU, DEFAULT_MEMORY, PodOptions
 
 Pairs = tuple[tuple[str, str], ...]
-DEFAULT_CPU, DEFAULT_MEMORY = "100m", "128Mi"
-
-
-@dataclass(frozen=True, kw_only=True)
-class PodOptions:
-    """What every vf pod of an environment gets; requests only where vf.yaml sets none."""
-
-    default_cpu: str | None = DEFAULT_CPU
-    default_memory: str | None = DEFAULT_MEMORY
-    image_pull_secrets: tuple[str, ...] = ()
-    service_account: str | None = None
-    topology_spread: bool = True
-    labels: Pairs = ()
-    annotations: Pairs = ()
-    priority_class_value: int | None = None  # emit the PriorityClass ``priority_class``
-    metrics_from: tuple[Peer, ...] = ()  # who may scrape the workers' /metrics
-    service_monitor: bool = False  # a metrics Service and a Prometheus ServiceMonitor
 
 
 def parse_pod_options(raw: dict[str, Any] | None) -> PodOptions:

@@ -23,9 +23,10 @@ from vf.config.infra import (
     parse_store,
 )
 from vf.config.network import PodSecurity, parse_pod_security
-from vf.config.pod_options import PodOptions, parse_pod_options
+from vf.config.pod_options import parse_pod_options
 from vf.config.workload import WorkloadOptions, parse_workloads
 from vf.errors import Problem, VfError, raise_if
+from vf.ir.records import PodOptions
 from vf.resources import schema_path
 from vf.textio.patterns import validator as schema_validator
 from vf.textio.schema_check import Check, Errors, try_compile

@@ -7,30 +7,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vf.errors import Problem
+from vf.ir.records import Mount, Supervision
 
 ROLLOUTS = ("drain", "surge")
 # Container paths vf mounts itself in every worker (its scratch space and the topology).
 RESERVED_PATHS = ("/", "/tmp", "/etc/vf/topology")
 _CLAIM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Mount:
-    """A host path (``source`` absolute) or a claim (``claim`` set) at ``path`` in the pod."""
-
-    path: str
-    read_only: bool
-    source: str | None = None
-    claim: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Supervision:
-    """One restart policy for the cluster (Job backoff limit) and for ``vf run-local``."""
-
-    max_restarts: int = 3
-    backoff_seconds: tuple[int, ...] = (10, 20, 40)
-    local_backoff_seconds: tuple[int, ...] = (1, 2, 4)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,13 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vf.config.infra import SecretRef
-from vf.config.pod_options import PodOptions
-from vf.config.workload import Mount, Supervision
+from vf.ir.admission import Admission
 from vf.ir.capabilities import Known, Unknown, observation_json
 from vf.ir.gpu import GpuPlan
+from vf.ir.records import Mount, PodOptions, SecretRef, Supervision
 from vf.ir.security import Security
-from vf.plan.admission import Admission
 from vf_runtime.components import ComponentPort
 
 PLAN_VERSION = "vf.plan/v1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vf.config.network import Peer
+from vf.ir.records import Peer
 
 
 @dataclass(frozen=True, kw_only=True)

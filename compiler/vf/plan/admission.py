@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from vf.config.infra import PROFILES
 from vf.config.targets import Environment
 from vf.errors import Problem, VfError
+from vf.ir.admission import ADMITTED, REJECTED, WARNING, Admission, ChannelRequest, Finding
 from vf.ir.capabilities import (
     INLINE_PAYLOAD_BYTES,
     Known,
@@ -28,55 +28,6 @@ from vf.ir.capabilities import (
 )
 from vf.ir.graph import Graph
 from vf_runtime.constants import BATCH, REALTIME
-
-ADMITTED, WARNING, REJECTED = "admitted", "warning", "rejected"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Finding:
-    """One verdict: about a channel (named by its node) or about the environment."""
-
-    subject: str
-    status: str
-    reason: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChannelRequest:
-    channel: str
-    profile: str
-    source: str
-    explicit: bool
-
-
-@dataclass(frozen=True, kw_only=True)
-class Admission:
-    """Every request and verdict of one environment, with the records they were judged by."""
-
-    requests: tuple[ChannelRequest, ...]
-    findings: tuple[Finding, ...]
-    broker: MessagingCapabilities
-    payload: PayloadCapabilities
-    runtime: RuntimeCapabilities
-
-    def profile_of(self, channel: str) -> str:
-        return self._profiles[channel]
-
-    @cached_property
-    def _profiles(self) -> dict[str, str]:
-        """Each channel's profile, looked up once per channel instead of scanned for."""
-        profiles: dict[str, str] = {}
-        for request in self.requests:
-            profiles.setdefault(request.channel, request.profile)
-        return profiles
-
-    @property
-    def rejections(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.status == REJECTED)
-
-    @property
-    def warnings(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.status == WARNING)
 
 
 def parse_profile_flags(flags: Sequence[str]) -> tuple[tuple[str, str], ...]:

@@ -13,9 +13,9 @@ import json
 from dataclasses import replace
 
 from vf import names
-from vf.config.pod_options import PodOptions
 from vf.ir.gpu import GpuPlan
 from vf.ir.plan import Provision, Workload, record_to_json
+from vf.ir.records import PodOptions
 
 TAG_LEN = 8  # "g" or "t" and 7 hex digits
 _ROOM = names.K8S_NAME_MAX - TAG_LEN - 1

@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from vf import names
-from vf.config.pod_options import PodOptions, pod_problems
+from vf.config.pod_options import pod_problems
 from vf.config.targets import Environment
 from vf.config.workload import pod_mounts
 from vf.errors import Problem, raise_if
+from vf.ir.admission import Admission
 from vf.ir.gpu import GpuGrant, GpuPlan
 from vf.ir.graph import Graph, NodeIR
 from vf.ir.plan import (
@@ -24,7 +25,8 @@ from vf.ir.plan import (
     Workload,
     record_to_json,
 )
-from vf.plan.admission import Admission, admit
+from vf.ir.records import PodOptions
+from vf.plan.admission import admit
 from vf.plan.autoscale import plan_autoscaling
 from vf.plan.component import component_resources, component_run
 from vf.plan.context import PlanContext

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vf import names
-from vf.config.network import NATS_CLIENT_PORT, REDIS_PORT, Egress, Peer
+from vf.config.network import NATS_CLIENT_PORT, REDIS_PORT, Egress
 from vf.config.targets import Environment
 from vf.errors import Problem, raise_if
 from vf.ir.plan import Workload
+from vf.ir.records import Peer
 from vf.ir.security import EgressRule, InfraPolicy, Security
 from vf.plan.infra import infra_names
 from vf_runtime.labels import FLOW_LABEL, INFRA_LABEL, NAME

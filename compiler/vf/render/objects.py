@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vf.config.pod_options import PodOptions
 from vf.ir.plan import ContainerResources, Pairs, Plan, Workload
+from vf.ir.records import PodOptions
 from vf.render.autoscale import apply_autoscaling
 from vf.render.component import apply_component
 from vf.render.gpu import claim_templates, decorate_pod, mig_parted_configmap

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from vf import names
-from vf.config.pod_options import PodOptions
+from vf.ir.records import PodOptions
 from vf.render.security import peer_selector
 from vf_runtime.constants import HEALTH_PORT
 from vf_runtime.labels import (

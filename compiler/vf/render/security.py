@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vf.config.network import NAMESPACE_NAME_LABEL, Peer
+from vf.config.network import NAMESPACE_NAME_LABEL
 from vf.ir.plan import Plan
+from vf.ir.records import Peer
 from vf.ir.security import EgressRule, InfraPolicy
 from vf.plan.security import DNS_PORT, RESTRICTED
 from vf_runtime.labels import COMPONENT, FLOW_LABEL, INFRA_LABEL, MANAGED_BY, MANAGER, NAME

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from vf.config.network import Peer
 from vf.ir.plan import Plan
+from vf.ir.records import Peer
 from vf.ir.security import EgressRule
 from vf.pipeline import CompileResult
 
