@@ -115,3 +115,29 @@ def test_no_function_is_over_60_lines() -> None:
         and (n := (node.end_lineno or node.lineno) - node.lineno + 1) > 60
     ]
     assert not long, long
+
+
+def test_the_ir_imports_no_stage_and_types_its_closed_sets() -> None:
+    from typing import Literal, get_args, get_origin, get_type_hints
+
+    from vf.ir.admission import Finding
+    from vf.ir.graph import Graph, NodeIR
+    from vf.ir.plan import Plan, Workload
+
+    for path in sorted((COMPILER / "ir").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("vf."):
+                assert node.module.startswith("vf.ir."), f"{path.name} imports {node.module}"
+    closed = {
+        (NodeIR, "kind"): {"producer", "processor", "consumer"},
+        (NodeIR, "device_type"): {"cpu", "gpu"},
+        (Graph, "flow_type"): {"batch", "realtime"},
+        (Plan, "flow_type"): {"batch", "realtime"},
+        (Workload, "kind"): {"Deployment", "StatefulSet", "Job"},
+        (Workload, "node_kind"): {"producer", "processor", "consumer"},
+        (Finding, "status"): {"admitted", "warning", "rejected"},
+    }
+    for (record, field), values in closed.items():
+        hint = get_type_hints(record)[field]
+        assert get_origin(hint) is Literal, f"{record.__name__}.{field} is {hint}"
+        assert set(get_args(hint)) == values

@@ -16,7 +16,7 @@ from vf.errors import Problem, raise_if
 from vf.frontend.graph_checks import identity_problems
 from vf.frontend.load import FALLBACK_MODULE
 from vf.frontend.params import json_problem, safe_repr
-from vf.ir.graph import Graph, NodeIR
+from vf.ir.graph import Graph, NodeIR, node_kind
 from vf_runtime import Consumer, Flow, Node, Processor, Producer
 from vf_runtime.components import component_params, component_spec
 from vf_runtime.constants import DEVICE_TYPES, GPU
@@ -263,7 +263,7 @@ def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) ->
         scan.add("VF_GRAPH_ARITY", arity, "take one argument per parent, in parent order", where)
     return NodeIR(
         name=name,
-        kind=type(node).kind,
+        kind=node_kind(type(node).kind),
         node_class="" if native else _node_class(node, where, scan),
         params_json=component_params(node) if native else _params_json(node, where, scan),
         component=native,

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Final, Literal
 
 from vf.ir.capabilities import MessagingCapabilities, PayloadCapabilities, RuntimeCapabilities
 
-ADMITTED, WARNING, REJECTED = "admitted", "warning", "rejected"
+Verdict = Literal["admitted", "warning", "rejected"]
+ADMITTED: Final[Verdict] = "admitted"
+WARNING: Final[Verdict] = "warning"
+REJECTED: Final[Verdict] = "rejected"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -18,7 +22,7 @@ class Finding:
     """One verdict: about a channel (named by its node) or about the environment."""
 
     subject: str
-    status: str
+    status: Verdict
     reason: str
 
 

@@ -6,7 +6,15 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from vf_runtime.components import ComponentSpec
+from vf_runtime.constants import DeviceType, FlowType, NodeKind
 from vf_runtime.policies import DeliveryPolicy, JoinPolicy
+
+_NODE_KINDS: dict[str, NodeKind] = {k: k for k in ("producer", "processor", "consumer")}
+
+
+def node_kind(kind: str) -> NodeKind:
+    """An authoring class's ``kind`` as the IR's closed set (KeyError for the bare base)."""
+    return _NODE_KINDS[kind]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -14,13 +22,13 @@ class NodeIR:
     """One node of the graph, with every field the planner needs and nothing live."""
 
     name: str
-    kind: str
+    kind: NodeKind
     node_class: str
     params_json: str
     parents: tuple[str, ...]
     children: tuple[str, ...]
     nb_tasks: int
-    device_type: str
+    device_type: DeviceType
     gpu_count: int
     gpu_memory_gib: float | None
     is_finite: bool
@@ -33,17 +41,13 @@ class NodeIR:
     site: str
     component: ComponentSpec | None = None  # set for a native component (VF_COMPONENT_REF)
 
-    @property
-    def partitioned(self) -> bool:
-        return self.partition_by is not None and self.nb_tasks > 1
-
 
 @dataclass(frozen=True, kw_only=True)
 class Graph:
     """The whole flow: nodes in a stable topological order (ties broken by name)."""
 
     flow_id: str | None
-    flow_type: str
+    flow_type: FlowType
     source_stem: str
     nodes: tuple[NodeIR, ...]
 

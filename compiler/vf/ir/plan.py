@@ -7,7 +7,7 @@ reviewers see the decisions in a pull request.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from vf.ir.admission import Admission
 from vf.ir.capabilities import Known, Unknown, observation_json
@@ -15,10 +15,12 @@ from vf.ir.gpu import GpuPlan
 from vf.ir.records import Mount, PodOptions, SecretRef, Supervision
 from vf.ir.security import Security
 from vf_runtime.components import ComponentPort
+from vf_runtime.constants import DeviceType, FlowType, NodeKind
 
 PLAN_VERSION = "vf.plan/v1"
 
 Pairs = tuple[tuple[str, str], ...]
+WorkloadKind = Literal["Deployment", "StatefulSet", "Job"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,8 +36,8 @@ class Workload:
     """One node's Kubernetes workload and its companions."""
 
     node: str
-    node_kind: str
-    kind: str
+    node_kind: NodeKind
+    kind: WorkloadKind
     name: str
     env_configmap: str
     headless_service: str | None
@@ -50,7 +52,7 @@ class Workload:
     config_hash: str
     probes: bool
     backoff_limit: int | None
-    device_type: str
+    device_type: DeviceType
     gpu_count: int
     mounts: tuple[Mount, ...]
     rollout: str | None
@@ -149,7 +151,7 @@ class Plan:
     namespace: str
     kubernetes_version: str
     flow_id: str
-    flow_type: str
+    flow_type: FlowType
     run_id: str
     run_id_source: str
     image_pull_policy: str

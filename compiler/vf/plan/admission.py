@@ -14,7 +14,15 @@ from typing import Any
 from vf.config.infra import PROFILES
 from vf.config.targets import Environment
 from vf.errors import Problem, VfError
-from vf.ir.admission import ADMITTED, REJECTED, WARNING, Admission, ChannelRequest, Finding
+from vf.ir.admission import (
+    ADMITTED,
+    REJECTED,
+    WARNING,
+    Admission,
+    ChannelRequest,
+    Finding,
+    Verdict,
+)
 from vf.ir.capabilities import (
     INLINE_PAYLOAD_BYTES,
     Known,
@@ -164,7 +172,7 @@ class _Context:
     runtime: RuntimeCapabilities
 
 
-def _need(value: Any, want: Any, what: str) -> tuple[str, str] | None:
+def _need(value: Any, want: Any, what: str) -> tuple[Verdict, str] | None:
     """None when ``value`` is Known and satisfies ``want``; else a (status, reason)."""
     if isinstance(value, Unknown):
         return WARNING, f"{what} is unknown ({value.reason})"
@@ -173,7 +181,7 @@ def _need(value: Any, want: Any, what: str) -> tuple[str, str] | None:
     return None if ok else (REJECTED, f"{what} is {value.value!r}")
 
 
-def _profile_checks(profile: str, ctx: _Context) -> list[tuple[str, str] | None]:
+def _profile_checks(profile: str, ctx: _Context) -> list[tuple[Verdict, str] | None]:
     broker, payload, runtime = ctx.broker, ctx.payload, ctx.runtime
     if profile == "reliable_work":
         checks = [
@@ -197,7 +205,7 @@ def _profile_checks(profile: str, ctx: _Context) -> list[tuple[str, str] | None]
     return [_need(broker.archive, True, "the broker's archive")]
 
 
-def _shape_check(profile: str, flow_type: str) -> tuple[str, str] | None:
+def _shape_check(profile: str, flow_type: str) -> tuple[Verdict, str] | None:
     if profile == "reliable_work" and flow_type == REALTIME:
         return (
             REJECTED,
@@ -254,10 +262,10 @@ EXACTLY_ONCE = (
 
 def _requirement_checks(
     env: Environment, ctx: _Context
-) -> list[tuple[str, tuple[str, str] | None]]:
+) -> list[tuple[str, tuple[Verdict, str] | None]]:
     """(subject, outcome) for every explicit requirement; each one is binding."""
     req = env.requirements
-    checks: list[tuple[str, tuple[str, str] | None]] = []
+    checks: list[tuple[str, tuple[Verdict, str] | None]] = []
     if req.exactly_once_effects:
         checks.append(("requirements.exactly_once_effects", (REJECTED, EXACTLY_ONCE)))
     if req.tolerated_failures > 0:

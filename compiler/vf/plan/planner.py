@@ -23,6 +23,7 @@ from vf.ir.plan import (
     Plan,
     Provision,
     Workload,
+    WorkloadKind,
     record_to_json,
 )
 from vf.ir.records import PodOptions
@@ -200,7 +201,7 @@ def _generation(
     return "g" + hashlib.sha256(text.encode()).hexdigest()[:7]
 
 
-def _workload_kind(graph: Graph, node: NodeIR, partitioned: bool) -> str:
+def _workload_kind(graph: Graph, node: NodeIR, partitioned: bool) -> WorkloadKind:
     if graph.flow_type == BATCH or (node.kind == "producer" and node.is_finite):
         return "Job"
     return "StatefulSet" if partitioned else "Deployment"

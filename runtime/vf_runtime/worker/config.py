@@ -21,7 +21,7 @@ from vf_runtime.policies import DeliveryPolicy, JoinPolicy
 KINDS = ("producer", "processor", "consumer")
 DEFAULT_ACK_WAIT = 60.0
 DEFAULT_INLINE_LIMIT = 512 * 1024
-BLOB_TTL = {BATCH: 86400, "realtime": 3600}
+BLOB_TTL: dict[str, int] = {BATCH: 86400, "realtime": 3600}
 _ORDINAL = re.compile(r"-(\d+)$")
 
 
