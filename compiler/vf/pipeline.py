@@ -144,7 +144,7 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
             for plan in plans
         }
     )
-    delivery = delivery_files(graph, plans=plans, objects=objects, gitops=targets.gitops)
+    delivery = delivery_files(plans=plans, objects=objects, gitops=targets.gitops)
     paths = []
     for file, text in itertools.chain(kustomize, delivery):
         sink(file, text)
