@@ -26,6 +26,7 @@ from vf.config.network import PodSecurity, parse_pod_security
 from vf.config.pod_options import parse_pod_options
 from vf.config.workload import WorkloadOptions, parse_workloads
 from vf.errors import Problem, VfError, raise_if
+from vf.ir.plan import ContainerResources
 from vf.ir.records import PodOptions
 from vf.resources import schema_path
 from vf.textio.patterns import validator as schema_validator
@@ -45,16 +46,6 @@ DEFAULT_PULL_POLICY = "IfNotPresent"
 
 
 @dataclass(frozen=True, kw_only=True)
-class Resources:
-    """Host resources of a node's container (Kubernetes quantities as strings)."""
-
-    cpu: str | None = None
-    memory: str | None = None
-    cpu_limit: str | None = None
-    memory_limit: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
 class Environment:
     """One deployment target: where and how the pipeline runs."""
 
@@ -66,7 +57,7 @@ class Environment:
     image_overrides: tuple[tuple[str, str], ...] = ()
     image_pull_policy: str = DEFAULT_PULL_POLICY
     replicas: tuple[tuple[str, int], ...] = ()
-    resources: tuple[tuple[str, Resources], ...] = ()
+    resources: tuple[tuple[str, ContainerResources], ...] = ()
     priority_class: str | None = None
     broker: BrokerTarget = field(default_factory=BrokerTarget)
     payload_store: StoreTarget = field(default_factory=StoreTarget)
@@ -366,7 +357,7 @@ def _environment(name: str, raw: dict[str, Any]) -> Environment:
         image_pull_policy=raw.get("image_pull_policy", DEFAULT_PULL_POLICY),
         replicas=tuple(sorted((k, int(v)) for k, v in (raw.get("replicas") or {}).items())),
         resources=tuple(
-            (key, Resources(**{f: _quantity(v) for f, v in spec.items()}))
+            (key, ContainerResources(**{f: _quantity(v) for f, v in spec.items()}))
             for key, spec in sorted(resources.items())
         ),
         priority_class=raw.get("priority_class"),

@@ -25,6 +25,9 @@ WorkloadKind = Literal["Deployment", "StatefulSet", "Job"]
 
 @dataclass(frozen=True, kw_only=True)
 class ContainerResources:
+    """Host resources of a container (Kubernetes quantities as strings): vf.yaml's entries,
+    and what the Plan gives each workload."""
+
     cpu: str | None = None
     memory: str | None = None
     cpu_limit: str | None = None
