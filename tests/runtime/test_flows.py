@@ -222,7 +222,7 @@ def test_stop_ends_a_running_realtime_flow(
     graph = str(FLOWS / "live.py")
     plan = compile_project(CompileRequest(graph=graph)).plans[0]
     script = (
-        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        "import sys\nfrom vf.commands.run_local.command import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_server.url!r}, "
         f"redis_url={redis_server.url!r}, stall_seconds=30, generation='t1')))\n"
     )

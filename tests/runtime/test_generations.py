@@ -133,7 +133,7 @@ def _run_local_with(generation: str, *, out: Path, nats_url: str, redis_url: str
     """``run_local`` of the paced flow with a generation of the caller's choosing."""
     graph = str(FLOWS / "paced.py")
     script = (
-        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        "import sys\nfrom vf.commands.run_local.command import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_url!r}, "
         f"redis_url={redis_url!r}, stall_seconds=30, generation={generation!r})))\n"
     )
@@ -210,7 +210,7 @@ def test_a_forged_end_of_stream_marker_does_not_end_a_reader_early(
     }
     graph = str(FLOWS / "paced.py")
     script = (
-        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        "import sys\nfrom vf.commands.run_local.command import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_server.url!r}, "
         f"redis_url={redis_server.url!r}, stall_seconds=30, generation={generation!r})))\n"
     )

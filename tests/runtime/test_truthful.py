@@ -36,7 +36,7 @@ def _start(
     out, log = tmp_path / "sink.jsonl", tmp_path / "run.log"
     graph = str(FLOWS / "paced.py")
     script = (
-        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        "import sys\nfrom vf.commands.run_local.command import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_url!r}, "
         f"redis_url={redis_url!r}, stall_seconds=30, generation={generation!r})))\n"
     )
@@ -177,7 +177,7 @@ def test_an_item_lost_before_any_reader_got_it_fails_the_run_by_name(
     out, log = tmp_path / "sink.jsonl", tmp_path / "run.log"
     graph = str(FLOWS / "paced.py")
     script = (
-        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        "import sys\nfrom vf.commands.run_local.command import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_server.url!r}, "
         f"redis_url={redis_server.url!r}, stall_seconds=30, generation={generation!r})))\n"
     )
