@@ -32,8 +32,23 @@ class WorkloadOptions:
         return table.get(node, table.get("*"))
 
 
-def parse_mount(text: str) -> Mount | str:
-    """``/host[:/container][:ro]`` or ``claim:/path[:ro]``; a string is the reason it is bad."""
+def parse_mount(
+    text: str, *, env: str, key: str, source: str
+) -> tuple[Mount | None, list[Problem]]:
+    """``/host[:/container][:ro]`` or ``claim:/path[:ro]`` at ``environments.<env>.<key>``:
+    the mount, or None and the problem, as every parser of vf.yaml reports them."""
+    mount = _mount_or_reason(text)
+    if isinstance(mount, Mount):
+        return mount, []
+    remedy = (
+        "write /host[:/container][:ro] or claim:/path[:ro], at a path "
+        "other than /, /tmp and /etc/vf/topology"
+    )
+    return None, [_problem(env, key, f"{text!r}: {mount}", remedy, source)]
+
+
+def _mount_or_reason(text: str) -> Mount | str:
+    """The mount ``text`` writes, or the reason it is bad."""
     parts = text.split(":")
     read_only = parts[-1] == "ro"
     if read_only:
@@ -99,20 +114,9 @@ def parse_workloads(
     for key, entries in sorted((raw.get("mounts") or {}).items()):
         parsed: list[Mount] = []
         for entry in entries:
-            mount = parse_mount(entry)
-            if isinstance(mount, str):
-                problems.append(
-                    _problem(
-                        env,
-                        f"mounts.{key}",
-                        f"{entry!r}: {mount}",
-                        "write /host[:/container][:ro] or claim:/path[:ro], at a path "
-                        "other than /, /tmp and /etc/vf/topology",
-                        source,
-                    )
-                )
-            else:
-                parsed.append(mount)
+            mount, found = parse_mount(entry, env=env, key=f"mounts.{key}", source=source)
+            problems += found
+            parsed += [mount] if mount is not None else []
         mounts.append((key, tuple(parsed)))
     options = WorkloadOptions(
         mounts=tuple(mounts),
