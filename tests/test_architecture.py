@@ -141,3 +141,19 @@ def test_the_ir_imports_no_stage_and_types_its_closed_sets() -> None:
         hint = get_type_hints(record)[field]
         assert get_origin(hint) is Literal, f"{record.__name__}.{field} is {hint}"
         assert set(get_args(hint)) == values
+
+
+def test_the_plan_json_form_is_declared_on_the_fields_not_guessed_from_names() -> None:
+    from dataclasses import dataclass, field
+
+    from vf.ir.plan import record_to_json
+    from vf.ir.records import AS_OBJECT, OMIT_IF_NONE, Pairs
+
+    @dataclass(frozen=True, kw_only=True)
+    class Note:
+        labels: str  # called like a pairs field, but a plain string
+        tags: Pairs = field(default=(("a", "b"),), metadata=AS_OBJECT)
+        pods: str | None = None  # called like an optional field, but written as null
+        extra: str | None = field(default=None, metadata=OMIT_IF_NONE)
+
+    assert record_to_json(Note(labels="x")) == {"labels": "x", "tags": {"a": "b"}, "pods": None}

@@ -6,13 +6,13 @@ reviewers see the decisions in a pull request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from vf.ir.admission import Admission
 from vf.ir.capabilities import Known, Unknown, observation_json
 from vf.ir.gpu import GpuPlan
-from vf.ir.records import Mount, PodOptions, SecretRef, Supervision
+from vf.ir.records import AS_OBJECT, OMIT_IF_NONE, Mount, PodOptions, SecretRef, Supervision
 from vf.ir.security import Security
 from vf_runtime.components import ComponentPort
 from vf_runtime.constants import DeviceType, FlowType, NodeKind
@@ -49,9 +49,9 @@ class Workload:
     indexed: bool
     image: str
     resources: ContainerResources
-    env: Pairs
-    labels: Pairs
-    selector: Pairs
+    env: Pairs = field(metadata=AS_OBJECT)
+    labels: Pairs = field(metadata=AS_OBJECT)
+    selector: Pairs = field(metadata=AS_OBJECT)
     config_hash: str
     probes: bool
     backoff_limit: int | None
@@ -59,7 +59,7 @@ class Workload:
     gpu_count: int
     mounts: tuple[Mount, ...]
     rollout: str | None
-    component: ComponentRun | None = None  # omitted from the JSON when None
+    component: ComponentRun | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +92,7 @@ class Provision:
     topology_configmaps: tuple[str, ...]
     topology_shards: tuple[str, ...]
     backoff_limit: int
-    labels: Pairs
+    labels: Pairs = field(metadata=AS_OBJECT)
     resources: ContainerResources
     reclaim_superseded: bool = False  # PROV-5: also delete the flow's other, idle runs
 
@@ -142,7 +142,7 @@ class Scaler:
     endpoint: str
     account: str
     triggers: tuple[ScaleTrigger, ...]
-    labels: Pairs
+    labels: Pairs = field(metadata=AS_OBJECT)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,8 +161,8 @@ class Plan:
     priority_class: str | None
     broker_configmap: str
     network_policy: str
-    flow_labels: Pairs
-    run_labels: Pairs
+    flow_labels: Pairs = field(metadata=AS_OBJECT)
+    run_labels: Pairs = field(metadata=AS_OBJECT)
     provision: Provision
     workloads: tuple[Workload, ...]
     channels: tuple[Channel, ...]
@@ -173,10 +173,11 @@ class Plan:
     security: Security
     warnings: tuple[str, ...]
     # BATCH only: the incarnation of the run these workloads make (omitted when None)
-    generation: str | None = None
-    pods: PodOptions | None = None  # vf.yaml's pod options, when they are not the defaults
+    generation: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    # vf.yaml's pod options, when they are not the defaults
+    pods: PodOptions | None = field(default=None, metadata=OMIT_IF_NONE)
     # The workers KEDA scales on their input lag (omitted when autoscaling is off)
-    autoscaling: tuple[Scaler, ...] | None = None
+    autoscaling: tuple[Scaler, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
@@ -194,26 +195,25 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Known | Unknown):
         return observation_json(value)
     if hasattr(value, "__dataclass_fields__"):
-        return {
-            name: _field(name, getattr(value, name))
-            for name in value.__dataclass_fields__
-            if not (name in _OMITTED_WHEN_NONE and getattr(value, name) is None)
-        }
+        document = {}
+        for name, form in _json_fields(type(value)):
+            item = getattr(value, name)
+            if form == "object":
+                document[name] = dict(item)
+            elif not (form == "omit-if-none" and item is None):
+                document[name] = _jsonable(item)
+        return document
     if isinstance(value, tuple):
         return [_jsonable(v) for v in value]
     return value
 
 
-_PAIR_FIELDS = frozenset(
-    {"env", "labels", "selector", "flow_labels", "run_labels", "pod_labels", "annotations"}
-)
+_FORMS: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
-# Fields added after plan v1 shipped: absent (not null) when unused, so plans stay as they were.
-_OMITTED_WHEN_NONE = frozenset({"autoscaling", "component", "generation", "pods"})
-
-
-def _field(name: str, value: Any) -> Any:
-    if name in _PAIR_FIELDS:
-        return dict(value)
-    return _jsonable(value)
+def _json_fields(record: type) -> tuple[tuple[str, str], ...]:
+    """Each field of a record and how its JSON form writes it (its ``json`` metadata)."""
+    forms = _FORMS.get(record)
+    if forms is None:
+        forms = _FORMS[record] = tuple((f.name, f.metadata.get("json", "")) for f in fields(record))
+    return forms

@@ -6,9 +6,13 @@ Secret references, pod options and network peers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 Pairs = tuple[tuple[str, str], ...]
+# How a field reads in the Plan's JSON form (vf.ir.plan.plan_to_json), said where it is declared.
+AS_OBJECT = MappingProxyType({"json": "object"})  # pairs written as a JSON object
+OMIT_IF_NONE = MappingProxyType({"json": "omit-if-none"})  # added after plan v1: absent, not null
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,8 +52,8 @@ class PodOptions:
     image_pull_secrets: tuple[str, ...] = ()
     service_account: str | None = None
     topology_spread: bool = True
-    labels: Pairs = ()
-    annotations: Pairs = ()
+    labels: Pairs = field(default=(), metadata=AS_OBJECT)
+    annotations: Pairs = field(default=(), metadata=AS_OBJECT)
     priority_class_value: int | None = None  # emit the PriorityClass ``priority_class``
     metrics_from: tuple[Peer, ...] = ()  # who may scrape the workers' /metrics
     service_monitor: bool = False  # a metrics Service and a Prometheus ServiceMonitor
@@ -65,4 +69,4 @@ class Peer:
 
     cidr: str | None = None
     namespace: str | None = None
-    pod_labels: tuple[tuple[str, str], ...] = ()
+    pod_labels: Pairs = field(default=(), metadata=AS_OBJECT)
