@@ -22,6 +22,8 @@ CONFIG_HASH_KEY = f"{DOMAIN}/config-hash"  # a pod template annotation
 PART_OF, NAME, INSTANCE, COMPONENT, MANAGED_BY = (
     f"app.kubernetes.io/{key}" for key in ("part-of", "name", "instance", "component", "managed-by")
 )
+NAMESPACE_NAME = "kubernetes.io/metadata.name"  # the label Kubernetes puts on every Namespace
+POD_SECURITY = "pod-security.kubernetes.io"  # the prefix of the Pod Security admission labels
 MANAGER = "vf"  # the value of managed-by, and of a stream's owner
 PROVISION = "provision"  # the component of the provision Job
 BROKER_CONFIG = "broker-config"  # the component of the provision topology ConfigMap

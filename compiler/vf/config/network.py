@@ -16,7 +16,6 @@ from vf.ir.records import Peer
 
 NATS_CLIENT_PORT = 4222
 REDIS_PORT = 6379
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 @dataclass(frozen=True, kw_only=True)

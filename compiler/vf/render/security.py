@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from vf.config.network import NAMESPACE_NAME_LABEL
 from vf.ir.plan import Plan
 from vf.ir.records import Peer
 from vf.ir.security import EgressRule, InfraPolicy
 from vf.plan.security import DNS_PORT, RESTRICTED
-from vf_runtime.labels import COMPONENT, FLOW_LABEL, INFRA_LABEL, MANAGED_BY, MANAGER, NAME
+from vf_runtime.labels import (
+    COMPONENT,
+    FLOW_LABEL,
+    INFRA_LABEL,
+    MANAGED_BY,
+    MANAGER,
+    NAME,
+    NAMESPACE_NAME,
+    POD_SECURITY,
+)
 
 Obj = dict[str, Any]
 API = "networking.k8s.io/v1"
-PSA_PREFIX = "pod-security.kubernetes.io"
+PSA_PREFIX = POD_SECURITY
 
 
 def network_policies(plan: Plan) -> list[Obj]:
@@ -85,7 +93,7 @@ def peer_selector(peer: Peer) -> Obj:
         return {"ipBlock": {"cidr": peer.cidr}}
     out: Obj = {}
     if peer.namespace is not None:
-        out["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME_LABEL: peer.namespace}}
+        out["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME: peer.namespace}}
     if peer.pod_labels:
         out["podSelector"] = {"matchLabels": dict(peer.pod_labels)}
     return out
