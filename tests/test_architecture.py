@@ -136,11 +136,14 @@ def test_the_ir_imports_no_stage_and_types_its_closed_sets() -> None:
         (Workload, "kind"): {"Deployment", "StatefulSet", "Job"},
         (Workload, "node_kind"): {"producer", "processor", "consumer"},
         (Finding, "status"): {"admitted", "warning", "rejected"},
+        (Workload, "rollout"): {"drain", "surge", None},
     }
     for (record, field), values in closed.items():
         hint = get_type_hints(record)[field]
-        assert get_origin(hint) is Literal, f"{record.__name__}.{field} is {hint}"
-        assert set(get_args(hint)) == values
+        options = [hint] if get_origin(hint) is Literal else list(get_args(hint))
+        assert all(get_origin(o) is Literal or o is type(None) for o in options), hint
+        found = {a for o in options for a in (get_args(o) if o is not type(None) else (None,))}
+        assert found == values, f"{record.__name__}.{field} is {hint}"
 
 
 def test_the_plan_json_form_is_declared_on_the_fields_not_guessed_from_names() -> None:

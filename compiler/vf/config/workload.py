@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vf.errors import Problem
-from vf.ir.records import Mount, Supervision
+from vf.ir.records import Mount, Rollout, Supervision
 
 ROLLOUTS = ("drain", "surge")
 # Container paths vf mounts itself in every worker (its scratch space and the topology).
@@ -18,7 +18,7 @@ _CLAIM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
 @dataclass(frozen=True, kw_only=True)
 class WorkloadOptions:
     mounts: tuple[tuple[str, tuple[Mount, ...]], ...] = ()
-    rollout: tuple[tuple[str, str], ...] = ()
+    rollout: tuple[tuple[str, Rollout], ...] = ()
     supervision: Supervision = field(default_factory=Supervision)
     provision_image: str | None = None
 
@@ -27,7 +27,7 @@ class WorkloadOptions:
         table = dict(self.mounts)
         return table.get("*", ()) + table.get(node, ())
 
-    def rollout_for(self, node: str) -> str | None:
+    def rollout_for(self, node: str) -> Rollout | None:
         table = dict(self.rollout)
         return table.get(node, table.get("*"))
 

@@ -12,7 +12,15 @@ from typing import Any, Literal
 from vf.ir.admission import Admission
 from vf.ir.capabilities import Known, Unknown, observation_json
 from vf.ir.gpu import GpuPlan
-from vf.ir.records import AS_OBJECT, OMIT_IF_NONE, Mount, PodOptions, SecretRef, Supervision
+from vf.ir.records import (
+    AS_OBJECT,
+    OMIT_IF_NONE,
+    Mount,
+    PodOptions,
+    Rollout,
+    SecretRef,
+    Supervision,
+)
 from vf.ir.security import Security
 from vf_runtime.components import ComponentPort
 from vf_runtime.constants import DeviceType, FlowType, NodeKind
@@ -58,7 +66,7 @@ class Workload:
     device_type: DeviceType
     gpu_count: int
     mounts: tuple[Mount, ...]
-    rollout: str | None
+    rollout: Rollout | None
     component: ComponentRun | None = field(default=None, metadata=OMIT_IF_NONE)
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Literal
 
 Pairs = tuple[tuple[str, str], ...]
+Rollout = Literal["drain", "surge"]  # how a Deployment rolls: replace in place, or surge first
 # How a field reads in the Plan's JSON form (vf.ir.plan.plan_to_json), said where it is declared.
 AS_OBJECT = MappingProxyType({"json": "object"})  # pairs written as a JSON object
 OMIT_IF_NONE = MappingProxyType({"json": "omit-if-none"})  # added after plan v1: absent, not null
