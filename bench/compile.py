@@ -42,19 +42,19 @@ START, END = "<!-- compile-table:start -->", "<!-- compile-table:end -->"
 PROFILE_MARKS = ("<!-- compile-profile:start -->", "<!-- compile-profile:end -->")
 # Stage entry points, as (module, function): each stage's cumulative time under cProfile.
 STAGES = (
-    ("vf.load", "load_flow", "load the graph module (user code)"),
-    ("vf.config", "load_targets", "read and check vf.yaml"),
-    ("vf.lower", "lower", "lower to the graph IR"),
-    ("vf.plan", "plan_environment", "plan"),
-    ("vf.render", "render_plan", "render objects"),
-    ("vf.verify", "verify", "verify (schema, limits, admission)"),
-    ("vf.jsontext", "json_chunks", "JSON text (plans, chart values schema)"),
-    ("vf.emit_kustomize", "kustomize_files", "Kustomize tree"),
-    ("vf.emit_helm", "chart_files", "Helm chart"),
-    ("vf.emit_gitops", "emit_gitops", "GitOps delivery files"),
-    ("vf.write", "_write", "write each file into the staging tree"),
-    ("vf.write", "commit", "sync and swap the tree in"),
-    ("vf.yamlout", "dump", "of which: YAML text, every emitter"),
+    ("vf.frontend.load", "load_flow", "load the graph module (user code)"),
+    ("vf.config.targets", "load_targets", "read and check vf.yaml"),
+    ("vf.frontend.lower", "lower", "lower to the graph IR"),
+    ("vf.plan.planner", "plan_environment", "plan"),
+    ("vf.render.objects", "render_plan", "render objects"),
+    ("vf.verify.checks", "verify", "verify (schema, limits, admission)"),
+    ("vf.textio.jsontext", "json_chunks", "JSON text (plans, chart values schema)"),
+    ("vf.emit.kustomize.tree", "kustomize_files", "Kustomize tree"),
+    ("vf.emit.helm.chart", "chart_files", "Helm chart"),
+    ("vf.emit.gitops.manifests", "emit_gitops", "GitOps delivery files"),
+    ("vf.tree.write", "_write", "write each file into the staging tree"),
+    ("vf.tree.write", "commit", "sync and swap the tree in"),
+    ("vf.textio.yamlout", "dump", "of which: YAML text, every emitter"),
     ("copy", "deepcopy", "of which: copy.deepcopy, every stage"),
 )
 SIZES = (10, 100, 1000, 5000)

@@ -16,8 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "compiler"), str(ROOT / "runtime")]
 
-from vf.gpu_pack import Bin, Pod, pack_whole, solve_mix  # noqa: E402
-from vf.mig import FAMILIES  # noqa: E402
+from vf.plan.gpu.mig import FAMILIES  # noqa: E402
+from vf.plan.gpu.pack import Bin, Pod, pack_whole, solve_mix  # noqa: E402
 
 NODES, CARDS, SHARERS, REPEAT = 64, 8, 400, 5
 SIZES = (9.0, 18.0, 35.0)

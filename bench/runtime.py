@@ -29,10 +29,10 @@ import nats.errors
 import redis
 from nats.js.api import DiscardPolicy, RetentionPolicy, StreamConfig
 
-from vf.run_local import RunLocalRequest, run_local
-from vf_runtime.blobstore import BlobStore
-from vf_runtime.localinfra import LocalServer, start_nats, start_redis
-from vf_runtime.topology import BATCH_MAX_MSGS, DUPLICATE_WINDOW
+from vf.commands.run_local.command import RunLocalRequest, run_local
+from vf_runtime.broker.topology import BATCH_MAX_MSGS, DUPLICATE_WINDOW
+from vf_runtime.local.infra import LocalServer, start_nats, start_redis
+from vf_runtime.store.blobstore import BlobStore
 from vf_runtime.wire import (
     DATA,
     BlobRef,

@@ -1,32 +1,19 @@
-"""Shared fixtures: the repository layout, the examples and the real kubectl."""
+"""Shared fixtures: the examples compiled once, the real kubectl and helm, graph files."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from vf.config import load_targets
+from tests.support import (
+    EXAMPLE_NAMES,
+    REPO,
+    example_graph,
+)
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-
-REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO / "examples"
-EXAMPLE_NAMES = sorted(p.name for p in EXAMPLES.iterdir() if (p / "graph.py").is_file())
-
-
-def _environments(example: str) -> list[str]:
-    targets = load_targets(EXAMPLES / example / "vf.yaml")
-    return [env.name for env in targets.environments]
-
-
-EXAMPLE_ENVS = [(name, env) for name in EXAMPLE_NAMES for env in _environments(name)]
-
-
-def example_graph(name: str) -> str:
-    return str(EXAMPLES / name / "graph.py")
 
 
 @pytest.fixture(scope="session")
@@ -69,11 +56,3 @@ def write_graph(tmp_path: Path) -> Callable[[str], Path]:
         return path
 
     return write
-
-
-def kustomize_build(kubectl: str, overlay: Path) -> str:
-    done = subprocess.run(
-        [kubectl, "kustomize", str(overlay)], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, kustomize_build
+from tests.support import REPO, kustomize_build
 from vf.pipeline import CompileResult
-from vf.write import write_tree
+from vf.tree.write import write_tree
 
 CHECKOV = REPO / ".tools" / "checkov" / "bin" / "checkov"
 CONFIG = REPO / "tests" / "checkov.yaml"

@@ -8,7 +8,7 @@ import sys
 
 from click.testing import CliRunner
 
-from tests.conftest import example_graph
+from tests.support import example_graph
 from vf import __version__
 from vf.cli import cli
 

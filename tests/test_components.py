@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from vf.cli import cli
+from vf.commands.run_local.command import RunLocalRequest, run_local
 from vf.errors import EXIT_ENVIRONMENT, EXIT_USER, VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.run_local import RunLocalRequest, run_local
 
 CONFIG = "environments:\n  dev:\n    images:\n      default: registry.example.com/t/app:1\n"
 
@@ -341,7 +341,7 @@ def test_run_local_refuses_a_local_command_that_is_not_there(tmp_path: Path) -> 
 def test_local_command_placeholders_resolve_against_the_descriptor(tmp_path: Path) -> None:
     import sys
 
-    from vf.local_components import local_command
+    from vf.commands.run_local.components import local_command
 
     graph = _project(tmp_path, _with(runtime={"localCommand": ["{python}", "{dir}/x.py", "a"]}))
     spec = _compile(graph).graph.node("upper").component
@@ -360,7 +360,7 @@ def test_local_command_placeholders_resolve_against_the_descriptor(tmp_path: Pat
 
 def test_docs_example_descriptor_is_valid() -> None:
     """The descriptor shown in docs/components.md passes the schema."""
-    from vf.component_descriptor import check_descriptor
+    from vf.frontend.component_descriptor import check_descriptor
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "components.md").read_text()
     block = text.split("```yaml\n", 1)[1].split("```", 1)[0]

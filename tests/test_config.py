@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from tests.graph_sources import NODES
 from vf.cli import cli
-from vf.config import load_targets
+from vf.config.targets import load_targets
 
 GRAPH = (
     NODES

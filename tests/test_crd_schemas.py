@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import EXAMPLE_NAMES, REPO
+from tests.support import EXAMPLE_NAMES, REPO
 from vf.pipeline import CompileResult
 from vf.resources import resource_dir
 

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import EXAMPLE_NAMES, EXAMPLES, example_graph
+from tests.support import EXAMPLE_NAMES, EXAMPLES, example_graph
+from vf.emit.ordering import SYNC_WAVE, is_provision_job, sync_wave
 from vf.errors import VfError
-from vf.ordering import SYNC_WAVE, is_provision_job, sync_wave
 from vf.pipeline import CompileRequest, CompileResult, compile_project
+from vf.render.objects import render_plan
 
 Obj = dict[str, Any]
 
@@ -63,6 +64,26 @@ def test_scaled_deployments_leave_replicas_to_keda(
         assert all(
             d["jsonPointers"] == ["/spec/replicas"] for d in app["spec"]["ignoreDifferences"]
         )
+
+
+def test_the_plan_records_autoscaling_and_the_renderer_acts_on_it_alone(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    result = compiled_examples["realtime_cameras"]
+    for plan in result.plans:
+        assert plan.autoscaling, plan.environment
+        recorded = {scaler.deployment for scaler in plan.autoscaling}
+        rendered = render_plan(plan)  # the plan only: no graph, no vf.yaml
+        assert rendered == result.objects[plan.environment]
+        scaled = {o["spec"]["scaleTargetRef"]["name"] for o in _kind(rendered, "ScaledObject")}
+        assert scaled == recorded
+        document = json.loads(result.tree[f"plan/{plan.environment}.json"])
+        assert [s["deployment"] for s in document["autoscaling"]] == [
+            s.deployment for s in plan.autoscaling
+        ]
+    batch = compiled_examples["batch_pipeline"]
+    assert all(plan.autoscaling is None for plan in batch.plans)
+    assert "autoscaling" not in json.loads(batch.tree["plan/prod.json"])
 
 
 def test_triggers_watch_the_workers_own_durable_on_its_parent_stream(

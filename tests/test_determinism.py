@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLE_NAMES, REPO, example_graph
+from tests.support import EXAMPLE_NAMES, REPO, example_graph
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.write import with_manifest
+from vf.tree.write import with_manifest
 
 
 def _read_tree(root: Path) -> dict[str, str]:

@@ -20,16 +20,16 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 
-from tests.conftest import EXAMPLE_NAMES, example_graph
 from tests.diagram_grammar import check_dot, check_mermaid
+from tests.support import EXAMPLE_NAMES, example_graph
 from tests.test_hostile_strings import GRAPH, compile_work, hostile
 from vf import names as vf_names
 from vf.cli import cli
-from vf.diagram import Diagram, EnvView, NodeView, diagram_of
-from vf.diagram_syntax import Highlight, dot, mermaid, printable
+from vf.commands.explain.formats import flow_diagram
 from vf.errors import VfError
-from vf.explain_formats import flow_diagram
 from vf.pipeline import CompileResult
+from vf.render.diagram import Diagram, EnvView, NodeView, diagram_of
+from vf.render.diagram_syntax import Highlight, dot, mermaid, printable
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "diagrams"
 DOT = shutil.which("dot")

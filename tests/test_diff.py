@@ -16,15 +16,15 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 
-from tests.conftest import EXAMPLE_NAMES, EXAMPLES, example_graph
+from tests.support import EXAMPLE_NAMES, EXAMPLES, example_graph
 from vf.cli import cli
-from vf.diff import diff_project
-from vf.diff_report import RENDERERS
+from vf.commands.diff.command import diff_project
+from vf.commands.diff.report import RENDERERS
+from vf.emit.ordering import without_tool_annotations
 from vf.errors import VfError
-from vf.ordering import without_tool_annotations
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.tree_read import build_overlay
-from vf.write import write_tree
+from vf.tree.read import build_overlay
+from vf.tree.write import write_tree
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "diff"
 ADD_AUDIT = (

@@ -1,7 +1,7 @@
 """The worker images in docker/, checked without a container engine (none exists here):
 their user is the pod's runAsUser, their entry point is a console script of the worker
 distribution, their health port is the workers', what they copy exists, and they install
-the worker distribution the way ``vf.worker_env`` does."""
+the worker distribution the way ``vf.commands.runtree.worker_env`` does."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from vf.render import RUN_AS
-from vf.worker_env import CONSTRAINTS_NAME, IMAGE_ENV
+from vf.commands.runtree.worker_env import CONSTRAINTS_NAME, IMAGE_ENV
+from vf.render.objects import RUN_AS
 from vf_runtime.constants import HEALTH_PORT
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,8 +67,8 @@ def test_the_entrypoint_is_the_worker_console_script(name: str) -> None:
     assert _instruction(stage, "ENTRYPOINT") == ['["vf-worker"]']
     scripts = _worker_project()["scripts"]
     assert scripts == {
-        "vf-worker": "vf_runtime.worker:main",
-        "vf-provision": "vf_runtime.provision:main",  # the provision Job's command
+        "vf-worker": "vf_runtime.worker.replica:main",
+        "vf-provision": "vf_runtime.broker.provision:main",  # the provision Job's command
     }
 
 

@@ -16,8 +16,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vf.components import component
 from vf.errors import EXIT_USER, VfError
+from vf.frontend.components import component
 from vf_runtime import Node
 
 BASE: dict[str, Any] = {

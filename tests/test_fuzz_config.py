@@ -292,17 +292,17 @@ def test_every_user_yaml_reader_reports_an_unbuildable_scalar_as_yaml(scalar: st
 
 def _verdicts(document: Any) -> tuple[bool, bool]:
     """(the compiled checker finds no problem, jsonschema finds none) for one document."""
-    from vf.config import _check_errors, _config_check, config_schema
-    from vf.patterns import validator as schema_validator
+    from vf.config.targets import check_errors, config_check, config_schema
+    from vf.textio.patterns import validator as schema_validator
 
-    check = _config_check()
+    check = config_check()
     assert check is not None, "vf.yaml's schema no longer compiles: the fast path is gone"
     reference = schema_validator(config_schema())
     try:
         expected = not any(reference.iter_errors(document))
     except (TypeError, ValueError):
         expected = False  # vf reports these as VF_CONFIG_SCHEMA too
-    return not _check_errors(check, document), expected
+    return not check_errors(check, document), expected
 
 
 def _string_places(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -351,12 +351,12 @@ def test_the_compiled_config_check_agrees_with_jsonschema(document: Any) -> None
 
 
 def test_the_compiled_config_check_accepts_every_example() -> None:
-    from vf.config import _read_yaml
+    from vf.config.targets import read_yaml
 
     examples = sorted((Path(__file__).parent.parent / "examples").glob("*/vf.yaml"))
     assert len(examples) >= 4
     for path in examples:
-        assert _verdicts(_read_yaml(path)) == (True, True), path
+        assert _verdicts(read_yaml(path)) == (True, True), path
 
 
 CREDENTIAL_KEYS = [
@@ -493,7 +493,7 @@ def test_a_small_alias_still_compiles(project: Path) -> None:
 
 
 def test_a_component_descriptor_alias_bomb_is_refused_quickly(tmp_path: Path) -> None:
-    from vf.components import component
+    from vf.frontend.components import component
 
     path = tmp_path / "component.yaml"
     path.write_text(

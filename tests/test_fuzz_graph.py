@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from vf.cli import cli
 from vf.errors import EXIT_USER, VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.verify import CONFIGMAP_MAX_BYTES
-from vf.write import MANIFEST
+from vf.tree.write import MANIFEST
+from vf.verify.checks import CONFIGMAP_MAX_BYTES
 
 NODES_MODULE = '''"""Node classes and the interpreter of the fuzz tests' graph specs."""
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from vf.cli import cli
 from vf.errors import VfError
-from vf.load import load_flow
+from vf.frontend.load import load_flow
 
 VALID = """from vf import BATCH, Consumer, Flow, Processor, Producer
 
@@ -49,7 +49,7 @@ def build_flow():
     return Flow([Sink(name="sink")(step)], flow_type=BATCH)
 """
 CONFIG = "environments:\n  dev:\n    images: {default: registry.example.com/m/w:1}\n"
-VF_SOURCES = ("vf/load.py", "vf/watchdog.py", "vf/cli.py", "vf_runtime/")
+VF_SOURCES = ("vf/frontend/load.py", "vf/frontend/watchdog.py", "vf/cli.py", "vf_runtime/")
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:

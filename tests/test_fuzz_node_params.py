@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vf import Processor
-from vf_runtime.nodes import _bind_params, _bind_slow
+from vf_runtime.nodes import bind_params, bind_params_slowly
 
 NAMES = ["a", "b", "c", "d", "e"]
 
@@ -58,8 +58,8 @@ def make_class(source: str) -> type:
 def test_the_cached_binder_matches_inspect(source: str, args: list[int], keys: list[str]) -> None:
     cls = make_class(source)
     kwargs = {key: f"v-{key}" for key in keys}
-    fast = _bind_params(cls, tuple(args), kwargs)
-    slow = _bind_slow(inspect.signature(cls.__init__), tuple(args), kwargs)  # type: ignore[misc]
+    fast = bind_params(cls, tuple(args), kwargs)
+    slow = bind_params_slowly(inspect.signature(cls.__init__), tuple(args), kwargs)  # type: ignore[misc]
     assert list(fast.items()) == list(slow.items())
 
 

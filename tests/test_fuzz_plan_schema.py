@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import example_graph
-from vf.jsontext import json_chunks, json_text
+from tests.support import example_graph
+from vf.ir.plan import plan_to_json
 from vf.pipeline import CompileResult
-from vf.planir import plan_to_json
-from vf.schema_check import compile_schema
-from vf.verify import (
+from vf.textio.jsontext import json_chunks, json_text
+from vf.textio.schema_check import compile_schema
+from vf.verify.checks import (
     RECORD_ARRAYS,
     plan_schema,
     plan_schema_errors,

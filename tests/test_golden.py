@@ -13,9 +13,9 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 
-from tests.conftest import EXAMPLE_NAMES
+from tests.support import EXAMPLE_NAMES
 from vf.pipeline import CompileResult
-from vf.write import with_manifest
+from vf.tree.write import with_manifest
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 

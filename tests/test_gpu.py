@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vf.cli import cli
-from vf.gpu_dra import judge_features
-from vf.gpu_pack import Bin, Pod, pack_whole, solve_mix
-from vf.mig import FAMILIES, Family, family_of, fits
+from vf.plan.gpu.dra import judge_features
+from vf.plan.gpu.mig import FAMILIES, Family, family_of, fits
+from vf.plan.gpu.pack import Bin, Pod, pack_whole, solve_mix
 
-# Written from NVIDIA's MIG user guide independently of vf.mig: profile → (width, starts).
+# Written from NVIDIA's MIG user guide independently of vf.plan.gpu.mig: profile → (width, starts).
 NVIDIA_8_SLOT = {1: (0, 1, 2, 3, 4, 5, 6), 2: (0, 2, 4), 4: (0, 4), 8: (0,)}
 
 

@@ -209,7 +209,7 @@ def test_broken_graph_modules_get_named_errors(
     exit_code, output = _compile(write_graph(source, CONFIG), tmp_path / "deploy")
     assert exit_code == 2, output
     assert f"error[{code}]" in output
-    assert "vf/load.py" not in output
+    assert "vf/frontend/load.py" not in output
 
 
 def test_a_factory_error_shows_the_users_frame(

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import EXAMPLE_ENVS, EXAMPLE_NAMES, kustomize_build
-from vf.ordering import HELM_ONLY, KUSTOMIZE_ONLY, without_tool_annotations
+from tests.support import EXAMPLE_ENVS, EXAMPLE_NAMES, kustomize_build
+from vf.emit.ordering import HELM_ONLY, KUSTOMIZE_ONLY, without_tool_annotations
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.write import write_tree
+from vf.tree.write import write_tree
 
 Obj = dict[str, Any]
 

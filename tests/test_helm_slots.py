@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from vf.emit_helm import ChartInfo, emit_helm
-from vf.helm_slots import POD_SPEC, knob_key, may_hold_knob
+from vf.emit.helm.chart import ChartInfo, emit_helm
+from vf.emit.helm.slots import POD_SPEC, knob_key, may_hold_knob
 from vf.pipeline import CompileResult
 
 Obj = dict[str, Any]

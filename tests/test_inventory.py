@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from ruamel.yaml import YAML
 
 from vf.cli import cli
-from vf.config import load_targets
+from vf.config.targets import load_targets
 from vf.errors import EXIT_ENVIRONMENT, EXIT_USER
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "kubectl"

@@ -23,8 +23,9 @@ def test_vf_runtime_imports_without_compiler_modules() -> None:
         sys.meta_path.insert(0, Block())
         import vf_runtime
         from vf_runtime import Flow, Producer, Processor, Consumer, JoinPolicy, DeliveryPolicy
-        import vf_runtime.wire, vf_runtime.worker, vf_runtime.provision, vf_runtime.supervisor
-        import vf_runtime.localinfra, vf_runtime.blobstore, vf_runtime.health, vf_runtime.naming
+        import vf_runtime.wire, vf_runtime.worker.replica, vf_runtime.broker.provision
+        import vf_runtime.local.supervisor, vf_runtime.local.infra, vf_runtime.store.blobstore
+        import vf_runtime.worker.health, vf_runtime.broker.naming
         import vf_runtime.components
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in {BLOCKED!r})
         assert not loaded, loaded

@@ -9,10 +9,10 @@ import kubernetes_validate
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import EXAMPLE_ENVS, kustomize_build
-from vf.ordering import without_tool_annotations
+from tests.support import EXAMPLE_ENVS, kustomize_build
+from vf.emit.ordering import without_tool_annotations
 from vf.pipeline import CompileResult
-from vf.write import write_tree
+from vf.tree.write import write_tree
 
 K8S_VERSIONS = ("1.31", "1.32", "1.33", "1.34", "1.35")
 DRA_V1 = "1.34"

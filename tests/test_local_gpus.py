@@ -15,11 +15,11 @@ from click.testing import CliRunner
 
 from tests import gpu_fakes
 from tests.gpu_fakes import uuid
-from vf.capabilities import Known, Unknown
 from vf.cli import cli
+from vf.commands.run_local.gpus import LocalDevice, apply_mask, read_host
+from vf.commands.run_local.grants import GpuRequest, LocalGrants, grant_local_gpus
 from vf.errors import EXIT_ENVIRONMENT, VfError
-from vf.local_gpus import LocalDevice, apply_mask, read_host
-from vf.local_grants import GpuRequest, LocalGrants, grant_local_gpus
+from vf.ir.capabilities import Known, Unknown
 
 MIG_A = "MIG-11111111-2222-3333-4444-555555555555"
 MIG_B = "MIG-66666666-7777-8888-9999-000000000000"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import EXAMPLE_ENVS
 from tests.pod_security import POD_TEMPLATE_KINDS
+from tests.support import EXAMPLE_ENVS
 from vf.cli import cli
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
@@ -255,8 +255,8 @@ def test_credentials_never_reach_the_plan(write_graph: Callable[..., Path]) -> N
 def test_diff_reports_opened_reach_and_a_weaker_pod_security_level(
     write_graph: Callable[..., Path],
 ) -> None:
-    from vf.diff_plan import WARNING, plan_findings
-    from vf.planir import plan_to_json
+    from vf.commands.diff.plan import WARNING, plan_findings
+    from vf.ir.plan import plan_to_json
 
     before, _ = _compile(write_graph, "broker:\n  profile: dev")
     body = "broker:\n  monitoring_from: [{namespace: obs}]\nmounts:\n  sink: ['/srv:/srv:ro']"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLE_NAMES
 from tests.graph_sources import NODES
+from tests.support import EXAMPLE_NAMES
 from tests.test_crd_schemas import _errors, own_schema, upstream_schema
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project

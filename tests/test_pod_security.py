@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import EXAMPLE_ENVS
 from tests.pod_security import pod_specs, restricted_violations
+from tests.support import EXAMPLE_ENVS
 from vf.cli import cli
-from vf.ordering import (
+from vf.emit.ordering import (
     FLUX_PRUNE,
     HELM_RESOURCE_POLICY,
     SYNC_OPTIONS,

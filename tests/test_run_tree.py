@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vf_runtime.localinfra import start_nats
+from vf_runtime.local.infra import start_nats
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from vf.runtree.cluster import Cluster, ClusterOptions
-from vf.runtree.command import RunTreeRequest, prepare, workloads_done
-from vf.runtree.controllers import JobController
-from vf.runtree.sync import sync
+from vf.commands.runtree.cluster import Cluster, ClusterOptions
+from vf.commands.runtree.command import RunTreeRequest, prepare, workloads_done
+from vf.commands.runtree.controllers import JobController
+from vf.commands.runtree.sync import sync
 
 REPO = Path(__file__).resolve().parent.parent
 FLOWS = Path(__file__).resolve().parent / "runtree_flows"

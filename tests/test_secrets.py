@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 from vf.pipeline import CompileRequest, compile_project
 from vf_runtime.redact import redact
 
@@ -171,8 +171,8 @@ def test_runtime_logs_redact_credentials(project: Path, tmp_path: Path) -> None:
     worker = next(w for w in plan.workloads if w.node == "alerts")
     worker_env = {**dict(worker.env), "VF_HEALTH_PORT": str(_closed_port())}
     for module, env in (
-        ("vf_runtime.provision", provision_env),
-        ("vf_runtime.worker", worker_env),
+        ("vf_runtime.broker.provision", provision_env),
+        ("vf_runtime.worker.replica", worker_env),
     ):
         done = subprocess.run(
             [sys.executable, "-m", module, *(["--timeout", "1"] if "provision" in module else [])],

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import example_graph
 from tests.graph_sources import NODES
+from tests.support import example_graph
 from vf import names
 from vf.cli import cli
 from vf.pipeline import CompileRequest, compile_project

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import example_graph
+from tests.support import example_graph
 from tests.test_determinism import _read_tree
-from vf.emit_helm import ChartInfo, chart_files
+from vf.emit.helm.chart import ChartInfo, chart_files
 from vf.errors import VfError
-from vf.filetext import Chunks
 from vf.pipeline import CompileResult
-from vf.write import TreeCheck, diff_tree, staged_tree, with_manifest, write_tree
+from vf.textio.filetext import Chunks
+from vf.tree.write import TreeCheck, diff_tree, staged_tree, with_manifest, write_tree
 
 
 def test_the_vf_executable_writes_the_tree_compiled_in_memory(

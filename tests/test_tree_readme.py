@@ -13,14 +13,14 @@ from click.testing import CliRunner
 from tests.diagram_grammar import check_dot, check_mermaid
 from tests.graph_sources import NODES
 from vf.cli import cli
-from vf.diagram import EnvView, NodeView, diagram_of
-from vf.diagram_syntax import dot, mermaid
-from vf.diff import diff_project
-from vf.diff_report import render_markdown
-from vf.emit_readme import markdown_mermaid, tree_readme
-from vf.explain_formats import flow_diagram
+from vf.commands.diff.command import diff_project
+from vf.commands.diff.report import render_markdown
+from vf.commands.explain.formats import flow_diagram
+from vf.emit.readme import markdown_mermaid, tree_readme
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.write import MANIFEST, write_tree
+from vf.render.diagram import EnvView, NodeView, diagram_of
+from vf.render.diagram_syntax import dot, mermaid
+from vf.tree.write import MANIFEST, write_tree
 
 CHAIN = (
     NODES

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import example_graph
+from tests.support import example_graph
 from tests.test_kill_write import GRAPH as KILL_GRAPH
 from tests.test_kill_write import NODES as KILL_NODES
 from vf.cli import cli
@@ -277,14 +277,14 @@ def test_a_recompile_keeps_the_users_links_empty_folders_mode_and_owner(tree: Pa
 
 INTERRUPTED_AFTER_SWAP = """
 import os, signal, sys
-import vf.write
+import vf.tree.write
 
-_fsync_dir = vf.write._fsync_dir
+_fsync_dir = vf.tree.write._fsync_dir
 def _fsync_then_interrupt(path):
     _fsync_dir(path)
-    if path == vf.write.Path(sys.argv[-1]).resolve().parent:
+    if path == vf.tree.write.Path(sys.argv[-1]).resolve().parent:
         os.kill(os.getpid(), signal.SIGINT)
-vf.write._fsync_dir = _fsync_then_interrupt
+vf.tree.write._fsync_dir = _fsync_then_interrupt
 
 from vf.cli import main
 sys.argv = ["vf", *sys.argv[1:]]

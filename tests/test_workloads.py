@@ -11,8 +11,9 @@ from click.testing import CliRunner
 
 from tests.graph_sources import NODES
 from vf.cli import cli
+from vf.config.workload import parse_mount, pod_mounts
+from vf.ir.records import Mount
 from vf.pipeline import CompileResult
-from vf.workload_config import Mount, parse_mount, pod_mounts
 
 
 @pytest.mark.parametrize(
@@ -25,12 +26,16 @@ from vf.workload_config import Mount, parse_mount, pod_mounts
     ],
 )
 def test_mount_forms(text: str, expected: Mount) -> None:
-    assert parse_mount(text) == expected
+    assert parse_mount(text, env="dev", key="mounts.*", source="vf.yaml") == (expected, [])
 
 
 @pytest.mark.parametrize("text", ["data", "/a:b", "claim:rel", "/a:/b:/c", "claim:/x:/y", ":ro"])
 def test_bad_mounts(text: str) -> None:
-    assert isinstance(parse_mount(text), str)
+    mount, problems = parse_mount(text, env="dev", key="mounts.*", source="vf.yaml")
+    assert mount is None
+    assert [p.code for p in problems] == ["VF_CONFIG_WORKLOAD"]
+    assert problems[0].what.startswith(f"environments.dev.mounts.*: {text!r}: ")
+    assert problems[0].where == "vf.yaml (environment 'dev')"
 
 
 def test_host_path_under_a_claim_is_served_by_the_claim() -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import example_graph
+from tests.support import example_graph
 from vf.cli import cli
 from vf.errors import VfError
-from vf.write import MANIFEST, write_tree
+from vf.tree.write import MANIFEST, write_tree
 
 
 def _invoke(*args: str) -> tuple[int, str]:

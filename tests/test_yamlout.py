@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from vf import yamlout
+from vf.textio import yamlout
 
 scalars = st.one_of(
     st.none(),

@@ -22,7 +22,7 @@ from vf_runtime import (
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from vf.components import component
+    from vf.frontend.components import component
 
 
 def __getattr__(name: str) -> Any:
@@ -30,9 +30,9 @@ def __getattr__(name: str) -> Any:
     # so that ``vf --version`` and plain graphs start fast.
     if name == "component":
         try:
-            from vf.components import component
+            from vf.frontend.components import component
         except ModuleNotFoundError as exc:
-            if exc.name != "vf.components":
+            if exc.name not in ("vf.frontend", "vf.frontend.components"):
                 raise
             # The worker-only distribution (vf-gitops-worker) ships this file and
             # vf_runtime, not the compiler: say so instead of a bare import error.
@@ -41,7 +41,7 @@ def __getattr__(name: str) -> Any:
                 "hold (it is the worker-only distribution vf-gitops-worker): declare "
                 "components in graph modules and compile them where vf-gitops is installed "
                 "(pip install vf-gitops)",
-                name="vf.components",
+                name="vf.frontend.components",
             ) from None
         return component
     raise AttributeError(f"module 'vf' has no attribute {name!r}")

@@ -1,6 +1,9 @@
-"""Physical names: Kubernetes (DNS-1123) and NATS names derived from logical ones.
+"""Physical names: Kubernetes (DNS-1123) names derived from logical ones.
 
-Every physical name comes from here so that two logical names can never silently
+Broker names (streams, subjects, durables) have one implementation, shared with the
+workers: ``vf_runtime.broker.naming``.
+
+Every Kubernetes name comes from here so that two logical names can never silently
 share one physical name: normalised or truncated names carry a short hash of the
 logical name, and the planner refuses the collisions that remain.
 """
@@ -13,7 +16,6 @@ import re
 K8S_NAME_MAX = 63
 HASH_LEN = 6
 _K8S_INVALID = re.compile(r"[^a-z0-9-]+")
-_BROKER_INVALID = re.compile(r"[^A-Za-z0-9_-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 NODE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?\Z")
 FLOW_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")  # any label value
@@ -54,11 +56,6 @@ def k8s_name(*parts: str, limit: int = K8S_NAME_MAX) -> str:
 def label_value(text: str) -> str:
     """A label value: like a name, at most 63 characters."""
     return k8s_name(text)
-
-
-def broker_token(text: str) -> str:
-    """One NATS subject token or stream-name part (videoflow's sanitising rule)."""
-    return _BROKER_INVALID.sub("_", text)
 
 
 def default_node_name(class_name: str) -> str:

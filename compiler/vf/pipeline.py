@@ -11,24 +11,28 @@ from pathlib import Path
 from typing import Any
 
 from vf import names
-from vf.admission import parse_profile_flags
-from vf.autoscale import apply_autoscaling, plan_autoscaling
-from vf.config import Targets, find_config, load_targets, select_environments
-from vf.delivery import delivery_files
-from vf.diagram import EnvView, env_view
-from vf.emit_kustomize import EnvObjects, kustomize_files
-from vf.emit_readme import README, tree_readme
+from vf.config.targets import Targets, find_config, load_targets, select_environments
+from vf.emit.delivery import delivery_files
+from vf.emit.kustomize.tree import EnvObjects, kustomize_files
+from vf.emit.readme import README, tree_readme
 from vf.errors import VfError
-from vf.filetext import Chunks, FileText, whole
-from vf.graph import Graph
-from vf.graph_checks import graph_module_classes
-from vf.isolate import load_graph
-from vf.jsontext import json_chunks, json_text
-from vf.neighbours import check_neighbours
-from vf.plan import plan_environment
-from vf.planir import Plan
-from vf.render import render_components, render_generated_components, render_plan, render_shapes
-from vf.verify import verify
+from vf.frontend.graph_checks import graph_module_classes
+from vf.frontend.isolate import load_graph
+from vf.ir.graph import Graph
+from vf.ir.plan import Plan
+from vf.plan.admission import parse_profile_flags
+from vf.plan.planner import plan_environment
+from vf.render.diagram import EnvView, env_view
+from vf.render.objects import (
+    render_components,
+    render_generated_components,
+    render_plan,
+    render_shapes,
+)
+from vf.textio.filetext import Chunks, FileText, whole
+from vf.textio.jsontext import json_chunks, json_text
+from vf.verify.checks import verify
+from vf.verify.neighbours import check_neighbours
 
 UNUSED_IMAGE = "vf.invalid/no-image-needed:local"
 
@@ -119,8 +123,7 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
         if request.images_optional and env.default_image is None:
             env = replace(env, default_image=UNUSED_IMAGE)
         plan = plan_environment(graph, env, flow_id=flow_id, flags=flags)
-        scalers = plan_autoscaling(graph, plan=plan, settings=env.autoscaling)
-        rendered = apply_autoscaling(plan, objects=render_plan(plan), scalers=scalers)
+        rendered = render_plan(plan)
         document = verify(plan, rendered, enforce_admission=request.enforce_admission)
         plans.append(plan)
         objects[env.name] = rendered
@@ -141,7 +144,7 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
             for plan in plans
         }
     )
-    delivery = delivery_files(graph, plans=plans, objects=objects, gitops=targets.gitops)
+    delivery = delivery_files(plans=plans, objects=objects, gitops=targets.gitops)
     paths = []
     for file, text in itertools.chain(kustomize, delivery):
         sink(file, text)

@@ -135,8 +135,8 @@ def component_params(node: Node) -> str:
 
 
 def _builder(node_class: type[Node]) -> Any:
-    from vf_runtime.build import KIND_CLASSES
-    from vf_runtime.config import ConfigError, WorkerConfig
+    from vf_runtime.worker.build import KIND_CLASSES
+    from vf_runtime.worker.config import ConfigError, WorkerConfig
 
     def build(config: WorkerConfig) -> Node:
         try:
@@ -164,7 +164,7 @@ def serve(node_class: type[Node], env: Mapping[str, str] | None = None) -> NoRet
     worker protocol, configured by the ``VF_*`` environment vf wrote for the component."""
     import asyncio  # here, not above: the compiler imports this module and needs no event loop
 
-    from vf_runtime.worker import run_worker
+    from vf_runtime.worker.replica import run_worker
 
     logging.basicConfig(
         level=os.environ.get("VF_LOG_LEVEL", "INFO").upper(),

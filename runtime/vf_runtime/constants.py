@@ -1,13 +1,17 @@
 """Flow types and device kinds shared by the compiler and the workers."""
 
-from typing import Final
+from typing import Final, Literal
 
-BATCH: Final = "batch"
-REALTIME: Final = "realtime"
+FlowType = Literal["batch", "realtime"]
+DeviceType = Literal["cpu", "gpu"]
+NodeKind = Literal["producer", "processor", "consumer"]
+
+BATCH: Final[FlowType] = "batch"
+REALTIME: Final[FlowType] = "realtime"
 FLOW_TYPES: Final = (BATCH, REALTIME)
 
-CPU: Final = "cpu"
-GPU: Final = "gpu"
+CPU: Final[DeviceType] = "cpu"
+GPU: Final[DeviceType] = "gpu"
 DEVICE_TYPES: Final = (CPU, GPU)
 
 ENVELOPE_VERSION: Final = 4

@@ -25,7 +25,7 @@ class _NodeMeta(type):
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         node = super().__call__(*args, **kwargs)
         _check_base_init(cls, node, kwargs)
-        node._vf_params = _bind_params(cls, args, kwargs)
+        node._vf_params = bind_params(cls, args, kwargs)
         node._vf_site = _user_site()
         return node
 
@@ -125,7 +125,7 @@ def _shape(init: Any) -> _Shape | None:
     return shape
 
 
-def _bind_params(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def bind_params(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Turn a constructor call into keyword arguments; positional extras land in ``*``.
 
     Parameters come in signature order (positional extras as ``*name`` in its place), then
@@ -136,7 +136,7 @@ def _bind_params(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> di
     if shape is None:
         return dict(kwargs)
     if not shape.simple:
-        return _bind_slow(shape.signature, args, kwargs)
+        return bind_params_slowly(shape.signature, args, kwargs)
     given = dict(zip(shape.positional, args, strict=False))
     surplus = args[len(shape.positional) :]
     extra: dict[str, Any] = {}
@@ -163,7 +163,7 @@ def _self(shape: _Shape) -> str:
     return next(iter(shape.signature.parameters))
 
 
-def _bind_slow(
+def bind_params_slowly(
     signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> dict[str, Any]:
     try:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vf_runtime.constants import BATCH, FLOW_TYPES
+from vf_runtime.constants import BATCH, FLOW_TYPES, REALTIME, FlowType
 from vf_runtime.errors import AuthoringError
 
 JOIN_MISSING = ("drop", "wait", "error")
@@ -204,7 +204,7 @@ class DeliveryPolicy:
         }
 
 
-def check_flow_type(flow_type: object) -> str:
+def check_flow_type(flow_type: object) -> FlowType:
     """Return ``flow_type`` when it is a known flow type, else raise an AuthoringError."""
     if flow_type not in FLOW_TYPES:
         raise AuthoringError(
@@ -212,4 +212,4 @@ def check_flow_type(flow_type: object) -> str:
             f"flow_type={flow_type!r} is not one of {', '.join(FLOW_TYPES)}",
             "pass flow_type=BATCH or flow_type=REALTIME",
         )
-    return str(flow_type)
+    return BATCH if flow_type == BATCH else REALTIME

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 from nats.js import JetStreamContext
 
-from tests.runtime.conftest import FlowRun
+from tests.runtime.support import FlowRun
 from vf.cli import cli
-from vf_runtime.localinfra import LocalServer, MissingTool, start_nats, start_redis
+from vf_runtime.local.infra import LocalServer, MissingTool, start_nats, start_redis
 
 T = TypeVar("T")
 

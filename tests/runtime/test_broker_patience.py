@@ -9,8 +9,8 @@ import nats.errors
 import pytest
 from nats.js.errors import BadRequestError
 
-from vf_runtime import broker
-from vf_runtime.broker import BrokerError, patiently
+from vf_runtime.broker import client as broker
+from vf_runtime.broker.client import BrokerError, patiently
 
 
 def test_a_step_that_times_out_is_asked_again_until_it_answers(

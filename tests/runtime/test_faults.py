@@ -20,14 +20,14 @@ import nats
 import pytest
 from nats.js import JetStreamContext
 
-from tests.runtime.conftest import FLOWS, FlowRun, finish_flow, start_flow, wait_until
+from tests.runtime.support import FLOWS, FlowRun, finish_flow, start_flow, wait_until
+from vf.commands.run_local.command import provision_topology
 from vf.pipeline import CompileRequest, compile_project
-from vf.run_local import _topology
-from vf_runtime.localinfra import LocalServer, free_port, start_nats, start_redis
-from vf_runtime.naming import RunNames
-from vf_runtime.provision import provision
-from vf_runtime.topology import BATCH_MAX_MSGS
-from vf_runtime.worker import run_worker
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.broker.provision import provision
+from vf_runtime.broker.topology import BATCH_MAX_MSGS
+from vf_runtime.local.infra import LocalServer, free_port, start_nats, start_redis
+from vf_runtime.worker.replica import run_worker
 
 SUMMARY = re.compile(r"\[(\w+/r\d+)\] .*summary: (.*)$", re.MULTILINE)
 
@@ -280,7 +280,7 @@ def test_a_full_batch_stream_backpressures_the_producer(
         client = await nats.connect(nats_server.url)
         js = client.jetstream()
         try:
-            await provision(js, _topology(plan))
+            await provision(js, provision_topology(plan))
             producer = asyncio.create_task(run_worker(env("numbers")))
             deadline = time.monotonic() + 60
             while await stored(js) < BATCH_MAX_MSGS and time.monotonic() < deadline:

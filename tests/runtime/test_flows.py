@@ -17,11 +17,11 @@ import nats
 import pytest
 import redis
 
-from tests.runtime.conftest import FLOWS, FlowRun, run_flow
+from tests.runtime.support import FLOWS, FlowRun, run_flow
 from vf.pipeline import CompileRequest, compile_project
-from vf_runtime.broker import announce_stop
-from vf_runtime.localinfra import LocalServer
-from vf_runtime.naming import RunNames
+from vf_runtime.broker.client import announce_stop
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.local.infra import LocalServer
 from vf_runtime.wire import decode_envelope, decode_payload
 
 
@@ -222,7 +222,7 @@ def test_stop_ends_a_running_realtime_flow(
     graph = str(FLOWS / "live.py")
     plan = compile_project(CompileRequest(graph=graph)).plans[0]
     script = (
-        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        "import sys\nfrom vf.commands.run_local.command import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_server.url!r}, "
         f"redis_url={redis_server.url!r}, stall_seconds=30, generation='t1')))\n"
     )

@@ -21,7 +21,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from tests.runtime.conftest import (
+from tests.runtime.support import (
     FLOWS,
     FlowRun,
     finish_flow,
@@ -29,8 +29,8 @@ from tests.runtime.conftest import (
     start_flow,
     wait_until,
 )
-from vf_runtime.localinfra import LocalServer
-from vf_runtime.naming import RunNames
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.local.infra import LocalServer
 from vf_runtime.wire import EOS, Envelope, encode_envelope
 
 COUNT = 12
@@ -133,7 +133,7 @@ def _run_local_with(generation: str, *, out: Path, nats_url: str, redis_url: str
     """``run_local`` of the paced flow with a generation of the caller's choosing."""
     graph = str(FLOWS / "paced.py")
     script = (
-        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        "import sys\nfrom vf.commands.run_local.command import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_url!r}, "
         f"redis_url={redis_url!r}, stall_seconds=30, generation={generation!r})))\n"
     )
@@ -210,7 +210,7 @@ def test_a_forged_end_of_stream_marker_does_not_end_a_reader_early(
     }
     graph = str(FLOWS / "paced.py")
     script = (
-        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        "import sys\nfrom vf.commands.run_local.command import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_server.url!r}, "
         f"redis_url={redis_server.url!r}, stall_seconds=30, generation={generation!r})))\n"
     )

@@ -11,13 +11,13 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from vf_runtime.inputs import _redelivered
-from vf_runtime.jsacks import AckInbox
-from vf_runtime.nodethread import NodeThread
-from vf_runtime.protocol import hpub, publish_empty
-from vf_runtime.window import Window
+from vf_runtime.broker.jsacks import AckInbox
+from vf_runtime.broker.protocol import hpub, publish_empty
 from vf_runtime.wire import DATA, Envelope, decode_envelope, encode_envelope, encode_payload
 from vf_runtime.wire.codec import data_envelope
+from vf_runtime.worker.inputs import redelivered
+from vf_runtime.worker.nodethread import NodeThread
+from vf_runtime.worker.window import Window
 
 
 class _Recorder(Client):
@@ -84,7 +84,7 @@ def test_a_client_that_is_not_connected_goes_through_publish() -> None:
 )
 def test_redelivery_is_read_from_the_ack_subject(reply: str, again: bool) -> None:
     msg = Msg(_client=None, subject="x", reply=reply)  # type: ignore[arg-type]
-    assert _redelivered(msg) is again
+    assert redelivered(msg) is again
     assert (msg.metadata.num_delivered > 1) is again
 
 

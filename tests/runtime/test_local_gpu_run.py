@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from tests import gpu_fakes
-from tests.runtime.conftest import run_flow
-from vf_runtime.localinfra import LocalServer
+from tests.runtime.support import run_flow
+from vf_runtime.local.infra import LocalServer
 
 TWO_CARDS = gpu_fakes.host([gpu_fakes.card_row(0), gpu_fakes.card_row(1)])
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.runtime.conftest import run_flow
-from vf_runtime.localinfra import LocalServer
+from tests.runtime.support import run_flow
+from vf_runtime.local.infra import LocalServer
 
 
 def test_native_component_runs_its_local_command_and_delivers_everything(

@@ -12,7 +12,7 @@ import pytest
 from redis import Redis
 
 from tests.runtime.opshelp import vf
-from vf_runtime.localinfra import LocalServer, free_port
+from vf_runtime.local.infra import LocalServer, free_port
 from vf_runtime.wire import BLOB_REF, DATA, Envelope, Tensor, encode_envelope, encode_payload
 from vf_runtime.wire import envelope_pb2 as pb
 

@@ -12,9 +12,9 @@ import pytest
 from nats.js import JetStreamContext
 from redis import Redis
 
-from tests.runtime.conftest import finish_flow, run_flow, start_flow, wait_until
 from tests.runtime.opshelp import Servers, fresh_servers, run_identity, vf, with_js
-from vf_runtime.naming import RunNames
+from tests.runtime.support import finish_flow, run_flow, start_flow, wait_until
+from vf_runtime.broker.naming import RunNames
 from vf_runtime.wire import BLOB_REF, DATA, Envelope, encode_envelope
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from nats.js import JetStreamContext
 
-from tests.runtime.conftest import finish_flow, run_flow, start_flow, wait_until
 from tests.runtime.opshelp import (
     Servers,
     fresh_servers,
@@ -23,14 +22,15 @@ from tests.runtime.opshelp import (
     vf,
     with_js,
 )
-from vf.ops import teardown
-from vf.ops.runs import flow_runs
-from vf_runtime.broker import announce_stop
-from vf_runtime.localinfra import LocalServer, free_port
-from vf_runtime.naming import RunNames
-from vf_runtime.provision import RunTopology, provision
+from tests.runtime.support import finish_flow, run_flow, start_flow, wait_until
+from vf.commands.ops import teardown
+from vf.commands.ops.runs import flow_runs
+from vf_runtime.broker.client import announce_stop
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.broker.provision import RunTopology, provision
+from vf_runtime.broker.topology import NodeTopology
+from vf_runtime.local.infra import LocalServer, free_port
 from vf_runtime.slots import SlotLease
-from vf_runtime.topology import NodeTopology
 
 SRC = NodeTopology(
     name="src", parents=(), replicas=1, partitioned=False, has_children=True, max_deliver=1

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.conftest import FLOWS, wait_until
+from tests.runtime.support import FLOWS, wait_until
 
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP, "SIGINT": signal.SIGINT}
 SIGNALS["SIGKILL"] = signal.SIGKILL

@@ -12,8 +12,8 @@ from pathlib import Path
 import nats
 
 from tests.runtime.opshelp import stream_names
-from vf_runtime.localinfra import LocalServer
-from vf_runtime.naming import RunNames
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.local.infra import LocalServer
 
 NODES = [
     {"name": "src", "parents": [], "replicas": 1, "has_children": True, "max_deliver": 2},

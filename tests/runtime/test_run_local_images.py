@@ -6,8 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.runtime.conftest import FLOWS, run_flow
-from vf_runtime.localinfra import LocalServer
+from tests.runtime.support import FLOWS, run_flow
+from vf_runtime.local.infra import LocalServer
 
 
 def test_run_local_starts_without_any_image(

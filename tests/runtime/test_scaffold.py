@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.runtime.conftest import RUN_TIMEOUT
-from vf.scaffold import init_project
-from vf_runtime.localinfra import LocalServer
+from tests.runtime.support import RUN_TIMEOUT
+from vf.commands.scaffold import init_project
+from vf_runtime.local.infra import LocalServer
 
 
 def test_scaffold_runs_locally(

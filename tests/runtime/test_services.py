@@ -16,25 +16,25 @@ import pytest
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
-from tests.runtime.conftest import FLOWS
 from tests.runtime.opshelp import with_js
+from tests.runtime.support import FLOWS
+from vf.commands.run_local.command import provision_topology
 from vf.pipeline import CompileRequest, compile_project
-from vf.run_local import _topology
-from vf_runtime.broker import BrokerError
-from vf_runtime.health import HealthServer, Metrics
-from vf_runtime.localinfra import LocalServer, free_port
-from vf_runtime.naming import RunNames
-from vf_runtime.provision import RunTopology, provision, prune_superseded
-from vf_runtime.supervisor import (
+from vf_runtime.broker.client import BrokerError
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.broker.provision import RunTopology, provision, prune_superseded
+from vf_runtime.broker.topology import NodeTopology
+from vf_runtime.local.infra import LocalServer, free_port
+from vf_runtime.local.supervisor import (
     ReplicaSpec,
     SuperviseOptions,
     SupervisionPolicy,
     Supervisor,
     scrape,
 )
-from vf_runtime.topology import NodeTopology
 from vf_runtime.wire import EOS, Envelope, encode_envelope
-from vf_runtime.worker import run_worker
+from vf_runtime.worker.health import HealthServer, Metrics
+from vf_runtime.worker.replica import run_worker
 
 T = TypeVar("T")
 NODES = (
@@ -193,7 +193,7 @@ def test_an_undecodable_message_is_dead_lettered_not_dropped(
     )
 
     async def body(js: JetStreamContext) -> Any:
-        await provision(js, _topology(plan))
+        await provision(js, provision_topology(plan))
         await js.publish(names.subject("numbers"), b"\x0a\xff\xffnot an envelope")
         await js.publish(names.eos_subject("numbers", replica=0), encode_envelope(eos))
         env = dict(next(w for w in plan.workloads if w.node == "scale").env)

@@ -13,11 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.runtime.conftest import FLOWS
+from tests.runtime.support import FLOWS
 from vf.pipeline import CompileRequest, compile_project
-from vf_runtime.localinfra import LocalServer
+from vf_runtime.local.infra import LocalServer
 
-WORKER = (sys.executable, "-m", "vf_runtime.worker")
+WORKER = (sys.executable, "-m", "vf_runtime.worker.replica")
 
 
 def _start(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

@@ -15,10 +15,10 @@ from pathlib import Path
 import nats
 import pytest
 
-from tests.runtime.conftest import FLOWS, FlowRun, finish_flow, wait_until
-from vf_runtime.broker import announce_stop
-from vf_runtime.localinfra import LocalServer
-from vf_runtime.naming import RunNames
+from tests.runtime.support import FLOWS, FlowRun, finish_flow, wait_until
+from vf_runtime.broker.client import announce_stop
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.local.infra import LocalServer
 from vf_runtime.wire import DATA, Envelope, encode_envelope, encode_payload
 
 COUNT = 16
@@ -36,7 +36,7 @@ def _start(
     out, log = tmp_path / "sink.jsonl", tmp_path / "run.log"
     graph = str(FLOWS / "paced.py")
     script = (
-        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        "import sys\nfrom vf.commands.run_local.command import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_url!r}, "
         f"redis_url={redis_url!r}, stall_seconds=30, generation={generation!r})))\n"
     )
@@ -177,7 +177,7 @@ def test_an_item_lost_before_any_reader_got_it_fails_the_run_by_name(
     out, log = tmp_path / "sink.jsonl", tmp_path / "run.log"
     graph = str(FLOWS / "paced.py")
     script = (
-        "import sys\nfrom vf.run_local import RunLocalRequest, run_local\n"
+        "import sys\nfrom vf.commands.run_local.command import RunLocalRequest, run_local\n"
         f"sys.exit(run_local(RunLocalRequest(graph={graph!r}, nats_url={nats_server.url!r}, "
         f"redis_url={redis_server.url!r}, stall_seconds=30, generation={generation!r})))\n"
     )

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLE_NAMES
+from tests.support import EXAMPLE_NAMES
 from vf.pipeline import CompileResult
-from vf.render import broker_env
-from vf_runtime.assembler import TraceAssembler
-from vf_runtime.build import build_node
-from vf_runtime.config import ConfigError, leases_replica, load_worker_config, replica_id
-from vf_runtime.inputs import owns
-from vf_runtime.naming import RunNames, token
+from vf.render.objects import broker_env
+from vf_runtime.broker.naming import RunNames, token
+from vf_runtime.broker.topology import PREFETCH, PUBLISH_WINDOW, NodeTopology, credit, readers_of
 from vf_runtime.policies import JoinPolicy
-from vf_runtime.topology import PREFETCH, PUBLISH_WINDOW, NodeTopology, credit, readers_of
+from vf_runtime.worker.assembler import TraceAssembler
+from vf_runtime.worker.build import build_node
+from vf_runtime.worker.config import ConfigError, leases_replica, load_worker_config, replica_id
+from vf_runtime.worker.inputs import owns
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)

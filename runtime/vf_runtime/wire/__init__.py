@@ -1,4 +1,8 @@
-"""vf's wire: the protobuf v4 envelope, its payloads and message ids."""
+"""vf's wire: the protobuf v4 envelope, its payloads and message ids.
+
+Input: a message's kind, ids, metadata and Python payload. Output: the envelope's
+bytes, and back; the same bytes videoflow's v4 workers read.
+"""
 
 from vf_runtime.wire.codec import (
     ABORT,

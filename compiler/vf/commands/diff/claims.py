@@ -1,0 +1,65 @@
+"""What ``vf diff`` says about a changed PersistentVolumeClaim: the API server refuses a new
+storage class and a smaller size, and grows a claim only where its class allows it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from vf.commands.diff.plan import BREAKING, WARNING, Finding
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([KMGTPE]i?)?\Z")
+_FACTORS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_FACTORS |= {f"{k}i": 1024 ** (i + 1) for i, k in enumerate("KMGTPE")}
+
+
+def quantity_bytes(text: Any) -> float | None:
+    """A storage quantity (``10Gi``, ``500M``) in bytes; None when it is not one."""
+    match = _QUANTITY.match(str(text))
+    if match is None:
+        return None
+    return float(match.group(1)) * _FACTORS[match.group(2) or ""]
+
+
+def _size(spec: Mapping[str, Any]) -> Any:
+    return ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+
+
+def claim_findings(name: str, *, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Finding]:
+    subject = f"PersistentVolumeClaim/{name}"
+    found = []
+    if old.get("storageClassName") != new.get("storageClassName"):
+        found.append(
+            Finding(
+                category="immutable",
+                subject=subject,
+                message=f"storage class {old.get('storageClassName')} → "
+                f"{new.get('storageClassName')}: the API server refuses this on an existing "
+                "claim. Copy the data out, delete the claim (its volume goes with it unless "
+                "reclaimPolicy is Retain), then sync",
+                severity=BREAKING,
+            )
+        )
+    before, after = quantity_bytes(_size(old)), quantity_bytes(_size(new))
+    if before is not None and after is not None and after < before:
+        found.append(
+            Finding(
+                category="immutable",
+                subject=subject,
+                message=f"size {_size(old)} → {_size(new)}: a claim never shrinks; the API "
+                "server refuses it. Keep the size, or copy the data out and delete the claim",
+                severity=BREAKING,
+            )
+        )
+    elif before is not None and after is not None and after > before:
+        found.append(
+            Finding(
+                category="storage",
+                subject=subject,
+                message=f"size {_size(old)} → {_size(new)}: grows in place only if its storage "
+                "class has allowVolumeExpansion: true; otherwise the sync is refused",
+                severity=WARNING,
+            )
+        )
+    return found

@@ -1,0 +1,121 @@
+"""A human summary of the plans: what will run where, and what vf warns about."""
+
+from __future__ import annotations
+
+from vf.ir.plan import Plan
+from vf.ir.records import Peer
+from vf.ir.security import EgressRule
+from vf.pipeline import CompileResult
+
+
+def explain(result: CompileResult) -> str:
+    """Nodes, workload kinds, replicas, images, channels and warnings, per environment."""
+    graph = result.graph
+    lines = [f"flow {result.plans[0].flow_id} ({graph.flow_type}), {len(graph.nodes)} nodes"]
+    for plan in result.plans:
+        lines.append("")
+        lines.append(
+            f"environment {plan.environment}: namespace {plan.namespace}, "
+            f"Kubernetes {plan.kubernetes_version}, run {plan.run_id} ({plan.run_id_source})"
+        )
+        for workload in plan.workloads:
+            node = next(n for n in graph.nodes if n.name == workload.node)
+            parents = ", ".join(node.parents) or "-"
+            extra = f", partition_by {node.partition_by}" if node.partition_by else ""
+            lines.append(
+                f"  {workload.node}: {workload.node_kind} → {workload.kind} x{workload.replicas}"
+                f", image {workload.image}, parents {parents}{extra}"
+            )
+        for channel in plan.channels:
+            request = next(r for r in plan.admission.requests if r.channel == channel.node)
+            lines.append(
+                f"  channel {channel.node}: {channel.profile} ({request.source}), "
+                f"stream {channel.stream}, {len(channel.readers)} reader(s)"
+            )
+        lines.extend(_admission_lines(plan))
+        lines.extend(_gpu_lines(plan))
+        lines.extend(security_lines(plan))
+        for warning in plan.warnings:
+            lines.append(f"  warning: {warning}")
+    return "\n".join(lines) + "\n"
+
+
+def _admission_lines(plan: Plan) -> list[str]:
+    infra = plan.infra
+    broker = infra.broker_profile
+    if broker == "durable":
+        broker += f" ({infra.broker_replicas} servers, streams x{infra.stream_replicas})"
+    lines = [f"  broker: {broker}; payload store: {infra.store_profile}"]
+    admitted = sum(f.status == "admitted" for f in plan.admission.findings)
+    lines.append(f"  admission: {admitted} channel(s) admitted")
+    for finding in plan.admission.findings:
+        if finding.status == "rejected":
+            lines.append(f"  rejected: {finding.subject}: {finding.reason}")
+    return lines
+
+
+def has_rejections(result: CompileResult) -> bool:
+    return any(plan.admission.rejections for plan in result.plans)
+
+
+def _gpu_lines(plan: Plan) -> list[str]:
+    gpu = plan.gpu
+    if gpu is None:
+        return []
+    lines = [f"  gpu: mode {gpu.mode}; feasibility {gpu.feasibility}"]
+    for grant in gpu.grants:
+        what = f"{grant.count} x {grant.profile or gpu.resource_name}"
+        if grant.claim_template:
+            what = f"claim {grant.claim_template} ({grant.count} device(s))"
+        hosts = f" on {', '.join(grant.hosts)}" if grant.hosts else ""
+        lines.append(f"  gpu {grant.node}: {grant.kind}, {what} per pod{hosts}")
+    for node in gpu.mig_nodes:
+        layout = "; ".join(
+            f"card {c.index}: " + (", ".join(f"{n}x{p}" for p, n in c.devices) or c.use)
+            for c in node.cards
+        )
+        lines.append(f"  mig {node.host} ({node.family}): {layout}")
+        lines.append(f"    label the node nvidia.com/mig.config={node.config_name}")
+    lines.extend(f"  gpu note: {note}" for note in gpu.notes)
+    return lines
+
+
+def _peer_text(peer: Peer) -> str:
+    if peer.cidr is not None:
+        return peer.cidr
+    parts = [f"namespace {peer.namespace}"] if peer.namespace is not None else []
+    if peer.pod_labels:
+        parts.append("pods " + ",".join(f"{k}={v}" for k, v in peer.pod_labels))
+    return " ".join(parts)
+
+
+def _peers_text(peers: tuple[Peer, ...]) -> str:
+    return " or ".join(_peer_text(p) for p in peers) if peers else "anywhere"
+
+
+def _egress_text(rule: EgressRule) -> str:
+    ports = ",".join(str(p) for p in rule.ports)
+    return f"{rule.purpose}:{ports} to {_peers_text(rule.to)}"
+
+
+def security_lines(plan: Plan) -> list[str]:
+    """The pods' Pod Security level and what the NetworkPolicies let through."""
+    sec = plan.security
+    level = sec.pod_security_level
+    if sec.host_path_nodes:
+        level += f" (host paths: {', '.join(sec.host_path_nodes)})"
+    labelled = "labelled by vf" if sec.namespace_labels else "not labelled by vf"
+    lines = [
+        f"  pod security: {level}; namespace {labelled}",
+        "  network: ingress to the flow's pods denied; egress "
+        + ", ".join(_egress_text(rule) for rule in sec.worker_egress),
+    ]
+    for policy in sec.infra_policies:
+        readers = (
+            f"monitoring port {policy.monitoring_port} open to "
+            f"{_peers_text(policy.monitoring_from)} ({policy.monitoring_source})"
+            if policy.monitoring_port is not None
+            else "no monitoring readers"
+        )
+        lines.append(f"  {policy.name}: accepts the flow's pods only; {readers}")
+    return lines

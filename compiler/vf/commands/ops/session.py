@@ -1,0 +1,112 @@
+"""One bounded conversation with a broker (and, when asked, a payload store).
+
+Every operator command finishes or fails within its ``--timeout``: the broker's port
+is checked before the client connects (a client connect to a port nobody listens on
+can block for minutes), and the whole conversation runs under one deadline. Failing
+to reach the broker or the store is an environment problem: exit 3, the URL, the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from nats.aio.client import Client
+from nats.errors import Error as NatsError
+from nats.js import JetStreamContext
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from vf.errors import EnvironmentProblem
+from vf_runtime.broker.client import BrokerError, connect
+from vf_runtime.redact import redact
+
+T = TypeVar("T")
+API_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A connected client, its JetStream context and, when ``--redis`` was given, the store."""
+
+    client: Client
+    js: JetStreamContext
+    store: Redis | None = None
+
+
+def _unreachable(code: str, url: str, why: str) -> EnvironmentProblem:
+    shown = redact(url)
+    return EnvironmentProblem(
+        code,
+        f"cannot use the broker at {shown}: {redact(why)}",
+        f"check that NATS JetStream listens at {shown} (nats-server -js) and is reachable "
+        "from here, or pass the right --nats URL",
+        shown,
+    )
+
+
+async def _converse(
+    url: str, redis_url: str | None, timeout: float, body: Callable[[Broker], Awaitable[T]]
+) -> T:
+    client = await connect(url, timeout=timeout, name="vf-operator")
+    store = (
+        Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5) if redis_url else None
+    )
+    try:
+        if store is not None:
+            await _check_store(store, redis_url or "")
+        broker = Broker(client=client, js=client.jetstream(timeout=API_TIMEOUT), store=store)
+        return await asyncio.wait_for(body(broker), timeout=timeout)
+    finally:
+        if store is not None:
+            await store.aclose()
+        await client.close()
+
+
+async def _check_store(store: Redis, url: str) -> None:
+    try:
+        await store.ping()
+    except (RedisError, OSError) as exc:
+        shown = redact(url)
+        raise EnvironmentProblem(
+            "VF_STORE_UNAVAILABLE",
+            f"cannot reach the payload store at {shown}: {redact(str(exc))}",
+            f"check that Redis/Valkey listens at {shown}, or pass the right --redis URL",
+            shown,
+        ) from exc
+
+
+def with_broker(
+    url: str,
+    body: Callable[[Broker], Awaitable[T]],
+    *,
+    timeout: float,
+    redis_url: str | None = None,
+) -> T:
+    """Run ``body`` against the broker at ``url``; every failure to talk to it is exit 3."""
+    try:
+        return asyncio.run(_converse(url, redis_url, timeout, body))
+    except BrokerError as exc:
+        raise _unreachable(exc.code, url, str(exc)) from exc
+    except TimeoutError as exc:
+        raise _unreachable("VF_BROKER_TIMEOUT", url, f"no answer within {timeout:g}s") from exc
+    except NatsError as exc:
+        raise _unreachable("VF_BROKER_API", url, f"{type(exc).__name__}: {exc}") from exc
+
+
+def fetch_blob(redis_url: str, ref: str, *, timeout: float) -> bytes | None:
+    """An offloaded payload's bytes, None when the store no longer has them; exit 3 when
+    the store cannot be reached."""
+
+    async def fetch() -> bytes | None:
+        store = Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
+        try:
+            await _check_store(store, redis_url)
+            data = await asyncio.wait_for(store.get(ref), timeout=timeout)
+        finally:
+            await store.aclose()
+        return None if data is None else data if isinstance(data, bytes) else data.encode()
+
+    return asyncio.run(fetch())

@@ -1,0 +1,349 @@
+"""``vf run-local``: run a flow on this machine from the same plan the cluster gets.
+
+One subprocess per replica, each with the environment its pod would get, against
+an embedded ``nats-server -js`` and ``redis-server`` (started here on free
+loopback ports unless URLs are given), supervised with the Jobs' restart budget.
+Everything it starts joins the process group of a guardian (vf_runtime.local.guardian), so a
+SIGTERM, SIGHUP or Ctrl-C at any moment, or even a SIGKILL of vf, leaves no server, worker
+or run directory behind.
+
+Exit codes: 0 the flow finished with every item processed, 4 nodes were lost, 5 the flow
+stalled, 6 the flow finished but dead-lettered items (the final lines name them per
+node, with their first reasons, and where a copy is kept), 7 a BATCH flow was stopped
+before its work was done, 130 interrupted (after a clean stop); environment problems are
+errors with code 3 (also when the run's dead letters cannot be read back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from vf.commands.run_local.components import local_commands
+from vf.commands.run_local.gpus import read_host
+from vf.commands.run_local.grants import gpu_requests, grant_local_gpus
+from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem
+from vf.ir.capabilities import Known
+from vf.ir.graph import Graph
+from vf.ir.plan import Plan
+from vf.pipeline import CompileRequest, compile_project
+from vf_runtime.broker.client import BrokerError, announce_stop
+from vf_runtime.broker.naming import RunNames, token
+from vf_runtime.broker.provision import RunTopology, provision_run
+from vf_runtime.broker.topology import NodeTopology
+from vf_runtime.local.deadletters import DeadLetterReport, read_dead_letters, write_dead_letters
+from vf_runtime.local.guardian import Guardian
+from vf_runtime.local.infra import LocalServer, MissingTool, free_port, start_nats, start_redis
+from vf_runtime.local.supervisor import (
+    Outcome,
+    ReplicaSpec,
+    SuperviseOptions,
+    SupervisionPolicy,
+    Supervisor,
+)
+
+EXIT_LOST = 4
+EXIT_STALLED = 5
+EXIT_ENVIRONMENT = 3
+EXIT_DEAD_LETTERS = 6
+EXIT_STOPPED = 7
+_EXIT = {
+    "ok": 0,
+    "lost": EXIT_LOST,
+    "stalled": EXIT_STALLED,
+    "stopped": EXIT_STOPPED,
+    "interrupted": EXIT_INTERRUPTED,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunLocalRequest:
+    """What to run and against which services (None: start embedded ones)."""
+
+    graph: str
+    config: str | None = None
+    environment: str | None = None
+    nats_url: str | None = None
+    redis_url: str | None = None
+    stall_seconds: float | None = 120.0
+    extra_env: tuple[tuple[str, str], ...] = ()
+    output: TextIO = sys.stderr
+    gpu_policy: str = "shared"
+    generation: str | None = None  # None: a fresh one (a caller that must know it names it)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Launch:
+    """How each replica starts: native components' local commands, GPU grants' variables."""
+
+    commands: Mapping[str, tuple[str, ...]]
+    gpus: Mapping[tuple[str, int], Mapping[str, str]]
+
+
+def _prepare(plan: Plan, graph: Graph, request: RunLocalRequest) -> _Launch:
+    """Everything decided before any server or worker starts, so a refusal leaves nothing."""
+    commands = local_commands(graph)
+    requests = gpu_requests(plan, graph)
+    grants = grant_local_gpus(
+        requests, host=read_host() if requests else Known(()), policy=request.gpu_policy
+    )
+    for warning in grants.warnings:
+        request.output.write(f"[vf] warning: {warning}\n")
+    return _Launch(commands=commands, gpus=grants.env)
+
+
+def _plan(request: RunLocalRequest) -> tuple[Plan, Graph]:
+    envs = (request.environment,) if request.environment else ()
+    result = compile_project(
+        CompileRequest(
+            graph=request.graph, config=request.config, environments=envs, images_optional=True
+        )
+    )
+    return result.plans[0], result.graph
+
+
+def fresh_generation() -> str:
+    """A generation of its own for one local run: ``l`` and 8 random hex digits.
+
+    Every invocation gets a fresh one, so running a flow twice against one long-lived
+    broker and store processes everything twice and neither run reads the other's
+    streams, markers or stops (docs/PROTOCOL.md GEN-5).
+    """
+    return "l" + secrets.token_hex(4)
+
+
+def provision_topology(plan: Plan, generation: str = "") -> RunTopology:
+    """What ``vf-provision`` creates for ``plan``'s run: read from its topology shards."""
+    nodes = tuple(
+        NodeTopology.from_json(json.loads(line))
+        for shard in plan.provision.topology_shards
+        for line in shard.splitlines()
+        if line.strip()
+    )
+    return RunTopology(
+        flow_id=plan.flow_id,
+        run_id=plan.run_id,
+        flow_type=plan.flow_type,
+        nodes=nodes,
+        ack_wait=float(os.environ.get("VF_ACK_WAIT_SECONDS", "60")),
+        generation=generation,
+    )
+
+
+def needs_payload_store(plan: Plan) -> bool:
+    """Any edge may carry a payload over the inline limit; idempotent sinks keep records."""
+    return any(
+        dict(w.env).get("VF_HAS_CHILDREN") == "1" or dict(w.env).get("VF_IDEMPOTENT") == "1"
+        for w in plan.workloads
+    )
+
+
+def _replicas(
+    plan: Plan,
+    *,
+    urls: dict[str, str],
+    request: RunLocalRequest,
+    launch: _Launch,
+    generation: str,
+) -> list[ReplicaSpec]:
+    """One process per replica; a native component runs its local command instead of
+    ``vf-worker``; a GPU replica gets its local grant instead of the cluster's count."""
+    graph_dir = str(Path(request.graph.split(":")[0]).resolve().parent)
+    path = os.pathsep.join(filter(None, [graph_dir, os.environ.get("PYTHONPATH", "")]))
+    specs = []
+    for workload in plan.workloads:
+        for replica in range(workload.replicas):
+            port = free_port()
+            env = {
+                **dict(workload.env),
+                **urls,
+                "VF_GENERATION": generation,
+                "VF_REPLICA_ID": str(replica),
+                "VF_HEALTH_PORT": str(port),
+                "PYTHONPATH": path,
+                "PYTHONUNBUFFERED": "1",
+                "VF_EXIT_WITH_PARENT": "1",
+                **dict(request.extra_env),
+            }
+            grant = launch.gpus.get((workload.node, replica))
+            if grant is not None:
+                env.pop("VF_GPU_COUNT", None)  # the cluster's count; the grant says what is here
+                env.update(grant)
+            native = launch.commands.get(workload.node)
+            specs.append(
+                ReplicaSpec(node=workload.node, replica=replica, env=env, health_port=port)
+                if native is None
+                else ReplicaSpec(
+                    node=workload.node, replica=replica, env=env, health_port=port, command=native
+                )
+            )
+    return specs
+
+
+def _start_services(
+    plan: Plan, *, request: RunLocalRequest, stack: ExitStack, guardian: Guardian
+) -> dict[str, str]:
+    out = request.output
+    urls: dict[str, str] = {}
+    started: list[LocalServer] = []
+    workdir, group = guardian.directory, guardian.group
+    try:
+        if request.nats_url is None:
+            started.append(start_nats(workdir / "nats", group=group))
+        if request.redis_url is None and needs_payload_store(plan):
+            started.append(start_redis(workdir / "redis", group=group))
+    except (MissingTool, RuntimeError) as exc:
+        for server in started:
+            server.stop()
+        raise EnvironmentProblem(
+            "VF_LOCAL_INFRA", f"cannot start a local server: {exc}", str(exc)
+        ) from exc
+    for server in started:
+        stack.callback(server.stop)
+        binary = f" ({server.binary.describe()})" if server.binary else ""
+        out.write(f"[vf] started {server.name} at {server.url}{binary}\n")
+    by_name = {s.name: s.url for s in started}
+    urls["VF_NATS_URL"] = request.nats_url or by_name["nats-server"]
+    redis = request.redis_url or by_name.get("redis-server")
+    if redis is not None:
+        urls["VF_BLOB_REDIS_URL"] = redis
+    return urls
+
+
+def _policy(plan: Plan) -> SupervisionPolicy:
+    """The plan's restart budget (the Jobs' backoff limit) with its local backoff."""
+    supervision = getattr(plan, "supervision", None)
+    if supervision is None:
+        return SupervisionPolicy()
+    return SupervisionPolicy(
+        max_restarts=int(supervision.max_restarts),
+        backoff=tuple(float(s) for s in supervision.local_backoff_seconds),
+    )
+
+
+def run_local(request: RunLocalRequest) -> int:
+    """Compile, start services, provision, run every replica; return the exit code."""
+    plan, graph = _plan(request)
+    launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
+    out = request.output
+    generation = request.generation or fresh_generation()
+    with _stopped_by_signals(), ExitStack() as stack:
+        guardian = _guardian()  # first: whatever starts next dies with this run
+        stack.callback(guardian.close)
+        urls = _start_services(plan, request=request, stack=stack, guardian=guardian)
+        nats_url = urls["VF_NATS_URL"]
+        try:
+            topology = provision_topology(plan, generation)
+            asyncio.run(provision_run(nats_url, topology, prune=False, timeout=15))
+        except BrokerError as exc:
+            raise EnvironmentProblem(
+                exc.code, str(exc), "start nats-server with -js, or pass --nats URL"
+            ) from exc
+        replicas = _replicas(plan, urls=urls, request=request, launch=launch, generation=generation)
+        out.write(
+            f"[vf] running flow {plan.flow_id} run {plan.run_id} generation {generation} "
+            f"({plan.flow_type}, environment {plan.environment}): "
+            f"{len(replicas)} worker process(es)\n"
+        )
+        names = RunNames(plan.flow_id, plan.run_id, generation)
+        options = SuperviseOptions(
+            announce_stop=lambda: announce_stop(nats_url, names),
+            policy=_policy(plan),
+            stall_seconds=request.stall_seconds,
+            output=out,
+            group=guardian.group,
+        )
+        outcome = Supervisor(replicas, options).run()
+        letters = _dead_letters(nats_url, names, plan=plan, request=request)
+    return _finish(outcome, letters, out=out)
+
+
+def _guardian() -> Guardian:
+    try:
+        return Guardian.start()
+    except (OSError, RuntimeError) as exc:
+        raise EnvironmentProblem(
+            "VF_LOCAL_INFRA",
+            f"cannot start the run's guardian: {exc}",
+            "check that the temporary directory is writable (TMPDIR)",
+        ) from exc
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a CI cancel, ``timeout``, a closed terminal) stop the run the
+    way Ctrl-C does: workers in order, then the servers, then the run directory."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _dead_letters(
+    url: str, names: RunNames, *, plan: Plan, request: RunLocalRequest
+) -> DeadLetterReport | None:
+    """This generation's dead letters, reported by node and copied to a file that
+    outlives an embedded broker; None when they could not be read."""
+    out = request.output
+    nodes = tuple(w.node for w in plan.workloads)
+    try:
+        report = asyncio.run(read_dead_letters(url, names, nodes))
+    except Exception as exc:  # the run's outcome stands; say the DLQ was not read
+        out.write(f"[vf] could not read the dead letters: {exc}\n")
+        return None
+    if not report.total:
+        return report
+    for node in report.nodes:
+        out.write(f"[vf] {node.node}: {node.count} item(s) dead-lettered; first reasons:\n")
+        for reason in node.reasons:
+            out.write(f"[vf]     {reason}\n")
+    copy = (
+        Path(tempfile.gettempdir())
+        / f"vf-dead-letters-{token(plan.flow_id)}-{names.generation}.jsonl"
+    )
+    write_dead_letters(report, copy)
+    where = f"stream {names.dlq_stream()}, subjects {names.dlq_run_subjects()}"
+    kept = "on the broker at " + url if request.nats_url else "gone with the embedded broker"
+    out.write(f"[vf] dead letters: {where} ({kept}); a copy is kept in {copy}\n")
+    return report
+
+
+def _finish(outcome: Outcome, letters: DeadLetterReport | None, *, out: TextIO) -> int:
+    """The final line and the exit code: success only when nothing was lost or set aside."""
+    status = outcome.status
+    if status == "ok" and letters is None:
+        status = "unverified"  # the dead letters are unknown, never read as none
+    elif status == "ok" and letters is not None and letters.total:
+        status = "dead-lettered"
+    code = {"dead-lettered": EXIT_DEAD_LETTERS, "unverified": EXIT_ENVIRONMENT}.get(
+        status, _EXIT.get(status, EXIT_DEAD_LETTERS)
+    )
+    summary = {
+        "ok": "flow finished",
+        "unverified": "flow finished, but its dead letters could not be read",
+        "dead-lettered": f"flow finished with {letters.total if letters else 0} item(s) "
+        "dead-lettered",
+        "lost": f"flow lost node(s): {', '.join(outcome.lost)}",
+        "stalled": "flow stalled: no progress",
+        "stopped": f"flow stopped before its work was done: {', '.join(outcome.lost)}",
+        "interrupted": "interrupted; workers stopped",
+    }[status]
+    out.write(f"[vf] {summary} (restarts: {outcome.restarts}, exit {code})\n")
+    return code

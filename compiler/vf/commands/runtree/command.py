@@ -1,0 +1,259 @@
+"""``vf run-tree DIR --env ENV``: sync the committed tree into a local cluster and watch it.
+
+Exit codes: 0 the flow did what a cluster would call done (BATCH: every Job Complete;
+REALTIME: every workload ready and still ready at the end of ``--for``), 1 the sync was
+refused (an immutable field, as the real controller would refuse it), 4 a Job failed or
+a workload lost pods, 5 not done within ``--timeout``, 130 interrupted (after stopping
+everything it started). Bad input is exit 2, a missing tool exit 3.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from vf.commands.runtree.cluster import Cluster, ClusterOptions
+from vf.commands.runtree.controllers import JobController
+from vf.commands.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
+from vf.commands.runtree.manifests import TreeEnvironment, render
+from vf.commands.runtree.notice import not_emulated
+from vf.commands.runtree.podspec import decoded_secret, missing_secrets
+from vf.commands.runtree.sync import sync
+from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem, VfError
+from vf_runtime.labels import NODE_LABEL
+from vf_runtime.local.guardian import Guardian
+
+Obj = dict[str, Any]
+EXIT_SYNC, EXIT_FAILED, EXIT_TIMEOUT = 1, 4, 5
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunTreeRequest:
+    tree: Path
+    env: str
+    renderer: str = "kustomize"
+    app: Path | None = None
+    secrets: Path | None = None
+    sync: str = "kubectl"
+    timeout: float = 300.0
+    hold: float = 0.0
+    backoff: float = 10.0
+    run_dir: Path | None = None
+    output: TextIO = sys.stderr
+
+
+def read_secrets(path: Path | None) -> dict[str, dict[str, str]]:
+    """``--secrets FILE``: YAML or JSON ``{secret-name: {key: value}}``."""
+    if path is None:
+        return {}
+    from vf.yaml_read import reader
+
+    problem = VfError(
+        "VF_RUN_TREE_SECRETS",
+        f"{path} is not a mapping of Secret names to {{key: value}} mappings",
+        "write it as `my-secret: {url: nats://…}` (YAML or JSON)",
+        str(path),
+    )
+    try:
+        loaded = reader("safe").load(path.read_text(encoding="utf-8"))
+    except Exception:
+        raise problem from None
+    if not isinstance(loaded, dict) or not all(isinstance(v, dict) for v in loaded.values()):
+        raise problem
+    return {str(k): {str(a): str(b) for a, b in v.items()} for k, v in loaded.items()}
+
+
+def image_context(tree: TreeEnvironment, *, app: Path, log: Callable[[str], None]) -> ImageContext:
+    from vf.commands.runtree.worker_env import APP_DIR, IMAGE_ENV, ensure_worker_env
+
+    worker = ensure_worker_env(log=log)
+    return ImageContext(
+        plan=tree.plan,
+        app_dir=app.resolve(),
+        worker_bin=worker.bin_dir,
+        worker_python=worker.python,
+        image_env=IMAGE_ENV,
+        image_app_dir=APP_DIR,
+    )
+
+
+def prepare(
+    request: RunTreeRequest,
+    *,
+    log: Callable[[str], None],
+    secrets: Mapping[str, Mapping[str, str]] | None = None,
+) -> tuple[TreeEnvironment, ImageResolver]:
+    """Render, check every Secret and image the pods need; raise before anything starts.
+    ``secrets`` are those of ``--secrets`` (read from ``request.secrets`` when None)."""
+    secrets = read_secrets(request.secrets) if secrets is None else secrets
+    tree = render(request.tree, env=request.env, renderer=request.renderer)
+    app = request.app or Path.cwd()
+    if not app.is_dir():
+        raise VfError(
+            "VF_RUN_TREE_APP",
+            f"--app {app} is not a directory",
+            "pass the project folder the image copies to /app (where the node modules are)",
+        )
+    given: dict[str, Mapping[str, str]] = {
+        o["metadata"]["name"]: decoded_secret(o) for o in tree.objects if o["kind"] == "Secret"
+    }
+    given.update(secrets)
+    templates = [
+        (f"{o['kind'].lower()}/{o['metadata']['name']}", (pod_template(o) or {}).get("spec") or {})
+        for o in tree.objects
+        if pod_template(o) is not None
+    ]
+    problems = missing_secrets(templates, given)
+    if problems:
+        raise VfError.collect(problems)
+    resolver = ImageResolver(image_context(tree, app=app, log=log))
+    problems = unknown_images(tree.objects, resolver)
+    if problems:
+        raise VfError.collect(problems)
+    return tree, resolver
+
+
+def workloads_done(cluster: Cluster, *, batch: bool) -> bool:
+    """BATCH: every Job Complete (or one Failed: nothing more will happen). REALTIME: every
+    Deployment and StatefulSet has its replicas ready, and every Job is Complete or running
+    (a finite source of a REALTIME flow is a Job that runs while the flow does)."""
+    controllers = list(cluster.controllers.values())
+    jobs = [c for c in controllers if isinstance(c, JobController)]
+    if any(j.status == "Failed" for j in jobs):
+        return True
+    if batch:
+        return bool(jobs) and all(j.status == "Complete" for j in jobs)
+    running = all(j.status == "Complete" or any(p.phase == "Running" for p in j.pods) for j in jobs)
+    return running and all(c.healthy() for c in controllers if not isinstance(c, JobController))
+
+
+def report(cluster: Cluster, out: TextIO) -> None:
+    for (kind, _ns, name), controller in sorted(cluster.controllers.items()):
+        pods = controller.pods
+        ready = sum(p.ready for p in pods)
+        restarts = sum(p.restarts for p in pods)
+        extra = f", {restarts} restarts" if restarts else ""
+        if isinstance(controller, JobController):
+            done, failed = controller.successes, controller.failures
+            line = f"{controller.status} ({done} succeeded, {failed} failed)"
+        else:
+            line = (
+                f"{controller.status} ({ready}/{getattr(controller, 'replicas', 0)} ready{extra})"
+            )
+        print(f"  {kind.lower()}/{name}: {line}", file=out)
+
+
+def moved(cluster: Cluster) -> dict[str, int]:
+    """Messages each node's ready workers report as processed (their ``/metrics``)."""
+    import http.client
+
+    totals: dict[str, int] = {}
+    for pod in cluster.pods():
+        node = pod.labels.get(NODE_LABEL)
+        health = next((c.launch.ports.get("health") for c in pod.containers), None)
+        if node is None or health is None or not pod.ready:
+            continue
+        conn = http.client.HTTPConnection("127.0.0.1", health, timeout=2)
+        try:
+            conn.request("GET", "/metrics")
+            text = conn.getresponse().read().decode()
+        except (OSError, http.client.HTTPException):
+            continue
+        finally:
+            conn.close()
+        for line in text.splitlines():
+            if line.startswith("vf_messages_processed_total"):
+                totals[node] = totals.get(node, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return totals
+
+
+def failure_logs(cluster: Cluster, out: TextIO) -> None:
+    for pod in cluster.pods():
+        container = pod.failed_container()
+        if container is not None:
+            print(f"--- pod {pod.name} ({container.launch.name}), last lines:", file=out)
+            print(container.tail(), file=out)
+
+
+def outcome(cluster: Cluster, *, batch: bool) -> int:
+    jobs = [c for c in cluster.controllers.values() if isinstance(c, JobController)]
+    if any(j.status == "Failed" for j in jobs):
+        return EXIT_FAILED
+    return 0 if workloads_done(cluster, batch=batch) else EXIT_TIMEOUT
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _guardian() -> Guardian:
+    try:
+        return Guardian.start(prefix="vf-run-tree-")
+    except (OSError, RuntimeError) as exc:
+        raise EnvironmentProblem(
+            "VF_RUN_TREE_TOOL",
+            f"cannot start the run's guardian: {exc}",
+            "check that the temporary directory is writable (TMPDIR)",
+        ) from exc
+
+
+def run_tree(request: RunTreeRequest) -> int:
+    out = request.output
+
+    def log(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    secrets = read_secrets(request.secrets)
+    tree, resolver = prepare(request, log=log, secrets=secrets)
+    batch = tree.plan["flow_type"] == "batch"
+    for line in not_emulated(tree.objects):
+        log(f"not emulated: {line}")
+    guardian = _guardian()  # whatever starts next ends with this run, even on SIGKILL
+    run_dir = request.run_dir or guardian.directory
+    options = ClusterOptions(
+        run_dir=run_dir, backoff_base=request.backoff, log=log, guardian=guardian
+    )
+    cluster = Cluster(options)
+    cluster.extra_secrets = {k: dict(v) for k, v in secrets.items()}
+    code = EXIT_INTERRUPTED
+    # SIGTERM and SIGHUP stop what we started, as Ctrl-C does
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        errors = sync(
+            cluster, tree, resolver, mode=request.sync, app=str(tree.tree), timeout=request.timeout
+        )
+        for error in errors:
+            log(f"sync refused: {error}")
+        done = cluster.run_until(
+            lambda: workloads_done(cluster, batch=batch), timeout=request.timeout
+        )
+        if done and not batch and request.hold > 0:
+            log(f"all workloads ready; holding {request.hold:g}s")
+            cluster.run_until(lambda: False, timeout=request.hold)
+        code = EXIT_SYNC if errors else outcome(cluster, batch=batch)
+        if not batch:
+            for node, count in sorted(moved(cluster).items()):
+                log(f"  node {node}: {count} messages processed")
+        if not done:
+            log(f"not done after {request.timeout:g}s")
+        report(cluster, out)
+        if code:
+            failure_logs(cluster, out)
+    finally:
+        cluster.shutdown()
+        guardian.close()  # removes its directory, the run's unless --run-dir named one
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    verdict = {
+        0: "done",
+        EXIT_SYNC: "sync refused",
+        EXIT_FAILED: "failed",
+        EXIT_TIMEOUT: "timed out",
+    }
+    label = f"flow {tree.plan['flow_id']} ({tree.env}, {request.renderer})"
+    log(f"{label}: {verdict.get(code, code)} (exit {code})")
+    return code

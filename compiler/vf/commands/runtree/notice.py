@@ -1,0 +1,58 @@
+"""What ``vf run-tree`` cannot emulate, named once at start for the objects at hand."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from vf.commands.runtree.images import pod_template
+
+Obj = dict[str, Any]
+_KINDS = {
+    "NetworkPolicy": "NetworkPolicies are not enforced (every local process reaches every port)",
+    "PodDisruptionBudget": "PodDisruptionBudgets (no node drains happen here)",
+    "ScaledObject": "KEDA autoscaling (replicas stay as rendered)",
+    "HorizontalPodAutoscaler": "autoscaling (replicas stay as rendered)",
+    "ResourceClaimTemplate": "DRA resource claims (no devices are allocated)",
+    "PersistentVolumeClaim": "storage classes and sizes (claims are local folders)",
+}
+_POD_FIELDS = {
+    "nodeSelector": "scheduling: nodeSelector, affinity and tolerations (every pod runs here)",
+    "affinity": "scheduling: nodeSelector, affinity and tolerations (every pod runs here)",
+    "tolerations": "scheduling: nodeSelector, affinity and tolerations (every pod runs here)",
+    "runtimeClassName": "runtime classes and GPUs (no device is given to any process)",
+    "resourceClaims": "runtime classes and GPUs (no device is given to any process)",
+}
+
+
+def _pod_notes(template: Obj) -> Iterator[str]:
+    spec = template.get("spec") or {}
+    for name, note in _POD_FIELDS.items():
+        if spec.get(name):
+            yield note
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        if any("gpu" in k for part in resources.values() for k in (part or {})):
+            yield "runtime classes and GPUs (no device is given to any process)"
+        if resources:
+            yield "resource requests and limits (not enforced)"
+    for volume in spec.get("volumes") or []:
+        if "hostPath" in volume:
+            yield "hostPath volumes (each is an empty local folder, not the node's files)"
+
+
+def not_emulated(objects: Sequence[Obj]) -> list[str]:
+    """One line per thing in these objects that runs differently here, in a stable order."""
+    notes: set[str] = {
+        "security contexts (runAsUser, read-only root filesystem) and image pulls",
+        "mount namespaces (mount paths are translated in env, args and mounted files)",
+    }
+    for obj in objects:
+        if obj.get("kind") in _KINDS:
+            notes.add(_KINDS[str(obj["kind"])])
+        template = pod_template(obj)
+        if template is not None:
+            notes.update(_pod_notes(template))
+        if obj.get("kind") == "StatefulSet" and obj.get("spec", {}).get("volumeClaimTemplates"):
+            notes.add(_KINDS["PersistentVolumeClaim"])
+    return sorted(notes)

@@ -1,0 +1,385 @@
+"""Read ``vf.yaml``: the deployment targets of one pipeline, validated against its schema."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ruamel.yaml.error import YAMLError
+
+from vf.config.delivery import Autoscaling, GitOps, parse_autoscaling, parse_gitops
+from vf.config.gpu import GpuTarget, parse_gpu
+from vf.config.infra import (
+    BrokerTarget,
+    Requirements,
+    StoreTarget,
+    parse_broker,
+    parse_requirements,
+    parse_store,
+)
+from vf.config.network import PodSecurity, parse_pod_security
+from vf.config.pod_options import parse_pod_options
+from vf.config.workload import WorkloadOptions, parse_workloads
+from vf.errors import Problem, VfError, raise_if
+from vf.ir.plan import ContainerResources
+from vf.ir.records import PodOptions
+from vf.resources import schema_path
+from vf.textio.patterns import validator as schema_validator
+from vf.textio.schema_check import Check, Errors, try_compile
+from vf.textio.yaml_errors import describe
+from vf.textio.yaml_guard import MAX_INPUT_BYTES, amplified, too_large
+from vf.yaml_read import reader
+
+if TYPE_CHECKING:
+    import jsonschema
+
+CONFIG_NAME = "vf.yaml"
+CONFIG_SCHEMA = "vf.config.v1.schema.json"
+DEFAULT_ENV = "default"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_K8S_VERSION = "1.33"
+DEFAULT_PULL_POLICY = "IfNotPresent"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    """One deployment target: where and how the pipeline runs."""
+
+    name: str
+    namespace: str = DEFAULT_NAMESPACE
+    kubernetes_version: str = DEFAULT_K8S_VERSION
+    run_id: str | None = None
+    default_image: str | None = None
+    image_overrides: tuple[tuple[str, str], ...] = ()
+    image_pull_policy: str = DEFAULT_PULL_POLICY
+    replicas: tuple[tuple[str, int], ...] = ()
+    resources: tuple[tuple[str, ContainerResources], ...] = ()
+    priority_class: str | None = None
+    broker: BrokerTarget = field(default_factory=BrokerTarget)
+    payload_store: StoreTarget = field(default_factory=StoreTarget)
+    requirements: Requirements = field(default_factory=Requirements)
+    gpu: GpuTarget = field(default_factory=GpuTarget)
+    autoscaling: Autoscaling | None = None
+    workloads: WorkloadOptions = field(default_factory=WorkloadOptions)
+    pod_security: PodSecurity = field(default_factory=PodSecurity)
+    pods: PodOptions = field(default_factory=PodOptions)
+    # Where each node-keyed entry is in vf.yaml: ("replicas.double", "vf.yaml:12").
+    places: tuple[tuple[str, str], ...] = ()
+
+    def place_of(self, entry: str) -> str:
+        """``vf.yaml:LINE (environment 'NAME')`` of an entry such as ``replicas.double``."""
+        where = dict(self.places).get(entry, "vf.yaml")
+        return f"{where} (environment '{self.name}')"
+
+
+NODE_SECTIONS = (
+    ("images", "overrides"),
+    ("replicas",),
+    ("resources",),
+    ("mounts",),
+    ("rollout",),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Targets:
+    """Every environment of a pipeline, sorted by name, and the file they came from."""
+
+    flow_id: str | None
+    environments: tuple[Environment, ...]
+    source: str
+    gitops: GitOps | None = None
+
+
+@cache
+def config_schema() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(schema_path(CONFIG_SCHEMA).read_text(encoding="utf-8"))
+    return loaded
+
+
+def find_config(graph_path: Path, explicit: str | None) -> Path | None:
+    """``--config`` when given, else ``vf.yaml`` next to the graph module, else None."""
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            raise VfError(
+                "VF_CONFIG_NOT_FOUND",
+                f"config file {explicit!r} does not exist",
+                "pass the path of an existing vf.yaml, or omit --config",
+                explicit,
+            )
+        return path
+    beside = graph_path.parent / CONFIG_NAME
+    return beside if beside.is_file() else None
+
+
+def load_targets(path: Path | None) -> Targets:
+    """Parse and validate a vf.yaml; without one there is a single ``default`` environment."""
+    if path is None:
+        return Targets(flow_id=None, environments=(Environment(name=DEFAULT_ENV),), source="")
+    document = read_yaml(path)
+    _check_text(document, path)
+    _validate(document, path)
+    plain: dict[str, Any] = json.loads(json.dumps(document, default=str))
+    envs = plain.get("environments") or {DEFAULT_ENV: {}}
+    environments = tuple(
+        replace(env, places=_places(document, env.name, path.name))
+        for env in _environments(envs, path.name)
+    )
+    gitops, problems = parse_gitops(plain.get("gitops"), environments=envs, source=path.name)
+    raise_if(problems)
+    return Targets(
+        flow_id=plain.get("flow_id"),
+        environments=environments,
+        source=path.name,
+        gitops=gitops,
+    )
+
+
+def read_yaml(path: Path) -> Any:
+    """The YAML document at ``path``, round-trip loaded, duplicate keys refused."""
+    yaml = reader("rt")
+    yaml.allow_duplicate_keys = False
+    text = ""
+    try:
+        text = _bounded_text(path)
+        document = yaml.load(text)
+    except RecursionError:
+        raise VfError(
+            "VF_CONFIG_SYNTAX",
+            f"{path.name} nests deeper than vf reads",
+            "flatten the document; vf.yaml needs only a few levels of nesting",
+            str(path),
+        ) from None
+    except YAMLError as exc:
+        report = describe(exc, text)
+        raise VfError(
+            "VF_CONFIG_SYNTAX",
+            f"{path.name} is not valid YAML: {report.what}",
+            report.fix,
+            f"{path}:{report.line}" if report.line else str(path),
+        ) from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise VfError(
+            "VF_CONFIG_SYNTAX",
+            f"{path.name} cannot be read as UTF-8 text: {str(exc).splitlines()[0]}",
+            "save vf.yaml as UTF-8",
+            str(path),
+        ) from None
+    if document is None:
+        return {}
+    if amplified(document, text_length=len(text)):
+        raise VfError(
+            "VF_CONFIG_ALIASES",
+            f"{path.name}'s aliases (*name) expand it far beyond its own size",
+            "write the repeated values out, or use an alias only for a small block",
+            str(path),
+        )
+    if not isinstance(document, dict):
+        raise VfError(
+            "VF_CONFIG_SCHEMA",
+            f"{path.name} must be a mapping at the top level",
+            "start the file with flow_id: and environments:",
+            str(path),
+        )
+    return document
+
+
+def _bounded_text(path: Path) -> str:
+    size = path.stat().st_size
+    if too_large(size):
+        raise VfError(
+            "VF_CONFIG_TOO_LARGE",
+            f"{path.name} is {size} bytes; vf reads a vf.yaml of at most {MAX_INPUT_BYTES}",
+            "a vf.yaml holds deployment targets: move data out of it",
+            str(path),
+        )
+    return path.read_text(encoding="utf-8")
+
+
+def _check_text(document: Any, path: Path) -> None:
+    """Refuse strings that cannot be written as UTF-8 (escaped unpaired surrogates)."""
+    stack: list[tuple[Any, str]] = [(document, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in item.items())
+            stack.extend((k, where or "(top level)") for k in item if isinstance(k, str))
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise VfError(
+                    "VF_CONFIG_SCHEMA",
+                    f"{where or '(top level)'}: a string holds an unpaired surrogate escape",
+                    "write the character itself, or a valid \\uXXXX pair",
+                    f"{path}:{_line_of(document, [])}",
+                ) from None
+
+
+@cache
+def config_check() -> Check | None:
+    """vf.yaml's schema compiled (ADR 25)."""
+    return try_compile(config_schema())
+
+
+def _validate(document: Any, path: Path) -> None:
+    check = config_check()
+    if check is not None and not check_errors(check, document):
+        return  # valid: jsonschema is only loaded to explain a problem
+
+    validator = schema_validator(config_schema())
+    try:
+        errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.path)))
+    except (TypeError, ValueError) as exc:
+        raise VfError(
+            "VF_CONFIG_SCHEMA", f"{path.name}: {exc}", "fix the value", str(path)
+        ) from None
+    problems = [_problem(error, document, path) for error in errors]
+    raise_if(problems)
+
+
+def check_errors(check: Check, document: Any) -> Errors:
+    """What the compiled schema check finds wrong with ``document`` (empty: valid)."""
+    found: Errors = []
+    try:
+        check(document, "", found)
+    except (TypeError, ValueError):
+        found.append(("", "the fast checker could not read this document"))
+    return found
+
+
+def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Problem:
+    location = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    where = f"{path}:{_line_of(document, list(error.absolute_path))}"
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(str(k) for k in error.instance if k not in allowed)
+        hints = [difflib.get_close_matches(k, allowed, n=1) for k in extra]
+        if extra:
+            where = f"{path}:{_line_of(document, [*error.absolute_path, extra[0]])}"
+        suggestion = "; ".join(
+            f"did you mean {h[0]!r} for {k!r}?" for k, h in zip(extra, hints, strict=True) if h
+        )
+        return Problem(
+            code="VF_CONFIG_UNKNOWN_KEY",
+            what=f"{location}: unknown key(s) {', '.join(repr(k) for k in extra)}",
+            remedy=suggestion or f"allowed keys here: {', '.join(allowed)}",
+            where=where,
+        )
+    message = error.message if len(error.message) < 300 else error.message[:300] + "…"
+    return Problem(
+        code="VF_CONFIG_SCHEMA",
+        what=f"{location}: {message}",
+        remedy="see the vf.yaml reference in docs/configuration.md",
+        where=where,
+    )
+
+
+def _line_of(document: Any, parts: list[Any]) -> int:
+    """1-based line of the deepest key of ``parts`` found in a round-trip document."""
+    line = 1
+    node = document
+    for part in parts:
+        lc = getattr(node, "lc", None)
+        try:
+            if lc is not None and isinstance(part, str):
+                line = lc.key(part)[0] + 1
+            elif lc is not None and isinstance(part, int):
+                line = lc.item(part)[0] + 1
+            node = node[part]
+        except (KeyError, IndexError, TypeError, AttributeError):
+            break
+    return line
+
+
+def _quantity(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _places(document: Any, env: str, source: str) -> tuple[tuple[str, str], ...]:
+    """The line of each node-keyed entry of environment ``env`` (see ``Environment``)."""
+    found: list[tuple[str, str]] = []
+    section: Any
+    for parts in NODE_SECTIONS:
+        section = (document.get("environments") or {}).get(env) or {}
+        for part in parts:
+            section = section.get(part) if isinstance(section, dict) else None
+        for key in section if isinstance(section, dict) else ():
+            line = _line_of(document, ["environments", env, *parts, key])
+            found.append((".".join((*parts, str(key))), f"{source}:{line}"))
+    return tuple(found)
+
+
+def _environments(envs: dict[str, Any], source: str) -> tuple[Environment, ...]:
+    problems: list[Problem] = []
+    parsed = []
+    for name in sorted(envs):
+        raw = envs[name] or {}
+        broker, broker_problems = parse_broker(raw.get("broker"), env=name, source=source)
+        store, store_problems = parse_store(raw.get("payload_store"), env=name, source=source)
+        workloads, workload_problems = parse_workloads(raw, env=name, source=source)
+        problems.extend(broker_problems + store_problems + workload_problems)
+        parsed.append(
+            replace(
+                _environment(name, raw),
+                broker=broker,
+                payload_store=store,
+                requirements=parse_requirements(raw.get("requirements")),
+                workloads=workloads,
+            )
+        )
+    raise_if(problems)
+    return tuple(parsed)
+
+
+def _environment(name: str, raw: dict[str, Any]) -> Environment:
+    images = raw.get("images") or {}
+    resources = raw.get("resources") or {}
+    return Environment(
+        name=name,
+        namespace=raw.get("namespace", DEFAULT_NAMESPACE),
+        kubernetes_version=raw.get("kubernetes_version", DEFAULT_K8S_VERSION),
+        run_id=raw.get("run_id"),
+        default_image=images.get("default"),
+        image_overrides=tuple(sorted((images.get("overrides") or {}).items())),
+        image_pull_policy=raw.get("image_pull_policy", DEFAULT_PULL_POLICY),
+        replicas=tuple(sorted((k, int(v)) for k, v in (raw.get("replicas") or {}).items())),
+        resources=tuple(
+            (key, ContainerResources(**{f: _quantity(v) for f, v in spec.items()}))
+            for key, spec in sorted(resources.items())
+        ),
+        priority_class=raw.get("priority_class"),
+        gpu=parse_gpu(raw.get("gpu")),
+        autoscaling=parse_autoscaling(raw.get("autoscaling")),
+        pod_security=parse_pod_security(raw.get("pod_security")),
+        pods=parse_pod_options(raw.get("pods")),
+    )
+
+
+def select_environments(targets: Targets, wanted: tuple[str, ...]) -> Targets:
+    """Keep only the environments named by ``--env`` (all when none is named)."""
+    if not wanted:
+        return targets
+    known = {env.name for env in targets.environments}
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        raise VfError(
+            "VF_CONFIG_UNKNOWN_ENV",
+            f"unknown environment(s): {', '.join(unknown)}",
+            f"choose from: {', '.join(sorted(known))}",
+            targets.source or "(no vf.yaml)",
+        )
+    kept = tuple(env for env in targets.environments if env.name in set(wanted))
+    return replace(targets, environments=kept)

@@ -1,0 +1,47 @@
+"""The delivery trees beside the Kustomize one: the Helm chart and the GitOps manifests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from vf.config.delivery import GitOps
+from vf.emit.gitops.manifests import emit_gitops
+from vf.emit.helm.chart import ChartInfo, chart_files, emit_helm
+from vf.ir.plan import Plan
+from vf.textio.filetext import FileText
+
+Tree = dict[str, str]
+
+
+def emit_delivery(
+    *,
+    plans: Sequence[Plan],
+    objects: Mapping[str, Sequence[dict[str, Any]]],
+    gitops: GitOps | None,
+) -> Tree:
+    """``chart/`` (always) and ``gitops/`` (when vf.yaml has ``gitops:``)."""
+    chart = emit_helm(objects, info=_chart_info(plans))
+    return chart | emit_gitops(gitops, plans=plans, objects=objects)
+
+
+def delivery_files(
+    *,
+    plans: Sequence[Plan],
+    objects: Mapping[str, Sequence[dict[str, Any]]],
+    gitops: GitOps | None,
+) -> Iterator[tuple[str, FileText]]:
+    """The files of ``emit_delivery`` one at a time, so none needs to stay in memory."""
+    yield from chart_files(objects, info=_chart_info(plans))
+    yield from emit_gitops(gitops, plans=plans, objects=objects).items()
+
+
+def _chart_info(plans: Sequence[Plan]) -> ChartInfo:
+    """What the chart says of the flow, from the plans alone (every plan has every node)."""
+    return ChartInfo(
+        name=plans[0].flow_id,
+        flow_type=plans[0].flow_type,
+        kubernetes_versions={p.environment: p.kubernetes_version for p in plans},
+        namespaces={p.environment: p.namespace for p in plans},
+        nodes=tuple(workload.node for workload in plans[0].workloads),
+    )

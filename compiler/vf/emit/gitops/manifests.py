@@ -1,0 +1,262 @@
+"""Emit ``gitops/``: an Argo CD Application and a Flux Kustomization per environment.
+
+Both point at ``overlays/<env>`` in the repository the tree is committed to. Deployments
+that KEDA scales carry no ``spec.replicas``; the Applications also ignore that field on
+them, so a controller never reports the autoscaler's work as drift.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vf import names
+from vf.config.delivery import ArgoCD, Flux, GitOps
+from vf.emit.gitops.argocd_project import app_project
+from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release
+from vf.ir.plan import Plan
+from vf.textio import yamlout
+from vf_runtime.labels import (
+    ENVIRONMENT_LABEL,
+    FLOW_LABEL,
+    INFRA_LABEL,
+    MANAGED_BY,
+    MANAGER,
+    PART_OF,
+)
+
+Obj = dict[str, Any]
+Tree = dict[str, str]
+ARGOCD_API = "argoproj.io/v1alpha1"
+FLUX_KUSTOMIZE_API = "kustomize.toolkit.fluxcd.io/v1"
+FLUX_SOURCE_API = "source.toolkit.fluxcd.io/v1"
+KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
+_COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
+_TAG = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?\Z")  # v1.2.0, 1.2.0-rc.1
+_SEMVER_RANGE = re.compile(r"[<>=~^*]|(^|\.)[xX](\.|$)")  # >=1.0.0, ~1.2, 1.x
+ARGOCD_SYNC_OPTIONS = (
+    "ApplyOutOfSyncOnly=true",
+    "CreateNamespace=true",
+    "PruneLast=true",
+    "RespectIgnoreDifferences=true",
+    "ServerSideApply=true",
+)
+
+
+def overlay_path(gitops: GitOps, *, env: str) -> str:
+    """The overlay of ``env`` relative to the repository root."""
+    return f"overlays/{env}" if gitops.path == "." else f"{gitops.path}/overlays/{env}"
+
+
+def scaled_deployments(objects: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Names of the Deployments a ScaledObject targets (KEDA owns their replicas)."""
+    return sorted(
+        str(o["spec"]["scaleTargetRef"]["name"]) for o in objects if o["kind"] == "ScaledObject"
+    )
+
+
+def emit_gitops(
+    gitops: GitOps | None, *, plans: Sequence[Plan], objects: Mapping[str, Sequence[Obj]]
+) -> Tree:
+    """The ``gitops/argocd`` and ``gitops/flux`` files; nothing without ``gitops:``."""
+    if gitops is None:
+        return {}
+    tree: Tree = {}
+    if gitops.argocd is not None:
+        files = {
+            f"application-{plan.environment}.yaml": _application(
+                gitops,
+                argocd=gitops.argocd,
+                plan=plan,
+                scaled=scaled_deployments(objects[plan.environment]),
+            )
+            for plan in plans
+        }
+        if gitops.argocd.app_project:
+            files["appproject.yaml"] = app_project(
+                gitops, argocd=gitops.argocd, plans=plans, objects=objects
+            )
+        tree.update(_folder("gitops/argocd", files=files))
+    if gitops.flux is not None:
+        files = {
+            _flux_file(gitops.flux, env=plan.environment): _flux_delivery(
+                gitops, flux=gitops.flux, plan=plan, objects=objects[plan.environment]
+            )
+            for plan in plans
+        }
+        if gitops.flux.source is None:
+            files["gitrepository.yaml"] = _git_repository(
+                gitops, flux=gitops.flux, flow_id=plans[0].flow_id
+            )
+        tree.update(_folder("gitops/flux", files=files))
+    return tree
+
+
+def _folder(root: str, *, files: Mapping[str, Obj]) -> Tree:
+    """One object per file, and a kustomization.yaml so ``kubectl apply -k`` takes them all."""
+    tree = {f"{root}/{name}": yamlout.dump(obj) for name, obj in files.items()}
+    index = {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": sorted(files)}
+    tree[f"{root}/kustomization.yaml"] = yamlout.dump(index)
+    return tree
+
+
+def _labels(plan: Plan) -> dict[str, str]:
+    flow = names.label_value(plan.flow_id)
+    return {
+        MANAGED_BY: MANAGER,
+        PART_OF: flow,
+        ENVIRONMENT_LABEL: names.label_value(plan.environment),
+        FLOW_LABEL: flow,
+    }
+
+
+def _application(gitops: GitOps, *, argocd: ArgoCD, plan: Plan, scaled: list[str]) -> Obj:
+    dest = gitops.destination(plan.environment)
+    destination: Obj = {"namespace": plan.namespace}
+    if dest.cluster is not None:
+        destination["name"] = dest.cluster
+    else:
+        destination["server"] = dest.server or argocd.server
+    sync: Obj = {"syncOptions": list(ARGOCD_SYNC_OPTIONS)}
+    if argocd.auto_sync:
+        sync["automated"] = {"prune": True, "selfHeal": True}
+    spec: Obj = {
+        "project": argocd.project,
+        "source": {
+            "repoURL": gitops.repo_url,
+            "targetRevision": gitops.revision,
+            "path": overlay_path(gitops, env=plan.environment),
+        },
+        "destination": destination,
+        "syncPolicy": sync,
+    }
+    if scaled:
+        spec["ignoreDifferences"] = [
+            {
+                "group": "apps",
+                "kind": "Deployment",
+                "name": name,
+                "jsonPointers": ["/spec/replicas"],
+            }
+            for name in scaled
+        ]
+    return {
+        "apiVersion": ARGOCD_API,
+        "kind": "Application",
+        "metadata": {
+            "name": names.k8s_name(plan.flow_id, plan.environment),
+            "namespace": argocd.namespace,
+            "labels": _labels(plan),
+            "annotations": {"argocd.argoproj.io/compare-options": "ServerSideDiff=true"},
+            "finalizers": ["resources-finalizer.argocd.argoproj.io"],
+        },
+        "spec": spec,
+    }
+
+
+def _source_name(flow_id: str) -> str:
+    return names.k8s_name(flow_id, "deploy")
+
+
+def _flux_file(flux: Flux, *, env: str) -> str:
+    return f"helmrelease-{env}.yaml" if flux.helm_release else f"kustomization-{env}.yaml"
+
+
+def _flux_delivery(gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj]) -> Obj:
+    if flux.helm_release:
+        return helm_release(gitops, flux=flux, plan=plan, source=_flux_source(flux, plan=plan))
+    return _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects)
+
+
+def _flux_source(flux: Flux, *, plan: Plan) -> Obj:
+    if flux.source is None:
+        return {"kind": "GitRepository", "name": _source_name(plan.flow_id)}
+    source = {"kind": flux.source.kind, "name": flux.source.name}
+    if flux.source.namespace is not None:
+        source["namespace"] = flux.source.namespace
+    return source
+
+
+def _health_checks(objects: Sequence[Obj]) -> list[Obj]:
+    """A BATCH flow's health: the broker and store it provisions (its Jobs finish, so Flux
+    cannot wait on them); Ready means the flow can run."""
+    return [
+        {
+            "apiVersion": str(o["apiVersion"]),
+            "kind": str(o["kind"]),
+            "name": str(o["metadata"]["name"]),
+            "namespace": str(o["metadata"]["namespace"]),
+        }
+        for o in objects
+        if o["kind"] in ("Deployment", "StatefulSet")
+        and INFRA_LABEL in (o["metadata"].get("labels") or {})
+    ]
+
+
+def _flux_kustomization(gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj]) -> Obj:
+    spec: Obj = {
+        "interval": flux.interval,
+        "retryInterval": flux.retry_interval,
+        "path": flux_path(gitops, flux=flux, below=f"overlays/{plan.environment}"),
+        "prune": True,
+        "sourceRef": _flux_source(flux, plan=plan),
+        "timeout": "5m",
+        # A REALTIME flow is Ready once every workload is; a BATCH one once its broker and
+        # store are (a Job is healthy only when finished, which can outlast any timeout).
+        "wait": plan.flow_type != "batch",
+    }
+    checks = _health_checks(objects) if plan.flow_type == "batch" else []
+    if checks:
+        spec["healthChecks"] = checks
+    flux_access(spec, flux, gitops, environment=plan.environment)
+    return {
+        "apiVersion": FLUX_KUSTOMIZE_API,
+        "kind": "Kustomization",
+        "metadata": {
+            "name": names.k8s_name(plan.flow_id, plan.environment),
+            "namespace": flux.namespace,
+            "labels": _labels(plan),
+        },
+        "spec": spec,
+    }
+
+
+def git_ref(revision: str, *, kind: str | None) -> dict[str, str]:
+    """A GitRepository ``ref``: the declared kind, else what the revision looks like."""
+    if kind is None:
+        if _COMMIT.match(revision):
+            kind = "commit"
+        elif revision.startswith("refs/"):
+            kind = "name"
+        elif _TAG.match(revision):
+            kind = "tag"
+        elif _SEMVER_RANGE.search(revision):
+            kind = "semver"
+        else:
+            kind = "branch"
+    return {kind: revision}
+
+
+def _git_repository(gitops: GitOps, *, flux: Flux, flow_id: str) -> Obj:
+    ref = git_ref(gitops.revision, kind=flux.revision_type)
+    flow = names.label_value(flow_id)
+    return {
+        "apiVersion": FLUX_SOURCE_API,
+        "kind": "GitRepository",
+        "metadata": {
+            "name": _source_name(flow_id),
+            "namespace": flux.namespace,
+            "labels": {
+                MANAGED_BY: MANAGER,
+                PART_OF: flow,
+                FLOW_LABEL: flow,
+            },
+        },
+        "spec": {
+            "interval": "1m",
+            "ref": ref,
+            "url": gitops.repo_url,
+            **({"secretRef": {"name": flux.secret_ref}} if flux.secret_ref else {}),
+        },
+    }

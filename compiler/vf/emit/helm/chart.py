@@ -1,0 +1,370 @@
+"""Emit ``chart/``: a Helm chart that renders, with ``values-<env>.yaml``, the objects of
+that environment's overlay.
+
+Derived from the per-environment objects together, like the Kustomize tree: a field equal
+everywhere is verbatim in ``templates/``; a field that differs is a value; an object that
+only some environments have is guarded by ``objects.<Kind>/<name>``. The namespace is
+the release's. The provision Job is a Helm hook here and only here.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
+from vf.emit.helm.schema import values_schema
+from vf.emit.helm.slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
+from vf.emit.helm.text import (
+    HELM_CHART_LABEL,
+    IN_RELEASE_NAMESPACE,
+    RELEASE_NAMESPACE,
+    RELEASE_SERVICE,
+    TEMPLATED,
+    WRAP,
+    object_template,
+    render_text,
+)
+from vf.emit.kustomize.tree import object_file
+from vf.emit.ordering import with_helm_hooks, without_tool_annotations
+from vf.textio import yamlout
+from vf.textio.filetext import Chunks, FileText, whole
+from vf.textio.jsontext import json_chunks
+from vf_runtime.labels import MANAGED_BY
+
+Obj = dict[str, Any]
+Tree = dict[str, str]
+File = tuple[str, FileText]
+Key = tuple[str, str]
+ROOT = "chart"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChartInfo:
+    """What the chart's metadata and notes say about the flow."""
+
+    name: str
+    flow_type: str
+    kubernetes_versions: Mapping[str, str]
+    namespaces: Mapping[str, str]
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Template:
+    key: Key
+    base: Obj
+    slots: tuple[Slot, ...]
+    present: frozenset[str]
+    partial: bool
+
+
+def _prepared(objects: Sequence[Obj], *, namespaced: set[Key]) -> dict[Key, Obj]:
+    """Chart copies of one environment's objects: Helm hooks, no namespace (noted aside).
+
+    The Namespace itself is left out: the release's namespace exists before any object of
+    the release (``--create-namespace``), and Helm cannot adopt it.
+    """
+    out: dict[Key, Obj] = {}
+    for obj in objects:
+        if obj.get("kind") == "Namespace":
+            continue
+        clean = with_helm_hooks(without_tool_annotations(obj))
+        key = (str(clean["kind"]), str(clean["metadata"]["name"]))
+        if clean["metadata"].pop("namespace", None) is not None:
+            namespaced.add(key)
+        out[key] = clean
+    return out
+
+
+def emit_helm(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Tree:
+    """Every file of ``chart/`` keyed by its path in the output tree."""
+    return dict(sorted((path, whole(text)) for path, text in chart_files(per_env, info=info)))
+
+
+def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Iterator[File]:
+    """The files of ``emit_helm`` one at a time, in path order and ``Chart.yaml`` last (its
+    version digests every other file), so none needs to stay in memory."""
+    envs = sorted(per_env)
+    namespaced: set[Key] = set()
+    indexed = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
+    keys = list(dict.fromkeys(k for env in envs for k in indexed[env]))
+    templates = [
+        _template(
+            key,
+            versions={e: indexed[e][key] for e in envs if key in indexed[e]},
+            envs=envs,
+            namespaced=key in namespaced,
+            namespaces=info.namespaces,
+        )
+        for key in keys
+    ]
+    del indexed
+    templates = _resolve_keys(templates, envs=envs)
+    values = {env: {**_values(templates, env=env), **IMAGE_TAG_VALUES} for env in envs}
+    makers: dict[str, Callable[[], FileText]] = {}
+    for tpl in templates:
+        guard = ("objects", f"{tpl.key[0]}/{tpl.key[1]}") if tpl.partial else None
+        makers[f"templates/{object_file(tpl.base)}"] = partial(
+            object_template, tpl.base, slots=tpl.slots, guard=guard
+        )
+    default = values[envs[0]]
+    makers["values.yaml"] = partial(yamlout.dump, default)
+    for env in envs:
+        makers[f"values-{env}.yaml"] = partial(yamlout.dump, _nulled(default, env=values[env]))
+    makers["values.schema.json"] = partial(_schema_text, values)
+    makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
+    context = _context(info, templates=templates, envs=envs)
+    makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
+    makers["README.md"] = partial(render_text, "README.md", context=context)
+    del templates  # each template's slots go as soon as its file is made
+    digest = _Digest()
+    for path in sorted(makers):
+        yield f"{ROOT}/{path}", digest.of(path, makers.pop(path)())
+    yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()))
+
+
+def _schema_text(values: Mapping[str, Obj]) -> Chunks:
+    return Chunks(json_chunks(values_schema(values), ascii=True))
+
+
+class _Digest:
+    """The digest of every chart file, path and text, in path order; a file in pieces is
+    digested while its pieces are read, so each must be read before the next file."""
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256()
+        self._reading = 0
+
+    def of(self, path: str, text: FileText) -> FileText:
+        if self._reading:
+            raise AssertionError("a chart file's pieces were not read before the next file")
+        if isinstance(text, str):
+            self._sha.update(f"{path}\0{text}\0".encode())
+            return text
+        self._reading += 1
+        return Chunks(self._pieces(path, text))
+
+    def _pieces(self, path: str, text: Chunks) -> Iterator[str]:
+        self._sha.update(f"{path}\0".encode())
+        for piece in text.pieces:
+            self._sha.update(piece.encode())
+            yield piece
+        self._sha.update(b"\0")
+        self._reading -= 1
+
+    def hexdigest(self) -> str:
+        if self._reading:
+            raise AssertionError("a chart file's pieces were not read before Chart.yaml")
+        return self._sha.hexdigest()
+
+
+def _with_release_slots(
+    slots: list[Slot], *, versions: Mapping[str, Obj], namespaces: Mapping[str, str]
+) -> list[Slot]:
+    """``slots`` plus what Helm itself supplies: a Service name in the environment's
+    namespace (``x.<ns>.svc``) follows the release's, and Helm's standard labels."""
+    first = sorted(versions)[0]
+    extra: list[Slot] = []
+    for path, text in _strings(versions[first]):
+        marker = f".{namespaces[first]}.svc"
+        head, found, tail = text.partition(marker)
+        if not found:
+            continue
+        if all(
+            _get(v, path=path) == f"{head}.{namespaces[e]}.svc{tail}" for e, v in versions.items()
+        ):
+            key = (IN_RELEASE_NAMESPACE, head, tail)
+            extra.append(Slot(path=path, values=dict.fromkeys(versions, text), key=key))
+    if "labels" in versions[first]["metadata"]:
+        for label, helm_key in _HELM_LABELS:
+            extra.append(Slot(path=label, values=dict.fromkeys(versions, ""), key=helm_key))
+    covered = {s.path for s in extra}
+    kept = [
+        _templated(s, namespaces=namespaces)
+        for s in slots
+        if s.path not in covered and not _under(s.path, covered)
+    ]
+    return kept + [s for s in extra if not any(_under(s.path, {k.path}) for k in kept)]
+
+
+def _templated(slot: Slot, *, namespaces: Mapping[str, str]) -> Slot:
+    """A value naming its environment's namespace (``x.<ns>.svc``) names the release's
+    instead: the values hold ``{{ .Release.Namespace }}`` and the template renders them."""
+    values = {}
+    for env, value in slot.values.items():
+        marker = f".{namespaces[env]}.svc"
+        named = isinstance(value, str) and marker in value
+        values[env] = value.replace(marker, ".{{ .Release.Namespace }}.svc") if named else value
+    if values == dict(slot.values) or slot.key[0].startswith("$"):
+        return slot
+    return Slot(path=slot.path, values=values, key=(TEMPLATED, *slot.key))
+
+
+_HELM_LABELS = (
+    (("metadata", "labels", "helm.sh/chart"), HELM_CHART_LABEL),
+    (("metadata", "labels", MANAGED_BY), RELEASE_SERVICE),
+)
+
+
+def _under(path: tuple[Any, ...], parents: set[tuple[Any, ...]]) -> bool:
+    return any(len(p) < len(path) and path[: len(p)] == p for p in parents)
+
+
+def _strings(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, (*path, i))
+
+
+def _get(obj: Any, *, path: tuple[Any, ...]) -> Any:
+    try:
+        for part in path:
+            obj = obj[part]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return obj
+
+
+def _template(
+    key: Key,
+    *,
+    versions: dict[str, Obj],
+    envs: Sequence[str],
+    namespaced: bool,
+    namespaces: Mapping[str, str],
+) -> _Template:
+    base = versions[sorted(versions)[0]]  # read, never changed: object_template copies
+    slots = _with_release_slots(find_slots(versions), versions=versions, namespaces=namespaces)
+    slots = retagged(slots, versions=versions)
+    if namespaced:
+        ns = Slot(
+            path=("metadata", "namespace"),
+            values=dict.fromkeys(versions, ""),
+            key=RELEASE_NAMESPACE,
+        )
+        slots.append(ns)
+    return _Template(
+        key=key,
+        base=base,
+        slots=tuple(slots),
+        present=frozenset(versions),
+        partial=len(versions) < len(envs),
+    )
+
+
+def _resolve_keys(templates: Sequence[_Template], *, envs: Sequence[str]) -> list[_Template]:
+    """Slots sharing a key must agree in every environment; the others get generated keys."""
+    by_key: dict[ValueKey, list[Slot]] = {}
+    for tpl in templates:
+        for slot in tpl.slots:
+            by_key.setdefault(slot.key, []).append(slot)
+    clash = {key for key, slots in by_key.items() if not _agree(slots, envs=envs)}
+    prefixes = {key[:i] for key in by_key for i in range(1, len(key))}
+    clash |= {key for key in by_key if key in prefixes}
+    out = []
+    for tpl in templates:
+        slots = tuple(
+            Slot(path=s.path, values=s.values, key=generated_key(tpl.base, path=s.path))
+            if s.key in clash
+            else s
+            for s in tpl.slots
+        )
+        out.append(replace(tpl, slots=slots))
+    return out
+
+
+def _agree(slots: Sequence[Slot], *, envs: Sequence[str]) -> bool:
+    for env in envs:
+        seen = [s.values[env] for s in slots if env in s.values]
+        if any(not same(v, other=seen[0]) for v in seen[1:]):
+            return False
+    return True
+
+
+def _values(templates: Sequence[_Template], *, env: str) -> Obj:
+    """One environment's complete values: a missing field or object is null."""
+    out: Obj = {}
+    for tpl in templates:
+        if tpl.partial:
+            _put(
+                out,
+                key=("objects", f"{tpl.key[0]}/{tpl.key[1]}"),
+                value=env in tpl.present,
+                merge=False,
+            )
+        for slot in tpl.slots:
+            key = slot.key[1:] if slot.key[0] == TEMPLATED else slot.key
+            key = key[2:] if key[0] == WRAP else key
+            if key[0].startswith("$"):
+                continue  # Helm supplies it
+            value = slot.values.get(env, ABSENT)
+            _put(
+                out,
+                key=key,
+                value=None if value is ABSENT else copy.deepcopy(value),
+                merge=True,
+            )
+    return out
+
+
+def _put(tree: Obj, *, key: ValueKey, value: Any, merge: bool) -> None:
+    for part in key[:-1]:
+        tree = tree.setdefault(part, {})
+    if merge and key[-1] in tree and value is None:
+        return  # another slot with this key already holds the environment's value
+    tree[key[-1]] = value
+
+
+def _nulled(default: Any, *, env: Any) -> Any:
+    """``env`` plus an explicit null for every key only ``default`` has (Helm merges maps)."""
+    if not (isinstance(default, dict) and isinstance(env, dict)):
+        return env
+    out = {k: _nulled(default.get(k), env=v) for k, v in env.items()}
+    for key in default:
+        if key not in env:
+            out[key] = None
+    return out
+
+
+def _context(
+    info: ChartInfo, *, templates: Sequence[_Template], envs: Sequence[str]
+) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "flow_type": info.flow_type,
+        "environments": [
+            {
+                "name": env,
+                "namespace": info.namespaces[env],
+                "kubernetes": info.kubernetes_versions[env],
+            }
+            for env in envs
+        ],
+        "nodes": list(info.nodes),
+        "objects": sorted(f"{kind}/{name}" for kind, name in (t.key for t in templates)),
+    }
+
+
+def _chart_yaml(info: ChartInfo, *, digest: str) -> Obj:
+    """Chart.yaml; the version's build metadata is ``digest``, of every other chart file."""
+    oldest = min(
+        info.kubernetes_versions.values(), key=lambda v: tuple(int(p) for p in v.split("."))
+    )
+    return {
+        "apiVersion": "v2",
+        "name": info.name,
+        "description": f"vf flow {info.name} ({info.flow_type}), generated by vf compile",
+        "type": "application",
+        "version": f"0.1.0+{digest[:12]}",
+        "kubeVersion": f">={oldest}.0-0",
+    }

@@ -1,0 +1,239 @@
+"""Where a chart template takes a value: the fields of one object that vary.
+
+An object is compared across the environments that have it. Every field equal in all of
+them stays verbatim; every field that differs (or may be missing) becomes a *slot*, read
+from ``.Values`` at a key. Fields an operator legitimately sets per environment (images,
+pull policy, resources, priority class, GPU runtime class, broker URLs, Secret references)
+are slots even when equal, under readable keys; any other difference gets a key under
+``generated``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vf_runtime.labels import (
+    CONFIG_HASH_KEY,
+    GENERATION_KEY,
+    INFRA_LABEL,
+    NODE_LABEL,
+    is_broker_config,
+    is_provision_job,
+)
+
+Obj = dict[str, Any]
+Path = tuple[str | int, ...]
+ValueKey = tuple[str, ...]
+ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
+POD_SPEC: Path = ("spec", "template", "spec")
+_WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
+_CONTAINER_KNOBS = frozenset({"image", "resources", "imagePullPolicy", "env"})
+_BROKER_DATA = {"VF_NATS_URL": ("broker", "natsUrl"), "VF_BLOB_REDIS_URL": ("payloadStore", "url")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slot:
+    """One varying field: its path in the object and its value (or ABSENT) per environment."""
+
+    path: Path
+    values: Mapping[str, Any]
+    key: ValueKey
+
+    @property
+    def optional(self) -> bool:
+        return any(v is ABSENT for v in self.values.values())
+
+
+def same(a: Any, *, other: Any) -> bool:
+    """Equal as JSON values (so ``True``, ``1`` and ``1.0`` differ)."""
+    if a is ABSENT or other is ABSENT:
+        return a is other
+    if a is other:
+        return True
+    if isinstance(a, list | tuple) and isinstance(other, list | tuple):
+        return len(a) == len(other) and all(same(x, other=y) for x, y in zip(a, other, strict=True))
+    if type(a) is not type(other):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == other.keys() and all(same(a[k], other=other[k]) for k in a)
+    return bool(a == other)
+
+
+def owner(obj: Mapping[str, Any]) -> ValueKey | None:
+    """The values section an object's knobs live under: a node, the provision Job, infra."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    if is_provision_job(obj):
+        return ("provision",)
+    if NODE_LABEL in labels:
+        return ("nodes", str(labels[NODE_LABEL]))
+    if INFRA_LABEL in labels:
+        return ("infra", str(labels[INFRA_LABEL]))
+    return None
+
+
+def _at(obj: Any, *, path: Path) -> Any:
+    for part in path:
+        obj = obj[part]
+    return obj
+
+
+def knob_key(obj: Obj, *, path: Path) -> ValueKey | None:
+    """The operator-facing key of a field that is always a value, else None."""
+    kind = obj.get("kind")
+    if kind == "ConfigMap" and len(path) == 2 and path[0] == "data":
+        if is_broker_config(obj):
+            return _BROKER_DATA.get(str(path[1]))
+        return None
+    base = owner(obj)
+    if kind not in _WORKLOADS or base is None or path[:3] != POD_SPEC:
+        return None
+    rest = path[3:]
+    pod_level = {
+        ("priorityClassName",): ("priorityClassName",),
+        ("runtimeClassName",): (*base, "runtimeClassName"),
+    }
+    if rest in pod_level:
+        return pod_level[rest]
+    if len(rest) < 3 or rest[0] != "containers" or not isinstance(rest[1], int):
+        return None
+    return _container_knob(obj, path=path, base=base)
+
+
+def _container_knob(obj: Obj, *, path: Path, base: ValueKey) -> ValueKey | None:
+    containers = _at(obj, path=(*POD_SPEC, "containers"))
+    index = int(path[4])
+    mine = base if len(containers) == 1 else (*base, "containers", str(containers[index]["name"]))
+    field = path[5:]
+    if field in (("image",), ("resources",)):
+        return (*mine, str(field[0]))
+    if field == ("imagePullPolicy",):
+        return ("imagePullPolicy",)
+    if len(field) == 5 and field[0] == "env" and field[2:4] == ("valueFrom", "secretKeyRef"):
+        var = _at(obj, path=(*path[:-3], "name"))
+        return ("secretRefs", str(var), str(field[4]))
+    return None
+
+
+def may_hold_knob(obj: Obj, *, path: Path) -> bool:
+    """Whether ``knob_key`` can name a field at or below ``path`` of ``obj``."""
+    return _knob_scope(obj)(path)
+
+
+def _knob_scope(obj: Obj) -> Callable[[Path], bool]:
+    """``may_hold_knob`` for one object, with what it needs of the object read once.
+
+    It mirrors ``knob_key``: a knob only sits in a broker ConfigMap's ``data`` or under a
+    vf workload's pod spec, at the pod fields and container fields ``knob_key`` names.
+    """
+    kind = obj.get("kind")
+    if kind == "ConfigMap":
+        if not is_broker_config(obj):
+            return _nowhere
+        return lambda path: len(path) <= 2 and path[:1] in ((), ("data",))
+    if kind not in _WORKLOADS or owner(obj) is None:
+        return _nowhere
+    return _under_pod_spec
+
+
+def _nowhere(path: Path) -> bool:
+    return False
+
+
+def _under_pod_spec(path: Path) -> bool:
+    depth = len(POD_SPEC)
+    if len(path) <= depth:
+        return path == POD_SPEC[: len(path)]
+    if path[:depth] != POD_SPEC:
+        return False
+    rest = path[depth:]
+    if rest[0] in ("priorityClassName", "runtimeClassName"):
+        return len(rest) == 1
+    if rest[0] != "containers":
+        return False
+    return len(rest) <= 2 or rest[2] in _CONTAINER_KNOBS
+
+
+def _all_same(present: list[Any]) -> bool:
+    return all(same(v, other=present[0]) for v in present[1:])
+
+
+_GENERATION_PATHS: dict[str, tuple[Path, ...]] = {
+    "Job": (("spec", "template", "metadata", "annotations", GENERATION_KEY),),
+    "ConfigMap": (("data", "VF_GENERATION"),),
+}
+
+
+def derived_key(obj: Obj, *, path: Path) -> ValueKey:
+    """The key of a differing field that is not a knob: readable where known, else generated."""
+    if path in _GENERATION_PATHS.get(str(obj.get("kind")), ()):
+        return ("generation",)  # one value: every Job and the broker ConfigMap share it
+    base = owner(obj)
+    if base is not None and obj.get("kind") in _WORKLOADS:
+        if path in (("spec", "replicas"), ("spec", "parallelism"), ("spec", "completions")):
+            return (*base, "replicas")
+        if path == ("spec", "template", "metadata", "annotations", CONFIG_HASH_KEY):
+            return (*base, "configHash")
+    return generated_key(obj, path=path)
+
+
+def generated_key(obj: Mapping[str, Any], *, path: Path) -> ValueKey:
+    pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+    return ("generated", f"{obj['kind']}/{obj['metadata']['name']}", pointer)
+
+
+def find_slots(versions: Mapping[str, Obj]) -> list[Slot]:
+    """Every slot of one object, given its version in each environment that has it."""
+    first = versions[sorted(versions)[0]]
+    finder = _SlotFinder(first=first, scope=_knob_scope(first))
+    finder.walk((), values=dict(versions))
+    return finder.out
+
+
+@dataclass
+class _SlotFinder:
+    """One object's walk: ``first`` decides what is a knob, ``out`` collects the slots."""
+
+    first: Obj
+    scope: Callable[[Path], bool]
+    out: list[Slot] = field(default_factory=list)
+
+    def knob(self, path: Path) -> ValueKey | None:
+        return knob_key(self.first, path=path) if path and self.scope(path) else None
+
+    def walk(self, path: Path, *, values: dict[str, Any]) -> None:
+        present = [v for v in values.values() if v is not ABSENT]
+        whole = len(present) == len(values)
+        if not self.scope(path):
+            if whole and _all_same(present):
+                return  # nothing below differs and nothing below is a knob: no slot here
+        elif path:
+            forced = knob_key(self.first, path=path)
+            if forced is not None:
+                self.out.append(Slot(path=path, values=values, key=forced))
+                return
+        if whole and all(isinstance(v, dict) for v in present):
+            common = set.intersection(*(set(v) for v in present))
+            if common:
+                keys = set().union(*(set(v) for v in present))
+                if path == POD_SPEC and self.knob((*path, "priorityClassName")) is not None:
+                    keys.add("priorityClassName")  # settable per environment even when unset
+                for key in sorted(keys):
+                    self.walk(
+                        (*path, key), values={e: v.get(key, ABSENT) for e, v in values.items()}
+                    )
+                return
+        lengths = {len(v) for v in present if isinstance(v, list)}
+        if (
+            whole
+            and all(isinstance(v, list) for v in present)
+            and len(lengths) == 1
+            and 0 not in lengths
+        ):
+            for index in range(lengths.pop()):
+                self.walk((*path, index), values={e: v[index] for e, v in values.items()})
+            return
+        if whole and _all_same(present):
+            return
+        self.out.append(Slot(path=path, values=values, key=derived_key(self.first, path=path)))

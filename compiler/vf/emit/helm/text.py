@@ -1,0 +1,141 @@
+"""Chart text: an object's canonical YAML with its slots turned into Go template actions,
+and the Jinja2 text templates (NOTES.txt, README.md) shipped in ``templates/helm/``.
+
+Everything verbatim is escaped for Go templates, so no name, image or parameter a user
+writes can inject an action into the chart.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any
+
+import jinja2
+
+from vf.emit.helm.slots import Slot, ValueKey
+from vf.resources import templates
+from vf.textio import yamlout
+
+Obj = dict[str, Any]
+RELEASE_NAMESPACE: ValueKey = ("$release-namespace",)
+# Keys starting with "$" are not values: they name what Helm itself knows.
+IN_RELEASE_NAMESPACE = "$in-release-namespace"  # (it, head, tail): head.<ns>.svc tail
+TEMPLATED = "$tpl"  # ("$tpl", *key): the value at key, rendered with the release (tpl)
+WRAP = "$wrap"  # ("$wrap", helper, *inner): inner through vf.<helper> with image.tag
+LITERAL = "$lit"  # ("$lit", text): text as it is
+HELM_CHART_LABEL: ValueKey = ("$helm-chart",)
+RELEASE_SERVICE: ValueKey = ("$release-service",)
+_BUILT_IN = {
+    RELEASE_NAMESPACE: ".Release.Namespace",
+    HELM_CHART_LABEL: '(printf "%s-%s" .Chart.Name (.Chart.Version | replace "+" "_"))',
+    RELEASE_SERVICE: ".Release.Service",
+}
+_encode_ascii = json.encoder.encode_basestring_ascii  # json.dumps(text) of a str, in C
+_ITEM_HEAD = re.compile(r"^(\s*)- (.*)$")
+
+
+def escape_go(text: str) -> str:
+    """Text that a Go template prints back unchanged."""
+    return text.replace("{{", '{{ "{{" }}')
+
+
+def go_string(text: str) -> str:
+    """A Go string literal (JSON's escapes are a subset of Go's for ASCII text)."""
+    return _encode_ascii(text)
+
+
+def values_expr(key: ValueKey) -> str:
+    if key in _BUILT_IN:
+        return _BUILT_IN[key]
+    if key[0] == TEMPLATED:
+        return f"(tpl {values_expr(key[1:])} $)"
+    if key[0] == LITERAL:
+        return go_string(key[1])
+    if key[0] == WRAP:
+        return f'(include "vf.{key[1]}" (list {values_expr(key[2:])} $.Values.image.tag))'
+    if key[0] == IN_RELEASE_NAMESPACE:
+        head, tail = (go_string(part) for part in key[1:])
+        return f'(printf "%s.%s.svc%s" {head} .Release.Namespace {tail})'
+    return "(index .Values " + " ".join(go_string(part) for part in key) + ")"
+
+
+def object_template(base: Obj, *, slots: Sequence[Slot], guard: ValueKey | None) -> str:
+    """The template file of one object: ``base`` with a Go action at every slot."""
+    markers, text = _marked_text(base, slots=slots)
+    out: list[str] = []
+    done = 0
+    for at, marker in sorted((text.find(m), m) for m in markers):
+        start, end = text.rfind("\n", 0, at) + 1, at + len(marker)
+        if at < 1 or text[at - 1] != " " or text[end : end + 1] != "\n":
+            raise AssertionError("a chart slot marker is not a whole value")
+        out.append(text[done:start])
+        out.extend(line + "\n" for line in _slot_lines(text[start:at], slot=markers[marker]))
+        done = end + 1
+    out.append(text[done:])
+    if guard is not None:
+        out = ["{{- if " + values_expr(guard) + " }}\n", *out, "{{- end }}\n"]
+    return "".join(out)
+
+
+def _marked_text(base: Obj, *, slots: Sequence[Slot]) -> tuple[dict[str, Slot], str]:
+    """The escaped YAML text of ``base`` with a unique marker in place of each slot's value.
+
+    The first nonce whose marker prefix occurs nowhere else in the text is taken, so no
+    string of the user's can pass for a marker; the markers never reach the output.
+    """
+    for nonce in itertools.count():
+        prefix = f"__vf_slot_{nonce}_"
+        markers = {f"{prefix}{i}__": slot for i, slot in enumerate(slots)}
+        text = escape_go(yamlout.dump(_skeleton(base, markers=markers)))
+        if text.count(prefix) == len(markers):
+            return markers, text
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _skeleton(base: Obj, *, markers: Mapping[str, Slot]) -> Obj:
+    """``base`` with each marker at its slot's path; only the containers on the way are
+    copied, everything else is shared with ``base`` (which stays unchanged)."""
+    root: Obj = dict(base)
+    fresh = {id(root)}
+    for marker, slot in markers.items():
+        node: Any = root
+        for part in slot.path[:-1]:
+            child = node[part]
+            if id(child) not in fresh:
+                child = copy.copy(child)
+                fresh.add(id(child))
+                node[part] = child
+            node = child
+        node[slot.path[-1]] = marker
+    return root
+
+
+def _slot_lines(prefix: str, *, slot: Slot) -> list[str]:
+    expr = values_expr(slot.key)
+    action = "{{ toJson " + expr + " }}"
+    if not slot.optional:
+        return [prefix + action]
+    start = '{{- if not (kindIs "invalid" ' + expr + ") }}"
+    item = _ITEM_HEAD.match(prefix)
+    if item is not None and item.group(2):
+        indent = item.group(1)
+        return [f"{indent}-", start, f"{indent}  {item.group(2)}{action}", "{{- end }}"]
+    return [start, prefix + action, "{{- end }}"]
+
+
+@cache
+def _jinja() -> jinja2.Environment:
+    """Jinja2 with ``[[ ]]``/``[% %]`` delimiters, so Helm's ``{{ }}`` passes through."""
+    env = templates("helm")
+    env.filters["go"] = escape_go
+    return env
+
+
+def render_text(name: str, *, context: Mapping[str, Any]) -> str:
+    """One shipped text template (``templates/helm/<name>.j2``) rendered with ``context``."""
+    return _jinja().get_template(f"{name}.j2").render(**context)

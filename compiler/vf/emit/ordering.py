@@ -1,0 +1,108 @@
+"""Ordering hints for delivery tools: Argo CD sync waves in the Kustomize tree, Helm hooks
+in the chart, never both in one tree.
+
+Correctness never depends on these hints (workers ensure their own streams and consumers);
+they only make a sync converge in fewer steps. Each emitter annotates its own copies of the
+plan's objects, so the objects of the plan stay tool-neutral.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vf_runtime.labels import NODE_LABEL, is_provision_job
+
+Obj = dict[str, Any]
+
+SYNC_WAVE = "argocd.argoproj.io/sync-wave"
+SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+FLUX_FORCE = "kustomize.toolkit.fluxcd.io/force"
+FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
+HELM_HOOK = "helm.sh/hook"
+HELM_HOOK_WEIGHT = "helm.sh/hook-weight"
+HELM_HOOK_DELETE = "helm.sh/hook-delete-policy"
+HELM_RESOURCE_POLICY = "helm.sh/resource-policy"
+KUSTOMIZE_ONLY = (SYNC_WAVE, SYNC_OPTIONS, FLUX_FORCE, FLUX_PRUNE)
+HELM_ONLY = (HELM_HOOK, HELM_HOOK_WEIGHT, HELM_HOOK_DELETE, HELM_RESOURCE_POLICY)
+TOOL_ANNOTATIONS = frozenset(KUSTOMIZE_ONLY + HELM_ONLY)
+
+WAVE_INFRA = "-2"
+WAVE_PROVISION = "-1"
+WAVE_WORKERS = "0"
+WAVE_AFTER = "1"
+_WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
+_AFTER_KINDS = frozenset({"ScaledObject", "PodDisruptionBudget", "HorizontalPodAutoscaler"})
+
+
+def sync_wave(obj: Mapping[str, Any]) -> str:
+    """Infrastructure (-2) → provision Job (-1) → workers (0) → scalers and budgets (1)."""
+    kind = obj.get("kind")
+    labels = obj.get("metadata", {}).get("labels") or {}
+    if is_provision_job(obj):
+        return WAVE_PROVISION
+    if kind in _AFTER_KINDS:
+        return WAVE_AFTER
+    if kind in _WORKLOAD_KINDS and NODE_LABEL in labels:
+        return WAVE_WORKERS
+    return WAVE_INFRA
+
+
+def _annotated(obj: Mapping[str, Any], *, annotations: Mapping[str, str]) -> Obj:
+    # Only metadata changes: share the rest of the object instead of copying it.
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+    out["metadata"] = meta
+    return out
+
+
+def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
+    """A copy for the Kustomize tree: its Argo CD wave.
+
+    Jobs need no force or replace rule: a Job whose pod template changes gets a new name
+    (``plan_jobs``), so every tool creates the new one and prunes the old.
+    """
+    annotations = {SYNC_WAVE: sync_wave(obj)}
+    if obj.get("kind") == "Namespace":  # never delete a namespace (and all in it) on prune
+        annotations[SYNC_OPTIONS] = "Prune=false"
+        annotations[FLUX_PRUNE] = "disabled"
+    return _annotated(obj, annotations=annotations)
+
+
+def with_helm_hooks(obj: Mapping[str, Any]) -> Obj:
+    """The chart's version: the provision Job becomes a post-install/upgrade hook.
+
+    Post, not pre: a pre-install hook runs before the release's ConfigMaps exist, and the
+    Job mounts them. Workers do not wait for it, so running it after them is safe.
+    """
+    if obj.get("kind") == "Namespace":  # uninstalling a release must not delete a namespace
+        return _annotated(obj, annotations={HELM_RESOURCE_POLICY: "keep"})
+    if not is_provision_job(obj):
+        return dict(obj)  # callers hand in their own copy; only the hook objects change
+    hooks = {
+        HELM_HOOK: "post-install,post-upgrade",
+        HELM_HOOK_WEIGHT: "0",
+        # Its name changes with its pod template (plan_jobs), and Helm never prunes hooks.
+        HELM_HOOK_DELETE: "before-hook-creation,hook-succeeded",
+    }
+    return _annotated(obj, annotations=hooks)
+
+
+def without_tool_annotations(obj: Mapping[str, Any]) -> Obj:
+    """A copy with every delivery-tool annotation removed (how the trees are compared).
+
+    The object and its metadata are new; everything else is shared with ``obj``, so
+    callers may change the metadata but must copy deeper parts before changing them.
+    """
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    out["metadata"] = meta
+    annotations = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k not in TOOL_ANNOTATIONS
+    }
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
+    return out

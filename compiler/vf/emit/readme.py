@@ -1,0 +1,105 @@
+"""Emit the tree's ``README.md``: what the tree is, the flow's diagram, each environment's
+settings and how to apply it with Argo CD, Flux, Helm or ``kubectl apply -k``."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from functools import cache
+from typing import Any
+
+import jinja2
+
+from vf.config.delivery import GitOps
+from vf.render.diagram import Diagram, EnvView, diagram_of
+from vf.render.diagram_syntax import mermaid
+from vf.resources import templates
+
+README = "README.md"
+# GitHub's Mermaid refuses larger diagrams (its maxTextSize and maxEdges defaults).
+MERMAID_MAX_CHARS = 50_000
+MERMAID_MAX_EDGES = 500
+TABLE_NODES = 12  # nodes named per table cell; plan/<env>.json has every one
+
+
+@cache
+def _jinja() -> jinja2.Environment:
+    return templates("tree")
+
+
+def markdown_mermaid(diagram: Diagram, **options: Any) -> tuple[str, str]:
+    """The Mermaid text of ``diagram`` and, when GitHub would refuse to draw it, why not
+    (then the text is empty)."""
+    if len(diagram.arrows) > MERMAID_MAX_EDGES:
+        return "", f"{len(diagram.arrows)} arrows, over Mermaid's {MERMAID_MAX_EDGES}"
+    text = mermaid(diagram, **options)
+    if len(text) > MERMAID_MAX_CHARS:
+        return "", f"{len(text)} characters, over Mermaid's {MERMAID_MAX_CHARS}"
+    return text, ""
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'").replace("\n", " ") or "-"
+
+
+def _differing_replicas(views: Sequence[EnvView]) -> dict[str, str]:
+    """Per environment, the nodes whose replica count is not the same everywhere."""
+    counts: dict[str, set[int]] = {}
+    for view in views:
+        for node in view.nodes:
+            counts.setdefault(node.name, set()).add(node.replicas)
+    differ = {name for name, seen in counts.items() if len(seen) > 1}
+    found = {}
+    for view in views:
+        shown = [f"{n.name} x{n.replicas}" for n in view.nodes if n.name in differ]
+        more = f" and {len(shown) - TABLE_NODES} more" if len(shown) > TABLE_NODES else ""
+        found[view.environment] = ", ".join(shown[:TABLE_NODES]) + more
+    return found
+
+
+def _source(gitops: GitOps | None, env: str) -> str:
+    if gitops is None:
+        return ""
+    return f"overlays/{env}" if gitops.path == "." else f"{gitops.path}/overlays/{env}"
+
+
+def _environment(
+    view: EnvView, *, gitops: GitOps | None, paths: Collection[str], replicas: str
+) -> dict[str, str]:
+    env = view.environment
+    application = f"gitops/argocd/application-{env}.yaml"
+    flux = [f"gitops/flux/{n}" for n in ("gitrepository.yaml", f"kustomization-{env}.yaml")]
+    return {
+        "name": env,
+        "namespace": view.namespace,
+        "kubernetes": _cell(view.kubernetes_version),
+        "broker": _cell(view.broker_profile),
+        "store": _cell(view.store_profile),
+        "gpu": _cell(view.gpu_mode or ""),
+        "replicas": _cell(replicas),
+        "argocd": application if application in paths else "",
+        "flux": " ".join(f"-f {p}" for p in flux if p in paths),
+        "source": _source(gitops, env),
+    }
+
+
+def tree_readme(views: Sequence[EnvView], *, gitops: GitOps | None, paths: Collection[str]) -> str:
+    """The README of a compiled tree; ``paths`` are the tree's other files."""
+    arrows = max((sum(len(n.parents) for n in v.nodes) for v in views), default=0)
+    if arrows > MERMAID_MAX_EDGES:  # known too large: spare drawing it
+        diagram, too_large = "", f"{arrows} arrows, over Mermaid's {MERMAID_MAX_EDGES}"
+    else:
+        diagram, too_large = markdown_mermaid(diagram_of(views))
+    replicas = _differing_replicas(views)
+    context = {
+        "flow_id": views[0].flow_id,
+        "flow_type": views[0].flow_type,
+        "chart": views[0].flow_id,
+        "diagram": diagram,
+        "too_large": too_large,
+        "gitops": gitops is not None,
+        "environments": [
+            _environment(v, gitops=gitops, paths=paths, replicas=replicas[v.environment])
+            for v in views
+        ],
+    }
+    return _jinja().get_template("README.md.j2").render(**context)

@@ -1,0 +1,340 @@
+"""Plan an environment's GPUs: exclusive cards, MIG slices (mix) or DRA claims, checked
+against the declared inventory when there is one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+
+from vf import names
+from vf.config.gpu import GpuNode, GpuTarget
+from vf.errors import Problem
+from vf.ir.gpu import DraClaim, GpuGrant, GpuPlan, MigCard, MigNode
+from vf.ir.graph import NodeIR
+from vf.ir.plan import record_to_json
+from vf.plan.context import PlanContext
+from vf.plan.gpu.dra import judge_features
+from vf.plan.gpu.mig import family_of
+from vf.plan.gpu.pack import Bin, Card, MixResult, Pod, pack_whole, solve_mix
+from vf.plan.jobs import tagged_name
+from vf_runtime.constants import GPU
+
+UNKNOWN = "unknown: no inventory declared, feasibility was not checked"
+
+
+def _problem(ctx: PlanContext, what: str, remedy: str, where: str = "") -> Problem:
+    return Problem(
+        code="VF_GPU_INFEASIBLE",
+        what=f"environment '{ctx.env.name}': {what}",
+        remedy=remedy,
+        where=where or f"vf.yaml (environment '{ctx.env.name}', gpu)",
+    )
+
+
+def plan_gpu(ctx: PlanContext, problems: list[Problem]) -> GpuPlan | None:
+    """GPU decisions for every GPU node of the flow; None when the flow uses no GPU."""
+    gpu_nodes = [n for n in ctx.graph.nodes if n.device_type == GPU]
+    if not gpu_nodes:
+        return None
+    target = ctx.env.gpu
+    if target.mode == "mix":
+        return _plan_mix(ctx, gpu_nodes, problems)
+    if target.mode == "dra":
+        return _plan_dra(ctx, gpu_nodes, problems)
+    return _plan_exclusive(ctx, gpu_nodes, problems)
+
+
+def _pods(ctx: PlanContext, nodes: list[NodeIR]) -> list[Pod]:
+    return [
+        Pod(
+            workload=n.name,
+            replica=i,
+            cards=n.gpu_count if n.gpu_memory_gib is None else 1,
+            memory_gib=n.gpu_memory_gib,
+        )
+        for n in nodes
+        for i in range(ctx.replicas[n.name])
+    ]
+
+
+def _eligible(target: GpuTarget, sharing: tuple[str, ...]) -> list[GpuNode]:
+    inventory = target.inventory or ()
+    return [
+        n
+        for n in inventory
+        if n.sharing in sharing and (not target.nodes or n.name in target.nodes)
+    ]
+
+
+def _base_plan(ctx: PlanContext, **fields: object) -> GpuPlan:
+    target = ctx.env.gpu
+    defaults: dict[str, object] = {
+        "mode": target.mode,
+        "resource_name": target.resource_name,
+        "runtime_class": target.runtime_class,
+        "feasibility": UNKNOWN,
+        "grants": (),
+        "placements": (),
+        "mig_nodes": (),
+        "mig_configmap": None,
+        "claims": (),
+        "notes": (),
+    }
+    defaults.update(fields)
+    return GpuPlan(**defaults)  # type: ignore[arg-type]
+
+
+def _check_units(ctx: PlanContext, nodes: list[NodeIR], problems: list[Problem]) -> None:
+    """gpu_count > 1 can never be met by time-sliced or MIG units."""
+    target = ctx.env.gpu
+    shared = _eligible(target, ("time-sliced", "mig"))
+    physical = _eligible(target, ("physical",))
+    for node in nodes:
+        if node.gpu_count > 1 and shared and not physical:
+            problems.append(
+                _problem(
+                    ctx,
+                    f"node '{node.name}' asks for gpu_count={node.gpu_count}, but the GPU pool "
+                    "offers only time-sliced or MIG units, which are never combined",
+                    "set gpu_count=1, or add nodes with sharing: physical",
+                    node.site,
+                )
+            )
+
+
+def _plan_exclusive(ctx: PlanContext, nodes: list[NodeIR], problems: list[Problem]) -> GpuPlan:
+    target = ctx.env.gpu
+    grants = tuple(
+        GpuGrant(
+            node=n.name,
+            kind="whole",
+            count=n.gpu_count,
+            profile=None,
+            memory_gib=None,
+            resources=((target.resource_name, n.gpu_count),),
+            hosts=target.nodes,
+            claim_template=None,
+        )
+        for n in nodes
+    )
+    if target.inventory is None:
+        return _base_plan(ctx, grants=grants)
+    _check_units(ctx, nodes, problems)
+    bins = [
+        Bin(host=n.name, cards=n.cards, whole_only=n.sharing != "physical")
+        for n in _eligible(target, ("physical", "time-sliced", "mig"))
+    ]
+    packing = pack_whole(_pods(ctx, nodes), bins)
+    if packing.hosts is None and packing.proven:
+        problems.append(_unplaceable(ctx, nodes, bins))
+        return _base_plan(ctx, grants=grants, feasibility="infeasible (proven)")
+    if packing.hosts is None:
+        return _base_plan(
+            ctx,
+            grants=grants,
+            feasibility="unproven: first-fit-decreasing found no packing and the instance is "
+            f"too large to search exhaustively ({len(bins)} nodes)",
+        )
+    placements = tuple(sorted((w, r, h) for (w, r), h in packing.hosts.items()))
+    return _base_plan(
+        ctx,
+        grants=grants,
+        feasibility="proven: every replica fits on one node",
+        placements=placements,
+    )
+
+
+def _unplaceable(ctx: PlanContext, nodes: list[NodeIR], bins: list[Bin]) -> Problem:
+    demand = ", ".join(f"{n.name} {ctx.replicas[n.name]}x{n.gpu_count}" for n in nodes)
+    supply = ", ".join(f"{b.host}:{b.cards}" for b in bins) or "no eligible node"
+    return _problem(
+        ctx,
+        f"the GPU pods ({demand}) cannot be packed onto the nodes ({supply}); "
+        "every replica's cards must sit on one node",
+        "lower replicas or gpu_count, or add GPU nodes to gpu.inventory",
+    )
+
+
+def _plan_mix(ctx: PlanContext, nodes: list[NodeIR], problems: list[Problem]) -> GpuPlan:
+    target = ctx.env.gpu
+    if target.inventory is None:
+        problems.append(
+            _problem(
+                ctx,
+                "gpu.mode mix needs gpu.inventory to choose MIG profiles and place them",
+                "declare the GPU nodes (name, product, cards, memory_gib) under gpu.inventory",
+            )
+        )
+        return _base_plan(ctx)
+    physical = _eligible(target, ("physical",))
+    pods = _pods(ctx, nodes)
+    spanners = [p for p in pods if p.memory_gib is None]
+    sharers = [p for p in pods if p.memory_gib is not None]
+    result = solve_mix(
+        spanners, sharers, [(n.name, n.cards, family_of(n.product)) for n in physical]
+    )
+    if result.failed is not None:
+        pod = result.failed
+        kind = (
+            f"a {pod.memory_gib} GiB MIG slice" if pod.memory_gib else f"{pod.cards} whole card(s)"
+        )
+        problems.append(
+            _problem(
+                ctx,
+                f"no MIG layout fits: replica {pod.replica} of '{pod.workload}' needs {kind} "
+                "and no card has room under NVIDIA's placement rules",
+                "lower replicas or gpu_memory_gib, "
+                "or add MIG-capable nodes (A30, A100, H100, H200)",
+            )
+        )
+        return _base_plan(ctx, feasibility="infeasible (no layout)")
+    return _mix_plan(ctx, nodes, result)
+
+
+def _mix_plan(ctx: PlanContext, nodes: list[NodeIR], result: MixResult) -> GpuPlan:
+    cards, hosts, profiles = result.cards, result.hosts, result.profiles
+    target = ctx.env.gpu
+    grants = []
+    for node in nodes:
+        used = tuple(sorted({h for (w, _), h in hosts.items() if w == node.name}))
+        if node.gpu_memory_gib is None:
+            resources = ((target.resource_name, node.gpu_count),)
+            grants.append(
+                GpuGrant(
+                    node=node.name,
+                    kind="whole",
+                    count=node.gpu_count,
+                    profile=None,
+                    memory_gib=None,
+                    resources=resources,
+                    hosts=used,
+                    claim_template=None,
+                )
+            )
+            continue
+        profile = profiles[node.name]
+        grants.append(
+            GpuGrant(
+                node=node.name,
+                kind="mig-slice",
+                count=1,
+                profile=profile,
+                memory_gib=node.gpu_memory_gib,
+                resources=(("nvidia.com/mig-" + profile.replace("+", "."), 1),),
+                hosts=used,
+                claim_template=None,
+            )
+        )
+    mig_nodes = _mig_nodes(ctx, cards)
+    return _base_plan(
+        ctx,
+        grants=tuple(grants),
+        feasibility="proven: every replica has a card or a MIG slice "
+        "under NVIDIA's placement rules",
+        placements=tuple(sorted((w, r, h) for (w, r), h in hosts.items())),
+        mig_nodes=mig_nodes,
+        mig_configmap=names.k8s_name("vf", ctx.flow_id, ctx.run_id, "mig-parted")
+        if mig_nodes
+        else None,
+        notes=("MIG slices are advertised only with the device plugin's mixed strategy",),
+    )
+
+
+def _mig_nodes(ctx: PlanContext, cards: list[Card]) -> tuple[MigNode, ...]:
+    out = []
+    for host in sorted({c.host for c in cards if c.use == "mig"}):
+        mine = [c for c in cards if c.host == host]
+        layout = tuple(
+            MigCard(
+                index=c.index,
+                use=c.use,
+                devices=tuple(sorted((p, c.profiles.count(p)) for p in set(c.profiles))),
+            )
+            for c in mine
+        )
+        out.append(
+            MigNode(
+                host=host,
+                family=mine[0].family.name,
+                cards=layout,
+                config_name=names.k8s_name("vf", ctx.flow_id, host),
+            )
+        )
+    return tuple(out)
+
+
+def _plan_dra(ctx: PlanContext, nodes: list[NodeIR], problems: list[Problem]) -> GpuPlan:
+    target = ctx.env.gpu
+    dra = target.dra
+    features = dra.driver_features
+    for reason in judge_features(features, ctx.env.kubernetes_version, dict(dra.feature_gates)):
+        problems.append(
+            _problem(
+                ctx,
+                f"gpu.mode dra: {reason}",
+                "raise kubernetes_version, enable the gate, or drop the feature",
+            )
+        )
+    claims, grants = [], []
+    for node in nodes:
+        claim = _claim(ctx, node, "", problems)
+        # A ResourceClaimTemplate's spec is immutable: its name carries a digest of it, so a
+        # changed claim is a new template (and the pods that use it roll onto it).
+        tag = "c" + hashlib.sha256(json.dumps(record_to_json(claim)).encode()).hexdigest()[:7]
+        template = tagged_name("vf", ctx.flow_id, ctx.run_id, node.name, "gpu", tag=tag)
+        claim = replace(claim, template=template)
+        claims.append(claim)
+        grants.append(
+            GpuGrant(
+                node=node.name,
+                kind="dra",
+                count=claim.count,
+                profile=None,
+                memory_gib=node.gpu_memory_gib,
+                resources=(),
+                hosts=target.nodes,
+                claim_template=template,
+            )
+        )
+    feasibility = UNKNOWN
+    if target.inventory is not None:
+        bins = [Bin(host=n.name, cards=n.cards) for n in _eligible(target, ("dra-owned",))]
+        packing = pack_whole(_pods(ctx, nodes), bins)
+        if packing.hosts is None and packing.proven:
+            problems.append(_unplaceable(ctx, nodes, bins))
+        feasibility = "proven: every claim fits on one node" if packing.hosts else "not proven"
+    return _base_plan(ctx, grants=tuple(grants), claims=tuple(claims), feasibility=feasibility)
+
+
+def _claim(ctx: PlanContext, node: NodeIR, template: str, problems: list[Problem]) -> DraClaim:
+    dra = ctx.env.gpu.dra
+    features = dra.driver_features
+    selectors: tuple[str, ...] = ()
+    capacity = None
+    if node.gpu_memory_gib is not None:
+        gib = f"{node.gpu_memory_gib:g}Gi"
+        if "consumable-capacity" in features:
+            capacity = gib
+        elif "dynamic-mig" in features:
+            selectors = (
+                f'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("{gib}")) >= 0',
+            )
+        elif "mps" not in features:
+            problems.append(
+                _problem(
+                    ctx,
+                    f"node '{node.name}' shares a GPU (gpu_memory_gib) but the DRA driver offers "
+                    "no sharing feature",
+                    "add dynamic-mig, consumable-capacity or mps to gpu.dra.driver_features",
+                    node.site,
+                )
+            )
+    return DraClaim(
+        template=template,
+        device_class=dra.device_class,
+        count=1 if node.gpu_memory_gib is not None else node.gpu_count,
+        selectors=selectors,
+        capacity_memory=capacity,
+        mps=node.gpu_memory_gib is not None and "mps" in features,
+    )

@@ -1,0 +1,114 @@
+"""Plan the infrastructure of an environment: broker, payload store and the provision Job."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from vf import names
+from vf.config.targets import Environment
+from vf.ir.plan import ContainerResources, Infra, Provision
+from vf.plan.context import PlanContext
+from vf_runtime.labels import COMPONENT, NAME, PROVISION
+
+PROVISION_BACKOFF_LIMIT = 6
+TOPOLOGY_SHARD_BYTES = 256 * 1024
+# What creating streams and durables needs, so the Job is never the first pod evicted.
+PROVISION_RESOURCES = ContainerResources(cpu="50m", memory="64Mi", memory_limit="256Mi")
+# A StatefulSet's name leaves room for the controller-revision-hash label, and the broker's
+# companions (``-headless``, ``-config``) still fit 63 characters.
+INFRA_NAME_MAX = 52
+
+
+def infra_names(flow_id: str) -> tuple[str, str]:
+    """The flow's own broker and payload store names, so flows share a namespace."""
+    return (
+        names.k8s_name("vf", flow_id, "nats", limit=INFRA_NAME_MAX),
+        names.k8s_name("vf", flow_id, "redis", limit=INFRA_NAME_MAX),
+    )
+
+
+def plan_infra(env: Environment, *, flow_id: str) -> Infra:
+    """What the environment's broker and payload store are, and the components they need."""
+    broker, store = env.broker, env.payload_store
+    broker_name, store_name = infra_names(flow_id)
+    components = []
+    if broker.profile in ("dev", "durable"):
+        components.append(f"nats-{broker.profile}")
+    if store.profile in ("dev", "durable", "cache"):
+        components.append(f"redis-{store.profile}")
+    # In-namespace names: the same in every environment and wherever a release installs it.
+    provisioned_nats = f"nats://{broker_name}:4222"
+    provisioned_redis = f"redis://{store_name}:6379/0"
+    return Infra(
+        broker_name=broker_name,
+        store_name=store_name,
+        broker_profile=broker.profile,
+        broker_replicas=broker.replicas,
+        stream_replicas=broker.stream_replicas,
+        broker_storage_class=broker.storage_class,
+        broker_storage_size=broker.storage_size,
+        broker_image=broker.image,
+        store_profile=store.profile,
+        store_storage_class=store.storage_class,
+        store_storage_size=store.storage_size,
+        store_image=store.image,
+        components=tuple(components),
+        nats_url=broker.url if broker.profile == "external" else provisioned_nats,
+        nats_url_secret=broker.url_secret,
+        store_url={"none": None, "external": store.url}.get(store.profile, provisioned_redis),
+        store_url_secret=store.url_secret,
+    )
+
+
+def plan_provision(ctx: PlanContext, images: Mapping[str, str]) -> Provision:
+    lines = [
+        json.dumps(
+            {
+                "name": node.name,
+                "parents": list(node.parents),
+                "replicas": ctx.replicas[node.name],
+                "partitioned": ctx.partitioned(node),
+                "has_children": bool(node.children),
+                "max_deliver": node.delivery.max_deliver,
+                "join_max_pending": node.join_policy.max_pending
+                if node.join_policy is not None and len(node.parents) > 1
+                else None,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        for node in ctx.graph.nodes
+    ]
+    shards: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in lines:
+        if current and size + len(line) + 1 > TOPOLOGY_SHARD_BYTES:
+            shards.append("\n".join(current) + "\n")
+            current, size = [], 0
+        current.append(line)
+        size += len(line) + 1
+    shards.append("\n".join(current) + "\n")
+    base = ("vf", ctx.flow_id, ctx.run_id, "topology")
+    cms = (
+        (names.k8s_name(*base),)
+        if len(shards) == 1
+        else tuple(names.k8s_name(*base, str(i)) for i in range(len(shards)))
+    )
+    image = (
+        ctx.env.workloads.provision_image
+        or ctx.env.default_image
+        or images[ctx.graph.nodes[0].name]
+    )
+    labels = tuple(sorted({*ctx.run_labels, (NAME, "vf-provision"), (COMPONENT, PROVISION)}))
+    return Provision(
+        job=names.k8s_name("vf", ctx.flow_id, ctx.run_id, "provision"),
+        image=image,
+        topology_configmaps=cms,
+        topology_shards=tuple(shards),
+        backoff_limit=PROVISION_BACKOFF_LIMIT,
+        labels=labels,
+        resources=PROVISION_RESOURCES,
+        reclaim_superseded=ctx.env.broker.reclaim_superseded,
+    )

@@ -1,0 +1,69 @@
+"""Render the plan's autoscaling: KEDA ScaledObjects, and Deployments that leave replicas to them.
+
+A scaled Deployment has no ``spec.replicas`` so that no GitOps controller fights the
+autoscaler (ADR 0013); the workers to scale are decided in the plan (``plan.autoscaling``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from vf.ir.plan import Plan, Scaler
+
+Obj = dict[str, Any]
+KEDA_API = "keda.sh/v1alpha1"
+
+
+def scaled_object(plan: Plan, *, scaler: Scaler) -> Obj:
+    """The KEDA ScaledObject of one scaler (``nats-jetstream`` trigger per input)."""
+    return {
+        "apiVersion": KEDA_API,
+        "kind": "ScaledObject",
+        "metadata": {
+            "name": scaler.deployment,
+            "namespace": plan.namespace,
+            "labels": dict(scaler.labels),
+        },
+        "spec": {
+            "scaleTargetRef": {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "name": scaler.deployment,
+            },
+            "minReplicaCount": scaler.min_replicas,
+            "maxReplicaCount": scaler.max_replicas,
+            "pollingInterval": scaler.polling_interval,
+            "cooldownPeriod": scaler.cooldown,
+            "triggers": [
+                {
+                    "type": "nats-jetstream",
+                    "metadata": {
+                        "natsServerMonitoringEndpoint": scaler.endpoint,
+                        "account": scaler.account,
+                        "stream": trigger.stream,
+                        "consumer": trigger.consumer,
+                        "lagThreshold": str(scaler.lag_threshold),
+                    },
+                }
+                for trigger in scaler.triggers
+            ],
+        },
+    }
+
+
+def apply_autoscaling(plan: Plan, *, objects: Sequence[Obj]) -> list[Obj]:
+    """The objects with each scaled Deployment's replicas left to KEDA, plus the ScaledObjects."""
+    scalers = plan.autoscaling or ()
+    scaled = {scaler.deployment for scaler in scalers}
+    out: list[Obj] = []
+    for obj in objects:
+        if obj["kind"] == "Deployment" and obj["metadata"]["name"] in scaled:
+            unreplicated = copy.deepcopy(obj)
+            del unreplicated["spec"]["replicas"]
+            out.append(unreplicated)
+        else:
+            out.append(obj)
+    out.extend(scaled_object(plan, scaler=scaler) for scaler in scalers)
+    return out

@@ -1,0 +1,147 @@
+"""Auto-provisioned infrastructure: the shipped kustomize components, set up per environment.
+
+The component files under ``kustomize/components/`` are the shapes; this module reads them
+and applies one environment's settings (namespace, images, pull policy, priority class,
+replicas, storage, cluster routes). The Kustomize emitter copies the same files and turns
+the differences into overlay patches, so both trees agree by construction.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from vf.ir.plan import Infra
+from vf.resources import resource_dir
+from vf_runtime.labels import FLOW_LABEL, INFRA_LABEL
+
+Obj = dict[str, Any]
+NATS_CLIENT_PORT = 4222
+
+
+@cache
+def component_files(name: str) -> dict[str, str]:
+    """Every file of a shipped component, by file name."""
+    folder = resource_dir("kustomize") / "components" / name
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@cache
+def _component_objects(name: str) -> tuple[Obj, ...]:
+    yaml = YAML(typ="safe", pure=True)
+    files = component_files(name)
+    return tuple(
+        yaml.load(text) for file, text in sorted(files.items()) if file != "kustomization.yaml"
+    )
+
+
+def component_objects(name: str) -> list[Obj]:
+    """Fresh copies of the objects a component adds to an overlay."""
+    return copy.deepcopy(list(_component_objects(name)))
+
+
+SHIPPED_BROKER, SHIPPED_STORE = "vf-nats", "vf-redis"
+
+
+def _renames(infra: Infra) -> dict[str, str]:
+    """The shipped shapes' names → the flow's own (``vf-nats`` → ``vf-<flow>-nats`` …)."""
+    broker, store = infra.broker_name, infra.store_name
+    return {
+        SHIPPED_BROKER: broker,
+        f"{SHIPPED_BROKER}-config": f"{broker}-config",
+        f"{SHIPPED_BROKER}-headless": f"{broker}-headless",
+        SHIPPED_STORE: store,
+        f"{SHIPPED_STORE}-data": f"{store}-data",
+    }
+
+
+def _scoped(value: Any, *, renames: dict[str, str], flow: str) -> Any:
+    """``value`` with every shipped name replaced and the flow label beside every infra
+    label (metadata, selectors, pod templates, claim templates)."""
+    if isinstance(value, dict):
+        out = {k: _scoped(v, renames=renames, flow=flow) for k, v in value.items()}
+        if INFRA_LABEL in out:
+            out[FLOW_LABEL] = flow
+        return out
+    if isinstance(value, list):
+        return [_scoped(v, renames=renames, flow=flow) for v in value]
+    if isinstance(value, str):
+        return renames.get(value, value)
+    return value
+
+
+def flow_component(name: str, infra: Infra, *, flow: str) -> list[Obj]:
+    """A shipped component's objects named and labelled for one flow: the shape the
+    Kustomize tree writes under ``components/<name>/`` and patches per environment."""
+    renames = _renames(infra)
+    return [_scoped(o, renames=renames, flow=flow) for o in _component_objects(name)]
+
+
+def nats_conf(*, durable: bool, replicas: int, name: str = SHIPPED_BROKER) -> str:
+    """The NATS server configuration of a profile (max_payload above vf's inline threshold)."""
+    lines = ["port: 4222"]
+    if durable:
+        lines.append("server_name: $POD_NAME")
+    lines += [
+        "http: 8222",
+        "max_payload: 8MB",
+        "jetstream {",
+        "  store_dir: /data/jetstream",
+        "  max_memory_store: 1GB",
+        "  max_file_store: 10GB",
+        "}",
+    ]
+    if durable:
+        routes = [f"    nats://{name}-{i}.{name}-headless:6222" for i in range(replicas)]
+        lines += ["cluster {", "  name: vf", "  port: 6222", "  routes: [", *routes, "  ]", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def render_infra(
+    infra: Infra, *, namespace: str, pull_policy: str, priority_class: str | None, flow: str
+) -> dict[str, list[Obj]]:
+    """The objects of every component the environment provisions, keyed by component."""
+    out: dict[str, list[Obj]] = {}
+    for name in infra.components:
+        objects = flow_component(name, infra, flow=flow)
+        for obj in objects:
+            obj["metadata"]["namespace"] = namespace
+            _configure(obj, name, infra)
+            template = obj.get("spec", {}).get("template")
+            if template is not None:
+                pod = template["spec"]
+                for container in pod["containers"]:
+                    container["image"] = (
+                        infra.broker_image if name.startswith("nats") else infra.store_image
+                    )
+                    container["imagePullPolicy"] = pull_policy
+                if priority_class is not None:
+                    pod["priorityClassName"] = priority_class
+        out[name] = objects
+    return out
+
+
+def _configure(obj: Obj, component: str, infra: Infra) -> None:
+    kind = obj["kind"]
+    if kind == "ConfigMap" and component.startswith("nats"):
+        durable = component == "nats-durable"
+        obj["data"]["nats.conf"] = nats_conf(
+            durable=durable, replicas=infra.broker_replicas, name=infra.broker_name
+        )
+    elif kind == "StatefulSet":
+        obj["spec"]["replicas"] = infra.broker_replicas
+        claim = obj["spec"]["volumeClaimTemplates"][0]["spec"]
+        _storage(claim, infra.broker_storage_class, infra.broker_storage_size)
+    elif kind == "PersistentVolumeClaim":
+        _storage(obj["spec"], infra.store_storage_class, infra.store_storage_size)
+
+
+def _storage(spec: Obj, storage_class: str | None, size: str) -> None:
+    if storage_class is None:
+        spec.pop("storageClassName", None)
+    else:
+        spec["storageClassName"] = storage_class
+    spec["resources"]["requests"]["storage"] = size

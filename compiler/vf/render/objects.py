@@ -1,0 +1,386 @@
+"""Render a Plan into Kubernetes objects (plain dicts), in a stable order."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from vf.ir.plan import ContainerResources, Pairs, Plan, Workload
+from vf.ir.records import PodOptions
+from vf.render.autoscale import apply_autoscaling
+from vf.render.component import apply_component
+from vf.render.gpu import claim_templates, decorate_pod, mig_parted_configmap
+from vf.render.infra import flow_component, render_infra
+from vf.render.pods import apply_pod_options, metrics_objects, priority_class
+from vf.render.security import namespace_object, network_policies
+from vf_runtime.constants import HEALTH_PORT
+from vf_runtime.labels import BROKER_CONFIG, COMPONENT, CONFIG_HASH_KEY, FLOW_LABEL, GENERATION_KEY
+
+Obj = dict[str, Any]
+TMP_VOLUME = "tmp"
+GENERATION_ANNOTATION = GENERATION_KEY
+TOPOLOGY_DIR = "/etc/vf/topology"
+RUN_AS = 65532
+
+
+def render_components(plan: Plan) -> dict[str, list[Obj]]:
+    """The auto-provisioned infrastructure objects, keyed by the component they come from."""
+    return render_infra(
+        plan.infra,
+        namespace=plan.namespace,
+        pull_policy=plan.image_pull_policy,
+        priority_class=plan.priority_class,
+        flow=dict(plan.flow_labels)[FLOW_LABEL],
+    )
+
+
+def render_shapes(plan: Plan) -> dict[str, list[Obj]]:
+    """The shipped components named for the flow, as ``components/`` holds them."""
+    flow = dict(plan.flow_labels)[FLOW_LABEL]
+    return {c: flow_component(c, plan.infra, flow=flow) for c in plan.infra.components}
+
+
+def render_generated_components(plan: Plan) -> dict[str, list[Obj]]:
+    """Components vf writes per environment (the MIG geometry, the labelled Namespace),
+    keyed by component name."""
+    out: dict[str, list[Obj]] = {}
+    namespace = namespace_object(plan)
+    if namespace is not None and plan.security.namespace_component is not None:
+        out[plan.security.namespace_component] = [namespace]
+    mig = mig_parted_configmap(plan, plan.gpu) if plan.gpu is not None else None
+    if mig is not None:
+        out[f"mig-parted-{plan.environment}"] = [mig]
+    return out
+
+
+def render_plan(plan: Plan) -> list[Obj]:
+    """Every object of one environment: infrastructure, flow-wide objects, then each node's."""
+    components = {**render_components(plan), **render_generated_components(plan)}
+    objects: list[Obj] = [o for objs in components.values() for o in objs]
+    objects += [_broker_configmap(plan), *network_policies(plan)]
+    if plan.gpu is not None:
+        objects.extend(claim_templates(plan, plan.gpu))
+    objects.extend(_topology_configmaps(plan))
+    objects.append(_provision_job(plan))
+    for workload in plan.workloads:
+        objects.append(_env_configmap(plan, workload))
+        if workload.headless_service is not None:
+            objects.append(_headless_service(plan, workload))
+        objects.append(_workload(plan, workload))
+        if workload.pdb is not None:
+            objects.append(_pdb(plan, workload))
+    options = plan.pods or PodOptions()
+    objects += priority_class(plan.priority_class, options=options)
+    objects += metrics_objects(
+        objects,
+        options=options,
+        flow_policy=plan.network_policy,
+        flow=dict(plan.flow_labels)[FLOW_LABEL],
+        namespace=plan.namespace,
+    )
+    apply_pod_options(objects, options=options)
+    return apply_autoscaling(plan, objects=objects) if plan.autoscaling else objects
+
+
+def _meta(plan: Plan, name: str, labels: Pairs) -> Obj:
+    return {"name": name, "namespace": plan.namespace, "labels": dict(labels)}
+
+
+def _broker_configmap(plan: Plan) -> Obj:
+    labels = (*plan.run_labels, (COMPONENT, BROKER_CONFIG))
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(plan, plan.broker_configmap, labels),
+        "data": broker_env(plan),
+    }
+
+
+def broker_env(plan: Plan) -> dict[str, str]:
+    """What every worker and the provision Job learn about the broker and the payload store."""
+    infra = plan.infra
+    data: dict[str, str] = {}
+    if infra.nats_url is not None:
+        data["VF_NATS_URL"] = infra.nats_url
+    if infra.store_url is not None:
+        data["VF_BLOB_REDIS_URL"] = infra.store_url
+    if infra.stream_replicas > 1:
+        data["VF_STREAM_REPLICAS"] = str(infra.stream_replicas)
+    if plan.generation is not None:
+        data["VF_GENERATION"] = plan.generation
+    explicit = [
+        {"channel": r.channel, "profile": r.profile} for r in plan.admission.requests if r.explicit
+    ]
+    if explicit:
+        data["VF_PROFILE_REQUESTS_JSON"] = json.dumps(
+            explicit, sort_keys=True, separators=(",", ":")
+        )
+    return data
+
+
+def _secret_env(plan: Plan) -> list[Obj]:
+    """Service URLs that carry credentials come from Secrets, never from the ConfigMap."""
+    infra = plan.infra
+    pairs = (("VF_NATS_URL", infra.nats_url_secret), ("VF_BLOB_REDIS_URL", infra.store_url_secret))
+    return [
+        {"name": var, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        for var, ref in pairs
+        if ref is not None
+    ]
+
+
+def _topology_configmaps(plan: Plan) -> list[Obj]:
+    prov = plan.provision
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(plan, name, prov.labels),
+            "data": {f"nodes-{index:03d}.jsonl": shard},
+        }
+        for index, (name, shard) in enumerate(
+            zip(prov.topology_configmaps, prov.topology_shards, strict=True)
+        )
+    ]
+
+
+def _pod_security() -> Obj:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS,
+        "runAsGroup": RUN_AS,
+        "fsGroup": RUN_AS,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _container_security() -> Obj:
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+    }
+
+
+def _pod_spec(plan: Plan, containers: list[Obj], volumes: list[Obj], restart: str) -> Obj:
+    spec: Obj = {
+        "automountServiceAccountToken": False,
+        "containers": containers,
+        "restartPolicy": restart,
+        "securityContext": _pod_security(),
+        "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}, *volumes],
+    }
+    if plan.priority_class is not None:
+        spec["priorityClassName"] = plan.priority_class
+    return spec
+
+
+def _provision_job(plan: Plan) -> Obj:
+    prov = plan.provision
+    mounts: list[Obj] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
+    sources = [{"configMap": {"name": name}} for name in prov.topology_configmaps]
+    mounts.append({"name": "topology", "mountPath": TOPOLOGY_DIR, "readOnly": True})
+    container = {
+        "name": "provision",
+        "image": prov.image,
+        "imagePullPolicy": plan.image_pull_policy,
+        "command": ["vf-provision"],
+        "envFrom": [{"configMapRef": {"name": plan.broker_configmap}}],
+        "env": [
+            *_secret_env(plan),
+            {"name": "VF_FLOW_ID", "value": plan.flow_id},
+            {"name": "VF_FLOW_TYPE", "value": plan.flow_type},
+            {"name": "VF_RUN_ID", "value": plan.run_id},
+            {"name": "VF_TOPOLOGY_DIR", "value": TOPOLOGY_DIR},
+            *([{"name": "VF_PRUNE_SUPERSEDED", "value": "1"}] if prov.reclaim_superseded else []),
+        ],
+        "resources": _resources(prov.resources),
+        "securityContext": _container_security(),
+        "volumeMounts": mounts,
+    }
+    volumes = [{"name": "topology", "projected": {"sources": sources}}]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(plan, prov.job, prov.labels),
+        "spec": {
+            "backoffLimit": prov.backoff_limit,
+            "template": {
+                "metadata": _job_pod_metadata(plan, {}, prov.labels),
+                "spec": _pod_spec(plan, [container], volumes, "Never"),
+            },
+        },
+    }
+
+
+def _job_pod_metadata(plan: Plan, annotations: dict[str, str], labels: Pairs) -> Obj:
+    """A Job's pod metadata: under BATCH it names the generation, so any change to the
+    flow changes every Job's template and a GitOps controller re-creates them together."""
+    if plan.generation is not None:
+        annotations = {**annotations, GENERATION_ANNOTATION: plan.generation}
+    metadata: Obj = {"labels": dict(labels)}
+    if annotations:
+        metadata["annotations"] = annotations
+    return dict(sorted(metadata.items()))
+
+
+def _env_configmap(plan: Plan, workload: Workload) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(plan, workload.env_configmap, workload.labels),
+        "data": dict(workload.env),
+    }
+
+
+def _headless_service(plan: Plan, workload: Workload) -> Obj:
+    assert workload.headless_service is not None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(plan, workload.headless_service, workload.labels),
+        "spec": {
+            "clusterIP": "None",
+            "ports": [{"name": "health", "port": HEALTH_PORT, "targetPort": "health"}],
+            "publishNotReadyAddresses": True,
+            "selector": dict(workload.selector),
+        },
+    }
+
+
+def _probe(path: str, **timing: int) -> Obj:
+    return {"httpGet": {"path": path, "port": "health"}, **timing}
+
+
+def _resources(res: ContainerResources) -> Obj:
+    requests = {k: v for k, v in (("cpu", res.cpu), ("memory", res.memory)) if v is not None}
+    limits = {
+        k: v for k, v in (("cpu", res.cpu_limit), ("memory", res.memory_limit)) if v is not None
+    }
+    out: Obj = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def _worker_container(plan: Plan, workload: Workload) -> Obj:
+    container: Obj = {
+        "name": "worker",
+        "image": workload.image,
+        "imagePullPolicy": plan.image_pull_policy,
+        "command": ["vf-worker"],
+        "envFrom": [
+            {"configMapRef": {"name": workload.env_configmap}},
+            {"configMapRef": {"name": plan.broker_configmap}},
+        ],
+        "resources": _resources(workload.resources),
+        "securityContext": _container_security(),
+        "volumeMounts": [{"name": TMP_VOLUME, "mountPath": "/tmp"}, *_volume_mounts(workload)],
+    }
+    env = _secret_env(plan) + _replica_env(workload)
+    if env:
+        container["env"] = env
+    if workload.probes:
+        container["ports"] = [{"name": "health", "containerPort": HEALTH_PORT}]
+        container["readinessProbe"] = _probe("/readyz", initialDelaySeconds=2, periodSeconds=5)
+        container["livenessProbe"] = _probe("/healthz", initialDelaySeconds=10, periodSeconds=15)
+        container["startupProbe"] = _probe("/readyz", periodSeconds=2, failureThreshold=60)
+    apply_component(container, workload)
+    return container
+
+
+def _mount_name(index: int, claim: str | None) -> str:
+    return f"vf-pvc-{index}" if claim is not None else f"vf-mount-{index}"
+
+
+def _mount_volumes(workload: Workload) -> list[Obj]:
+    volumes: list[Obj] = []
+    for index, mount in enumerate(workload.mounts):
+        name = _mount_name(index, mount.claim)
+        if mount.claim is not None:
+            source: Obj = {"persistentVolumeClaim": {"claimName": mount.claim}}
+            if mount.read_only:
+                source["persistentVolumeClaim"]["readOnly"] = True
+        else:
+            source = {"hostPath": {"path": mount.source}}
+        volumes.append({"name": name, **source})
+    return volumes
+
+
+def _volume_mounts(workload: Workload) -> list[Obj]:
+    mounts: list[Obj] = []
+    for index, mount in enumerate(workload.mounts):
+        entry: Obj = {"name": _mount_name(index, mount.claim), "mountPath": mount.path}
+        if mount.read_only:
+            entry["readOnly"] = True
+        mounts.append(entry)
+    return mounts
+
+
+def _replica_env(workload: Workload) -> list[Obj]:
+    if workload.indexed:
+        path = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        return [{"name": "VF_REPLICA_ID", "valueFrom": {"fieldRef": {"fieldPath": path}}}]
+    if workload.kind == "StatefulSet":
+        return [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    return []
+
+
+def _workload(plan: Plan, workload: Workload) -> Obj:
+    restart = "Never" if workload.kind == "Job" else "Always"
+    pod = _pod_spec(plan, [_worker_container(plan, workload)], _mount_volumes(workload), restart)
+    grant = plan.gpu.grant_for(workload.node) if plan.gpu is not None else None
+    if plan.gpu is not None and grant is not None:
+        decorate_pod(pod, gpu=plan.gpu, grant=grant)
+    annotations = {CONFIG_HASH_KEY: workload.config_hash}
+    if workload.kind == "Job":
+        metadata = _job_pod_metadata(plan, annotations, workload.labels)
+    else:
+        metadata = {"annotations": annotations, "labels": dict(workload.labels)}
+    template = {"metadata": metadata, "spec": pod}
+    spec: Obj
+    if workload.kind == "Job":
+        spec = {
+            "backoffLimit": workload.backoff_limit,
+            "completions": workload.replicas,
+            "parallelism": workload.replicas,
+            "template": template,
+        }
+        if workload.indexed:
+            spec["completionMode"] = "Indexed"
+    else:
+        spec = {
+            "replicas": workload.replicas,
+            "selector": {"matchLabels": dict(workload.selector)},
+            "template": template,
+        }
+        if workload.rollout == "drain":
+            spec["strategy"] = {"type": "Recreate"}
+        elif workload.rollout == "surge":
+            spec["strategy"] = {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            }
+        if workload.kind == "StatefulSet":
+            spec["serviceName"] = workload.headless_service
+            spec["podManagementPolicy"] = "Parallel"
+    api = "batch/v1" if workload.kind == "Job" else "apps/v1"
+    return {
+        "apiVersion": api,
+        "kind": workload.kind,
+        "metadata": _meta(plan, workload.name, workload.labels),
+        "spec": spec,
+    }
+
+
+def _pdb(plan: Plan, workload: Workload) -> Obj:
+    assert workload.pdb is not None
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(plan, workload.pdb, workload.labels),
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(workload.selector)}},
+    }

@@ -1,0 +1,265 @@
+"""Connecting to NATS with bounded waits, and ensuring streams and durables idempotently.
+
+"Ensure" means: create what is missing; accept what exists when its settings
+match; raise the list of differences when they do not. Credit and ack wait are
+the only settings reconciled in place (credit only ever upward), because they
+follow replica counts that may change within one run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import nats
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, StreamConfig
+from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
+
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.redact import redact
+
+_STREAM_FIELDS = (
+    "subjects",
+    "retention",
+    "discard",
+    "max_msgs",
+    "max_msgs_per_subject",
+    "max_age",
+    "duplicate_window",
+)
+_CONSUMER_FIELDS = ("filter_subject", "deliver_policy", "ack_policy", "max_deliver")
+log = logging.getLogger("vf.broker")
+
+
+class BrokerError(Exception):
+    """The broker is unreachable, or holds topology that contradicts this run's."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(redact(message))  # messages quote the URL, which may hold credentials
+        self.code = code
+
+
+def _endpoints(url: str) -> list[tuple[str, int]]:
+    found = []
+    for part in url.split(","):
+        parsed = urlsplit(part.strip() if "://" in part else f"nats://{part.strip()}")
+        found.append((parsed.hostname or "127.0.0.1", parsed.port or 4222))
+    return found
+
+
+async def wait_for_port(url: str, *, timeout: float) -> None:
+    """Return once any server of ``url`` accepts TCP; raise after ``timeout`` seconds.
+
+    nats-py can block for minutes on a port nobody listens on, so vf never calls
+    ``connect`` before a listener is known to exist.
+    """
+    deadline = time.monotonic() + timeout
+    endpoints = _endpoints(url)
+    while True:
+        for host, port in endpoints:
+            if await asyncio.to_thread(_accepts, host, port):
+                return
+        if time.monotonic() >= deadline:
+            raise BrokerError(
+                "VF_BROKER_UNAVAILABLE",
+                f"no NATS server answered at {url} within {timeout:g}s",
+            )
+        await asyncio.sleep(0.2)
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+async def connect(
+    url: str, *, timeout: float, name: str, on_reconnect: Callable[[], None] | None = None
+) -> Client:
+    """A connected client with JetStream reachable, or :class:`BrokerError`.
+
+    ``on_reconnect`` runs after every reconnection: requests that were in flight
+    when the connection dropped will never be answered, and their owners re-issue them.
+    """
+    await wait_for_port(url, timeout=timeout)
+
+    async def reconnected() -> None:
+        log.info("reconnected to the broker")
+        if on_reconnect is not None:
+            on_reconnect()
+
+    try:
+        client = await asyncio.wait_for(
+            nats.connect(
+                servers=[u.strip() for u in url.split(",")],
+                name=name,
+                connect_timeout=min(5.0, timeout),
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.5,
+                allow_reconnect=True,
+                error_cb=_log_error,
+                disconnected_cb=_log_disconnect,
+                reconnected_cb=reconnected,
+            ),
+            timeout=timeout,
+        )
+    except Exception as exc:
+        raise BrokerError("VF_BROKER_UNAVAILABLE", f"cannot connect to {url}: {exc}") from exc
+    try:
+        await client.jetstream().account_info()
+    except Exception as exc:
+        await client.close()
+        raise BrokerError(
+            "VF_BROKER_NO_JETSTREAM", f"{url} does not offer JetStream (start it with -js): {exc}"
+        ) from exc
+    return client
+
+
+async def _log_error(error: Exception) -> None:
+    # nats-py's default prints a traceback per failed reconnect attempt.
+    log.debug("broker connection error: %s", redact(str(error)))
+
+
+async def _log_disconnect() -> None:
+    log.info("disconnected from the broker")
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, list):
+        return sorted(str(v) for v in value)
+    if hasattr(value, "value"):
+        return value.value
+    if value in (None, -1, 0, 0.0):
+        return None
+    return value
+
+
+def stream_differences(want: StreamConfig, have: StreamConfig) -> list[str]:
+    """Settings of an existing stream that differ from this run's, as readable lines."""
+    diffs = _field_differences(want, have=have, fields=_STREAM_FIELDS)
+    diffs += _owner_differences(want.metadata, have.metadata)
+    return diffs
+
+
+def _field_differences(want: Any, *, have: Any, fields: tuple[str, ...]) -> list[str]:
+    found = []
+    for field in fields:
+        wanted, had = _normal(getattr(want, field)), _normal(getattr(have, field))
+        if wanted != had:
+            found.append(f"{field}: has {had!r}, this run needs {wanted!r}")
+    return found
+
+
+def consumer_differences(want: ConsumerConfig, have: ConsumerConfig) -> list[str]:
+    """Semantic settings of an existing durable that differ from this run's."""
+    return _field_differences(want, have=have, fields=_CONSUMER_FIELDS)
+
+
+def _owner_differences(want: dict[str, str] | None, have: dict[str, str] | None) -> list[str]:
+    have = have or {}
+    return [
+        f"metadata {key}: has {have.get(key)!r}, this run needs {value!r}"
+        for key, value in sorted((want or {}).items())
+        if have.get(key) != value
+    ]
+
+
+API_PATIENCE = 60.0  # a JetStream cluster still electing its leaders answers within this
+_TRANSIENT = (nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
+
+
+async def patiently(call: Callable[[], Awaitable[None]], *, what: str) -> None:
+    """Run an idempotent JetStream API step, asking again while the broker cannot answer yet
+    (a starting cluster times out or says it is unavailable); a named error after that."""
+    deadline, pause = time.monotonic() + API_PATIENCE, 0.5
+    while True:
+        try:
+            await call()
+            return
+        except _TRANSIENT as exc:
+            if time.monotonic() + pause > deadline:
+                raise BrokerError(
+                    "VF_BROKER_API",
+                    f"JetStream did not answer for {what} within {API_PATIENCE:g}s ({exc!r})",
+                ) from exc
+            log.info("JetStream not answering yet for %s (%r); asking again", what, exc)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
+async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    """Create the stream, or check an existing one matches; raise with the differences."""
+    assert config.name is not None
+    await patiently(lambda: _ensure_stream(js, config), what=f"stream {config.name}")
+
+
+async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    assert config.name is not None
+    try:
+        info = await js.stream_info(config.name)
+    except NotFoundError:
+        try:
+            await js.add_stream(config)
+            return
+        except BadRequestError:
+            info = await js.stream_info(config.name)  # created concurrently by a sibling
+    diffs = stream_differences(config, info.config)
+    if diffs:
+        raise BrokerError(
+            "VF_TOPOLOGY_MISMATCH",
+            f"stream {config.name} exists with other settings: " + "; ".join(diffs),
+        )
+
+
+async def ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
+    """Create the durable, or check it; raise credit and ack wait to what this run needs."""
+    what = f"durable {config.durable_name} on {stream}"
+    await patiently(lambda: _ensure_consumer(js, stream, config), what=what)
+
+
+async def _ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
+    durable = config.durable_name
+    assert durable is not None
+    try:
+        info = await js.consumer_info(stream, durable)
+    except NotFoundError:
+        try:
+            await js.add_consumer(stream, config)
+            return
+        except BadRequestError:
+            info = await js.consumer_info(stream, durable)
+    have = info.config
+    diffs = consumer_differences(config, have)
+    if diffs:
+        raise BrokerError(
+            "VF_TOPOLOGY_MISMATCH",
+            f"durable {durable} on {stream} exists with other settings: " + "; ".join(diffs),
+        )
+    credit = max(config.max_ack_pending or 0, have.max_ack_pending or 0)
+    if credit != (have.max_ack_pending or 0) or _normal(config.ack_wait) != _normal(have.ack_wait):
+        await js.add_consumer(stream, have.evolve(max_ack_pending=credit, ack_wait=config.ack_wait))
+
+
+async def _publish_plain(url: str, *, subject: str, data: bytes, timeout: float) -> None:
+    client = await connect(url, timeout=timeout, name="vf-control")
+    try:
+        await client.publish(subject, data)
+        await client.flush(timeout=int(timeout) or 1)
+    finally:
+        await client.close()
+
+
+def announce_stop(url: str, names: RunNames, *, timeout: float = 3.0) -> None:
+    """Publish one control stop for ``names``' run and generation (plain NATS, not
+    retained: callers repeat it)."""
+    data = names.stop_payload()
+    asyncio.run(_publish_plain(url, subject=names.control(), data=data, timeout=timeout))

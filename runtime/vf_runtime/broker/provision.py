@@ -1,0 +1,267 @@
+"""``vf-provision``: create a run's streams, dead-letter queue and durables, then verify them.
+
+Idempotent: what exists with matching settings is kept, what is missing is
+created, and everything is read back and compared; any difference fails the
+command with the list. The data streams of this run's other generations are then
+deleted (a BATCH generation re-executes the whole batch, so what an earlier one
+left is superseded, never drained into this one); ``--prune-superseded`` (or
+``VF_PRUNE_SUPERSEDED=1``) also deletes those of the flow's other runs that no replica
+still reads. Both are chosen by the ownership recorded in stream metadata (never by a
+name prefix); the flow's dead-letter stream is kept.
+
+Environment: VF_NATS_URL, VF_FLOW_ID, VF_FLOW_TYPE, VF_RUN_ID, VF_TOPOLOGY_DIR,
+optional VF_GENERATION, VF_ACK_WAIT_SECONDS (60), VF_STREAM_REPLICAS (1) and
+VF_PRUNE_SUPERSEDED (0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, StreamConfig
+
+from vf_runtime.broker.client import (
+    BrokerError,
+    connect,
+    consumer_differences,
+    ensure_consumer,
+    ensure_stream,
+    stream_differences,
+)
+from vf_runtime.broker.inventory import all_streams, live_readers, owned_run
+from vf_runtime.broker.naming import RunNames, valid_generation
+from vf_runtime.broker.topology import (
+    META_FLOW,
+    META_GENERATION,
+    META_OWNER,
+    META_ROLE,
+    META_RUN,
+    OWNER,
+    NodeTopology,
+    data_consumer_config,
+    dlq_config,
+    eos_anchor_config,
+    read_topology,
+    readers_of,
+    stream_config,
+)
+from vf_runtime.constants import BATCH, FLOW_TYPES
+from vf_runtime.worker.config import DEFAULT_ACK_WAIT
+
+EXIT_OK, EXIT_CONFIG, EXIT_BROKER = 0, 2, 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunTopology:
+    """What to provision: the run's identity, its flow type and its nodes."""
+
+    flow_id: str
+    run_id: str
+    flow_type: str
+    nodes: tuple[NodeTopology, ...]
+    ack_wait: float = DEFAULT_ACK_WAIT
+    stream_replicas: int = 1
+    generation: str = ""
+
+    @property
+    def names(self) -> RunNames:
+        return RunNames(self.flow_id, self.run_id, self.generation)
+
+
+def _wanted(run: RunTopology) -> tuple[list[StreamConfig], list[tuple[str, ConsumerConfig]]]:
+    names = run.names
+    streams: list[StreamConfig] = [dlq_config(names)]
+    consumers: list[tuple[str, ConsumerConfig]] = []
+    for node in run.nodes:
+        if not node.has_children:
+            continue
+        streams.append(
+            stream_config(names, node.name, flow_type=run.flow_type, replicas=run.stream_replicas)
+        )
+        if run.flow_type == BATCH:
+            consumers.append((names.stream(node.name), eos_anchor_config(names, node.name)))
+    for spec in readers_of(run.nodes, ack_wait=run.ack_wait):
+        consumers.append((names.stream(spec.parent), data_consumer_config(names, spec)))
+    return streams, consumers
+
+
+async def provision(js: JetStreamContext, run: RunTopology) -> int:
+    """Ensure every stream and durable; read all back. Returns how many objects were checked."""
+    streams, consumers = _wanted(run)
+    problems: list[str] = []
+    for config in streams:
+        try:
+            await ensure_stream(js, config)
+        except BrokerError as exc:
+            problems.append(str(exc))
+    for stream, consumer in consumers:
+        try:
+            await ensure_consumer(js, stream, consumer)
+        except BrokerError as exc:
+            problems.append(str(exc))
+    if not problems:
+        problems = await _read_back(js, streams=streams, consumers=consumers)
+    if problems:
+        raise BrokerError("VF_TOPOLOGY_MISMATCH", "\n".join(problems))
+    return len(streams) + len(consumers)
+
+
+async def _read_back(
+    js: JetStreamContext,
+    *,
+    streams: list[StreamConfig],
+    consumers: list[tuple[str, ConsumerConfig]],
+) -> list[str]:
+    problems: list[str] = []
+    for config in streams:
+        name = config.name or ""
+        info = await js.stream_info(name)
+        diffs = stream_differences(config, info.config)
+        problems += [f"stream {name}: {d}" for d in diffs]
+    for stream, consumer in consumers:
+        durable = consumer.durable_name or ""
+        found = await js.consumer_info(stream, durable)
+        diffs = consumer_differences(consumer, found.config)
+        problems += [f"durable {durable} on {stream}: {d}" for d in diffs]
+    return problems
+
+
+def _superseded(meta: dict[str, str], run: RunTopology, *, other_runs: bool) -> bool:
+    """A data stream vf made for this flow that belongs to another generation of this run
+    (always reclaimed) or, with ``other_runs``, to another run (pruned on request)."""
+    owned = meta.get(META_OWNER) == OWNER and meta.get(META_FLOW) == run.flow_id
+    if not owned or meta.get(META_ROLE) != "data" or meta.get(META_RUN) is None:
+        return False
+    if meta.get(META_RUN) != run.run_id:
+        return other_runs
+    return meta.get(META_GENERATION, "") != run.generation
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pruned:
+    """Streams reclaimed, and other runs' streams kept because a replica still reads them."""
+
+    deleted: list[str]
+    kept_live: list[str]
+
+
+async def prune_superseded(
+    js: JetStreamContext, run: RunTopology, *, other_runs: bool = True
+) -> list[str]:
+    """Delete the data streams vf created for superseded generations of ``run`` and, with
+    ``other_runs``, for the flow's other runs; return their names. Never the DLQ."""
+    return (await reclaim(js, run, other_runs=other_runs)).deleted
+
+
+async def reclaim(js: JetStreamContext, run: RunTopology, *, other_runs: bool) -> Pruned:
+    """:func:`prune_superseded`, keeping another run while a replica still reads it (a
+    REALTIME rollout drains the old run while the new one starts); its own superseded
+    generations are always reclaimed (GEN-6)."""
+    chosen: dict[tuple[str, str], list[str]] = {}
+    for info in await all_streams(js):
+        if _superseded(info.config.metadata or {}, run, other_runs=other_runs):
+            key = owned_run(info, run.flow_id) or ("", "")
+            chosen.setdefault(key, []).append(info.config.name or "")
+    deleted, kept = [], []
+    for (run_id, _), streams in sorted(chosen.items()):
+        if run_id != run.run_id and await live_readers(js, streams):
+            kept.extend(streams)
+            continue
+        for name in streams:
+            await js.delete_stream(name)
+            deleted.append(name)
+    return Pruned(deleted=sorted(deleted), kept_live=sorted(kept))
+
+
+async def provision_run(url: str, run: RunTopology, *, prune: bool, timeout: float) -> list[str]:
+    """Connect, provision ``run``, reclaim its superseded generations and, with ``prune``,
+    the flow's superseded runs; return the deleted streams."""
+    return (await provision_and_reclaim(url, run, prune=prune, timeout=timeout)).deleted
+
+
+async def provision_and_reclaim(
+    url: str, run: RunTopology, *, prune: bool, timeout: float
+) -> Pruned:
+    """:func:`provision_run`, also saying which other runs were kept because still live."""
+    client = await connect(url, timeout=timeout, name=f"vf-provision-{run.flow_id}")
+    try:
+        js = client.jetstream(timeout=10)
+        await provision(js, run)
+        return await reclaim(js, run, other_runs=prune)
+    finally:
+        await client.close()
+
+
+def prune_requested(flag: bool, env: Mapping[str, str]) -> bool:
+    """``--prune-superseded``, or the environment's opt-in ``VF_PRUNE_SUPERSEDED=1``."""
+    return flag or env.get("VF_PRUNE_SUPERSEDED", "") in ("1", "true")
+
+
+def _run_from_env(env: Mapping[str, str], topology_dir: str | None) -> RunTopology:
+    missing = [k for k in ("VF_FLOW_ID", "VF_RUN_ID", "VF_FLOW_TYPE") if not env.get(k)]
+    directory = topology_dir or env.get("VF_TOPOLOGY_DIR")
+    if directory is None:
+        missing.append("VF_TOPOLOGY_DIR")
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    if env["VF_FLOW_TYPE"] not in FLOW_TYPES:
+        raise ValueError(f"VF_FLOW_TYPE={env['VF_FLOW_TYPE']!r} is not one of batch, realtime")
+    generation = env.get("VF_GENERATION", "")
+    if generation and not valid_generation(generation):
+        raise ValueError(
+            f"VF_GENERATION={generation!r} must be 1-16 letters, digits or underscores"
+        )
+    nodes = read_topology(Path(str(directory)))
+    if not nodes:
+        raise ValueError(f"no nodes-*.jsonl topology in {directory}")
+    return RunTopology(
+        flow_id=env["VF_FLOW_ID"],
+        run_id=env["VF_RUN_ID"],
+        flow_type=env["VF_FLOW_TYPE"],
+        nodes=nodes,
+        ack_wait=float(env.get("VF_ACK_WAIT_SECONDS", DEFAULT_ACK_WAIT)),
+        stream_replicas=int(env.get("VF_STREAM_REPLICAS", "1")),
+        generation=generation,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point of ``vf-provision``."""
+    parser = argparse.ArgumentParser(prog="vf-provision", description=__doc__.split("\n")[0])
+    parser.add_argument("--prune-superseded", action="store_true")
+    parser.add_argument("--topology", help="directory of nodes-*.jsonl (default VF_TOPOLOGY_DIR)")
+    parser.add_argument("--nats", help="NATS URL (default VF_NATS_URL)")
+    parser.add_argument("--timeout", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    try:
+        run = _run_from_env(os.environ, args.topology)
+        url = args.nats or os.environ["VF_NATS_URL"]
+    except (ValueError, KeyError, OSError) as exc:
+        print(f"error[VF_ENV] provisioning environment is not usable: {exc}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    prune = prune_requested(args.prune_superseded, os.environ)
+    try:
+        pruned = asyncio.run(provision_and_reclaim(url, run, prune=prune, timeout=args.timeout))
+    except BrokerError as exc:
+        print(f"error[{exc.code}] {exc}", file=sys.stderr)
+        sys.exit(EXIT_BROKER)
+    generation = f" generation {run.generation}" if run.generation else ""
+    print(
+        f"provisioned run {run.run_id}{generation} of flow {run.flow_id} ({len(run.nodes)} nodes)"
+    )
+    for name in pruned.deleted:
+        print(f"pruned superseded stream {name}")
+    for name in pruned.kept_live:
+        print(f"kept superseded stream {name}: a replica still reads it (reclaimed next time)")
+    sys.exit(EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

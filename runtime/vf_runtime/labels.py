@@ -1,0 +1,43 @@
+"""The keys vf marks what it owns with: Kubernetes labels and annotations, stream metadata.
+
+One vocabulary for the compiler (labels on every object it renders, read back by its
+emitters and by ``vf run-tree``) and the runtime (metadata on every stream it creates,
+read back by ``vf runs`` and reclamation). Values are plain strings; nothing here
+imports anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+DOMAIN = "vf.dev"
+FLOW_LABEL, RUN_LABEL, NODE_LABEL, INFRA_LABEL, ENVIRONMENT_LABEL, METRICS_LABEL = (
+    f"{DOMAIN}/{key}" for key in ("flow", "run", "node", "infra", "environment", "metrics")
+)
+OWNER_KEY, ROLE_KEY = f"{DOMAIN}/owner", f"{DOMAIN}/role"  # stream metadata only
+GENERATION_KEY = f"{DOMAIN}/generation"  # a pod template annotation, and stream metadata
+CONFIG_HASH_KEY = f"{DOMAIN}/config-hash"  # a pod template annotation
+
+PART_OF, NAME, INSTANCE, COMPONENT, MANAGED_BY = (
+    f"app.kubernetes.io/{key}" for key in ("part-of", "name", "instance", "component", "managed-by")
+)
+NAMESPACE_NAME = "kubernetes.io/metadata.name"  # the label Kubernetes puts on every Namespace
+POD_SECURITY = "pod-security.kubernetes.io"  # the prefix of the Pod Security admission labels
+MANAGER = "vf"  # the value of managed-by, and of a stream's owner
+PROVISION = "provision"  # the component of the provision Job
+BROKER_CONFIG = "broker-config"  # the component of the provision topology ConfigMap
+
+
+def labels_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A Kubernetes object's labels (none: empty)."""
+    return obj.get("metadata", {}).get("labels") or {}
+
+
+def is_provision_job(obj: Mapping[str, Any]) -> bool:
+    return obj.get("kind") == "Job" and labels_of(obj).get(COMPONENT) == PROVISION
+
+
+def is_broker_config(obj: Mapping[str, Any]) -> bool:
+    """The ConfigMap that holds a run's provision topology."""
+    return labels_of(obj).get(COMPONENT) == BROKER_CONFIG

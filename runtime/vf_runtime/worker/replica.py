@@ -1,0 +1,489 @@
+"""``vf-worker``: run one replica of one node, configured only by its ``VF_*`` environment.
+
+Lifecycle: parse the environment, rebuild the node, connect (bounded), ensure this
+node's streams and durables, wait for readers (BATCH), ``open()``, loop,
+``close()`` in all cases. Exit codes: 0 done or stopped, 1 the node failed,
+2 the environment or node class is wrong, 3 the broker is unreachable or holds
+contradicting topology.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import logging
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import cast
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from vf_runtime.broker.client import BrokerError, connect, ensure_consumer, ensure_stream
+from vf_runtime.broker.naming import token
+from vf_runtime.broker.topology import dlq_config, eos_anchor_config, stream_config
+from vf_runtime.constants import BATCH
+from vf_runtime.context import RuntimeContext, context_parameter, with_context
+from vf_runtime.nodes import Consumer, Node, Processor, Producer
+from vf_runtime.store.blobstore import AppliedLog, BlobStore
+from vf_runtime.worker.build import build_node
+from vf_runtime.worker.config import ConfigError, WorkerConfig, load_worker_config
+from vf_runtime.worker.eos import EndOfStream, EosMismatch, record_loss
+from vf_runtime.worker.health import HealthServer, Metrics
+from vf_runtime.worker.inputs import Inputs
+from vf_runtime.worker.nodethread import NodeThread
+from vf_runtime.worker.outputs import DeadLetters, Publisher
+from vf_runtime.worker.processor import ProcessorLoop, Wiring
+from vf_runtime.worker.producer import READ_AHEAD, ProducerLoop
+from vf_runtime.worker.settle import Settler
+from vf_runtime.worker.slots import SlotLease
+
+log = logging.getLogger("vf.worker")
+STOP_GRACE = 20.0  # below Kubernetes' default terminationGracePeriodSeconds (30)
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_BROKER, EXIT_STOPPED = 0, 1, 2, 3, 4
+
+
+class GenerationFinished(Exception):
+    """This generation's work was done by an earlier life of this replica (GEN-7)."""
+
+    code = "VF_GENERATION_FINISHED"
+
+
+class Worker:
+    """One replica: its connections, its loop and its clean-up."""
+
+    def __init__(self, config: WorkerConfig, node: Node) -> None:
+        self.config = config
+        self.node = node
+        self.names = config.names
+        self.metrics = Metrics(node=config.node_name)
+        self.stop = asyncio.Event()
+        self.blobs: BlobStore | None = None
+        self.applied: AppliedLog | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self.refused_stops = 0
+        self.control_js: JetStreamContext | None = None
+        self.reconnect_listeners: list[Callable[[], None]] = []
+        self.lost_slot = False  # another replica took this one's leased ordinal (ENV-6)
+
+    async def run(self) -> int:
+        health = HealthServer(self.metrics, port=self.config.health_port)
+        client: Client | None = None
+        try:
+            client = await connect(
+                self.config.nats_url,
+                timeout=self.config.connect_timeout,
+                name=self._label(),
+                on_reconnect=self._reconnected,
+            )
+            if self.config.replica_leased:
+                return await self._run_leased(client)
+            return await self._run_connected(client)
+        finally:
+            if client is not None:
+                # flush (acks are fire-and-forget publishes), then close; draining would
+                # wait on fetch inboxes that nobody reads any more
+                with contextlib.suppress(Exception):
+                    await client.flush(timeout=2)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(client.close(), timeout=5)
+            if self.blobs is not None:
+                with contextlib.suppress(Exception):
+                    await self.blobs.close()
+            health.close()
+
+    async def _run_leased(self, client: Client) -> int:
+        """Lease an ordinal (ENV-6), run with it, keep it renewed, and free it at the end."""
+        config = self.config
+        lease = SlotLease(
+            client.jetstream(timeout=10),
+            names=self.names,
+            node=config.node_name,
+            replicas=config.nb_tasks,
+        )
+        slot = await lease.acquire(self.stop.is_set, waiting=self._waiting_for_slot)
+        if slot is None:
+            return EXIT_OK  # stopped before an ordinal was free: nothing was taken
+        self.config = dataclasses.replace(config, replica_id=slot)
+        keeper = asyncio.create_task(lease.keep())
+        keeper.add_done_callback(self._slot_lost)
+        try:
+            code = await self._run_connected(client)
+        finally:
+            keeper.cancel()
+            await lease.release()
+        return EXIT_FAILED if self.lost_slot else code
+
+    def _waiting_for_slot(self) -> None:
+        """Ready while every ordinal is held: a rolling update stops the old pod holding
+        one only once this pod is ready (ENV-6)."""
+        self.metrics.mark_ready()
+        self.metrics.beat()
+
+    def _slot_lost(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        self.lost_slot = True
+        print(f"error[VF_REPLICA_SLOT_LOST] {task.exception()}; stopping", file=sys.stderr)
+        self.stop.set()
+
+    def _reconnected(self) -> None:
+        for listener in self.reconnect_listeners:
+            listener()
+
+    def _label(self) -> str:
+        return f"vf-{self.config.flow_id}-{self.config.node_name}-r{self.config.replica_id}"
+
+    async def _run_connected(self, client: Client) -> int:
+        js = client.jetstream(timeout=10)
+        self.control_js = js
+        await client.subscribe(self.names.control(), cb=self._on_stop)
+        if os.environ.get("VF_EXIT_WITH_PARENT") == "1":
+            self._watch = asyncio.create_task(self._orphan_watch())
+        await ensure_stream(js, dlq_config(self.names))
+        self._stores()
+        publisher = await self._outputs(client) if self.config.has_children else None
+        keepalive: asyncio.Task[None] | None = None
+        inputs = Inputs(client, config=self.config, metrics=self.metrics)
+        self.reconnect_listeners.append(inputs.reconnected)
+        if publisher is not None:
+            self.reconnect_listeners.append(publisher.reconnected)
+        await self._check_not_finished(js, inputs)
+        thread = NodeThread(f"vf-node-{self.config.node_name}")
+        await thread.call(self.node.open)
+        try:
+            self.metrics.mark_ready()
+            if isinstance(self.node, Producer):
+                return await self._produce(publisher, thread)
+            await inputs.start()
+            keepalive = asyncio.create_task(self._keepalive(inputs))
+            loop = self._processor_loop(inputs, publisher=publisher, thread=thread)
+            eos = EndOfStream(js, config=self.config, inputs=inputs)
+            return await self._consume(loop, eos, publisher)
+        finally:
+            if keepalive is not None:
+                keepalive.cancel()
+            await inputs.stop()
+            await thread.call(self.node.close)
+            thread.close()
+            if publisher is not None:
+                await publisher.close()
+            log.info("summary: %s", self.metrics.summary())
+
+    def _processor_loop(
+        self, inputs: Inputs, *, publisher: Publisher | None, thread: NodeThread
+    ) -> ProcessorLoop:
+        js = inputs.js
+        node = self.node
+        method = node.process if isinstance(node, Processor) else cast(Consumer, node).consume
+        name = context_parameter(method)
+        call = method if name is None else with_context(method, self._context(), name)
+        settler = Settler(
+            self.config,
+            inputs=inputs,
+            dlq=DeadLetters(js, config=self.config, metrics=self.metrics),
+            blobs=self.blobs,
+            metrics=self.metrics,
+        )
+        wiring = Wiring(
+            inputs=inputs,
+            settler=settler,
+            publisher=publisher,
+            blobs=self.blobs,
+            applied=self.applied,
+        )
+        return ProcessorLoop(
+            call,
+            keyed=name is not None,
+            config=self.config,
+            wiring=wiring,
+            thread=thread,
+            metrics=self.metrics,
+        )
+
+    def _context(self) -> RuntimeContext:
+        config = self.config
+        return RuntimeContext(
+            flow_id=config.flow_id,
+            run_id=config.run_id,
+            generation=config.generation,
+            node_name=config.node_name,
+            replica_id=config.replica_id,
+            logger=logging.getLogger(f"vf.node.{config.node_name}"),
+        )
+
+    async def _check_not_finished(self, js: JetStreamContext, inputs: Inputs) -> None:
+        """A BATCH generation runs once: refuse to finish silently with nothing done (GEN-7)."""
+        config = self.config
+        if config.flow_type != BATCH:
+            return
+        where = f"generation {config.generation or '(none)'} of run {config.run_id}"
+        if config.has_children:
+            names = self.names
+            subject = names.eos_subject(config.node_name, replica=config.replica_id)
+            with contextlib.suppress(NotFoundError):
+                await js.get_last_msg(names.stream(config.node_name), subject)
+                raise GenerationFinished(
+                    f"replica {config.replica_id} of '{config.node_name}' already ended {where} "
+                    "(its end-of-stream marker is stored): the Jobs were re-created unchanged"
+                )
+        sole_reader = config.nb_tasks == 1 or config.partitioned
+        if not config.parents or not sole_reader:
+            return
+        eos = EndOfStream(js, config=config)
+        await eos.poll()
+        if eos.done and await inputs.consumed_before():
+            raise GenerationFinished(
+                f"replica {config.replica_id} of '{config.node_name}' already consumed every "
+                f"input of {where}: the Jobs were re-created unchanged, or an earlier life of "
+                "this replica failed (a VF_EOS_MISMATCH among its dead letters says items "
+                "were lost)"
+            )
+
+    async def _outputs(self, client: Client) -> Publisher:
+        js = client.jetstream(timeout=10)
+        node = self.config.node_name
+        config = stream_config(
+            self.names,
+            node,
+            flow_type=self.config.flow_type,
+            replicas=self.config.stream_replicas,
+        )
+        await ensure_stream(js, config)
+        if self.config.flow_type == BATCH:
+            await ensure_consumer(js, self.names.stream(node), eos_anchor_config(self.names, node))
+        publisher = Publisher(
+            client,
+            config=self.config,
+            metrics=self.metrics,
+            blobs=self.blobs,
+            stopping=self.stop.is_set,
+        )
+        publisher.readers = await self._readers(client)
+        await publisher.start()
+        return publisher
+
+    async def _readers(self, client: Client) -> tuple[str, ...]:
+        """The durables reading this node; under BATCH, wait until all of them exist."""
+        js = client.jetstream(timeout=10)
+        stream = self.names.stream(self.config.node_name)
+        reader = re.compile(f"--from--{re.escape(token(self.config.node_name))}(--p[0-9]+)?$")
+        expected = self.config.blob_readers
+        waited = time.monotonic()
+        while True:
+            infos = await js.consumers_info(stream)
+            found = tuple(sorted(i.name for i in infos if reader.search(i.name)))
+            if len(found) >= expected or self.config.flow_type != BATCH or self.stop.is_set():
+                return found
+            if time.monotonic() - waited > 10:
+                log.info("waiting for %d reader(s) of %s, %d present", expected, stream, len(found))
+                waited = time.monotonic()
+            await asyncio.sleep(0.2)
+
+    def _stores(self) -> None:
+        url = self.config.blob_redis_url
+        if url is None:
+            if self.config.idempotent:
+                log.warning(
+                    "VF_IDEMPOTENT=1 but VF_BLOB_REDIS_URL is unset: no sink de-duplication"
+                )
+            return
+        self.blobs = BlobStore.from_url(url, ttl_seconds=self.config.blob_ttl_seconds)
+        if self.config.idempotent:
+            self.applied = AppliedLog(
+                self.blobs.client,
+                flow_id=self.config.flow_id,
+                node=self.config.node_name,
+                generation=self.config.generation,
+            )
+
+    async def _produce(self, publisher: Publisher | None, thread: NodeThread) -> int:
+        assert isinstance(self.node, Producer)
+        loop = ProducerLoop(
+            self.node,
+            name=self.config.node_name,
+            publisher=publisher,
+            metrics=self.metrics,
+            thread=thread,
+        )
+        ahead = READ_AHEAD if self.config.flow_type == BATCH else 1
+        await loop.run(self.stop, beat=self.metrics.beat, ahead=ahead)
+        if publisher is not None:
+            await publisher.terminator()
+        return self._stopped_code() if self.stop.is_set() and not loop.ended else EXIT_OK
+
+    def _stopped_code(self) -> int:
+        """A BATCH replica stopped before its work was done did not succeed (STOP-1)."""
+        if self.config.flow_type == BATCH:
+            log.warning("stopped before the work was done (exit %d)", EXIT_STOPPED)
+            return EXIT_STOPPED
+        return EXIT_OK
+
+    async def _consume(
+        self, loop: ProcessorLoop, eos: EndOfStream, publisher: Publisher | None
+    ) -> int:
+        try:
+            drained = await loop.run(self.stop, eos)
+        except EosMismatch as exc:
+            if self.control_js is not None:
+                await record_loss(self.control_js, self.config, exc)
+            raise
+        if loop.fatal:
+            if loop.runner.opened is not None:
+                config = self.config
+                print(
+                    f"error[VF_BREAKER_OPEN] '{config.node_name}' replica {config.replica_id}: "
+                    f"{loop.runner.opened}; its items were handed back, not dead-lettered\n"
+                    "  = fix: repair the node and roll it out (VF_BREAKER_THRESHOLD sets how "
+                    "many failures in a row stop a replica; 0 never does)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return EXIT_FAILED
+        if drained and publisher is not None:
+            error = eos.aborted[0].error if eos.aborted else None
+            await publisher.terminator(error=error)
+        if drained:
+            log.info("all inputs drained; done")
+            return EXIT_OK
+        return self._stopped_code()
+
+    async def _keepalive(self, inputs: Inputs) -> None:
+        period = max(1.0, self.config.ack_wait_seconds / 3)
+        while True:
+            await asyncio.sleep(period)
+            await inputs.keepalive()
+
+    async def _orphan_watch(self) -> None:
+        """Under ``vf run-local`` a worker ends with its supervisor (VF_EXIT_WITH_PARENT=1)."""
+        parent = os.getppid()
+        while not self.stop.is_set():
+            await asyncio.sleep(1.0)
+            if os.getppid() != parent:
+                log.warning("supervisor is gone; stopping")
+                self.stop.set()
+
+    async def _on_stop(self, msg: Msg) -> None:
+        """Obey only this run's and generation's exact stop (STOP-5); keep a record of the
+        rest in the dead-letter stream instead."""
+        if msg.data == self.names.stop_payload():
+            if not self.stop.is_set():
+                log.info("stop received on %s", msg.subject)
+            self.stop.set()
+            return
+        self.refused_stops += 1
+        if self.refused_stops <= 5:
+            log.error("refused a control message on %s: not this run's stop", msg.subject)
+        digest = hashlib.sha256(msg.data).hexdigest()[:32]
+        headers = {
+            "Nats-Msg-Id": f"dlq:control:{digest}",  # every replica sees it; one record
+            "VF-Origin-Node": self.config.node_name,
+            "VF-Run-Id": self.config.run_id,
+            "VF-Generation": self.config.generation,
+            "VF-Code": "VF_CONTROL_REFUSED",
+            "VF-Error": "not the exact stop of this run and generation (STOP-5)",
+        }
+        if self.control_js is None:
+            return
+        with contextlib.suppress(Exception):
+            subject = self.names.dlq_control_subject()
+            await self.control_js.publish(subject, msg.data, timeout=5.0, headers=headers)
+
+
+async def run_worker(
+    env: Mapping[str, str], *, build: Callable[[WorkerConfig], Node] = build_node
+) -> int:
+    """Run one replica from ``env``; returns the process exit code.
+
+    ``build`` makes the node from the configuration: by default the class named by
+    ``VF_NODE_CLASS``; a native component written in Python passes its own class.
+    """
+    try:
+        config = load_worker_config(env)
+        if config.join_policy.mode == "time" and len(config.parents) > 1:
+            raise ConfigError(["time-aligned joins (JoinPolicy mode='time') are not supported yet"])
+        node = build(config)
+    except ConfigError as exc:
+        print(exc.render(), file=sys.stderr)
+        return EXIT_CONFIG
+    worker = Worker(config, node)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, functools.partial(_stop_within, worker, loop, env))
+    try:
+        return await worker.run()
+    except BrokerError as exc:
+        print(f"error[{exc.code}] {exc}", file=sys.stderr)
+        return EXIT_BROKER
+    except EosMismatch as exc:
+        print(f"error[{exc.code}] {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except GenerationFinished as exc:
+        print(
+            f"error[{exc.code}] {exc}\n  = fix: change the flow (a new generation) or delete "
+            "the run's streams to run it again; vf run-local always starts a new generation",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    except Exception:
+        log.exception("worker failed")
+        return EXIT_FAILED
+
+
+def _stop_within(worker: Worker, loop: asyncio.AbstractEventLoop, env: Mapping[str, str]) -> None:
+    """Stop cleanly, but exit within the stop grace even if the broker or store is gone and
+    in-flight work cannot settle: it was not acked, so it is delivered again (STOP-6)."""
+    if worker.stop.is_set():
+        return
+    worker.stop.set()
+    try:
+        grace = float(env.get("VF_STOP_GRACE_SECONDS", STOP_GRACE))
+    except ValueError:
+        grace = STOP_GRACE
+
+    def give_up() -> None:
+        log.warning("stop grace of %gs exceeded; exiting with unsettled work unacked", grace)
+        logging.shutdown()
+        os._exit(worker._stopped_code())
+
+    loop.call_later(grace, give_up)
+
+
+def main() -> None:
+    """Console entry point of ``vf-worker``."""
+    logging.basicConfig(
+        level=os.environ.get("VF_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    profile_dir = os.environ.get("VF_PROFILE_DIR")
+    if not profile_dir:
+        sys.exit(asyncio.run(run_worker(os.environ)))
+    sys.exit(_profiled(profile_dir))
+
+
+def _profiled(directory: str) -> int:
+    """Diagnostics only: run under cProfile and write ``{node}-r{replica}-{pid}.prof``."""
+    import cProfile
+
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(asyncio.run, run_worker(os.environ))
+    finally:
+        node = token(os.environ.get("VF_NODE_NAME", "worker"))
+        target = f"{node}-r{os.environ.get('VF_REPLICA_ID', '0')}-{os.getpid()}.prof"
+        profiler.dump_stats(os.path.join(directory, target))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Competing replicas pool what they received, so any of them can check a marker (EOS-8).
+
+Replicas that share a durable each receive part of a parent replica's output: none of
+them alone can compare that replica's end-of-stream count with what arrived. Each one
+publishes its tally (the stream sequences it received, per parent replica and publisher
+life) on a retained subject of its own below the parent's end-of-stream root, and a
+replica checking a marker takes the union of every sibling's latest tally.
+
+A replica that finds a tally of its own when it starts is a restarted life: what the
+earlier life received is unknown, so it publishes that its tally is not exact, and no
+sibling checks counts against that parent any more (EOS-3 alone decides, as for every
+other restarted reader).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from vf_runtime.broker.naming import RunNames, token
+
+log = logging.getLogger("vf.worker")
+LOOKUP_TIMEOUT = 2.0
+
+Lives = dict[str, set[int]]  # publisher life -> stream sequences received from it
+Received = dict[int, Lives]  # parent replica -> its lives
+
+
+def ranges(seqs: set[int]) -> list[list[int]]:
+    """``{1, 2, 3, 7}`` as ``[[1, 3], [7, 7]]``: compact for the mostly contiguous case."""
+    out: list[list[int]] = []
+    for seq in sorted(seqs):
+        if out and out[-1][1] == seq - 1:
+            out[-1][1] = seq
+        else:
+            out.append([seq, seq])
+    return out
+
+
+def from_ranges(spans: list[list[int]]) -> set[int]:
+    return {seq for low, high in spans for seq in range(low, high + 1)}
+
+
+def encode(received: Received, *, exact: bool) -> bytes:
+    body = {
+        "exact": exact,
+        "received": {
+            str(replica): {life: ranges(seqs) for life, seqs in sorted(lives.items())}
+            for replica, lives in sorted(received.items())
+        },
+    }
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def decode(data: bytes) -> tuple[bool, Received]:
+    """(exact, received) of a sibling's tally; ValueError when it is not one."""
+    body: Any = json.loads(data)
+    if not isinstance(body, dict) or not isinstance(body.get("received"), dict):
+        raise ValueError("not a tally")
+    received: Received = {
+        int(replica): {str(life): from_ranges(spans) for life, spans in lives.items()}
+        for replica, lives in body["received"].items()
+    }
+    return body.get("exact") is True, received
+
+
+class Doubt(NamedTuple):
+    """Why a marker's count is not taken yet, whether a quiet wait settles it (rather than
+    a loss), and how many messages were received (what the wait watches)."""
+
+    problem: str
+    waitable: bool
+    received: int
+
+
+def judge(lives: Lives, *, claimed: int, life: str, who: str) -> Doubt | None:
+    """A marker from ``life`` claiming ``claimed`` messages, against what ``who`` received
+    from that parent replica (by publisher life); None when it adds up (EOS-6).
+
+    A marker from a life that sent nothing, while another life sent data, is what a
+    publisher restarted with nothing left to do writes (and what a forger writes): a
+    quiet wait settles it. A publisher that sent from several lives counts its own
+    life only, which cannot be compared.
+    """
+    received = sum(len(seqs) for seqs in lives.values())
+    others = set(lives) - {life}
+    if others and life in lives:
+        return None
+    if others:
+        why = f"its marker is from a life that sent nothing, another sent {received}"
+        return Doubt(why, True, received)
+    if received == claimed:
+        return None
+    why = f"its marker says {claimed} message(s), {who} received {received}"
+    return Doubt(why, False, received)
+
+
+@dataclass
+class Pooled:
+    """The union of the siblings' tallies for one parent, or why there is none."""
+
+    received: Received = field(default_factory=dict)
+    inexact: bool = False  # a sibling is a restarted life: counts cannot be checked
+    unreadable: bool = False  # a sibling's tally could not be read just now
+
+
+class SharedTally:
+    """This replica's tallies for each parent, published for its siblings, and theirs."""
+
+    def __init__(
+        self, js: JetStreamContext, *, names: RunNames, child: str, replica: int, replicas: int
+    ) -> None:
+        self.js = js
+        self.names = names
+        self.child = child
+        self.replica = replica
+        self.replicas = replicas
+        self.exact: dict[str, bool] = {}
+        self.sent: dict[str, bytes] = {}
+
+    def subject(self, parent: str, replica: int) -> str:
+        return f"{self.names.eos_prefix(parent)}.tally.{token(self.child)}.r{replica}"
+
+    async def _last(self, parent: str, replica: int) -> bytes | None:
+        """The latest tally of sibling ``replica``; None when it has published none."""
+        stream = self.names.stream(parent)
+        subject = self.subject(parent, replica)
+        try:
+            raw = await asyncio.wait_for(
+                self.js.get_last_msg(stream, subject), timeout=LOOKUP_TIMEOUT
+            )
+        except NotFoundError:
+            return None
+        return raw.data or b""
+
+    async def start(self, parent: str) -> bool:
+        """Publish this life's first tally; False when an earlier life of this replica
+        had published one (then this life's counts are not exact)."""
+        exact = await self._last(parent, self.replica) is None
+        self.exact[parent] = exact
+        await self.publish(parent, {})
+        return exact
+
+    async def publish(self, parent: str, received: Received) -> None:
+        """Publish this replica's tally for ``parent`` when it changed since the last one;
+        only the latest is kept on the subject."""
+        data = encode(received, exact=self.exact.get(parent, False))
+        if self.sent.get(parent) == data:
+            return
+        subject = self.subject(parent, self.replica)
+        ack = await self.js.publish(subject, data)
+        self.sent[parent] = data
+        await self.js.purge_stream(ack.stream, subject=subject, keep=1)
+
+    async def pooled(self, parent: str, own: Received) -> Pooled:
+        """``own`` merged with every sibling's latest tally for ``parent``."""
+        pooled = Pooled(inexact=not self.exact.get(parent, False))
+        _merge(pooled.received, own)
+        for replica in range(self.replicas):
+            if replica == self.replica:
+                continue
+            try:
+                data = await self._last(parent, replica)
+                if data is None:
+                    continue  # not started yet: it has received nothing
+                exact, received = decode(data)
+            except (ValueError, TypeError) as exc:
+                log.error("tally of %s replica %d unreadable: %s", self.child, replica, exc)
+                pooled.unreadable = True
+                continue
+            except Exception as exc:  # the broker did not answer: ask again next poll
+                log.debug("tally lookup of replica %d failed: %s", replica, exc)
+                pooled.unreadable = True
+                continue
+            pooled.inexact |= not exact
+            _merge(pooled.received, received)
+        return pooled
+
+
+def _merge(into: Received, received: Received) -> None:
+    for replica, lives in received.items():
+        mine = into.setdefault(replica, {})
+        for life, seqs in lives.items():
+            mine.setdefault(life, set()).update(seqs)

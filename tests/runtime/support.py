@@ -1,0 +1,93 @@
+"""Running a flow in the runtime tests: the test flows; starting, finishing, waiting on runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from vf_runtime.local.infra import LocalServer
+
+FLOWS = Path(__file__).resolve().parent / "flows"
+
+
+RUN_TIMEOUT = 90
+
+
+@dataclass
+class FlowRun:
+    """The end of one ``run_local`` subprocess."""
+
+    code: int
+    output: str
+
+
+def run_flow(graph: str, *, nats: LocalServer, redis: LocalServer, env: dict[str, str]) -> FlowRun:
+    """Run ``flows/<graph>.py`` through ``vf run-local`` against the session servers."""
+    command = [
+        str(Path(sys.executable).with_name("vf")),
+        "run-local",
+        str(FLOWS / graph),
+        "--nats",
+        nats.url,
+        "--redis",
+        redis.url,
+        "--stall-timeout",
+        "30",
+    ]
+    done = subprocess.run(
+        command,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    return FlowRun(code=done.returncode, output=done.stdout + done.stderr)
+
+
+def start_flow(
+    graph: str, *, nats_url: str, redis_url: str, env: dict[str, str], log: Path
+) -> subprocess.Popen[bytes]:
+    """Start ``vf run-local`` of ``flows/<graph>`` in the background, its output in ``log``."""
+    command = [
+        str(Path(sys.executable).with_name("vf")),
+        "run-local",
+        str(FLOWS / graph),
+        "--nats",
+        nats_url,
+        "--redis",
+        redis_url,
+        "--stall-timeout",
+        "60",
+    ]
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            command, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def finish_flow(process: subprocess.Popen[bytes], *, log: Path, timeout: float) -> FlowRun:
+    """Wait for a flow started by :func:`start_flow`; kill it (and fail) after ``timeout``."""
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        pytest.fail(f"the flow did not end within {timeout:g}s:\n{log.read_text()[-4000:]}")
+    return FlowRun(code=process.returncode, output=log.read_text(errors="replace"))
+
+
+def wait_until(check: Callable[[], bool], *, timeout: float, what: str) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(0.05)
