@@ -283,7 +283,7 @@ def test_an_unbuildable_scalar_is_a_syntax_error_at_its_line(project: Path, scal
 def test_every_user_yaml_reader_reports_an_unbuildable_scalar_as_yaml(scalar: str) -> None:
     from ruamel.yaml.error import YAMLError
 
-    from vf.yaml_read import reader
+    from vf.textio.yaml_read import reader
 
     for typ in ("rt", "safe"):
         with pytest.raises(YAMLError, match="quote it"):

@@ -30,7 +30,7 @@ from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import RunTopology, provision
 from vf_runtime.broker.topology import NodeTopology
 from vf_runtime.local.infra import LocalServer, free_port
-from vf_runtime.slots import SlotLease
+from vf_runtime.worker.slots import SlotLease
 
 SRC = NodeTopology(
     name="src", parents=(), replicas=1, partitioned=False, has_children=True, max_deliver=1

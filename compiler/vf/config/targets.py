@@ -32,7 +32,7 @@ from vf.textio.patterns import validator as schema_validator
 from vf.textio.schema_check import Check, Errors, try_compile
 from vf.textio.yaml_errors import describe
 from vf.textio.yaml_guard import MAX_INPUT_BYTES, amplified, too_large
-from vf.yaml_read import reader
+from vf.textio.yaml_read import reader
 
 if TYPE_CHECKING:
     import jsonschema

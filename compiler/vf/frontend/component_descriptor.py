@@ -41,7 +41,7 @@ def read_descriptor(path: Path, *, where: str) -> dict[str, Any]:
     """The descriptor at ``path`` as plain JSON data; a named error when it is not YAML."""
     from ruamel.yaml.error import YAMLError
 
-    from vf.yaml_read import reader
+    from vf.textio.yaml_read import reader
 
     try:
         if path.stat().st_size > MAX_DESCRIPTOR_BYTES:

@@ -17,7 +17,7 @@ from ruamel.yaml.error import YAMLError
 
 from vf.errors import VfError
 from vf.textio.yaml_guard import amplified
-from vf.yaml_read import reader
+from vf.textio.yaml_read import reader
 
 Obj = dict[str, Any]
 Files = Mapping[str, str]

@@ -24,7 +24,7 @@ from vf.commands.inventory.nodes import ObservedNode
 from vf.commands.inventory.read import ClusterInventory
 from vf.errors import VfError
 from vf.ir.capabilities import Known, Unknown
-from vf.yaml_read import reader
+from vf.textio.yaml_read import reader
 
 UNKNOWN = "unknown"
 MARK = "vf inventory:"

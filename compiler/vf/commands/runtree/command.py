@@ -50,7 +50,7 @@ def read_secrets(path: Path | None) -> dict[str, dict[str, str]]:
     """``--secrets FILE``: YAML or JSON ``{secret-name: {key: value}}``."""
     if path is None:
         return {}
-    from vf.yaml_read import reader
+    from vf.textio.yaml_read import reader
 
     problem = VfError(
         "VF_RUN_TREE_SECRETS",

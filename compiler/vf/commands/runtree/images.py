@@ -94,7 +94,7 @@ def _server(role: str, image: str) -> LocalImage:
 def find_descriptors(app_dir: Path) -> dict[str, ComponentSpec]:
     """Component ref (``name@sha256:…``) → spec, for every descriptor under ``app_dir``."""
     from vf.frontend.component_descriptor import build_spec
-    from vf.yaml_read import reader
+    from vf.textio.yaml_read import reader
 
     found: dict[str, ComponentSpec] = {}
     for path in sorted(app_dir.rglob("component.yaml")):

@@ -13,7 +13,7 @@ from typing import Any
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import EnvironmentProblem, VfError
-from vf.yaml_read import reader
+from vf.textio.yaml_read import reader
 
 Obj = dict[str, Any]
 RENDERERS = ("kustomize", "helm")
