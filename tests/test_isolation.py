@@ -5,7 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 BLOCKED = ("vf", "jinja2", "ruamel", "jsonschema", "click")
 
 
@@ -51,3 +53,33 @@ def test_the_block_would_catch_a_compiler_import() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=False
     )
     assert done.returncode != 0
+
+
+def test_compile_loads_no_broker_client(tmp_path: Path) -> None:
+    """The operator commands' nats-py and redis (about 0.2 s) load only when one runs."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from vf.cli import cli
+        graph, out = sys.argv[1:3]
+        try:
+            cli.main(["compile", graph, "--out", out], prog_name="vf", standalone_mode=False)
+        except SystemExit:
+            pass
+        print(sorted({m.split(".")[0] for m in sys.modules} & {"nats", "redis", "asyncio"}))
+        """
+    )
+    graph = EXAMPLES / "batch_pipeline" / "graph.py"
+    argv = [sys.executable, "-c", script, str(graph), str(tmp_path / "deploy")]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[0] == "[]"
+    assert (tmp_path / "deploy" / "plan" / "dev.json").is_file()
+
+
+def test_operator_commands_still_load_on_use() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "vf", "dlq", "--help"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "dead letters" in done.stdout

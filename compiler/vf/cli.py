@@ -14,6 +14,7 @@ import click
 
 from vf import __version__
 from vf.errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_STALE, VfError
+from vf.ops.commands import LazyGroup
 from vf.ops.commands import register as register_operator_commands
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def _compile(request: CompileRequest) -> CompileResult:
     return compile_project(request)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="vf", message="%(prog)s %(version)s")
 def cli() -> None:
     """vf compiles a pipeline graph module into a deterministic GitOps tree.
