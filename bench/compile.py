@@ -450,7 +450,9 @@ def main() -> None:
             graph = write_project(Path(tmp), n)
             repeat = args.repeat or (3 if n >= 5000 else 5)
             repeats.add(repeat)
-            run_once([vf, "compile", str(graph), "--out", str(graph.parent / "warm" / "deploy")], ROOT)
+            run_once(
+                [vf, "compile", str(graph), "--out", str(graph.parent / "warm" / "deploy")], ROOT
+            )
             row: dict[str, Any] = {"repeat": repeat, "shape": shape(n)}
             row.update(measure_size(vf, peer, graph, n, repeat))
             if args.profile and n >= 1000:

@@ -13,10 +13,12 @@ its deploy CLI and its local engine document them.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = ROOT.parent / "shared" / "peers" / "videoflow"
@@ -123,3 +125,119 @@ def peer_label(python: str | None) -> str:
     done = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
     version, py = done.stdout.split()
     return f"videoflow {version} built from source, Python {py}"
+
+
+# The runtime benchmark's nodes, written for videoflow's node API: the same items
+# ({"i", "t0", "pad"}), pacing, 20 ms stage and sink records as vf's bench nodes.
+RUNTIME_NODES = """
+import json, time
+from videoflow.core.node import ConsumerNode, ProcessorNode, ProducerNode
+
+class Source(ProducerNode):
+    def __init__(self, count=100, size=1024, rate=0.0, **kwargs):
+        self.count, self.size, self.rate = count, size, rate
+        self._n, self._next_at = 0, None
+        super().__init__(**kwargs)
+    def next(self):
+        if self._n >= self.count:
+            raise StopIteration()
+        if self.rate:
+            now = time.monotonic()
+            self._next_at = self._next_at or now
+            if self._next_at > now:
+                time.sleep(self._next_at - now)
+            self._next_at += 1.0 / self.rate
+        self._n += 1
+        return {"i": self._n, "t0": time.time(), "pad": b"x" * self.size}
+
+class Identity(ProcessorNode):
+    def process(self, item):
+        return item
+
+def spin(rounds):
+    total = 0
+    for i in range(rounds):
+        total += i * i
+    return total
+
+class Work(ProcessorNode):
+    def __init__(self, ms=20.0, rounds=0, **kwargs):
+        self.ms, self.rounds = ms, rounds
+        super().__init__(**kwargs)
+    def process(self, item):
+        if self.rounds:
+            spin(self.rounds)
+        else:
+            time.sleep(self.ms / 1000)
+        return item
+
+class Sink(ConsumerNode):
+    def __init__(self, path="", **kwargs):
+        self.path = path
+        super().__init__(**kwargs)
+    def open(self):
+        self._out = open(self.path, "a", buffering=1)
+    def consume(self, item):
+        self._out.write(json.dumps([item["i"], item["t0"], time.time()]) + "\\n")
+"""
+
+# One flow through videoflow's local engine (one subprocess per node replica), to the end.
+RUNTIME_DRIVER = """
+import json, sys
+params = json.loads(sys.argv[1])
+sys.path.insert(0, params["work"])
+from peer_nodes import Identity, Sink, Source, Work
+from videoflow.core.flow import Flow
+from videoflow.engines.local import LocalProcessEngine
+
+node = Source(count=params["count"], size=params["size"], rate=params["rate"], name="source")
+for depth in range(params["depth"]):
+    node = Identity(name=f"hop{depth}")(node)
+if params["kind"]:
+    node = Work(ms=params["work_ms"], rounds=params["rounds"], nb_tasks=params["replicas"],
+                name="work")(node)
+sink = Sink(path=params["out"], name="sink")(node)
+flow = Flow([sink], flow_type="batch", flow_id=params["flow"])
+flow.run(LocalProcessEngine(nats_url=params["nats"], blob_redis_url=params["redis"] or None))
+flow.join()
+"""
+
+
+def runtime_driver(work: Path) -> Path:
+    """Write videoflow's bench nodes and driver into ``work``; the driver's path."""
+    (work / "peer_nodes.py").write_text(RUNTIME_NODES)
+    path = work / "peer_driver.py"
+    path.write_text(RUNTIME_DRIVER)
+    return path
+
+
+def peer_flow(python: str, work: Path, *, nats_url: str, redis_url: str, **params: Any) -> Any:
+    """Run one bench flow through videoflow's local engine; the sink's records
+    ``[i, produced at, consumed at]``, checked complete."""
+    out = work / f"peer-{params['flow']}.jsonl"
+    out.unlink(missing_ok=True)
+    spec = {
+        "work": str(work),
+        "count": params["count"],
+        "size": params.get("size", 1024),
+        "rate": params.get("rate", 0.0),
+        "depth": params.get("depth", 0),
+        "kind": params.get("kind", ""),
+        "work_ms": params.get("work_ms", 0),
+        "rounds": params.get("rounds", 0),
+        "replicas": params.get("replicas", 1),
+        "out": str(out),
+        "flow": params["flow"],
+        "nats": nats_url,
+        "redis": redis_url,
+    }
+    argv = [python, str(runtime_driver(work)), json.dumps(spec)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
+    records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    if done.returncode != 0 or len(records) != params["count"]:
+        tail = done.stderr[-3000:]
+        raise SystemExit(
+            f"videoflow flow {params['flow']}: exit {done.returncode}, "
+            f"{len(records)} records\n{tail}"
+        )
+    return records
