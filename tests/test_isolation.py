@@ -83,3 +83,24 @@ def test_operator_commands_still_load_on_use() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "dead letters" in done.stdout
+
+
+def test_a_worker_imports_numpy_only_for_a_tensor() -> None:
+    """numpy costs a worker about 10 MiB; one that never decodes a tensor never loads it."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from vf_runtime.processor import _numpy_available
+        from vf_runtime.wire import Tensor, decode_payload, encode_payload
+        assert _numpy_available()
+        decode_payload(*encode_payload({"i": 1}), arrays=True)
+        print("numpy" in sys.modules)
+        decode_payload(*encode_payload(Tensor(shape=(1,), dtype="uint8", data=b"x")), arrays=True)
+        print("numpy" in sys.modules)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
