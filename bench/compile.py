@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer import DEFAULT_SOURCE, compile_driver, peer_label, peer_python
+from peer import DEFAULT_SOURCE, cached_bytecode, compile_driver, peer_label, peer_python
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "compile.json"
@@ -426,6 +426,7 @@ def main() -> None:
     if args.profile_child:
         profile_child(*args.profile_child)
         return
+    cached_bytecode()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     vf = str(Path(sys.executable).parent / "vf")
     peer = None if args.no_peer else peer_python(args.peer)

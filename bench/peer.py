@@ -14,6 +14,7 @@ its deploy CLI and its local engine document them.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -241,3 +242,12 @@ def peer_flow(python: str, work: Path, *, nats_url: str, redis_url: str, **param
             f"{len(records)} records\n{tail}"
         )
     return records
+
+
+def cached_bytecode() -> None:
+    """Let every process the benchmark starts keep its compiled bytecode, as an installed
+    package does: without it each start compiles every module from source again, which
+    is what ``PYTHONDONTWRITEBYTECODE`` in a development shell causes. The caches go
+    under ``bench/.peer/pycache`` (ignored by git), not beside the sources."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(PEER_DIR / "pycache")

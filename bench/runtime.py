@@ -17,6 +17,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +29,7 @@ import redis
 from chain import raw_chain, raw_nats
 from compile import write_project
 from frames import codec_copies, raw_frames
-from peer import DEFAULT_SOURCE, peer_flow, peer_label, peer_python, runtime_driver
+from peer import DEFAULT_SOURCE, cached_bytecode, peer_flow, peer_label, peer_python, runtime_driver
 from runtime_report import table, write_doc
 from startup import compile_check, first_item, idle_rss, peer_first_item
 from vf.run_local import RunLocalRequest, run_local
@@ -445,8 +446,15 @@ def main() -> None:
     parser.add_argument("--no-peer", action="store_true", help="measure vf alone")
     parser.add_argument("--quick", action="store_true", help="short latency and scaling runs")
     args = parser.parse_args()
+    cached_bytecode()
     if not args.render and not args.no_peer:
         PEER.python = peer_python(args.peer)
+    if not args.render:  # compile every module's bytecode once, before anything is timed
+        warm = "import vf.cli, vf.pipeline, vf.run_local, vf_runtime.worker, numpy, redis"
+        subprocess.run([sys.executable, "-c", warm], check=True)
+        if PEER.python:
+            warm = "import videoflow.worker, videoflow.engines.local, numpy, redis"
+            subprocess.run([PEER.python, "-c", warm], check=True)
     saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     saved = saved if "after" in saved or "before" in saved else {}
     if not args.render:
