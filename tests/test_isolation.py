@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 BLOCKED = ("vf", "jinja2", "ruamel", "jsonschema", "click")
 
@@ -104,3 +106,30 @@ def test_a_worker_imports_numpy_only_for_a_tensor() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]
+
+
+def test_a_payload_store_loads_redis_on_first_use() -> None:
+    """redis-py costs a worker about 5 MiB; one that never offloads a payload never loads it."""
+    script = textwrap.dedent(
+        """
+        import sys
+        import vf_runtime.worker
+        from vf_runtime.blobstore import BlobStore
+        store = BlobStore.from_url("redis://127.0.0.1:1/0", ttl_seconds=5)
+        print("redis" in sys.modules)
+        store.client
+        print("redis" in sys.modules)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
+
+
+def test_a_payload_store_url_without_a_redis_scheme_is_refused_at_once() -> None:
+    from vf_runtime.blobstore import BlobStore
+
+    with pytest.raises(ValueError, match="redis://, rediss://, unix://"):
+        BlobStore.from_url("http://cache:6379", ttl_seconds=5)
