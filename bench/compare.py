@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from compile import ROOT, VIDEOFLOW, filesystem, run_once, update_doc, write_project
+from compile import ROOT, filesystem, run_once, update_doc, write_project
+from peer import cached_bytecode
 
 RESULTS = ROOT / "bench" / "results" / "compile-compare.json"
 MARKS = ("<!-- compile-compare:start -->", "<!-- compile-compare:end -->")
@@ -49,7 +50,7 @@ def compare(older: Path, sizes: list[int], repeat: int, work: Path) -> dict[str,
         runs: dict[str, list[tuple[float, int, float]]] = {"before": [], "after": []}
         for i in range(repeat):
             for side, env in sides.items():
-                target = graph.parent / f"{side}-{i}"
+                target = graph.parent / f"{side}-{i}" / "deploy"  # alone: vf reads trees beside
                 argv = [sys.executable, "-c", MAIN, "compile", str(graph), "--out", str(target)]
                 runs[side].append(run_once([*argv, "--env", "dev"], graph.parent, env=env))
         out[str(n)] = {side: _medians(r) for side, r in runs.items()}
@@ -60,7 +61,7 @@ def compare(older: Path, sizes: list[int], repeat: int, work: Path) -> dict[str,
 def table(report: dict[str, Any]) -> str:
     lines = [
         f"| N | before ({report['label']}): wall / CPU / peak | after: wall / CPU / peak | "
-        "videoflow / vf, after |",
+        "after / before, CPU |",
         "|---:|---:|---:|---:|",
     ]
     for key, row in report["sizes"].items():
@@ -69,9 +70,8 @@ def table(report: dict[str, Any]) -> str:
             f"{s['peak_rss_median_mib']:.1f} MiB"
             for s in (row["before"], row["after"])
         ]
-        peer = VIDEOFLOW.get(int(key), (float("nan"), 0.0))[0]
-        ratio = peer / row["after"]["wall_median_s"]
-        lines.append(f"| {key} | {cells[0]} | {cells[1]} | {ratio:.2f}x |")
+        ratio = row["after"]["cpu_median_s"] / row["before"]["cpu_median_s"]
+        lines.append(f"| {key} | {cells[0]} | {cells[1]} | {ratio:.2f} |")
     lines.append("")
     lines.append(
         f"Medians of {report['repeat']} alternating runs of each, one environment; "
@@ -92,6 +92,7 @@ def main() -> None:
     if not (args.older / "compiler" / "vf" / "cli.py").is_file():
         parser.error(f"{args.older} holds no vf sources (compiler/vf/cli.py)")
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    cached_bytecode()
     with tempfile.TemporaryDirectory(prefix="vf-compare-", dir=args.tmp) as tmp:
         report = {
             "label": args.label,

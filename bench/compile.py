@@ -35,6 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer import DEFAULT_SOURCE, cached_bytecode, compile_driver, peer_label, peer_python
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "compile.json"
 DOC = ROOT / "docs" / "performance.md"
@@ -58,8 +61,6 @@ STAGES = (
     ("copy", "deepcopy", "of which: copy.deepcopy, every stage"),
 )
 SIZES = (10, 100, 1000, 5000)
-# videoflow's compile + render of the same shapes, one environment: median wall s, peak MiB.
-VIDEOFLOW = {10: (0.315, 89.0), 100: (0.487, 90.3), 1000: (2.310, 100.3), 5000: (11.467, 147.0)}
 
 NODES = '''"""Node classes of the compile benchmark's synthetic graph."""
 
@@ -179,32 +180,78 @@ def tree_stats(out: Path) -> tuple[int, int, str]:
     return files, size, digest.hexdigest()[:16]
 
 
-def measure(vf: str, graph: Path, envs: list[str], repeat: int, work: Path) -> dict[str, Any]:
-    walls: list[float] = []
-    cpus: list[float] = []
-    rss: list[int] = []
-    digests: set[str] = set()
-    files = size = 0
-    for i in range(repeat):
-        out = work / f"out-{'-'.join(envs) or 'all'}-{i}"
-        argv = [vf, "compile", str(graph), "--out", str(out), *[f"--env={e}" for e in envs]]
-        wall, peak, cpu = run_once(argv, graph.parent)
-        walls.append(round(wall, 4))
-        cpus.append(round(cpu, 4))
-        rss.append(peak)
-        files, size, digest = tree_stats(out)
-        digests.add(digest)
+def summary(samples: list[tuple[float, int, float]]) -> dict[str, Any]:
+    """Medians and min-max of (wall s, peak RSS KiB, CPU s) samples."""
+    walls, rss, cpus = ([round(float(s[i]), 4) for s in samples] for i in range(3))
     return {
         "wall_s": walls,
         "wall_median_s": round(statistics.median(walls), 4),
         "cpu_s": cpus,
         "cpu_median_s": round(statistics.median(cpus), 4),
-        "peak_rss_kib": rss,
+        "peak_rss_kib": [int(k) for k in rss],
         "peak_rss_median_mib": round(statistics.median(rss) / 1024, 1),
-        "files": files,
-        "bytes": size,
-        "distinct_outputs": len(digests),
     }
+
+
+def vf_run(vf: str, graph: Path, envs: list[str], out: Path) -> tuple[float, int, float]:
+    argv = [vf, "compile", str(graph), "--out", str(out), *[f"--env={e}" for e in envs]]
+    return run_once(argv, graph.parent)
+
+
+def peer_run(peer: str, n: int, namespaces: list[str], out: Path) -> tuple[float, int, float]:
+    s = shape(n)
+    driver = str(compile_driver())
+    argv = [peer, driver, str(s["W"]), str(s["D"]), str(s["R"]), str(out), ",".join(namespaces)]
+    return run_once(argv, out.parent)
+
+
+def ratios(peer: dict[str, Any], vf: dict[str, Any], key: str) -> dict[str, Any]:
+    """videoflow / vf of each alternating pair of runs: median and min-max."""
+    pairs = [p / v for p, v in zip(peer[key], vf[key], strict=True)]
+    return {
+        "median": round(statistics.median(pairs), 3),
+        "min": round(min(pairs), 3),
+        "max": round(max(pairs), 3),
+    }
+
+
+def measure_size(vf: str, peer: str | None, graph: Path, n: int, repeat: int) -> dict[str, Any]:
+    """vf (two environments, then one) and videoflow (one namespace, then two) in turn,
+    ``repeat`` rounds; each run a fresh process into a new directory."""
+    work = graph.parent
+    cases: dict[str, list[tuple[float, int, float]]] = {}
+    digests: dict[str, set[str]] = {}
+    stats: dict[str, tuple[int, int]] = {}
+    for i in range(repeat):
+        for envs in ([], ["dev"]):
+            key = "two_envs" if not envs else "one_env"
+            out = work / f"out-{key}-{i}" / "deploy"  # alone: vf checks trees beside it
+            cases.setdefault(key, []).append(vf_run(vf, graph, envs, out))
+            files, size, digest = tree_stats(out)
+            stats[key] = (files, size)
+            digests.setdefault(key, set()).add(digest)
+        for key, namespaces in (
+            ("peer_one_env", ["peerbench-dev"]),
+            ("peer_two_envs", ["peerbench-dev", "peerbench"]),
+        ):
+            if peer is not None:
+                cases.setdefault(key, []).append(peer_run(peer, n, namespaces, work / f"{key}{i}"))
+    row: dict[str, Any] = {key: summary(samples) for key, samples in cases.items()}
+    for key, (files, size) in stats.items():
+        envs = 2 if key == "two_envs" else 1
+        row[key].update(files=files, bytes=size, bytes_per_node_env=round(size / n / envs))
+    row["distinct_outputs"] = {key: len(found) for key, found in digests.items()}
+    if peer is not None:
+        row["videoflow_over_vf"] = {
+            f"{metric}_{envs}": ratios(row[f"peer_{envs}"], row[envs], metric)
+            for metric in ("cpu_s", "wall_s")
+            for envs in ("one_env", "two_envs")
+        }
+        row["rss_vf_over_videoflow"] = {
+            envs: ratios(row[envs], row[f"peer_{envs}"], "peak_rss_kib")
+            for envs in ("one_env", "two_envs")
+        }
+    return row
 
 
 def filesystem(path: Path) -> str:
@@ -228,30 +275,48 @@ def startup(argv: list[str], repeat: int = 10) -> float:
     return round(statistics.median(run_once(argv, ROOT)[0] for _ in range(repeat)), 4)
 
 
+def _spread(values: list[float], fmt: str = ".2f", unit: str = "") -> str:
+    """The median, then min-max in brackets."""
+    return f"{statistics.median(values):{fmt}}{unit} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def _ratio(ratio: dict[str, Any] | None, suffix: str = "x") -> str:
+    if ratio is None:
+        return "—"
+    return f"{ratio['median']:.2f}{suffix} ({ratio['min']:.2f}-{ratio['max']:.2f})"
+
+
 def table(report: dict[str, Any]) -> str:
     lines = [
-        "| N | vf, 2 envs (s) | vf, 1 env (s) | vf CPU, 1 env (s) | vf peak RSS, 2 / 1 env "
-        "(MiB) | files / bytes (2 envs) | videoflow (s) | videoflow peak (MiB) | "
-        "videoflow / vf, 1 env | videoflow / vf, 2 envs |",
+        "| N | vf CPU, 1 env (s) | videoflow CPU, 1 env (s) | videoflow / vf CPU, 1 env | "
+        "videoflow / vf wall, 1 env | vf CPU, 2 envs (s) | videoflow / vf CPU, 2 envs | "
+        "peak RSS, vf / videoflow, 1 env (MiB) | RSS ratio, 1 env | files / bytes per node "
+        "per env (1 env) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for key, row in report["sizes"].items():
-        two, one = row["two_envs"], row["one_env"]
-        peer_s, peer_mib = VIDEOFLOW.get(int(key), (math.nan, math.nan))
+        one, two = row["one_env"], row["two_envs"]
+        peer = row.get("peer_one_env")
+        ratio = row.get("videoflow_over_vf", {})
+        rss = row.get("rss_vf_over_videoflow", {})
+        peer_rss = f"{peer['peak_rss_median_mib']:.0f}" if peer else "—"
         lines.append(
-            f"| {key} | {two['wall_median_s']:.3f} | {one['wall_median_s']:.3f} | "
-            f"{one['cpu_median_s']:.3f} | "
-            f"{two['peak_rss_median_mib']:.1f} / {one['peak_rss_median_mib']:.1f} | "
-            f"{two['files']} / {two['bytes']:,} | {peer_s:.3f} | {peer_mib:.1f} | "
-            f"{peer_s / one['wall_median_s']:.2f}x | {peer_s / two['wall_median_s']:.2f}x |"
+            f"| {key} | {_spread(one['cpu_s'])} | {_spread(peer['cpu_s']) if peer else '—'} | "
+            f"{_ratio(ratio.get('cpu_s_one_env'))} | {_ratio(ratio.get('wall_s_one_env'))} | "
+            f"{_spread(two['cpu_s'])} | {_ratio(ratio.get('cpu_s_two_envs'))} | "
+            f"{one['peak_rss_median_mib']:.0f} / {peer_rss} | "
+            f"{_ratio(rss.get('one_env'), '')} | {one['files']} / {one['bytes_per_node_env']:,} |"
         )
     m = report["machine"]
+    peer_note = report.get("peer", "videoflow skipped")
     lines += [
         "",
+        f"Medians of {report.get('repeat_note', 'the runs')}, spread (min-max) in brackets; "
+        "ratios are taken per alternating pair of runs. "
         f"`vf --version` start-up: {report['startup_s']['vf_version']:.3f} s median of 10 "
         f"(bare `python -c pass`: {report['startup_s']['python']:.3f} s). "
         f"Machine: {m['cpu_count']} CPUs, {m['platform']}, Python {m['python']}; "
-        f"trees written to {report['filesystem']}.",
+        f"trees written to {report['filesystem']}. {peer_note}.",
     ]
     return "\n".join(lines)
 
@@ -313,7 +378,7 @@ def profile_child(graph: str, out: str) -> None:
 
 
 def profile(vf_python: str, graph: Path) -> dict[str, Any]:
-    out = graph.parent / "profiled"
+    out = graph.parent / "profiled" / "deploy"
     argv = [vf_python, __file__, "--profile-child", str(graph), str(out)]
     done = subprocess.run(argv, cwd=graph.parent, capture_output=True, text=True, check=True)
     result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
@@ -352,6 +417,8 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true", help="only print the table")
     parser.add_argument("--profile", action="store_true", help="add the per-stage profile")
     parser.add_argument("--tmp", type=Path, default=None, help="where graphs and trees go")
+    parser.add_argument("--peer", type=Path, default=DEFAULT_SOURCE, help="videoflow's source")
+    parser.add_argument("--no-peer", action="store_true", help="measure vf alone")
     parser.add_argument(
         "--profile-child", nargs=2, metavar=("GRAPH", "OUT"), help=argparse.SUPPRESS
     )
@@ -359,8 +426,10 @@ def main() -> None:
     if args.profile_child:
         profile_child(*args.profile_child)
         return
+    cached_bytecode()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     vf = str(Path(sys.executable).parent / "vf")
+    peer = None if args.no_peer else peer_python(args.peer)
     report: dict[str, Any] = {
         "machine": {
             "cpu_count": os.cpu_count(),
@@ -372,21 +441,26 @@ def main() -> None:
             "python": startup([sys.executable, "-c", "pass"]),
             "vf_version": startup([vf, "--version"]),
         },
+        "peer": peer_label(peer),
         "sizes": {},
     }
     report["filesystem"] = filesystem(args.tmp or Path(tempfile.gettempdir()))
+    repeats = set()
     with tempfile.TemporaryDirectory(prefix="vf-bench-", dir=args.tmp) as tmp:
         for n in sizes:
             graph = write_project(Path(tmp), n)
             repeat = args.repeat or (3 if n >= 5000 else 5)
-            run_once([vf, "compile", str(graph), "--out", str(graph.parent / "warm")], ROOT)
+            repeats.add(repeat)
+            run_once(
+                [vf, "compile", str(graph), "--out", str(graph.parent / "warm" / "deploy")], ROOT
+            )
             row: dict[str, Any] = {"repeat": repeat, "shape": shape(n)}
-            row["two_envs"] = measure(vf, graph, [], repeat, graph.parent)
-            row["one_env"] = measure(vf, graph, ["dev"], repeat, graph.parent)
+            row.update(measure_size(vf, peer, graph, n, repeat))
             if args.profile and n >= 1000:
                 row["profile"] = profile(sys.executable, graph)
             report["sizes"][str(n)] = row
-            print(f"N={n}: {row['two_envs']['wall_median_s']} s, 2 envs", file=sys.stderr)
+            print(f"N={n}: {row['one_env']['cpu_median_s']} s CPU, 1 env", file=sys.stderr)
+    report["repeat_note"] = " / ".join(str(r) for r in sorted(repeats)) + " alternating runs"
     text = table(report)
     print(text)
     profiled = any("profile" in row for row in report["sizes"].values())

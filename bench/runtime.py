@@ -17,22 +17,24 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import nats
-import nats.errors
 import redis
-from nats.js.api import DiscardPolicy, RetentionPolicy, StreamConfig
 
-from vf.commands.run_local.command import RunLocalRequest, run_local
-from vf_runtime.broker.topology import BATCH_MAX_MSGS, DUPLICATE_WINDOW
-from vf_runtime.local.infra import LocalServer, start_nats, start_redis
-from vf_runtime.store.blobstore import BlobStore
+from chain import raw_chain, raw_nats
+from compile import write_project
+from frames import codec_copies, raw_frames
+from peer import DEFAULT_SOURCE, cached_bytecode, peer_flow, peer_label, peer_python, runtime_driver
+from runtime_report import table, write_doc
+from startup import compile_check, first_item, idle_rss, peer_first_item
+from vf.run_local import RunLocalRequest, run_local
+from vf_runtime.blobstore import BlobStore
+from vf_runtime.localinfra import LocalServer, start_nats, start_redis
 from vf_runtime.wire import (
     DATA,
     BlobRef,
@@ -45,28 +47,29 @@ from vf_runtime.wire import encode_payload as encode
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "runtime.json"
-DOC = ROOT / "docs" / "performance.md"
-START, END = "<!-- runtime-table:start -->", "<!-- runtime-table:end -->"
 SUMMARY = re.compile(r"\[(\S+)/r\d+\] .* summary: .*cpu_seconds=([\d.]+)")
 Servers = tuple[LocalServer, LocalServer]
-SPIN_ROUNDS = 360_000  # the CPU-bound stage's loop: about 20 ms of one core here
-RAW_FETCH_BATCH = 64  # what vf's readers fetch at most; the raw reader gets the same
-# videoflow's published figures (32-thread machine; E2, E3), shown beside ours.
-VIDEOFLOW: dict[str, Any] = {
-    "per_hop_ms": 1.9,
-    "median_ms_by_depth": {"1": 4.22, "2": 6.40, "4": 10.31, "8": 17.80},
-    "scaling_sleep_msgs_s": {"1": 44.0, "2": 87.2, "4": 172.7},
-}
 
+
+@dataclasses.dataclass
+class Peer:
+    """videoflow's interpreter, when it is measured beside vf."""
+
+    python: str | None = None
+    nats: str = ""
+
+
+PEER = Peer()
+SPIN_ROUNDS = 360_000  # the CPU-bound stage's loop: about 20 ms of one core here
 NODES = """
 import json, os, time
 from vf import Consumer, Processor, Producer
 
 class Source(Producer):
-    def __init__(self, count=100, size=1024, rate=0.0, **kw):
+    def __init__(self, count=100, size=1024, rate=0.0, frames=False, **kw):
         super().__init__(**kw)
         self.count, self.size, self.rate, self.n = count, size, rate, 0
-        self.next_at = None
+        self.frames, self.next_at = frames, None
     def next(self):
         if self.n >= self.count:
             raise StopIteration
@@ -77,6 +80,11 @@ class Source(Producer):
                 time.sleep(self.next_at - now)
             self.next_at += 1.0 / self.rate
         self.n += 1
+        if self.frames:  # a 1080p bgr8 frame whose first 16 bytes say which and when
+            import numpy
+            frame = numpy.zeros((1080, 1920, 3), dtype=numpy.uint8)
+            frame.reshape(-1)[:16].view("<f8")[:] = (self.n, time.time())
+            return frame
         return {"i": self.n, "t0": time.time(), "pad": b"x" * self.size}
 
 class Identity(Processor):
@@ -105,6 +113,9 @@ class Sink(Consumer):
         super().__init__(**kw)
         self.out = open(path, "a", buffering=1)
     def consume(self, item):
+        if not isinstance(item, dict):  # a frame
+            i, t0 = (float(v) for v in item.reshape(-1)[:16].view("<f8"))
+            item = {"i": int(i), "t0": t0}
         self.out.write(json.dumps([item["i"], item["t0"], time.time()]) + "\\n")
 """
 
@@ -115,7 +126,8 @@ from vf import BATCH, Flow
 
 def build_flow():
     node = Source(count=int(os.environ["B_COUNT"]), size=int(os.environ["B_SIZE"]),
-                  rate=float(os.environ["B_RATE"]), name="source")
+                  rate=float(os.environ["B_RATE"]), frames=bool(os.environ["B_FRAMES"]),
+                  name="source")
     for depth in range(int(os.environ["B_DEPTH"])):
         node = Identity(name=f"hop{depth}")(node)
     if os.environ["B_WORK"]:
@@ -124,55 +136,6 @@ def build_flow():
     sink = Sink(path=os.environ["B_OUT"], name="sink")(node)
     return Flow([sink], flow_type=BATCH, flow_id=os.environ["B_FLOW"])
 """
-
-
-async def raw_nats(url: str, *, count: int, size: int, pipelined: bool) -> dict[str, float]:
-    """One nats-py process: a publisher task and a fetch-and-ack task on one stream with
-    vf's BATCH settings, a ``Nats-Msg-Id`` on each publish, fetches as large as vf's
-    largest prefetch. ``pipelined`` uses ``publish_async`` instead of awaiting each ack.
-    """
-    client = await nats.connect(url)
-    js = client.jetstream()
-    name = f"raw{time.monotonic_ns()}"
-    await js.add_stream(
-        StreamConfig(
-            name=name,
-            subjects=[f"{name}.data"],
-            retention=RetentionPolicy.INTEREST,
-            max_msgs=BATCH_MAX_MSGS,
-            discard=DiscardPolicy.NEW,
-            duplicate_window=DUPLICATE_WINDOW,
-        )
-    )
-    sub = await js.pull_subscribe(f"{name}.data", durable="reader", stream=name)
-    payload = b"x" * size
-    cpu, started = time.process_time(), time.perf_counter()
-
-    async def publish() -> None:
-        for i in range(count):
-            headers = {"Nats-Msg-Id": f"m{i}"}
-            if pipelined:
-                await js.publish_async(f"{name}.data", payload, headers=headers)
-            else:
-                await js.publish(f"{name}.data", payload, headers=headers)
-        await js.publish_async_completed()
-
-    async def consume() -> None:
-        seen = 0
-        while seen < count:
-            try:
-                batch = await sub.fetch(batch=RAW_FETCH_BATCH, timeout=1.0)
-            except (TimeoutError, nats.errors.TimeoutError):
-                continue
-            for msg in batch:
-                await msg.ack()
-            seen += len(batch)
-
-    await asyncio.gather(publish(), consume())
-    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-    await js.delete_stream(name)
-    await client.close()
-    return {"msgs_s": count / elapsed, "cpu_us_per_msg": cpu / count * 1e6}
 
 
 def vf_flow(servers: Servers, *, work: Path, **params: Any) -> dict[str, Any]:
@@ -189,6 +152,7 @@ def vf_flow(servers: Servers, *, work: Path, **params: Any) -> dict[str, Any]:
         B_REPLICAS=str(params.get("replicas", 1)),
         B_OUT=str(out),
         B_FLOW=params["flow"],
+        B_FRAMES="1" if params.get("frames") else "",
     )
     log = io.StringIO()
     request = RunLocalRequest(
@@ -216,47 +180,80 @@ def rate(records: list[list[float]]) -> float:
 
 
 def throughput(servers: Servers, *, work: Path, count: int, reps: int) -> dict[str, Any]:
-    """Raw loops and the vf flow, interleaved rep by rep; medians and per-rep ratios."""
+    """Raw loops, the raw three-process chain, the vf flow and videoflow's, interleaved rep
+    by rep; medians and per-rep ratios."""
     runs: list[dict[str, Any]] = []
     for rep in range(reps):
         awaited = asyncio.run(raw_nats(servers[0].url, count=count, size=1024, pipelined=False))
         pipelined = asyncio.run(raw_nats(servers[0].url, count=count, size=1024, pipelined=True))
+        chain = raw_chain(servers[0].url, count=count, size=1024)
         flow = vf_flow(servers, work=work, flow=f"tput{rep}", count=count, depth=1)
         vf = rate(flow["records"])
-        runs.append(
-            {
-                "raw_awaited_msgs_s": awaited["msgs_s"],
-                "raw_pipelined_msgs_s": pipelined["msgs_s"],
-                "raw_cpu_us_per_msg": pipelined["cpu_us_per_msg"],
-                "vf_msgs_s": vf,
-                "vf_cpu_us_per_msg": {k: v / count * 1e6 for k, v in flow["cpu"].items()},
-                "ratio_vs_pipelined": vf / pipelined["msgs_s"],
-                "ratio_vs_awaited": vf / awaited["msgs_s"],
-            }
-        )
-    keys = ["raw_awaited_msgs_s", "raw_pipelined_msgs_s", "raw_cpu_us_per_msg", "vf_msgs_s"]
-    keys += ["ratio_vs_pipelined", "ratio_vs_awaited"]
-    medians = {k: statistics.median(r[k] for r in runs) for k in keys}
-    stages = runs[0]["vf_cpu_us_per_msg"]
-    medians["vf_cpu_us_per_msg"] = {
-        s: statistics.median(r["vf_cpu_us_per_msg"][s] for r in runs) for s in stages
-    }
-    return {"count": count, "reps": reps, "median": medians, "runs": runs}
+        run = {
+            "raw_awaited_msgs_s": awaited["msgs_s"],
+            "raw_pipelined_msgs_s": pipelined["msgs_s"],
+            "raw_cpu_us_per_msg": pipelined["cpu_us_per_msg"],
+            "raw_chain_msgs_s": chain["msgs_s"],
+            "raw_chain_cpu_us_per_msg": chain["cpu_us_per_msg"],
+            "vf_msgs_s": vf,
+            "vf_cpu_us_per_msg": {k: v / count * 1e6 for k, v in flow["cpu"].items()},
+            "ratio_vs_pipelined": vf / pipelined["msgs_s"],
+            "ratio_vs_awaited": vf / awaited["msgs_s"],
+            "ratio_vs_chain": vf / chain["msgs_s"],
+        }
+        if PEER.python:
+            theirs = rate(
+                peer_records(servers, work=work, flow=f"ptput{rep}", count=count, depth=1)
+            )
+            run.update(videoflow_msgs_s=theirs, ratio_vs_videoflow=vf / theirs)
+        runs.append(run)
+    keys = [k for k, v in runs[0].items() if isinstance(v, float)]
+    medians: dict[str, Any] = {k: statistics.median(r[k] for r in runs) for k in keys}
+    for key in ("vf_cpu_us_per_msg", "raw_chain_cpu_us_per_msg"):
+        medians[key] = {s: statistics.median(r[key][s] for r in runs) for s in runs[0][key]}
+    spread = {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in keys}
+    return {"count": count, "reps": reps, "median": medians, "spread": spread, "runs": runs}
+
+
+def peer_records(servers: Servers, *, work: Path, **params: Any) -> list[list[float]]:
+    """The sink records of one bench flow through videoflow's local engine."""
+    assert PEER.python is not None
+    records: list[list[float]] = peer_flow(
+        PEER.python, work, nats_url=servers[0].url, redis_url=servers[1].url, **params
+    )
+    return records
+
+
+def _latencies(records: list[list[float]]) -> list[float]:
+    return sorted((r[2] - r[1]) * 1000 for r in records)
 
 
 def hop_latency(servers: Servers, *, work: Path, depths: list[int], count: int) -> dict[str, Any]:
-    """Median end-to-end latency of a paced identity chain per depth, and the slope per hop."""
-    medians: dict[str, float] = {}  # keyed as JSON keys them
-    p95: dict[str, float] = {}
+    """Median end-to-end latency of a paced identity chain per depth, and the slope per hop;
+    vf and videoflow alternate depth by depth."""
+    found: dict[str, dict[str, float]] = {"vf": {}, "vf_p95": {}, "videoflow": {}}
     for depth in depths:
         flow = vf_flow(
             servers, work=work, flow=f"chain{depth}", count=count, rate=50.0, depth=depth
         )
-        latencies = sorted((r[2] - r[1]) * 1000 for r in flow["records"])
-        medians[str(depth)] = statistics.median(latencies)
-        p95[str(depth)] = latencies[int(0.95 * (len(latencies) - 1))]
-    slope = statistics.linear_regression(depths, list(medians.values())).slope
-    return {"median_ms_by_depth": medians, "p95_ms_by_depth": p95, "per_hop_ms": slope}
+        latencies = _latencies(flow["records"])
+        found["vf"][str(depth)] = statistics.median(latencies)
+        found["vf_p95"][str(depth)] = latencies[int(0.95 * (len(latencies) - 1))]
+        if PEER.python:
+            theirs = peer_records(
+                servers, work=work, flow=f"pchain{depth}", count=count, rate=50.0, depth=depth
+            )
+            found["videoflow"][str(depth)] = statistics.median(_latencies(theirs))
+    result: dict[str, Any] = {
+        "median_ms_by_depth": found["vf"],
+        "p95_ms_by_depth": found["vf_p95"],
+        "per_hop_ms": statistics.linear_regression(depths, list(found["vf"].values())).slope,
+    }
+    if found["videoflow"]:
+        result["videoflow_median_ms_by_depth"] = found["videoflow"]
+        slope = statistics.linear_regression(depths, list(found["videoflow"].values())).slope
+        result["videoflow_per_hop_ms"] = slope
+    return result
 
 
 async def _vf_blobs(store: BlobStore, value: dict[str, bytes], *, first: int, count: int) -> None:
@@ -320,6 +317,7 @@ def scaling(servers: Servers, *, work: Path, kind: str, count: int) -> dict[str,
     """
     rounds = SPIN_ROUNDS if kind == "cpu" else 0
     found: dict[str, float] = {}  # keyed as JSON keys them
+    theirs: dict[str, float] = {}
     for replicas in (1, 2, 4):
         flow = vf_flow(
             servers,
@@ -332,7 +330,21 @@ def scaling(servers: Servers, *, work: Path, kind: str, count: int) -> dict[str,
             replicas=replicas,
         )
         found[str(replicas)] = rate(flow["records"])
+        if PEER.python and kind == "sleep":
+            theirs[str(replicas)] = rate(
+                peer_records(
+                    servers,
+                    work=work,
+                    flow=f"pscale-{kind}-{replicas}",
+                    count=count,
+                    kind=kind,
+                    work_ms=20,
+                    rounds=rounds,
+                    replicas=replicas,
+                )
+            )
     return {
+        "videoflow_msgs_s": theirs,
         "msgs_s": found,
         "speedup": {r: found[r] / found["1"] for r in found},
         "count": count,
@@ -341,12 +353,64 @@ def scaling(servers: Servers, *, work: Path, kind: str, count: int) -> dict[str,
     }
 
 
+def frames(servers: Servers, *, work: Path, count: int, reps: int) -> dict[str, Any]:
+    """1080p frames through the 3-stage vf flow and the raw Redis + NATS loop, alternating;
+    then a paced vf run (10 frames/s) for the latency of one frame on a quiet flow."""
+    runs = []
+    for rep in range(reps):
+        raw = raw_frames(servers[0].url, servers[1].url, count=count)
+        flow = vf_flow(servers, work=work, flow=f"frames{rep}", count=count, depth=1, frames=True)
+        vf, theirs = rate(flow["records"]), rate(raw)
+        runs.append(
+            {
+                "vf_frames_s": vf,
+                "raw_frames_s": theirs,
+                "ratio": vf / theirs,
+                "vf_latency_ms": statistics.median(_latencies(flow["records"])),
+                "raw_latency_ms": statistics.median(_latencies(raw)),
+            }
+        )
+    paced = vf_flow(
+        servers, work=work, flow="frames-paced", count=30, depth=1, frames=True, rate=10.0
+    )
+    median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    spread = {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in runs[0]}
+    return {
+        "count": count,
+        "median": median,
+        "spread": spread,
+        "runs": runs,
+        "paced_latency_ms": statistics.median(_latencies(paced["records"])),
+        "codec_copies": codec_copies(),
+    }
+
+
+def startup(work: Path, *, reps: int) -> dict[str, Any]:
+    """First item of a 10-node run-local (vf, then videoflow), idle RSS, ``--check``."""
+    vf = str(Path(sys.executable).parent / "vf")
+    found: dict[str, Any] = {"first_item_s": [], "videoflow_first_item_s": []}
+    for rep in range(reps):
+        found["first_item_s"].append(first_item(vf, work, rep=rep))
+        if PEER.python:
+            spec = {"work": str(work), "count": 20, "size": 64, "rate": 0.0, "depth": 8}
+            spec.update(kind="", work_ms=0, rounds=0, replicas=1, flow=f"pfirst{rep}")
+            spec.update(out=str(work / f"pfirst{rep}.jsonl"), nats=PEER.nats, redis="")
+            seconds = peer_first_item(PEER.python, runtime_driver(work), work, spec)
+            found["videoflow_first_item_s"].append(seconds)
+    found["idle_rss_mib"] = idle_rss(vf, work)
+    graph = write_project(work, 50)
+    found["check_50_nodes_3_envs"] = compile_check(vf, graph, repeat=10)
+    return found
+
+
 def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     servers: Servers = (start_nats(work / "nats"), start_redis(work / "redis"))
+    PEER.nats = servers[0].url
+    paced = 50 if args.quick else 250  # items of the latency and scaling runs
     try:
         results: dict[str, Any] = {
             "throughput": throughput(servers, work=work, count=args.count, reps=args.reps),
-            "hop_latency": hop_latency(servers, work=work, depths=[1, 2, 4, 8], count=250),
+            "hop_latency": hop_latency(servers, work=work, depths=[1, 2, 4, 8], count=paced),
         }
         blobs = sorted(
             (asyncio.run(blob_path(servers[1].url, size=1024 * 1024, reps=100)) for _ in range(3)),
@@ -354,7 +418,9 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         )
         results["blob"] = {**blobs[1], "ratios": [run["ratio"] for run in blobs]}  # the median
         kinds = ("sleep", "cpu")
-        results["scaling"] = {k: scaling(servers, work=work, kind=k, count=240) for k in kinds}
+        results["scaling"] = {k: scaling(servers, work=work, kind=k, count=paced) for k in kinds}
+        results["frames"] = frames(servers, work=work, count=args.frames, reps=args.reps)
+        results["startup"] = startup(work, reps=args.reps)
     finally:
         for server in servers:
             server.stop()
@@ -362,92 +428,8 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
         f"Python {platform.python_version()}"
     )
+    results["peer"] = peer_label(PEER.python)
     return results
-
-
-def _cells(result: dict[str, Any] | None) -> dict[str, str]:
-    """The figures of one run (``before`` or ``after``) as table cells."""
-    if result is None:
-        return {}
-    tput = result["throughput"]["median"]
-    chain = result["hop_latency"]
-    blob = result["blob"]
-    sleep = result["scaling"]["sleep"]["msgs_s"]
-    cpu = result["scaling"]["cpu"]["msgs_s"]
-    depths = chain["median_ms_by_depth"]
-    return {
-        "pipe": f"{tput['vf_msgs_s']:.0f} / {tput['raw_pipelined_msgs_s']:.0f} = "
-        f"**{tput['ratio_vs_pipelined']:.2f}**",
-        "await": f"{tput['vf_msgs_s']:.0f} / {tput['raw_awaited_msgs_s']:.0f} = "
-        f"{tput['ratio_vs_awaited']:.2f}",
-        "hop": f"**{chain['per_hop_ms']:.2f}**",
-        "depths": " / ".join(f"{depths[d]:.1f}" for d in sorted(depths, key=int)),
-        "blob": f"{blob['vf_mib_s']:.0f} / {blob['raw_mib_s']:.0f} = **{blob['ratio']:.2f}**",
-        "sleep": " / ".join(f"{sleep[r]:.0f}" for r in sorted(sleep, key=int)),
-        "cpu": " / ".join(f"{cpu[r]:.0f}" for r in sorted(cpu, key=int)),
-    }
-
-
-def table(results: dict[str, Any]) -> str:
-    before, after = _cells(results.get("before")), _cells(results.get("after"))
-    video = VIDEOFLOW
-    vf_depths = " / ".join(f"{v:.1f}" for v in video["median_ms_by_depth"].values())
-    vf_sleep = " / ".join(f"{v:.0f}" for v in video["scaling_sleep_msgs_s"].values())
-    rows = [
-        ("1 KiB msg/s, vf flow / raw pipelined loop (target ≥ 0.50)", "pipe", "—"),
-        ("1 KiB msg/s, vf flow / raw awaited loop", "await", "—"),
-        ("Per-hop latency, identity chain (ms, slope; target ≤ 1.9)", "hop", "1.9"),
-        ("Median end-to-end ms at depth 1 / 2 / 4 / 8", "depths", vf_depths),
-        ("1 MiB blob path MiB/s, vf / raw SET+GET (target ≥ 0.60)", "blob", "—"),
-        ("20 ms sleeping stage, msg/s at 1 / 2 / 4 replicas", "sleep", vf_sleep),
-        ("20 ms CPU-bound stage, msg/s at 1 / 2 / 4 replicas", "cpu", "—"),
-    ]
-    lines = [
-        "| Measurement | vf before | vf after | videoflow |",
-        "|---|---:|---:|---:|",
-    ]
-    for label, key, theirs in rows:
-        lines.append(f"| {label} | {before.get(key, '—')} | {after.get(key, '—')} | {theirs} |")
-    latest = results.get("after") or results.get("before") or {}
-    if latest:
-        lines += ["", *_closing(latest)]
-    return "\n".join(lines)
-
-
-def _spread(ratios: Iterable[float]) -> str:
-    return " / ".join(f"{r:.2f}" for r in ratios)
-
-
-def _closing(result: dict[str, Any]) -> list[str]:
-    """The notes under the table: CPU per stage, and the ratios quoted in words."""
-    tput = result["throughput"]["median"]
-    stages = ", ".join(f"{k} {v:.0f}" for k, v in tput["vf_cpu_us_per_msg"].items())
-    sleep, cpu = (result["scaling"][kind]["speedup"] for kind in ("sleep", "cpu"))
-    piped = _spread(run["ratio_vs_pipelined"] for run in result["throughput"]["runs"])
-    return [
-        f"CPU per message (µs): vf stages {stages or 'n/a'}; the raw pipelined loop "
-        f"(publisher and reader in one process) {tput['raw_cpu_us_per_msg']:.0f}.",
-        "",
-        f"Ratios: the vf flow moves 1 KiB messages at {tput['ratio_vs_awaited']:.0%} of the "
-        f"awaited raw loop's rate and {tput['ratio_vs_pipelined']:.0%} of the pipelined "
-        f"one's (runs: {piped}); an identity hop costs "
-        f"{result['hop_latency']['per_hop_ms']:.2f} ms (videoflow: 1.9 ms); 1 MiB payloads "
-        f"go through the blob path at {result['blob']['ratio']:.0%} of raw SET+GET (rounds: "
-        f"{_spread(result['blob'].get('ratios', []))}); 2 and 4 replicas speed a "
-        f"sleeping stage up {sleep['2']:.1f}x and {sleep['4']:.1f}x, a CPU-bound one "
-        f"{cpu['2']:.1f}x and {cpu['4']:.1f}x (2 cores). Machine: {result['machine']}.",
-    ]
-
-
-def write_doc(text: str) -> None:
-    doc = DOC.read_text(encoding="utf-8")
-    block = f"{START}\n{text}\n{END}"
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        doc = head + block + rest.split(END, 1)[1]
-    else:
-        doc = doc.rstrip("\n") + "\n\n## Runtime throughput and latency\n\n" + block + "\n"
-    DOC.write_text(doc, encoding="utf-8")
 
 
 def main() -> None:
@@ -459,7 +441,20 @@ def main() -> None:
     )
     parser.add_argument("--no-save", action="store_true", help="print, write nothing")
     parser.add_argument("--render", action="store_true", help="re-render the saved results only")
+    parser.add_argument("--frames", type=int, default=40, help="1080p frames per frame run")
+    parser.add_argument("--peer", type=Path, default=DEFAULT_SOURCE, help="videoflow's source")
+    parser.add_argument("--no-peer", action="store_true", help="measure vf alone")
+    parser.add_argument("--quick", action="store_true", help="short latency and scaling runs")
     args = parser.parse_args()
+    cached_bytecode()
+    if not args.render and not args.no_peer:
+        PEER.python = peer_python(args.peer)
+    if not args.render:  # compile every module's bytecode once, before anything is timed
+        warm = "import vf.cli, vf.pipeline, vf.run_local, vf_runtime.worker, numpy, redis"
+        subprocess.run([sys.executable, "-c", warm], check=True)
+        if PEER.python:
+            warm = "import videoflow.worker, videoflow.engines.local, numpy, redis"
+            subprocess.run([PEER.python, "-c", warm], check=True)
     saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     saved = saved if "after" in saved or "before" in saved else {}
     if not args.render:

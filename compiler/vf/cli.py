@@ -15,6 +15,7 @@ from vf import __version__
 from vf.commands.cli_machine import register as register_machine_commands
 from vf.commands.cli_project import register as register_project_commands
 from vf.commands.exits import run_body
+from vf.commands.ops.commands import LazyGroup
 from vf.commands.ops.commands import register as register_operator_commands
 from vf.errors import EXIT_STALE, VfError
 
@@ -68,7 +69,7 @@ def _compile(request: CompileRequest) -> CompileResult:
     return compile_project(request)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="vf", message="%(prog)s %(version)s")
 def cli() -> None:
     """vf compiles a pipeline graph module into a deterministic GitOps tree.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -115,6 +117,26 @@ def test_a_4_mib_payload_goes_through_redis_and_is_released(
     assert [line["i"] for line in lines] == [1, 2, 3]
     assert all(line["blob"] == 4 * 1024 * 1024 and line["blob_ok"] for line in lines)
     assert _command_calls(client, "set") - sets_before >= 3, "payloads did not go to Redis"
+    assert list(client.scan_iter("vf-blob*")) == [], "blobs were not released after the ack"
+
+
+def test_frames_arrive_whole_as_arrays_through_the_payload_store(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    """Encoded from the array's memory, decoded by slicing: every byte of every frame."""
+    spec = importlib.util.spec_from_file_location("framenodes", FLOWS / "framenodes.py")
+    assert spec is not None and spec.loader is not None
+    nodes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nodes)
+    client = redis.Redis.from_url(redis_server.url)
+    out = tmp_path / "sink.jsonl"
+    run = run_flow("frames.py", nats=nats_server, redis=redis_server, env={"VF_TEST_OUT": str(out)})
+    _ok(run)
+    expected = [hashlib.sha256((255 - nodes.frame(i)).tobytes()).hexdigest() for i in (1, 2, 3)]
+    lines = _lines(out)
+    assert [line["sha256"] for line in lines] == expected
+    assert all(line["array"] and line["shape"] == [1080, 1920, 3] for line in lines)
+    assert {line["dtype"] for line in lines} == {"uint8"}
     assert list(client.scan_iter("vf-blob*")) == [], "blobs were not released after the ack"
 
 

@@ -9,6 +9,9 @@ message can never release a blob another reader still needs.
 A store that cannot be reached raises :class:`StoreUnavailable` (typed, transient);
 :func:`patiently` retries such an operation with backoff until it succeeds or the
 worker stops, so an outage delays messages but never spends their delivery budget.
+
+The Redis client (and redis-py with it, about 5 MiB) is made on the first operation: a
+worker that never offloads or fetches a payload never loads it.
 """
 
 from __future__ import annotations
@@ -18,23 +21,18 @@ import functools
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from urllib.parse import urlsplit
 
-from redis import exceptions as redis_errors
-from redis.asyncio import Redis
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+    from redis.commands.core import AsyncScript
 
 BLOB_PREFIX = "vf-blob-"
 IDEM_PREFIX = "vf-idem-"
 IDEM_TTL = 24 * 3600
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)
-_TRANSIENT = (
-    redis_errors.ConnectionError,  # refused, reset, still loading its data
-    redis_errors.TimeoutError,
-    redis_errors.ReadOnlyError,  # a replica during fail-over
-    redis_errors.TryAgainError,
-    redis_errors.ClusterDownError,
-    OSError,
-)
+SCHEMES = ("redis", "rediss", "unix")
 log = logging.getLogger("vf.store")
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -51,6 +49,21 @@ class Stopped(Exception):
     """The worker is stopping while an operation waited for the store."""
 
 
+@functools.cache
+def _transient() -> tuple[type[BaseException], ...]:
+    """The client's connection-level errors (redis-py is loaded once a client exists)."""
+    from redis import exceptions as redis_errors
+
+    return (
+        redis_errors.ConnectionError,  # refused, reset, still loading its data
+        redis_errors.TimeoutError,
+        redis_errors.ReadOnlyError,  # a replica during fail-over
+        redis_errors.TryAgainError,
+        redis_errors.ClusterDownError,
+        OSError,
+    )
+
+
 def _typed(method: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """Translate the client's connection-level errors into :class:`StoreUnavailable`."""
 
@@ -58,8 +71,10 @@ def _typed(method: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any,
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await method(*args, **kwargs)
-        except _TRANSIENT as exc:
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        except Exception as exc:
+            if isinstance(exc, _transient()):
+                raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            raise
 
     return wrapper
 
@@ -112,17 +127,34 @@ class PayloadMissing(Exception):
 class BlobStore:
     """Offloaded payloads keyed by message id, released by named readers."""
 
-    def __init__(self, client: Redis, *, ttl_seconds: int) -> None:
-        self.client = client
+    def __init__(self, client: Redis | None = None, *, ttl_seconds: int, url: str = "") -> None:
+        self._client = client
+        self.url = url
         self.ttl = ttl_seconds
-        self._release = client.register_script(_RELEASE)
+        self._script: AsyncScript | None = None
 
     @classmethod
     def from_url(cls, url: str, *, ttl_seconds: int) -> BlobStore:
-        return cls(
-            Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5),
-            ttl_seconds=ttl_seconds,
-        )
+        """A store for ``url``; its client is made on first use, the URL is checked now."""
+        if urlsplit(url).scheme not in SCHEMES:
+            raise ValueError(
+                "Redis URL must specify one of the following schemes (redis://, rediss://, unix://)"
+            )
+        return cls(ttl_seconds=ttl_seconds, url=url)
+
+    @property
+    def client(self) -> Redis:
+        if self._client is None:
+            from redis.asyncio import Redis
+
+            self._client = Redis.from_url(self.url, socket_timeout=10, socket_connect_timeout=5)
+        return self._client
+
+    @property
+    def _release(self) -> AsyncScript:
+        if self._script is None:
+            self._script = self.client.register_script(_RELEASE)
+        return self._script
 
     @_typed
     async def put(self, message_id: str, data: bytes, *, readers: Iterable[str]) -> str:
@@ -155,7 +187,8 @@ class BlobStore:
         return bool(deleted)
 
     async def close(self) -> None:
-        await self.client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
 
 
 def idempotency_key(*, flow_id: str, node: str, message_id: str, generation: str = "") -> str:

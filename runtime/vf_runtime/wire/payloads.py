@@ -43,22 +43,8 @@ class Tensor:
         everything about their bytes; other arrays (unicode, bytes, objects, records,
         dates) are refused with :class:`UnsupportedDtype` rather than sent mislabelled.
         """
-        import numpy
-
-        dtype = array.dtype
-        if dtype.kind not in TENSOR_KINDS or dtype.fields is not None or dtype.subdtype:
-            raise UnsupportedDtype(
-                f"a numpy array of dtype {dtype.str!r} ({dtype.name}) cannot travel as a "
-                "tensor: only bool, integer, float and complex arrays have an exact wire "
-                "form; convert it (e.g. unicode to a list of str) before returning it"
-            )
-        little = dtype.newbyteorder("<")
-        contiguous = numpy.asarray(array, dtype=little, order="C")  # keeps 0-d arrays 0-d
-        return cls(
-            shape=tuple(int(n) for n in contiguous.shape),
-            dtype=str(little.name),
-            data=contiguous.tobytes(),
-        )
+        shape, dtype, contiguous = _little_c_order(array)
+        return cls(shape=shape, dtype=dtype, data=contiguous.tobytes())
 
     def to_numpy(self) -> Any:
         """The tensor as a read-only numpy array (needs numpy installed); the wire's
@@ -119,3 +105,29 @@ def is_ndarray(value: object) -> bool:
 def is_numpy_scalar(value: object) -> bool:
     kind = type(value)
     return kind.__module__ == "numpy" and hasattr(value, "item") and not is_ndarray(value)
+
+
+def _little_c_order(array: Any) -> tuple[tuple[int, ...], str, Any]:
+    """Shape, dtype name and a C-ordered little-endian form of ``array``: the array itself
+    when it already is one. Refuses dtypes without an exact tensor form."""
+    import numpy
+
+    dtype = array.dtype
+    if dtype.kind not in TENSOR_KINDS or dtype.fields is not None or dtype.subdtype:
+        raise UnsupportedDtype(
+            f"a numpy array of dtype {dtype.str!r} ({dtype.name}) cannot travel as a "
+            "tensor: only bool, integer, float and complex arrays have an exact wire "
+            "form; convert it (e.g. unicode to a list of str) before returning it"
+        )
+    little = dtype.newbyteorder("<")
+    contiguous = numpy.asarray(array, dtype=little, order="C")  # keeps 0-d arrays 0-d
+    return tuple(int(n) for n in contiguous.shape), str(little.name), contiguous
+
+
+def array_bytes(array: Any) -> tuple[tuple[int, ...], str, memoryview]:
+    """What :meth:`Tensor.from_array` would hold, with the element bytes as a view of the
+    array (no copy when it is C-ordered and little-endian already)."""
+    import numpy
+
+    shape, dtype, contiguous = _little_c_order(array)
+    return shape, dtype, memoryview(contiguous.reshape(-1).view(numpy.uint8))

@@ -13,11 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from vf_runtime.wire import envelope_pb2 as pb
-from vf_runtime.wire.payloads import Frame, Tensor
+from vf_runtime.wire.payloads import Frame, Tensor, array_bytes, is_ndarray
 
 LARGE = 64 * 1024  # leaves at least this long are spliced in instead of copied
 
-Parts = tuple[list[bytes], int]  # the pieces of an encoding, and their total length
+Piece = bytes | memoryview
+Parts = tuple[list[Piece], int]  # the pieces of an encoding, and their total length
 
 
 def varint(number: int) -> bytes:
@@ -43,6 +44,8 @@ def has_large(obj: Any) -> bool:
         return len(obj) >= LARGE
     if kind is Tensor:
         return len(obj.data) >= LARGE
+    if is_ndarray(obj):
+        return int(obj.nbytes) >= LARGE
     if kind is dict:
         return any(has_large(item) for item in obj.values())
     if kind is list or kind is tuple:
@@ -59,11 +62,14 @@ def value_parts(obj: Any, *, small: Any) -> Parts:
     elif kind is Tensor:
         if len(obj.data) >= LARGE:
             return _field(9, tensor_parts(obj))
+    elif is_ndarray(obj):
+        if int(obj.nbytes) >= LARGE:
+            return _field(9, array_parts(obj))
     elif kind is dict:
         if has_large(obj) and all(type(key) is str for key in obj):
             return _field(8, _entries(obj, small=small))
     elif (kind is list or kind is tuple) and has_large(obj):
-        pieces: list[bytes] = []
+        pieces: list[Piece] = []
         size = 0
         for item in obj:
             more, extra = _field(1, value_parts(item, small=small))
@@ -76,7 +82,7 @@ def value_parts(obj: Any, *, small: Any) -> Parts:
 
 def _entries(mapping: dict[str, Any], *, small: Any) -> Parts:
     """A ``MapValue``: one ``MapEntry`` per item, in the mapping's order."""
-    pieces: list[bytes] = []
+    pieces: list[Piece] = []
     size = 0
     for key, item in mapping.items():
         entry, entry_size = _field(2, value_parts(item, small=small))
@@ -98,6 +104,56 @@ def tensor_parts(tensor: Tensor) -> Parts:
     data = tensor.data if type(tensor.data) is bytes else bytes(tensor.data)
     pieces, size = _field(3, ([data], len(data)))
     return [head, *pieces], len(head) + size
+
+
+def array_parts(array: Any) -> Parts:
+    """A numpy array as a ``Tensor``, its element bytes a view of the array: joining the
+    parts is then the only copy of them."""
+    shape, dtype, data = array_bytes(array)
+    head = pb.Tensor(shape=shape, dtype=dtype).SerializeToString()
+    if not data.nbytes:
+        return [head], len(head)
+    pieces, size = _field(3, ([data], data.nbytes))
+    return [head, *pieces], len(head) + size
+
+
+def _varint_at(data: bytes, at: int) -> tuple[int, int]:
+    number = shift = 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = data[at]
+        number |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if byte < 0x80:
+            return number, at
+
+
+def tensor_data_span(data: bytes) -> tuple[int, int, int] | None:
+    """Where a serialised ``Tensor``'s element bytes (field 3) lie, as (where the field's
+    tag starts, where its bytes start, where they end), when the field occurs once and
+    every field is well formed; None sends the caller to protobuf."""
+    spans: list[tuple[int, int, int]] = []
+    at = 0
+    try:
+        while at < len(data):
+            field = at
+            tag, at = _varint_at(data, at)
+            wire = tag & 7
+            if wire == 0:
+                _, at = _varint_at(data, at)
+                continue
+            if wire != 2:
+                return None
+            length, at = _varint_at(data, at)
+            if at + length > len(data):
+                return None
+            if tag >> 3 == 3:
+                spans.append((field, at, at + length))
+            at += length
+    except ValueError:
+        return None
+    return spans[0] if len(spans) == 1 else None
 
 
 def frame_parts(frame: Frame) -> Parts:

@@ -196,7 +196,7 @@ def encode_payload(obj: Any) -> tuple[str, bytes]:
         return VALUE, _serialized_value(obj)
     if isinstance(obj, RawPayload):
         return obj.payload_type, obj.data
-    if is_ndarray(obj):
+    if is_ndarray(obj) and int(obj.nbytes) < splice.LARGE:
         obj = as_tensor(obj)
     spliced = _spliced(obj)
     if spliced is not None:
@@ -212,6 +212,8 @@ def encode_payload(obj: Any) -> tuple[str, bytes]:
 def _spliced(obj: Any) -> tuple[str, bytes] | None:
     """Payloads with large byte strings, encoded without copying those through protobuf."""
     kind = type(obj)
+    if is_ndarray(obj):  # a large one: its bytes are joined straight from the array
+        return TENSOR, b"".join(splice.array_parts(obj)[0])
     if kind is Tensor and len(obj.data) >= splice.LARGE:
         return TENSOR, b"".join(splice.tensor_parts(obj)[0])
     if kind is Frame and len(obj.pixels.data) >= splice.LARGE:
@@ -250,6 +252,18 @@ def _tensor(message: pb.Tensor) -> Tensor:
     return Tensor(shape=tuple(message.shape), dtype=message.dtype, data=message.data)
 
 
+def _decode_tensor(data: bytes, arrays: bool) -> Any:
+    """A ``Tensor`` payload; a large one's element bytes are sliced out of ``data`` once
+    instead of being copied into a protobuf message and out again."""
+    span = splice.tensor_data_span(data) if len(data) >= splice.LARGE else None
+    if span is None:
+        return tensor_from_pb(pb.Tensor.FromString(data), arrays=arrays)
+    field, start, end = span
+    head = pb.Tensor.FromString(data[:field] + data[end:])
+    tensor = Tensor(shape=tuple(head.shape), dtype=head.dtype, data=data[start:end])
+    return tensor.to_numpy() if arrays else tensor
+
+
 def _decode_frame(data: bytes, _arrays: bool) -> Frame:
     frame = pb.Frame.FromString(data)
     capture = frame.capture_ts if frame.HasField("capture_ts") else None
@@ -268,7 +282,7 @@ def _decode_blob_ref(data: bytes, _arrays: bool) -> BlobRef:
 
 _DECODERS: dict[str, Callable[[bytes, bool], Any]] = {
     VALUE: lambda data, arrays: from_value(pb.Value.FromString(data), arrays=arrays),
-    TENSOR: lambda data, arrays: tensor_from_pb(pb.Tensor.FromString(data), arrays=arrays),
+    TENSOR: _decode_tensor,
     FRAME: _decode_frame,
     DETECTIONS: _decode_detections,
     TRACKS: lambda data, _arrays: Tracks(tracks=_tensor(pb.Tracks.FromString(data).tracks)),
