@@ -25,7 +25,7 @@ import nats
 import nats.errors
 from nats.js.api import DiscardPolicy, RetentionPolicy, StreamConfig
 
-from vf_runtime.topology import BATCH_MAX_MSGS, DUPLICATE_WINDOW
+from vf_runtime.broker.topology import BATCH_MAX_MSGS, DUPLICATE_WINDOW
 
 FETCH_BATCH = 64  # what vf's readers fetch at most; the raw readers get the same
 

@@ -32,9 +32,9 @@ from frames import codec_copies, raw_frames
 from peer import DEFAULT_SOURCE, cached_bytecode, peer_flow, peer_label, peer_python, runtime_driver
 from runtime_report import table, write_doc
 from startup import compile_check, first_item, idle_rss, peer_first_item
-from vf.run_local import RunLocalRequest, run_local
-from vf_runtime.blobstore import BlobStore
-from vf_runtime.localinfra import LocalServer, start_nats, start_redis
+from vf.commands.run_local.command import RunLocalRequest, run_local
+from vf_runtime.local.infra import LocalServer, start_nats, start_redis
+from vf_runtime.store.blobstore import BlobStore
 from vf_runtime.wire import (
     DATA,
     BlobRef,
@@ -450,7 +450,10 @@ def main() -> None:
     if not args.render and not args.no_peer:
         PEER.python = peer_python(args.peer)
     if not args.render:  # compile every module's bytecode once, before anything is timed
-        warm = "import vf.cli, vf.pipeline, vf.run_local, vf_runtime.worker, numpy, redis"
+        warm = (
+            "import vf.cli, vf.pipeline, vf.commands.run_local.command, "
+            "vf_runtime.worker.replica, numpy, redis"
+        )
         subprocess.run([sys.executable, "-c", warm], check=True)
         if PEER.python:
             warm = "import videoflow.worker, videoflow.engines.local, numpy, redis"

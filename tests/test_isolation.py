@@ -93,7 +93,7 @@ def test_a_worker_imports_numpy_only_for_a_tensor() -> None:
     script = textwrap.dedent(
         """
         import sys
-        from vf_runtime.processor import _numpy_available
+        from vf_runtime.worker.processor import _numpy_available
         from vf_runtime.wire import Tensor, decode_payload, encode_payload
         assert _numpy_available()
         decode_payload(*encode_payload({"i": 1}), arrays=True)
@@ -114,8 +114,8 @@ def test_a_payload_store_loads_redis_on_first_use() -> None:
     script = textwrap.dedent(
         """
         import sys
-        import vf_runtime.worker
-        from vf_runtime.blobstore import BlobStore
+        import vf_runtime.worker.replica
+        from vf_runtime.store.blobstore import BlobStore
         store = BlobStore.from_url("redis://127.0.0.1:1/0", ttl_seconds=5)
         print("redis" in sys.modules)
         store.client
@@ -130,7 +130,7 @@ def test_a_payload_store_loads_redis_on_first_use() -> None:
 
 
 def test_a_payload_store_url_without_a_redis_scheme_is_refused_at_once() -> None:
-    from vf_runtime.blobstore import BlobStore
+    from vf_runtime.store.blobstore import BlobStore
 
     with pytest.raises(ValueError, match="redis://, rediss://, unix://"):
         BlobStore.from_url("http://cache:6379", ttl_seconds=5)

@@ -13,10 +13,10 @@ import click
 
 # command name -> (module, attribute) of the click command
 OPERATOR_COMMANDS: dict[str, tuple[str, str]] = {
-    "dlq": ("vf.ops.cli_dlq", "dlq_group"),
-    "runs": ("vf.ops.cli_runs", "runs_command"),
-    "teardown": ("vf.ops.cli_runs", "teardown_command"),
-    "debug": ("vf.ops.cli_debug", "debug_group"),
+    "dlq": ("vf.commands.ops.cli_dlq", "dlq_group"),
+    "runs": ("vf.commands.ops.cli_runs", "runs_command"),
+    "teardown": ("vf.commands.ops.cli_runs", "teardown_command"),
+    "debug": ("vf.commands.ops.cli_debug", "debug_group"),
 }
 
 
