@@ -3,14 +3,16 @@ that environment's overlay.
 
 Derived from the per-environment objects together, like the Kustomize tree: a field equal
 everywhere is verbatim in ``templates/``; a field that differs is a value; an object that
-only some environments have is guarded by ``objects.<Kind>/<name>``. The namespace is
-the release's. The provision Job is a Helm hook here and only here.
+only some environments have is guarded by the ``environment`` value. Objects of one shape
+share a template that ranges over rows (``vf.helm_rows``). The namespace is the release's.
+The provision Job is a Helm hook here and only here.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -20,6 +22,7 @@ from vf import yamlout
 from vf.emit_kustomize import object_file
 from vf.filetext import Chunks, FileText, whole
 from vf.helm_image_tag import IMAGE_TAG_VALUES, retagged
+from vf.helm_rows import Member, group, presence, shape_template
 from vf.helm_schema import values_schema
 from vf.helm_slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
 from vf.helm_text import (
@@ -105,14 +108,19 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     del indexed
     templates = _resolve_keys(templates, envs=envs)
     values = {env: {**_values(templates, env=env), **IMAGE_TAG_VALUES} for env in envs}
+    singles, shapes = group([_member(tpl) for tpl in templates])
     makers: dict[str, Callable[[], FileText]] = {}
-    for tpl in templates:
-        guard = ("objects", f"{tpl.key[0]}/{tpl.key[1]}") if tpl.partial else None
-        makers[f"templates/{object_file(tpl.base)}"] = partial(
-            object_template, tpl.base, slots=tpl.slots, guard=guard
+    for one in singles:
+        guard = presence(one.present) if one.partial else None
+        makers[f"templates/{object_file(one.base)}"] = partial(
+            object_template, one.base, slots=one.slots, guard=guard
         )
+    for shape in shapes:
+        makers[f"templates/rows/{shape.name}.yaml"] = partial(shape_template, shape)
+    rows = {shape.name: list(shape.rows) for shape in shapes}
     default = values[envs[0]]
-    makers["values.yaml"] = partial(yamlout.dump, default)
+    makers["values.yaml"] = partial(yamlout.dump, {**default, **({"rows": rows} if rows else {})})
+    del shapes, singles, rows
     for env in envs:
         makers[f"values-{env}.yaml"] = partial(yamlout.dump, _nulled(default, env=values[env]))
     makers["values.schema.json"] = partial(_schema_text, values)
@@ -125,6 +133,16 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     for path in sorted(makers):
         yield f"{ROOT}/{path}", digest.of(path, makers.pop(path)())
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()))
+
+
+def _member(tpl: _Template) -> Member:
+    return Member(
+        key=tpl.key,
+        base=tpl.base,
+        slots=tpl.slots,
+        present=tuple(sorted(tpl.present)),
+        partial=tpl.partial,
+    )
 
 
 def _schema_text(values: Mapping[str, Obj]) -> Chunks:
@@ -291,16 +309,10 @@ def _agree(slots: Sequence[Slot], *, envs: Sequence[str]) -> bool:
 
 
 def _values(templates: Sequence[_Template], *, env: str) -> Obj:
-    """One environment's complete values: a missing field or object is null."""
-    out: Obj = {}
+    """One environment's complete values: its name (which objects it has), and null for a
+    field it lacks."""
+    out: Obj = {"environment": env}
     for tpl in templates:
-        if tpl.partial:
-            _put(
-                out,
-                key=("objects", f"{tpl.key[0]}/{tpl.key[1]}"),
-                value=env in tpl.present,
-                merge=False,
-            )
         for slot in tpl.slots:
             key = slot.key[1:] if slot.key[0] == TEMPLATED else slot.key
             key = key[2:] if key[0] == WRAP else key
@@ -350,7 +362,7 @@ def _context(
             for env in envs
         ],
         "nodes": list(info.nodes),
-        "objects": sorted(f"{kind}/{name}" for kind, name in (t.key for t in templates)),
+        "kinds": sorted(Counter(kind for kind, _ in (t.key for t in templates)).items()),
     }
 
 

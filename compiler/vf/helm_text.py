@@ -28,15 +28,29 @@ IN_RELEASE_NAMESPACE = "$in-release-namespace"  # (it, head, tail): head.<ns>.sv
 TEMPLATED = "$tpl"  # ("$tpl", *key): the value at key, rendered with the release (tpl)
 WRAP = "$wrap"  # ("$wrap", helper, *inner): inner through vf.<helper> with image.tag
 LITERAL = "$lit"  # ("$lit", text): text as it is
+ROW = "$row"  # ("$row", RowPart): a field of the row a generic template ranges over
 HELM_CHART_LABEL: ValueKey = ("$helm-chart",)
 RELEASE_SERVICE: ValueKey = ("$release-service",)
 _BUILT_IN = {
-    RELEASE_NAMESPACE: ".Release.Namespace",
-    HELM_CHART_LABEL: '(printf "%s-%s" .Chart.Name (.Chart.Version | replace "+" "_"))',
-    RELEASE_SERVICE: ".Release.Service",
+    RELEASE_NAMESPACE: "$.Release.Namespace",
+    HELM_CHART_LABEL: '(printf "%s-%s" $.Chart.Name ($.Chart.Version | replace "+" "_"))',
+    RELEASE_SERVICE: "$.Release.Service",
 }
 _encode_ascii = json.encoder.encode_basestring_ascii  # json.dumps(text) of a str, in C
 _ITEM_HEAD = re.compile(r"^(\s*)- (.*)$")
+
+
+class RowPart(str):
+    """A part of a value key that a generic template reads from its row: the field's name
+    (the text of the str), between a constant ``prefix`` and ``suffix``."""
+
+    prefix: str
+    suffix: str
+
+    def __new__(cls, field: str, prefix: str = "", suffix: str = "") -> RowPart:
+        part = super().__new__(cls, field)
+        part.prefix, part.suffix = prefix, suffix
+        return part
 
 
 def escape_go(text: str) -> str:
@@ -49,23 +63,39 @@ def go_string(text: str) -> str:
     return _encode_ascii(text)
 
 
+def _part(part: str) -> str:
+    """A value key's part as a Go expression: a string, or a field of the current row."""
+    if not isinstance(part, RowPart):
+        return go_string(part)
+    field = f"(index $r {go_string(str(part))})"
+    if not (part.prefix or part.suffix):
+        return field
+    texts = [go_string(part.prefix)] if part.prefix else []
+    texts.append(field)
+    texts += [go_string(part.suffix)] if part.suffix else []
+    return f"(print {' '.join(texts)})"
+
+
 def values_expr(key: ValueKey) -> str:
+    """The Go expression of a value key, valid at any depth of a template (``$`` is the
+    chart's root even inside a ``range``)."""
     if key in _BUILT_IN:
         return _BUILT_IN[key]
+    if key[0] in (ROW, LITERAL):
+        return _part(key[1])
     if key[0] == TEMPLATED:
         return f"(tpl {values_expr(key[1:])} $)"
-    if key[0] == LITERAL:
-        return go_string(key[1])
     if key[0] == WRAP:
         return f'(include "vf.{key[1]}" (list {values_expr(key[2:])} $.Values.image.tag))'
     if key[0] == IN_RELEASE_NAMESPACE:
-        head, tail = (go_string(part) for part in key[1:])
-        return f'(printf "%s.%s.svc%s" {head} .Release.Namespace {tail})'
-    return "(index .Values " + " ".join(go_string(part) for part in key) + ")"
+        head, tail = (_part(part) for part in key[1:])
+        return f'(printf "%s.%s.svc%s" {head} $.Release.Namespace {tail})'
+    return "(index $.Values " + " ".join(_part(part) for part in key) + ")"
 
 
-def object_template(base: Obj, *, slots: Sequence[Slot], guard: ValueKey | None) -> str:
-    """The template file of one object: ``base`` with a Go action at every slot."""
+def object_template(base: Obj, *, slots: Sequence[Slot], guard: str | None) -> str:
+    """The template text of one object: ``base`` with a Go action at every slot, inside
+    ``{{ if guard }}`` when a condition is given."""
     markers, text = _marked_text(base, slots=slots)
     out: list[str] = []
     done = 0
@@ -78,7 +108,7 @@ def object_template(base: Obj, *, slots: Sequence[Slot], guard: ValueKey | None)
         done = end + 1
     out.append(text[done:])
     if guard is not None:
-        out = ["{{- if " + values_expr(guard) + " }}\n", *out, "{{- end }}\n"]
+        out = ["{{- if " + guard + " }}\n", *out, "{{- end }}\n"]
     return "".join(out)
 
 
