@@ -22,6 +22,7 @@ from vf import yamlout
 from vf.emit_kustomize import object_file
 from vf.filetext import Chunks, FileText, whole
 from vf.helm_image_tag import IMAGE_TAG_VALUES, retagged
+from vf.helm_replicas import with_replica_slots, worker_envs
 from vf.helm_rows import Member, group, presence, shape_template
 from vf.helm_schema import values_schema
 from vf.helm_slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
@@ -31,9 +32,9 @@ from vf.helm_text import (
     RELEASE_NAMESPACE,
     RELEASE_SERVICE,
     TEMPLATED,
-    WRAP,
     object_template,
     render_text,
+    values_key,
 )
 from vf.jsontext import json_chunks
 from vf.ordering import with_helm_hooks, without_tool_annotations
@@ -95,13 +96,13 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     namespaced: set[Key] = set()
     indexed = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
     keys = list(dict.fromkeys(k for env in envs for k in indexed[env]))
+    where = _Where(envs=tuple(envs), namespaces=info.namespaces, workers=worker_envs(per_env))
     templates = [
         _template(
             key,
             versions={e: indexed[e][key] for e in envs if key in indexed[e]},
-            envs=envs,
+            where=where,
             namespaced=key in namespaced,
-            namespaces=info.namespaces,
         )
         for key in keys
     ]
@@ -252,17 +253,22 @@ def _get(obj: Any, *, path: tuple[Any, ...]) -> Any:
     return obj
 
 
-def _template(
-    key: Key,
-    *,
-    versions: dict[str, Obj],
-    envs: Sequence[str],
-    namespaced: bool,
-    namespaces: Mapping[str, str],
-) -> _Template:
+@dataclass(frozen=True, kw_only=True)
+class _Where:
+    """What every object's template is made against: the environments, their namespaces
+    and each node's worker environment."""
+
+    envs: tuple[str, ...]
+    namespaces: Mapping[str, str]
+    workers: Mapping[str, Mapping[str, str]]
+
+
+def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> _Template:
     base = versions[sorted(versions)[0]]  # read, never changed: object_template copies
-    slots = _with_release_slots(find_slots(versions), versions=versions, namespaces=namespaces)
+    found = find_slots(versions)
+    slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)
     slots = retagged(slots, versions=versions)
+    slots = with_replica_slots(slots, versions=versions, workers=where.workers)
     if namespaced:
         ns = Slot(
             path=("metadata", "namespace"),
@@ -275,7 +281,7 @@ def _template(
         base=base,
         slots=tuple(slots),
         present=frozenset(versions),
-        partial=len(versions) < len(envs),
+        partial=len(versions) < len(where.envs),
     )
 
 
@@ -314,10 +320,9 @@ def _values(templates: Sequence[_Template], *, env: str) -> Obj:
     out: Obj = {"environment": env}
     for tpl in templates:
         for slot in tpl.slots:
-            key = slot.key[1:] if slot.key[0] == TEMPLATED else slot.key
-            key = key[2:] if key[0] == WRAP else key
-            if key[0].startswith("$"):
-                continue  # Helm supplies it
+            key = values_key(slot.key)
+            if key is None:
+                continue  # Helm or the template supplies it
             value = slot.values.get(env, ABSENT)
             _put(
                 out,

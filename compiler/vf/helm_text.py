@@ -18,7 +18,8 @@ from typing import Any
 import jinja2
 
 from vf import yamlout
-from vf.helm_slots import Slot, ValueKey
+from vf.config_hash import IN_PLACE
+from vf.helm_slots import PARENT_REPLICAS_KEY, Slot, ValueKey
 from vf.resources import templates
 
 Obj = dict[str, Any]
@@ -29,6 +30,9 @@ TEMPLATED = "$tpl"  # ("$tpl", *key): the value at key, rendered with the releas
 WRAP = "$wrap"  # ("$wrap", helper, *inner): inner through vf.<helper> with image.tag
 LITERAL = "$lit"  # ("$lit", text): text as it is
 ROW = "$row"  # ("$row", RowPart): a field of the row a generic template ranges over
+NB_TASKS_KEY = "$nb-tasks"  # ("$nb-tasks", node): nodes.<node>.replicas as text
+CONFIG_HASH = "$config-hash"  # (it, mode, node, "a,b", *head): head + the replicas' digest
+HASH_IN_PLACE, HASH_RESTART = "$in-place", "$restart"  # whether own replicas count
 HELM_CHART_LABEL: ValueKey = ("$helm-chart",)
 RELEASE_SERVICE: ValueKey = ("$release-service",)
 _BUILT_IN = {
@@ -76,6 +80,29 @@ def _part(part: str) -> str:
     return f"(print {' '.join(texts)})"
 
 
+def _replicas(node: str) -> str:
+    return f"(toString (index $.Values {_part('nodes')} {_part(node)} {_part('replicas')}))"
+
+
+def _derived(key: ValueKey) -> str | None:
+    """The expression of a value made of others: a name in the release's namespace, or
+    what a worker's replica count decides (``vf.helm_replicas``)."""
+    if key[0] == IN_RELEASE_NAMESPACE:
+        head, tail = (_part(part) for part in key[1:])
+        return f'(printf "%s.%s.svc%s" {head} $.Release.Namespace {tail})'
+    if key[0] == NB_TASKS_KEY:
+        return _replicas(key[1])
+    if key[0] == PARENT_REPLICAS_KEY:
+        return f'(include "vf.parentReplicas" (list $.Values.nodes {_part(key[1])}) | default nil)'
+    if key[0] == CONFIG_HASH:
+        mode, node, parents = key[1:4]
+        own = go_string(IN_PLACE) if mode == HASH_IN_PLACE else _replicas(node)
+        theirs = f'(include "vf.parentReplicas" (list $.Values.nodes {_part(parents)}))'
+        tail = f'(printf "%s|%s" {own} {theirs} | sha256sum | trunc 4)'
+        return f"(print {values_expr(key[4:])} {tail})"
+    return None
+
+
 def values_expr(key: ValueKey) -> str:
     """The Go expression of a value key, valid at any depth of a template (``$`` is the
     chart's root even inside a ``range``)."""
@@ -87,10 +114,24 @@ def values_expr(key: ValueKey) -> str:
         return f"(tpl {values_expr(key[1:])} $)"
     if key[0] == WRAP:
         return f'(include "vf.{key[1]}" (list {values_expr(key[2:])} $.Values.image.tag))'
-    if key[0] == IN_RELEASE_NAMESPACE:
-        head, tail = (_part(part) for part in key[1:])
-        return f'(printf "%s.%s.svc%s" {head} $.Release.Namespace {tail})'
+    derived = _derived(key)
+    if derived is not None:
+        return derived
     return "(index $.Values " + " ".join(_part(part) for part in key) + ")"
+
+
+def values_key(key: ValueKey) -> ValueKey | None:
+    """Where in the values a slot's per-environment values go; None for what Helm or the
+    template itself supplies."""
+    if key[0] == TEMPLATED:
+        return values_key(key[1:])
+    if key[0] == WRAP:
+        return values_key(key[2:])
+    if key[0] == NB_TASKS_KEY:
+        return ("nodes", key[1], "replicas")
+    if key[0] == CONFIG_HASH:
+        return values_key(key[4:])
+    return None if key[0].startswith("$") else key
 
 
 def object_template(base: Obj, *, slots: Sequence[Slot], guard: str | None) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from vf import names
 from vf.admission import Admission, admit
 from vf.config import Environment
+from vf.config_hash import config_hash
 from vf.errors import Problem, raise_if
 from vf.gpu_ir import GpuGrant, GpuPlan
 from vf.gpu_plan import plan_gpu
@@ -225,7 +226,7 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str, gpu: GpuPlan | None) -
         env=env,
         labels=labels,
         selector=selector,
-        config_hash=hashlib.sha256(json.dumps(env).encode()).hexdigest()[:16],
+        config_hash=config_hash(dict(env), kind=kind),
         probes=long_running,
         backoff_limit=ctx.env.workloads.supervision.max_restarts if kind == "Job" else None,
         device_type=node.device_type,
