@@ -260,10 +260,13 @@ def diff_command(
     """Explain what compiling GRAPH would change in the tree at OUT; exit 1 if anything."""
 
     def body() -> int:
+        from dataclasses import replace
+
         from vf.diff import diff_project
         from vf.diff_report import RENDERERS
 
-        result = _compile(_request(graph, config, envs, profiles))
+        # the committed chart's version carries on, as in a compile into OUT
+        result = _compile(replace(_request(graph, config, envs, profiles), chart_from=out))
         report = diff_project(result, out=out, environments=envs, raw=raw)
         click.echo(RENDERERS[fmt](report), nl=False)
         return EXIT_STALE if report.changed else 0

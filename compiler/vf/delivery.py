@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from vf.chart_version import ChartRelease
 from vf.delivery_config import GitOps
 from vf.emit_gitops import emit_gitops
 from vf.emit_helm import ChartInfo, chart_files, emit_helm
@@ -33,17 +34,22 @@ def delivery_files(
     plans: Sequence[Plan],
     objects: Mapping[str, Sequence[dict[str, Any]]],
     gitops: GitOps | None,
+    chart: ChartRelease | None = None,
 ) -> Iterator[tuple[str, FileText]]:
-    """The files of ``emit_delivery`` one at a time, so none needs to stay in memory."""
-    yield from chart_files(objects, info=_chart_info(graph, plans=plans))
+    """The files of ``emit_delivery`` one at a time, so none needs to stay in memory;
+    ``chart`` is the chart the output tree holds now, which the new version counts on from."""
+    yield from chart_files(objects, info=_chart_info(graph, plans=plans, previous=chart))
     yield from emit_gitops(gitops, plans=plans, objects=objects).items()
 
 
-def _chart_info(graph: Graph, *, plans: Sequence[Plan]) -> ChartInfo:
+def _chart_info(
+    graph: Graph, *, plans: Sequence[Plan], previous: ChartRelease | None = None
+) -> ChartInfo:
     return ChartInfo(
         name=plans[0].flow_id,
         flow_type=graph.flow_type,
         kubernetes_versions={p.environment: p.kubernetes_version for p in plans},
         namespaces={p.environment: p.namespace for p in plans},
         nodes=tuple(node.name for node in graph.nodes),
+        previous=previous,
     )
