@@ -127,20 +127,21 @@ def build_flow() -> Flow:
 LAYERED_CONFIG = """environments:
   dev:
     namespace: layered-dev
-    images: {default: registry.example.com/vf-worker:bench}
+    images: {{default: registry.example.com/vf-worker:bench}}
   prod:
     namespace: layered
-    images: {default: registry.example.com/vf-worker:bench}
+    images: {{default: registry.example.com/vf-worker:{prod}}}
 """
 
 
-def write_layered(folder: Path, *, nodes: int) -> Path:
-    """The compile benchmark's graph shape with ``nodes`` nodes, and its vf.yaml."""
+def write_layered(folder: Path, *, nodes: int, prod_image: str = "bench") -> Path:
+    """The compile benchmark's graph shape with ``nodes`` nodes, and its vf.yaml; a prod
+    image of its own gives prod a BATCH generation of its own (other Job names)."""
     w = max(2, round(math.sqrt(nodes) / 3))
     d = (nodes - 1 - w) // w
     r = (nodes - 1 - w) - w * d
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vf.yaml").write_text(LAYERED_CONFIG, encoding="utf-8")
+    (folder / "vf.yaml").write_text(LAYERED_CONFIG.format(prod=prod_image), encoding="utf-8")
     (folder / "layered_nodes.py").write_text(LAYERED_NODES, encoding="utf-8")
     graph = folder / "graph.py"
     graph.write_text(LAYERED.format(n=nodes, w=w, d=d, r=r), encoding="utf-8")

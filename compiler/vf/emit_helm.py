@@ -22,6 +22,7 @@ from vf import yamlout
 from vf.chart_version import DIGEST_ANNOTATION, ChartRelease, chart_version
 from vf.emit_kustomize import object_file
 from vf.filetext import Chunks, FileText, whole
+from vf.helm_generations import generations, matched, with_generation_names
 from vf.helm_image_tag import IMAGE_TAG_VALUES, retagged
 from vf.helm_replicas import with_replica_slots, worker_envs
 from vf.helm_rows import Member, group, presence, shape_template
@@ -96,9 +97,18 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     version digests every other file), so none needs to stay in memory."""
     envs = sorted(per_env)
     namespaced: set[Key] = set()
-    indexed = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
+    prepared = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
+    gens = generations(prepared)
+    indexed = {
+        env: {matched(k, generation=gens.get(env)): o for k, o in prepared[env].items()}
+        for env in envs
+    }
+    namespaced = {matched(k, generation=g) for k in namespaced for g in (*gens.values(), None)}
+    del prepared
     keys = list(dict.fromkeys(k for env in envs for k in indexed[env]))
-    where = _Where(envs=tuple(envs), namespaces=info.namespaces, workers=worker_envs(per_env))
+    where = _Where(
+        envs=tuple(envs), namespaces=info.namespaces, workers=worker_envs(per_env), gens=gens
+    )
     templates = [
         _template(
             key,
@@ -263,11 +273,12 @@ class _Where:
     envs: tuple[str, ...]
     namespaces: Mapping[str, str]
     workers: Mapping[str, Mapping[str, str]]
+    gens: Mapping[str, str]  # each environment's BATCH generation, when they differ
 
 
 def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> _Template:
     base = versions[sorted(versions)[0]]  # read, never changed: object_template copies
-    found = find_slots(versions)
+    found = with_generation_names(find_slots(versions), versions=versions, gens=where.gens)
     slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)
     slots = retagged(slots, versions=versions)
     slots = with_replica_slots(slots, versions=versions, workers=where.workers)

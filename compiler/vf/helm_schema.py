@@ -93,7 +93,9 @@ def _alike(keys: Sequence[str], *, each: Obj, required: Sequence[str]) -> Obj:
         "propertyNames": {"enum": list(keys)},
         "additionalProperties": each,
     }
-    if required:
+    if list(required) == list(keys):
+        schema["minProperties"] = len(keys)  # with the names fixed: every one is there
+    elif required:
         schema["required"] = list(required)
     return schema
 

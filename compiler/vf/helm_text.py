@@ -33,6 +33,7 @@ ROW = "$row"  # ("$row", RowPart): a field of the row a generic template ranges 
 NB_TASKS_KEY = "$nb-tasks"  # ("$nb-tasks", node): nodes.<node>.replicas as text
 CONFIG_HASH = "$config-hash"  # (it, mode, node, "a,b", *head): head + the replicas' digest
 HASH_IN_PLACE, HASH_RESTART = "$in-place", "$restart"  # whether own replicas count
+GEN_NAME = "$gen-name"  # ("$gen-name", prefix): the prefix and the BATCH generation
 HELM_CHART_LABEL: ValueKey = ("$helm-chart",)
 RELEASE_SERVICE: ValueKey = ("$release-service",)
 _BUILT_IN = {
@@ -92,6 +93,8 @@ def _derived(key: ValueKey) -> str | None:
         return f'(printf "%s.%s.svc%s" {head} $.Release.Namespace {tail})'
     if key[0] == NB_TASKS_KEY:
         return _replicas(key[1])
+    if key[0] == GEN_NAME:
+        return f"(print {_part(key[1])} (index $.Values {_part('generation')}))"
     if key[0] == PARENT_REPLICAS_KEY:
         return f'(include "vf.parentReplicas" (list $.Values.nodes {_part(key[1])}) | default nil)'
     if key[0] == CONFIG_HASH:
