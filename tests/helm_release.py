@@ -5,9 +5,10 @@ Helm's ``secret`` storage driver (``pkg/storage/driver/util.go``, ``encodeReleas
 compression. The release JSON (``pkg/release/v1``) holds the chart (``pkg/chart/v2``: its
 metadata, every template and every other file as base64 bytes, the default values, the
 values schema as base64 bytes), the values given at install (``config``) and the rendered
-manifest. The API server refuses a Secret whose data exceeds 1 MiB, so this is the number
-that decides whether ``helm install`` can succeed. Hooks are kept inside the manifest here
-(Helm stores them beside it): the same text either way.
+manifest, and the rendered NOTES.txt (``info.notes``; its template text here, about as
+long). The API server refuses a Secret whose data exceeds 1 MiB, so this is the number that
+decides whether ``helm install`` can succeed. Hooks are kept inside the manifest here (Helm
+stores them beside it): the same text either way.
 
 Also the synthetic layered BATCH graph of the compile benchmark, so the test and the
 benchmark measure the same shape.
@@ -61,7 +62,11 @@ def release_secret_bytes(helm: str, *, chart: Path, values: Path, namespace: str
     }
     release = {
         "name": "vf",
-        "info": {"status": "deployed", "description": "Install complete"},
+        "info": {
+            "status": "deployed",
+            "description": "Install complete",
+            "notes": (chart / "templates" / "NOTES.txt").read_text(encoding="utf-8"),
+        },
         "chart": body,
         "config": _load(values.read_text(encoding="utf-8")),
         "manifest": manifest,
