@@ -208,7 +208,7 @@ def test_gitops_manifests_point_at_the_overlays(
     prod = _yaml(batch["gitops/flux/kustomization-prod.yaml"])
     assert prod["spec"]["sourceRef"] == {"kind": "GitRepository", "name": "batch-deploy"}
     assert prod["spec"]["kubeConfig"] == {"secretRef": {"name": "prod-kubeconfig"}}
-    assert prod["spec"]["wait"] is False
+    assert prod["spec"]["dependsOn"] == [{"name": "batch-demo-prod-infra"}]
     dest = _yaml(batch["gitops/argocd/application-prod.yaml"])["spec"]["destination"]
     assert dest == {"namespace": "pipelines", "server": "https://prod.k8s.example.com:6443"}
     assert not any(p.startswith("gitops/") for p in compiled_examples["video_analytics"].tree)

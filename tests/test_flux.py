@@ -4,6 +4,7 @@ HelmRelease; every object checked against vf's and the upstream CRD schemas."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,11 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from tests.conftest import kustomize_build
 from tests.test_crd_schemas import _errors, own_schema, upstream_schema
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, compile_project
+from vf.write import write_tree
 
 Obj = dict[str, Any]
 GRAPH = """
@@ -101,22 +104,20 @@ def test_an_ssh_source_needs_and_gets_a_secret(write_graph: Callable[..., Path])
 
 
 def test_both_flow_types_have_a_health_signal(write_graph: Callable[..., Path]) -> None:
-    batch = _flux(write_graph, flux="  flux: {service_account: flux-fx}\n")[
-        "kustomization-dev.yaml"
-    ]
-    spec = batch["spec"]
-    assert spec["wait"] is False and spec["serviceAccountName"] == "flux-fx"
-    assert spec["retryInterval"] == "2m"
-    checked = {(c["kind"], c["name"], c["namespace"]) for c in spec["healthChecks"]}
-    assert checked == {
-        ("Deployment", "vf-fx-nats", "fx-dev"),
-        ("Deployment", "vf-fx-redis", "fx-dev"),
-    }
+    found = _flux(write_graph, flux="  flux: {service_account: flux-fx}\n")
+    infra, workers = (found[f"kustomization-dev{p}.yaml"]["spec"] for p in ("-infra", ""))
+    assert infra["wait"] is True and infra["serviceAccountName"] == "flux-fx"
+    assert workers["wait"] is True and workers["retryInterval"] == "2m"
+    # a Job is healthy once started and not failed: a long batch never times Flux out
+    (jobs,) = workers["healthCheckExprs"]
+    assert (jobs["apiVersion"], jobs["kind"]) == ("batch/v1", "Job")
+    assert "startTime" in jobs["current"] and "Failed" in jobs["failed"]
 
 
 def test_a_realtime_flow_waits_for_every_workload(write_graph: Callable[..., Path]) -> None:
-    live = _flux(write_graph, flux="  flux: {}\n", kind="REALTIME")["kustomization-dev.yaml"]
-    assert live["spec"]["wait"] is True and "healthChecks" not in live["spec"]
+    found = _flux(write_graph, flux="  flux: {}\n", kind="REALTIME")
+    for name in ("kustomization-dev-infra.yaml", "kustomization-dev.yaml"):
+        assert found[name]["spec"]["wait"] is True and "healthChecks" not in found[name]["spec"]
 
 
 def test_an_oci_artifact_holds_the_tree_itself(write_graph: Callable[..., Path]) -> None:
@@ -133,3 +134,43 @@ def test_a_helm_release_delivers_the_chart_instead(write_graph: Callable[..., Pa
     assert chart["chart"] == "./deploy/fx/chart"
     assert chart["valuesFiles"] == ["./deploy/fx/chart/values-dev.yaml"]
     assert found["helmrelease-dev.yaml"]["spec"]["targetNamespace"] == "fx-dev"
+
+
+@pytest.mark.parametrize("example", ["batch_pipeline", "realtime_cameras"])
+def test_infrastructure_then_workers_split_the_overlay(
+    example: str, compiled_examples: dict[str, Any], tmp_path: Path, kubectl: str
+) -> None:
+    """Each part, built as Flux builds it (the overlay plus the Kustomization's patches,
+    with the real kustomize), holds its own objects; together exactly the overlay's."""
+    result = compiled_examples[example]
+    write_tree(tmp_path / "deploy", result.tree)
+    yaml = YAML(typ="safe")
+    for env in result.objects:
+        parts = {}
+        for part in ("-infra", ""):
+            flux = yaml.load(result.tree[f"gitops/flux/kustomization-{env}{part}.yaml"])
+            folder = tmp_path / f"flux-{env}{part or '-workers'}"
+            folder.mkdir()
+            wrapper = {"resources": [f"../deploy/overlays/{env}"], **_only(flux["spec"])}
+            (folder / "kustomization.yaml").write_text(json.dumps(wrapper), encoding="utf-8")
+            built = yaml.load_all(kustomize_build(kubectl, folder))
+            parts[part] = {(o["kind"], o["metadata"]["name"]) for o in built if o}
+        whole = [
+            o
+            for o in yaml.load_all(kustomize_build(kubectl, tmp_path / "deploy" / "overlays" / env))
+            if o
+        ]
+        assert parts["-infra"] | parts[""] == {(o["kind"], o["metadata"]["name"]) for o in whole}
+        assert not parts["-infra"] & parts[""]
+        for obj in whole:
+            labels = obj["metadata"].get("labels") or {}
+            key = (obj["kind"], obj["metadata"]["name"])
+            if "vf.dev/infra" in labels or obj["kind"] == "Namespace":
+                assert key in parts["-infra"], key
+            if "vf.dev/node" in labels:
+                assert key in parts[""], key
+        assert any(kind == "Job" and "-provision-" in n for kind, n in parts[""])
+
+
+def _only(spec: Obj) -> Obj:
+    return {"patches": spec["patches"]}

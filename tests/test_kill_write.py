@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -57,10 +58,24 @@ environments:
 Snapshot = dict[str, bytes]
 
 
+CHART = "chart/Chart.yaml"
+VERSION = re.compile(rb'^version: "?0\.1\.(\d+)"?$', re.MULTILINE)
+
+
 def snapshot(root: Path) -> Snapshot:
-    return {
+    """Every file's bytes; the chart's version masked, since it counts the compiles that
+    changed the chart (``chart_patch`` reads it)."""
+    files = {
         str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
     }
+    files[CHART] = VERSION.sub(b"version: <counted>", files[CHART])
+    return files
+
+
+def chart_patch(root: Path) -> int:
+    found = VERSION.search((root / CHART).read_bytes())
+    assert found is not None
+    return int(found.group(1))
 
 
 def start(project: Path, tag: str, out: Path) -> subprocess.Popen[bytes]:
@@ -130,16 +145,19 @@ def test_sigkill_never_leaves_a_mixed_tree(tmp_path: Path) -> None:
     assert len(changed) > 200, "the two trees must differ in many files"
     rng = random.Random(int.from_bytes(os.urandom(4), "big"))
     outcomes: dict[str, int] = {}
-    current = "2"
+    current, patches = "2", chart_patch(out)
     for _ in range(KILLS):
         target = "1" if current == "2" else "2"
         proc = start(project, target, out)
         moment = kill_at_random(proc, tmp_path / f".deploy.vf-new-{proc.pid}", rng, timing)
-        seen = snapshot(out)
+        seen, patch = snapshot(out), chart_patch(out)
         assert seen in (trees[current], trees[target]), (
             f"killed {moment}: the tree is neither the previous nor the new one"
         )
         result = "new" if seen == trees[target] and seen != trees[current] else "previous"
+        # the new tree's chart counts one more change than the previous one's, never other
+        assert patch == patches + (result == "new"), (patch, patches, result)
+        patches = patch
         outcomes[f"{moment}, {result}"] = outcomes.get(f"{moment}, {result}", 0) + 1
         current = target if result == "new" else current
     print(f"{KILLS} kills: {outcomes}")

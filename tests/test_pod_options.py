@@ -84,7 +84,7 @@ def test_pod_options_reach_every_worker_and_only_labels_reach_the_broker(
         if "vf.dev/node" in labels:  # the provision Job has requests of its own
             assert requests["cpu"] == "250m" and "memory" not in requests
         spread = pod.get("topologySpreadConstraints")
-        if obj["kind"] == "Deployment" and obj["spec"]["replicas"] > 1:
+        if obj["kind"] in ("Deployment", "StatefulSet"):  # any replica count: scaling keeps it
             assert spread and spread[0]["topologyKey"] == "topology.kubernetes.io/zone"
             assert (
                 spread[0]["labelSelector"]["matchLabels"] == obj["spec"]["selector"]["matchLabels"]

@@ -113,7 +113,7 @@ def test_no_secret_in_the_tree_or_the_cli_output(project: Path) -> None:
         assert done.returncode == expected, done.args
         assert _leaks(done.stdout + done.stderr) == [], done.args
     files = [p for p in (project / "deploy").rglob("*") if p.is_file()]
-    assert len(files) > 50
+    assert len(files) > 40  # a whole tree (the chart shares templates between objects)
     for path in files:
         assert _leaks(path.read_text(encoding="utf-8")) == [], path
     tree = project / "deploy"

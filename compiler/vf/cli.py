@@ -237,8 +237,13 @@ def diff_command(
     def body() -> int:
         from vf.commands.diff.command import diff_project
         from vf.commands.diff.report import RENDERERS
+        from dataclasses import replace
 
-        result = _compile(_request(graph, config, envs, profiles))
+        from vf.diff import diff_project
+        from vf.diff_report import RENDERERS
+
+        # the committed chart's version carries on, as in a compile into OUT
+        result = _compile(replace(_request(graph, config, envs, profiles), chart_from=out))
         report = diff_project(result, out=out, environments=envs, raw=raw)
         click.echo(RENDERERS[fmt](report), nl=False)
         return EXIT_STALE if report.changed else 0

@@ -15,6 +15,14 @@ from vf.config.targets import Targets, find_config, load_targets, select_environ
 from vf.emit.delivery import delivery_files
 from vf.emit.kustomize.tree import EnvObjects, kustomize_files
 from vf.emit.readme import README, tree_readme
+from vf.admission import parse_profile_flags
+from vf.autoscale import apply_autoscaling, plan_autoscaling
+from vf.chart_version import read_previous
+from vf.config import Targets, find_config, load_targets, select_environments
+from vf.delivery import delivery_files
+from vf.diagram import EnvView, env_view
+from vf.emit_kustomize import EnvObjects, kustomize_files
+from vf.emit_readme import README, tree_readme
 from vf.errors import VfError
 from vf.frontend.graph_checks import graph_module_classes
 from vf.frontend.isolate import load_graph
@@ -51,6 +59,7 @@ class CompileRequest:
     images_optional: bool = False
     warn: Callable[[str], object] | None = None  # None: to standard error
     out: Path | None = None  # where the tree goes: flows beside it must not collide with it
+    chart_from: Path | None = None  # the tree whose chart version counts on (default: out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,6 +141,8 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
         del document  # the plan's JSON form is as large as the plan: free it now
     if request.out is not None:
         check_neighbours(plans, out=request.out)
+    current = request.chart_from or request.out
+    previous = read_previous(current) if current is not None else None
     kustomize = kustomize_files(
         {
             plan.environment: EnvObjects(
@@ -144,7 +155,9 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
             for plan in plans
         }
     )
-    delivery = delivery_files(plans=plans, objects=objects, gitops=targets.gitops)
+    delivery = delivery_files(
+        plans=plans, objects=objects, gitops=targets.gitops, chart=previous
+    )
     paths = []
     for file, text in itertools.chain(kustomize, delivery):
         sink(file, text)

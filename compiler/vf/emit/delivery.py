@@ -10,6 +10,12 @@ from vf.emit.gitops.manifests import emit_gitops
 from vf.emit.helm.chart import ChartInfo, chart_files, emit_helm
 from vf.ir.plan import Plan
 from vf.textio.filetext import FileText
+from vf.chart_version import ChartRelease
+from vf.delivery_config import GitOps
+from vf.emit_gitops import emit_gitops
+from vf.emit_helm import ChartInfo, chart_files, emit_helm
+from vf.filetext import FileText
+from vf.planir import Plan
 
 Tree = dict[str, str]
 
@@ -30,13 +36,15 @@ def delivery_files(
     plans: Sequence[Plan],
     objects: Mapping[str, Sequence[dict[str, Any]]],
     gitops: GitOps | None,
+    chart: ChartRelease | None = None,
 ) -> Iterator[tuple[str, FileText]]:
-    """The files of ``emit_delivery`` one at a time, so none needs to stay in memory."""
-    yield from chart_files(objects, info=_chart_info(plans))
+    """The files of ``emit_delivery`` one at a time, so none needs to stay in memory;
+    ``chart`` is the chart the output tree holds now, which the new version counts on from."""
+    yield from chart_files(objects, info=_chart_info(plans, previous=chart))
     yield from emit_gitops(gitops, plans=plans, objects=objects).items()
 
 
-def _chart_info(plans: Sequence[Plan]) -> ChartInfo:
+def _chart_info(plans: Sequence[Plan], *, previous: ChartRelease | None = None) -> ChartInfo:
     """What the chart says of the flow, from the plans alone (every plan has every node)."""
     return ChartInfo(
         name=plans[0].flow_id,
@@ -44,4 +52,5 @@ def _chart_info(plans: Sequence[Plan]) -> ChartInfo:
         kubernetes_versions={p.environment: p.kubernetes_version for p in plans},
         namespaces={p.environment: p.namespace for p in plans},
         nodes=tuple(workload.node for workload in plans[0].workloads),
+        previous=previous,
     )

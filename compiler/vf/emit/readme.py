@@ -67,7 +67,8 @@ def _environment(
 ) -> dict[str, str]:
     env = view.environment
     application = f"gitops/argocd/application-{env}.yaml"
-    flux = [f"gitops/flux/{n}" for n in ("gitrepository.yaml", f"kustomization-{env}.yaml")]
+    parts = ("gitrepository.yaml", f"kustomization-{env}-infra.yaml", f"kustomization-{env}.yaml")
+    flux = [f"gitops/flux/{n}" for n in parts]
     return {
         "name": env,
         "namespace": view.namespace,

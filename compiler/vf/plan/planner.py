@@ -11,6 +11,9 @@ from vf import names
 from vf.config.pod_options import pod_problems
 from vf.config.targets import Environment
 from vf.config.workload import pod_mounts
+from vf.admission import Admission, admit
+from vf.config import Environment
+from vf.config_hash import config_hash
 from vf.errors import Problem, raise_if
 from vf.ir.admission import Admission
 from vf.ir.gpu import GpuGrant, GpuPlan
@@ -248,7 +251,7 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str, gpu: GpuPlan | None) -
         env=env,
         labels=labels,
         selector=selector,
-        config_hash=hashlib.sha256(json.dumps(env).encode()).hexdigest()[:16],
+        config_hash=config_hash(dict(env), kind=kind),
         probes=long_running,
         backoff_limit=ctx.env.workloads.supervision.max_restarts if kind == "Job" else None,
         device_type=node.device_type,

@@ -80,9 +80,10 @@ def _pod_meta(options: PodOptions) -> dict[str, Any]:
 
 
 def _spreads(obj: Obj) -> bool:
-    """Replicated long-running pods: one zone's loss should not take them all."""
-    spec = obj["spec"]
-    return obj["kind"] in _SPREAD_KINDS and int(spec.get("replicas", 1)) > 1 and "selector" in spec
+    """Long-running pods: one zone's loss should not take them all. Whatever their replica
+    count, so that scaling them (by hand, by KEDA or by a recompile) never changes their pod
+    template, which would restart them instead."""
+    return obj["kind"] in _SPREAD_KINDS and "selector" in obj["spec"]
 
 
 def _merge(meta: Obj, *, labels: Any, annotations: Any) -> None:

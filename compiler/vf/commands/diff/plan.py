@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from vf.config_hash import PARENT_REPLICAS, restart_reason
+
 Obj = dict[str, Any]
 INFO, WARNING, BREAKING = "info", "warning", "breaking"
 # How much a channel profile keeps: live_latest may drop, the others retain and redeliver.
@@ -167,13 +169,30 @@ def _workload(node: str, *, old: Obj, new: Obj, flow: str) -> list[Finding]:
     for field, label in (("replicas", "replicas"), ("image", "image"), ("resources", "resources")):
         if field in old and field in new and old[field] != new[field]:
             message = f"{label} {_text(old[field])} → {_text(new[field])}"
+            if field == "replicas":
+                message += _scaling(new)
             found.append(Finding(category=field, subject=node, message=message))
+    counted = [(w.get("env") or {}).get(PARENT_REPLICAS, "") for w in (old, new)]
+    if counted[0] != counted[1] and old.get("kind") == new.get("kind"):
+        message = (
+            "restarts its pods: it counts its parents' replicas "
+            f"({PARENT_REPLICAS} {counted[0] or '-'} → {counted[1] or '-'})"
+        )
+        found.append(Finding(category="replicas", subject=node, message=message))
     for field in ("device_type", "gpu_count"):
         if field in old and field in new and old[field] != new[field]:
             message = f"{field} {_text(old[field])} → {_text(new[field])}"
             found.append(Finding(category="gpu", subject=node, message=message, severity=WARNING))
     found.extend(_delivery(node, old=old.get("env") or {}, new=new.get("env") or {}, flow=flow))
     return found
+
+
+def _scaling(workload: Obj) -> str:
+    """What a replica change does to the running pods (vf.config_hash)."""
+    reason = restart_reason(workload.get("env") or {}, kind=str(workload.get("kind")))
+    if not reason:
+        return ": scales in place, its pods keep running"
+    return f": restarts its pods ({reason})"
 
 
 def _delivery(node: str, *, old: Obj, new: Obj, flow: str) -> list[Finding]:

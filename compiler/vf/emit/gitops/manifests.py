@@ -25,6 +25,12 @@ from vf_runtime.labels import (
     MANAGER,
     PART_OF,
 )
+from vf import names, yamlout
+from vf.argocd_project import app_project
+from vf.delivery_config import ArgoCD, Flux, GitOps
+from vf.flux_helm import flux_access, flux_path, helm_release
+from vf.flux_parts import INFRA, WORKERS, part_spec
+from vf.planir import Plan
 
 Obj = dict[str, Any]
 Tree = dict[str, str]
@@ -79,12 +85,10 @@ def emit_gitops(
             )
         tree.update(_folder("gitops/argocd", files=files))
     if gitops.flux is not None:
-        files = {
-            _flux_file(gitops.flux, env=plan.environment): _flux_delivery(
-                gitops, flux=gitops.flux, plan=plan, objects=objects[plan.environment]
-            )
-            for plan in plans
-        }
+        files = {}
+        for plan in plans:
+            env_objects = objects[plan.environment]
+            files.update(_flux_files(gitops, flux=gitops.flux, plan=plan, objects=env_objects))
         if gitops.flux.source is None:
             files["gitrepository.yaml"] = _git_repository(
                 gitops, flux=gitops.flux, flow_id=plans[0].flow_id
@@ -159,14 +163,18 @@ def _source_name(flow_id: str) -> str:
     return names.k8s_name(flow_id, "deploy")
 
 
-def _flux_file(flux: Flux, *, env: str) -> str:
-    return f"helmrelease-{env}.yaml" if flux.helm_release else f"kustomization-{env}.yaml"
-
-
-def _flux_delivery(gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj]) -> Obj:
+def _flux_files(
+    gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj]
+) -> dict[str, Obj]:
+    """One environment's Flux objects: a HelmRelease, or the infrastructure Kustomization
+    and the workers' Kustomization that depends on it."""
+    env = plan.environment
     if flux.helm_release:
-        return helm_release(gitops, flux=flux, plan=plan, source=_flux_source(flux, plan=plan))
-    return _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects)
+        release = helm_release(gitops, flux=flux, plan=plan, source=_flux_source(flux, plan=plan))
+        return {f"helmrelease-{env}.yaml": release}
+    infra = _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects, part=INFRA)
+    workers = _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects, part=WORKERS)
+    return {f"kustomization-{env}-infra.yaml": infra, f"kustomization-{env}.yaml": workers}
 
 
 def _flux_source(flux: Flux, *, plan: Plan) -> Obj:
@@ -178,23 +186,10 @@ def _flux_source(flux: Flux, *, plan: Plan) -> Obj:
     return source
 
 
-def _health_checks(objects: Sequence[Obj]) -> list[Obj]:
-    """A BATCH flow's health: the broker and store it provisions (its Jobs finish, so Flux
-    cannot wait on them); Ready means the flow can run."""
-    return [
-        {
-            "apiVersion": str(o["apiVersion"]),
-            "kind": str(o["kind"]),
-            "name": str(o["metadata"]["name"]),
-            "namespace": str(o["metadata"]["namespace"]),
-        }
-        for o in objects
-        if o["kind"] in ("Deployment", "StatefulSet")
-        and INFRA_LABEL in (o["metadata"].get("labels") or {})
-    ]
-
-
-def _flux_kustomization(gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj]) -> Obj:
+def _flux_kustomization(
+    gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj], part: str
+) -> Obj:
+    """The Kustomization of one part of an environment's overlay (``vf.flux_parts``)."""
     spec: Obj = {
         "interval": flux.interval,
         "retryInterval": flux.retry_interval,
@@ -202,24 +197,27 @@ def _flux_kustomization(gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequ
         "prune": True,
         "sourceRef": _flux_source(flux, plan=plan),
         "timeout": "5m",
-        # A REALTIME flow is Ready once every workload is; a BATCH one once its broker and
-        # store are (a Job is healthy only when finished, which can outlast any timeout).
-        "wait": plan.flow_type != "batch",
+        **part_spec(part, objects=objects),
     }
-    checks = _health_checks(objects) if plan.flow_type == "batch" else []
-    if checks:
-        spec["healthChecks"] = checks
+    if part == WORKERS:
+        spec["dependsOn"] = [{"name": _kustomization_name(plan, part=INFRA)}]
     flux_access(spec, flux, gitops, environment=plan.environment)
     return {
         "apiVersion": FLUX_KUSTOMIZE_API,
         "kind": "Kustomization",
         "metadata": {
-            "name": names.k8s_name(plan.flow_id, plan.environment),
+            "name": _kustomization_name(plan, part=part),
             "namespace": flux.namespace,
             "labels": _labels(plan),
         },
         "spec": spec,
     }
+
+
+def _kustomization_name(plan: Plan, *, part: str) -> str:
+    if part == INFRA:
+        return names.k8s_name(plan.flow_id, plan.environment, "infra")
+    return names.k8s_name(plan.flow_id, plan.environment)
 
 
 def git_ref(revision: str, *, kind: str | None) -> dict[str, str]:

@@ -3,14 +3,16 @@ that environment's overlay.
 
 Derived from the per-environment objects together, like the Kustomize tree: a field equal
 everywhere is verbatim in ``templates/``; a field that differs is a value; an object that
-only some environments have is guarded by ``objects.<Kind>/<name>``. The namespace is
-the release's. The provision Job is a Helm hook here and only here.
+only some environments have is guarded by the ``environment`` value. Objects of one shape
+share a template that ranges over rows (``vf.helm_rows``). The namespace is the release's.
+The provision Job is a Helm hook here and only here.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -19,15 +21,25 @@ from typing import Any
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
 from vf.emit.helm.schema import values_schema
 from vf.emit.helm.slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
-from vf.emit.helm.text import (
+from vf import yamlout
+from vf.chart_version import DIGEST_ANNOTATION, ChartRelease, chart_version
+from vf.emit_kustomize import object_file
+from vf.filetext import Chunks, FileText, whole
+from vf.helm_generations import generations, matched, with_generation_names
+from vf.helm_image_tag import IMAGE_TAG_VALUES, retagged
+from vf.helm_replicas import with_replica_slots, worker_envs
+from vf.helm_rows import Member, group, presence, shape_template
+from vf.helm_schema import values_schema
+from vf.helm_slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
+from vf.helm_text import (
     HELM_CHART_LABEL,
     IN_RELEASE_NAMESPACE,
     RELEASE_NAMESPACE,
     RELEASE_SERVICE,
     TEMPLATED,
-    WRAP,
     object_template,
     render_text,
+    values_key,
 )
 from vf.emit.kustomize.tree import object_file
 from vf.emit.ordering import with_helm_hooks, without_tool_annotations
@@ -52,6 +64,7 @@ class ChartInfo:
     kubernetes_versions: Mapping[str, str]
     namespaces: Mapping[str, str]
     nodes: tuple[str, ...]
+    previous: ChartRelease | None = None  # the chart the tree holds now (its version)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,29 +104,43 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     version digests every other file), so none needs to stay in memory."""
     envs = sorted(per_env)
     namespaced: set[Key] = set()
-    indexed = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
+    prepared = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
+    gens = generations(prepared)
+    indexed = {
+        env: {matched(k, generation=gens.get(env)): o for k, o in prepared[env].items()}
+        for env in envs
+    }
+    namespaced = {matched(k, generation=g) for k in namespaced for g in (*gens.values(), None)}
+    del prepared
     keys = list(dict.fromkeys(k for env in envs for k in indexed[env]))
+    where = _Where(
+        envs=tuple(envs), namespaces=info.namespaces, workers=worker_envs(per_env), gens=gens
+    )
     templates = [
         _template(
             key,
             versions={e: indexed[e][key] for e in envs if key in indexed[e]},
-            envs=envs,
+            where=where,
             namespaced=key in namespaced,
-            namespaces=info.namespaces,
         )
         for key in keys
     ]
     del indexed
     templates = _resolve_keys(templates, envs=envs)
     values = {env: {**_values(templates, env=env), **IMAGE_TAG_VALUES} for env in envs}
+    singles, shapes = group([_member(tpl) for tpl in templates])
     makers: dict[str, Callable[[], FileText]] = {}
-    for tpl in templates:
-        guard = ("objects", f"{tpl.key[0]}/{tpl.key[1]}") if tpl.partial else None
-        makers[f"templates/{object_file(tpl.base)}"] = partial(
-            object_template, tpl.base, slots=tpl.slots, guard=guard
+    for one in singles:
+        guard = presence(one.present) if one.partial else None
+        makers[f"templates/{object_file(one.base)}"] = partial(
+            object_template, one.base, slots=one.slots, guard=guard
         )
+    for shape in shapes:
+        makers[f"templates/rows/{shape.name}.yaml"] = partial(shape_template, shape)
+    rows = {shape.name: list(shape.rows) for shape in shapes}
     default = values[envs[0]]
-    makers["values.yaml"] = partial(yamlout.dump, default)
+    makers["values.yaml"] = partial(yamlout.dump, {**default, **({"rows": rows} if rows else {})})
+    del shapes, singles, rows
     for env in envs:
         makers[f"values-{env}.yaml"] = partial(yamlout.dump, _nulled(default, env=values[env]))
     makers["values.schema.json"] = partial(_schema_text, values)
@@ -125,7 +152,17 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     digest = _Digest()
     for path in sorted(makers):
         yield f"{ROOT}/{path}", digest.of(path, makers.pop(path)())
-    yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()))
+    yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
+
+
+def _member(tpl: _Template) -> Member:
+    return Member(
+        key=tpl.key,
+        base=tpl.base,
+        slots=tpl.slots,
+        present=tuple(sorted(tpl.present)),
+        partial=tpl.partial,
+    )
 
 
 def _schema_text(values: Mapping[str, Obj]) -> Chunks:
@@ -235,17 +272,23 @@ def _get(obj: Any, *, path: tuple[Any, ...]) -> Any:
     return obj
 
 
-def _template(
-    key: Key,
-    *,
-    versions: dict[str, Obj],
-    envs: Sequence[str],
-    namespaced: bool,
-    namespaces: Mapping[str, str],
-) -> _Template:
+@dataclass(frozen=True, kw_only=True)
+class _Where:
+    """What every object's template is made against: the environments, their namespaces
+    and each node's worker environment."""
+
+    envs: tuple[str, ...]
+    namespaces: Mapping[str, str]
+    workers: Mapping[str, Mapping[str, str]]
+    gens: Mapping[str, str]  # each environment's BATCH generation, when they differ
+
+
+def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> _Template:
     base = versions[sorted(versions)[0]]  # read, never changed: object_template copies
-    slots = _with_release_slots(find_slots(versions), versions=versions, namespaces=namespaces)
+    found = with_generation_names(find_slots(versions), versions=versions, gens=where.gens)
+    slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)
     slots = retagged(slots, versions=versions)
+    slots = with_replica_slots(slots, versions=versions, workers=where.workers)
     if namespaced:
         ns = Slot(
             path=("metadata", "namespace"),
@@ -258,7 +301,7 @@ def _template(
         base=base,
         slots=tuple(slots),
         present=frozenset(versions),
-        partial=len(versions) < len(envs),
+        partial=len(versions) < len(where.envs),
     )
 
 
@@ -292,21 +335,14 @@ def _agree(slots: Sequence[Slot], *, envs: Sequence[str]) -> bool:
 
 
 def _values(templates: Sequence[_Template], *, env: str) -> Obj:
-    """One environment's complete values: a missing field or object is null."""
-    out: Obj = {}
+    """One environment's complete values: its name (which objects it has), and null for a
+    field it lacks."""
+    out: Obj = {"environment": env}
     for tpl in templates:
-        if tpl.partial:
-            _put(
-                out,
-                key=("objects", f"{tpl.key[0]}/{tpl.key[1]}"),
-                value=env in tpl.present,
-                merge=False,
-            )
         for slot in tpl.slots:
-            key = slot.key[1:] if slot.key[0] == TEMPLATED else slot.key
-            key = key[2:] if key[0] == WRAP else key
-            if key[0].startswith("$"):
-                continue  # Helm supplies it
+            key = values_key(slot.key)
+            if key is None:
+                continue  # Helm or the template supplies it
             value = slot.values.get(env, ABSENT)
             _put(
                 out,
@@ -351,12 +387,13 @@ def _context(
             for env in envs
         ],
         "nodes": list(info.nodes),
-        "objects": sorted(f"{kind}/{name}" for kind, name in (t.key for t in templates)),
+        "kinds": sorted(Counter(kind for kind, _ in (t.key for t in templates)).items()),
     }
 
 
 def _chart_yaml(info: ChartInfo, *, digest: str) -> Obj:
-    """Chart.yaml; the version's build metadata is ``digest``, of every other chart file."""
+    """Chart.yaml; ``digest`` is of every other chart file, and the version increases
+    exactly when it differs from the tree's current chart (``vf.chart_version``)."""
     oldest = min(
         info.kubernetes_versions.values(), key=lambda v: tuple(int(p) for p in v.split("."))
     )
@@ -365,6 +402,7 @@ def _chart_yaml(info: ChartInfo, *, digest: str) -> Obj:
         "name": info.name,
         "description": f"vf flow {info.name} ({info.flow_type}), generated by vf compile",
         "type": "application",
-        "version": f"0.1.0+{digest[:12]}",
+        "version": chart_version(info.previous, digest=digest),
         "kubeVersion": f">={oldest}.0-0",
+        "annotations": {DIGEST_ANNOTATION: digest},
     }

@@ -7,6 +7,7 @@ what the knobs mean (images, pull policy, resources, replicas) or else by the va
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -50,6 +51,16 @@ def values_schema(values: Mapping[str, Obj]) -> Obj:
             }
         },
     }
+    root["properties"]["environment"] = {
+        "enum": sorted(values),
+        "description": "The environment of vf.yaml these values are for: it decides which "
+        "objects only some environments have are rendered.",
+    }
+    root["properties"]["rows"] = {
+        "type": "object",
+        "description": "What differs between objects that share a template (generated; "
+        "recompile to change).",
+    }
     root["properties"]["enabled"] = {
         "type": "boolean",
         "description": "Read by a parent chart's dependency condition; unused here.",
@@ -65,9 +76,27 @@ def _object(prefix: ValueKey, *, trees: Sequence[Any]) -> Obj:
         children = [m.get(key) for m in maps]
         properties[key] = _node((*prefix, key), values=children)
     required = [k for k in keys if all(m.get(k) is not None for m in maps)]
+    alike = {json.dumps(p, sort_keys=True) for p in properties.values()}
+    if len(prefix) == 1 and len(properties) > 1 and len(alike) == 1:
+        return _alike(keys, each=properties[keys[0]], required=required)
     schema: Obj = {"type": "object", "additionalProperties": False, "properties": properties}
     if required:
         schema["required"] = required
+    return schema
+
+
+def _alike(keys: Sequence[str], *, each: Obj, required: Sequence[str]) -> Obj:
+    """A section whose entries (nodes, say) share one schema: the names once, the schema
+    once, so the schema grows by a name per node instead of a copy per node."""
+    schema: Obj = {
+        "type": "object",
+        "propertyNames": {"enum": list(keys)},
+        "additionalProperties": each,
+    }
+    if list(required) == list(keys):
+        schema["minProperties"] = len(keys)  # with the names fixed: every one is there
+    elif required:
+        schema["required"] = list(required)
     return schema
 
 
@@ -77,7 +106,6 @@ def _is_branch(prefix: ValueKey) -> bool:
         return prefix[0] in {
             "nodes",
             "infra",
-            "objects",
             "generated",
             "secretRefs",
             "broker",
@@ -123,7 +151,6 @@ _BY_LAST: dict[str, Obj] = {
     "runtimeClassName": {"type": "string", "minLength": 1, "description": "GPU runtime class."},
 }
 _BY_SECTION: dict[str, Obj] = {
-    "objects": {"type": "boolean", "description": "Whether this environment has the object."},
     "secretRefs": {"type": "string", "minLength": 1, "description": "Where the variable is."},
 }
 

@@ -27,6 +27,7 @@ Obj = dict[str, Any]
 Path = tuple[str | int, ...]
 ValueKey = tuple[str, ...]
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
+PARENT_REPLICAS_KEY = "$parent-replicas"  # ("$parent-replicas", "a,b"): absent unless any > 1
 POD_SPEC: Path = ("spec", "template", "spec")
 _WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
 _CONTAINER_KNOBS = frozenset({"image", "resources", "imagePullPolicy", "env"})
@@ -43,6 +44,9 @@ class Slot:
 
     @property
     def optional(self) -> bool:
+        """Whether the field may be missing: in some environment, or by what values say."""
+        if self.key[0] == PARENT_REPLICAS_KEY:
+            return True
         return any(v is ABSENT for v in self.values.values())
 
 

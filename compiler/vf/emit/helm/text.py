@@ -18,6 +18,9 @@ from typing import Any
 import jinja2
 
 from vf.emit.helm.slots import Slot, ValueKey
+from vf import yamlout
+from vf.config_hash import IN_PLACE
+from vf.helm_slots import PARENT_REPLICAS_KEY, Slot, ValueKey
 from vf.resources import templates
 from vf.textio import yamlout
 
@@ -28,15 +31,33 @@ IN_RELEASE_NAMESPACE = "$in-release-namespace"  # (it, head, tail): head.<ns>.sv
 TEMPLATED = "$tpl"  # ("$tpl", *key): the value at key, rendered with the release (tpl)
 WRAP = "$wrap"  # ("$wrap", helper, *inner): inner through vf.<helper> with image.tag
 LITERAL = "$lit"  # ("$lit", text): text as it is
+ROW = "$row"  # ("$row", RowPart): a field of the row a generic template ranges over
+NB_TASKS_KEY = "$nb-tasks"  # ("$nb-tasks", node): nodes.<node>.replicas as text
+CONFIG_HASH = "$config-hash"  # (it, mode, node, "a,b", *head): head + the replicas' digest
+HASH_IN_PLACE, HASH_RESTART = "$in-place", "$restart"  # whether own replicas count
+GEN_NAME = "$gen-name"  # ("$gen-name", prefix): the prefix and the BATCH generation
 HELM_CHART_LABEL: ValueKey = ("$helm-chart",)
 RELEASE_SERVICE: ValueKey = ("$release-service",)
 _BUILT_IN = {
-    RELEASE_NAMESPACE: ".Release.Namespace",
-    HELM_CHART_LABEL: '(printf "%s-%s" .Chart.Name (.Chart.Version | replace "+" "_"))',
-    RELEASE_SERVICE: ".Release.Service",
+    RELEASE_NAMESPACE: "$.Release.Namespace",
+    HELM_CHART_LABEL: '(printf "%s-%s" $.Chart.Name ($.Chart.Version | replace "+" "_"))',
+    RELEASE_SERVICE: "$.Release.Service",
 }
 _encode_ascii = json.encoder.encode_basestring_ascii  # json.dumps(text) of a str, in C
 _ITEM_HEAD = re.compile(r"^(\s*)- (.*)$")
+
+
+class RowPart(str):
+    """A part of a value key that a generic template reads from its row: the field's name
+    (the text of the str), between a constant ``prefix`` and ``suffix``."""
+
+    prefix: str
+    suffix: str
+
+    def __new__(cls, field: str, prefix: str = "", suffix: str = "") -> RowPart:
+        part = super().__new__(cls, field)
+        part.prefix, part.suffix = prefix, suffix
+        return part
 
 
 def escape_go(text: str) -> str:
@@ -49,23 +70,78 @@ def go_string(text: str) -> str:
     return _encode_ascii(text)
 
 
+def _part(part: str) -> str:
+    """A value key's part as a Go expression: a string, or a field of the current row."""
+    if not isinstance(part, RowPart):
+        return go_string(part)
+    field = f"(index $r {go_string(str(part))})"
+    if not (part.prefix or part.suffix):
+        return field
+    texts = [go_string(part.prefix)] if part.prefix else []
+    texts.append(field)
+    texts += [go_string(part.suffix)] if part.suffix else []
+    return f"(print {' '.join(texts)})"
+
+
+def _replicas(node: str) -> str:
+    return f"(toString (index $.Values {_part('nodes')} {_part(node)} {_part('replicas')}))"
+
+
+def _derived(key: ValueKey) -> str | None:
+    """The expression of a value made of others: a name in the release's namespace, or
+    what a worker's replica count decides (``vf.helm_replicas``)."""
+    if key[0] == IN_RELEASE_NAMESPACE:
+        head, tail = (_part(part) for part in key[1:])
+        return f'(printf "%s.%s.svc%s" {head} $.Release.Namespace {tail})'
+    if key[0] == NB_TASKS_KEY:
+        return _replicas(key[1])
+    if key[0] == GEN_NAME:
+        return f"(print {_part(key[1])} (index $.Values {_part('generation')}))"
+    if key[0] == PARENT_REPLICAS_KEY:
+        return f'(include "vf.parentReplicas" (list $.Values.nodes {_part(key[1])}) | default nil)'
+    if key[0] == CONFIG_HASH:
+        mode, node, parents = key[1:4]
+        own = go_string(IN_PLACE) if mode == HASH_IN_PLACE else _replicas(node)
+        theirs = f'(include "vf.parentReplicas" (list $.Values.nodes {_part(parents)}))'
+        tail = f'(printf "%s|%s" {own} {theirs} | sha256sum | trunc 4)'
+        return f"(print {values_expr(key[4:])} {tail})"
+    return None
+
+
 def values_expr(key: ValueKey) -> str:
+    """The Go expression of a value key, valid at any depth of a template (``$`` is the
+    chart's root even inside a ``range``)."""
     if key in _BUILT_IN:
         return _BUILT_IN[key]
+    if key[0] in (ROW, LITERAL):
+        return _part(key[1])
     if key[0] == TEMPLATED:
         return f"(tpl {values_expr(key[1:])} $)"
-    if key[0] == LITERAL:
-        return go_string(key[1])
     if key[0] == WRAP:
         return f'(include "vf.{key[1]}" (list {values_expr(key[2:])} $.Values.image.tag))'
-    if key[0] == IN_RELEASE_NAMESPACE:
-        head, tail = (go_string(part) for part in key[1:])
-        return f'(printf "%s.%s.svc%s" {head} .Release.Namespace {tail})'
-    return "(index .Values " + " ".join(go_string(part) for part in key) + ")"
+    derived = _derived(key)
+    if derived is not None:
+        return derived
+    return "(index $.Values " + " ".join(_part(part) for part in key) + ")"
 
 
-def object_template(base: Obj, *, slots: Sequence[Slot], guard: ValueKey | None) -> str:
-    """The template file of one object: ``base`` with a Go action at every slot."""
+def values_key(key: ValueKey) -> ValueKey | None:
+    """Where in the values a slot's per-environment values go; None for what Helm or the
+    template itself supplies."""
+    if key[0] == TEMPLATED:
+        return values_key(key[1:])
+    if key[0] == WRAP:
+        return values_key(key[2:])
+    if key[0] == NB_TASKS_KEY:
+        return ("nodes", key[1], "replicas")
+    if key[0] == CONFIG_HASH:
+        return values_key(key[4:])
+    return None if key[0].startswith("$") else key
+
+
+def object_template(base: Obj, *, slots: Sequence[Slot], guard: str | None) -> str:
+    """The template text of one object: ``base`` with a Go action at every slot, inside
+    ``{{ if guard }}`` when a condition is given."""
     markers, text = _marked_text(base, slots=slots)
     out: list[str] = []
     done = 0
@@ -78,7 +154,7 @@ def object_template(base: Obj, *, slots: Sequence[Slot], guard: ValueKey | None)
         done = end + 1
     out.append(text[done:])
     if guard is not None:
-        out = ["{{- if " + values_expr(guard) + " }}\n", *out, "{{- end }}\n"]
+        out = ["{{- if " + guard + " }}\n", *out, "{{- end }}\n"]
     return "".join(out)
 
 

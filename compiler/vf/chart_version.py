@@ -1,0 +1,74 @@
+"""The chart's version: a SemVer that increases when the chart changes, and only then.
+
+``Chart.yaml`` records the digest of every other chart file (annotation
+``vf.dev/content-digest``). A compile into a tree that already has a chart reads its
+``Chart.yaml``: the same digest keeps its version (so an unchanged compile, ``--check``
+included, writes the same bytes), a different one takes the next patch number. A first
+compile starts at ``0.1.0``. The major and minor numbers are the tree's: set them by hand in
+``Chart.yaml`` and vf keeps counting from there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from vf.errors import VfError
+
+DIGEST_ANNOTATION = "vf.dev/content-digest"
+FIRST = "0.1.0"
+_VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:\+[0-9A-Za-z.-]+)?$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChartRelease:
+    """What the tree's current ``Chart.yaml`` says: its version and content digest."""
+
+    version: str
+    digest: str | None  # None: a chart from before the digest was recorded
+
+
+def chart_version(previous: ChartRelease | None, *, digest: str) -> str:
+    """The version of a chart whose content digest is ``digest``."""
+    if previous is None:
+        return FIRST
+    if previous.digest == digest:
+        return previous.version
+    match = _VERSION.match(previous.version)
+    assert match is not None  # read_previous checked it
+    major, minor, patch = (int(part) for part in match.groups())
+    return f"{major}.{minor}.{patch + 1}"
+
+
+def _problem(what: str, *, where: Path) -> VfError:
+    return VfError(
+        "VF_CHART_VERSION",
+        what,
+        "restore chart/Chart.yaml from version control, or set `version:` to a SemVer "
+        "such as 1.4.0 (vf counts on from it); deleting it starts again at 0.1.0, lower "
+        "than what may be installed",
+        str(where),
+    )
+
+
+def read_previous(out: Path) -> ChartRelease | None:
+    """The chart the tree at ``out`` holds now, if any."""
+    path = out / "chart" / "Chart.yaml"
+    if not path.is_file():
+        return None
+    try:
+        meta = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, YAMLError) as exc:
+        raise _problem(f"the tree's Chart.yaml cannot be read: {exc}", where=path) from None
+    version = meta.get("version") if isinstance(meta, dict) else None
+    if not isinstance(version, str) or not _VERSION.match(version):
+        raise _problem(
+            f"the tree's Chart.yaml has version {version!r}, not MAJOR.MINOR.PATCH", where=path
+        )
+    annotations = meta.get("annotations")
+    digest = annotations.get(DIGEST_ANNOTATION) if isinstance(annotations, dict) else None
+    return ChartRelease(version=version, digest=digest if isinstance(digest, str) else None)

@@ -1,0 +1,50 @@
+"""Flux delivers each environment in two parts: the infrastructure first, then the workers.
+
+Both Kustomizations build the same overlay; Flux's own ``patches`` delete, by label, what
+belongs to the other part (a ``$patch: delete`` per selector), so the overlay stays one tree
+for Argo CD and ``kubectl apply -k``. The parts are complementary by construction:
+
+- *infra*: the Namespace, the broker and the store (``vf.dev/infra``), their config, claims
+  and policies, the broker ConfigMap the workers read, and the flow's policy: everything
+  that is neither a worker (``vf.dev/node``) nor the provision Job and its topology;
+- *workers*: the workers and the provision Job, with ``dependsOn`` the infra part, so Flux
+  applies them once the broker and store are Ready.
+
+Health: the infra part waits for every object (the broker's and store's rollouts); a
+workers part waits for every workload, where a Job (every worker of a BATCH flow, a finite
+producer, the provision Job) counts as healthy once it has started and has not failed
+(``healthCheckExprs``): a batch that runs for hours must not time the Kustomization out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+Obj = dict[str, Any]
+INFRA, WORKERS = "infra", "workers"
+WORKER_SELECTORS = ("vf.dev/node", "app.kubernetes.io/component=provision")
+INFRA_SELECTOR = "!vf.dev/node,app.kubernetes.io/component!=provision"
+_DELETE = "$patch: delete\napiVersion: v1\nkind: Unused\nmetadata:\n  name: unused\n"
+_FAILED = "status.conditions.exists(c, c.type == 'Failed' && c.status == 'True')"
+JOB_HEALTH: Obj = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "current": f"has(status.startTime) && !(has(status.conditions) && {_FAILED})",
+    "failed": f"has(status.conditions) && {_FAILED}",
+    "inProgress": "!has(status.startTime)",
+}
+
+
+def _deleting(selector: str) -> Obj:
+    return {"patch": _DELETE, "target": {"labelSelector": selector}}
+
+
+def part_spec(part: str, *, objects: Sequence[Obj]) -> Obj:
+    """The spec fields that make a Kustomization one part, with its health signal."""
+    if part == INFRA:
+        return {"patches": [_deleting(s) for s in WORKER_SELECTORS], "wait": True}
+    spec: Obj = {"patches": [_deleting(INFRA_SELECTOR)], "wait": True}
+    if any(o.get("kind") == "Job" for o in objects):
+        spec["healthCheckExprs"] = [JOB_HEALTH]
+    return spec

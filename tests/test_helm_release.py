@@ -1,0 +1,48 @@
+"""A release of the chart fits the Secret in which Helm stores it, up to 5,000 nodes.
+
+The release grows linearly with the nodes (a row of values and the rendered objects per
+node), so the test measures it at two sizes the suite can afford and extrapolates the line
+to 5,000 nodes; ``bench/helm_release.py`` measures 5,000 itself (ADR 87).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helm_release import SECRET_LIMIT, release_secret_bytes, write_layered
+from vf.pipeline import CompileRequest, compile_project
+from vf.write import write_tree
+
+SMALL, LARGE, TARGET = 100, 400, 5000
+
+
+def _release_bytes(tmp_path: Path, helm: str, *, nodes: int, prod_image: str) -> int:
+    graph = write_layered(tmp_path / f"n{nodes}", nodes=nodes, prod_image=prod_image)
+    result = compile_project(CompileRequest(graph=str(graph)))
+    out = tmp_path / f"n{nodes}" / "deploy"
+    write_tree(out, result.tree)
+    chart = out / "chart"
+    return release_secret_bytes(
+        helm, chart=chart, values=chart / "values-prod.yaml", namespace="layered"
+    )
+
+
+@pytest.mark.parametrize("prod_image", ["bench", "bench-2"])  # one generation, or two
+def test_a_5000_node_release_fits_helms_release_secret(
+    tmp_path: Path, helm: str, prod_image: str
+) -> None:
+    small = _release_bytes(tmp_path, helm, nodes=SMALL, prod_image=prod_image)
+    large = _release_bytes(tmp_path, helm, nodes=LARGE, prod_image=prod_image)
+    per_node = (large - small) / (LARGE - SMALL)
+    at_target = large + per_node * (TARGET - LARGE)
+    assert per_node < 200, f"{per_node:.0f} bytes per node"
+    assert at_target < SECRET_LIMIT, f"{at_target:.0f} bytes at {TARGET} nodes"
+
+
+def test_the_chart_has_a_template_per_shape_not_per_object(tmp_path: Path) -> None:
+    graph = write_layered(tmp_path / "n200", nodes=200)
+    tree = compile_project(CompileRequest(graph=str(graph))).tree
+    templates = [p for p in tree if p.startswith("chart/templates/")]
+    assert len(templates) < 20, len(templates)

@@ -1,0 +1,131 @@
+"""``--set nodes.<node>.replicas`` keeps the values that depend on a replica count consistent:
+the worker's ``VF_NB_TASKS``, its children's ``VF_PARENT_REPLICAS`` and the config hashes
+follow it, with the real ``helm``, on join flows of both types."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from tests.graph_sources import NODES
+from tests.test_helm import _as_overlay
+from vf.config_hash import config_hash
+from vf.pipeline import CompileRequest, CompileResult, compile_project
+from vf.write import write_tree
+
+Obj = dict[str, Any]
+JOIN = (
+    NODES
+    + """
+
+class Pair(Processor):
+    def process(self, left, right):
+        return (left, right)
+
+
+def build_flow():
+    src = Src(name="src")
+    a, b = Work(name="a")(src), Work(name="b")(src)
+    return Flow([Sink(name="sink")(Pair(name="join")(a, b))], flow_type=REALTIME, flow_id="joins")
+"""
+)
+CONFIG = """environments:
+  dev:
+    namespace: joins-dev
+    images: {{default: r.io/joins:1}}
+    replicas: {{a: {a}}}
+"""
+
+
+def _render(helm: str, chart: Path, *args: str) -> dict[tuple[str, str], Obj]:
+    done = subprocess.run(
+        [helm, "template", "r", str(chart), "-n", "ns", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    docs = [d for d in YAML(typ="safe").load_all(done.stdout) if d]
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def _compiled(root: Path, *, replicas: int) -> Path:
+    folder = root / f"a{replicas}"
+    folder.mkdir()
+    (folder / "graph.py").write_text(JOIN, encoding="utf-8")
+    (folder / "vf.yaml").write_text(CONFIG.format(a=replicas), encoding="utf-8")
+    result = compile_project(CompileRequest(graph=str(folder / "graph.py")))
+    write_tree(folder / "deploy", result.tree)
+    return folder / "deploy" / "chart"
+
+
+def _planned_only(obj: Obj) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return obj["kind"] == "PodDisruptionBudget" or labels.get("app.kubernetes.io/component") == (
+        "provision"
+    )
+
+
+def _hash(obj: Obj) -> str:
+    return str(obj["spec"]["template"]["metadata"]["annotations"]["vf.dev/config-hash"])
+
+
+def _env_of(objects: dict[tuple[str, str], Obj], workload: Obj) -> dict[str, str]:
+    name = workload["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]
+    return dict(objects[("ConfigMap", name["configMapRef"]["name"])]["data"])
+
+
+def _assert_hashes_follow_the_env(objects: dict[tuple[str, str], Obj]) -> int:
+    checked = 0
+    for (kind, _), obj in objects.items():
+        labels = obj["metadata"].get("labels") or {}
+        if kind in ("Deployment", "StatefulSet", "Job") and "vf.dev/node" in labels:
+            assert _hash(obj) == config_hash(_env_of(objects, obj), kind=kind), obj
+            checked += 1
+    return checked
+
+
+def test_set_replicas_renders_what_a_recompile_renders(tmp_path: Path, helm: str) -> None:
+    before = _compiled(tmp_path, replicas=1)
+    after = _compiled(tmp_path, replicas=3)
+    values = "values-dev.yaml"
+    plain = _render(helm, before, "-f", str(before / values))
+    with_set = _render(helm, before, "-f", str(before / values), "--set", "nodes.a.replicas=3")
+    recompiled = _render(helm, after, "-f", str(after / values))
+    # the recompile adds a's PodDisruptionBudget and a provision Job named for the new
+    # topology; the workers ensure their own consumers, so the compiled provision may stay
+    with_set, recompiled = (
+        {k: v for k, v in objs.items() if not _planned_only(v)} for objs in (with_set, recompiled)
+    )
+    assert sorted(with_set) == sorted(recompiled)
+    for key, obj in recompiled.items():
+        assert _as_overlay(with_set[key]) == _as_overlay(obj), key
+    a_env = next(v for k, v in with_set.items() if k[1].endswith("-a-env"))
+    join_env = next(v for k, v in with_set.items() if k[1].endswith("-join-env"))
+    assert a_env["data"]["VF_NB_TASKS"] == "3"
+    assert join_env["data"]["VF_PARENT_REPLICAS"] == "a=3,b=1"
+    assert (
+        "VF_PARENT_REPLICAS"
+        not in next(v for k, v in plain.items() if k[1].endswith("-join-env"))["data"]
+    )
+    assert _assert_hashes_follow_the_env(with_set) == 5
+
+
+def test_set_replicas_on_a_batch_join(
+    compiled_examples: dict[str, CompileResult], tmp_path: Path, helm: str
+) -> None:
+    write_tree(tmp_path / "deploy", compiled_examples["batch_pipeline"].tree)
+    chart = tmp_path / "deploy" / "chart"
+    prod = ("-f", str(chart / "values-prod.yaml"))
+    plain = _render(helm, chart, *prod)
+    with_set = _render(helm, chart, *prod, "--set", "nodes.double.replicas=5")
+    job = next(v for k, v in with_set.items() if k[0] == "Job" and "-double-" in k[1])
+    assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (5, 5)
+    merge = next(v for k, v in with_set.items() if k[1].endswith("-merge-env-" + k[1][-8:]))
+    assert merge["data"]["VF_PARENT_REPLICAS"] == "double=5,triple=2"
+    assert _env_of(with_set, job)["VF_NB_TASKS"] == "5"
+    merge_job = next(v for k, v in with_set.items() if k[0] == "Job" and "-merge-" in k[1])
+    assert _hash(merge_job) != _hash(plain[("Job", merge_job["metadata"]["name"])])
+    assert _assert_hashes_follow_the_env(plain) == _assert_hashes_follow_the_env(with_set) == 5
