@@ -16,7 +16,7 @@ from tests.conftest import kustomize_build
 from tests.test_crd_schemas import _errors, own_schema, upstream_schema
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, compile_project
-from vf.write import write_tree
+from vf.tree.write import write_tree
 
 Obj = dict[str, Any]
 GRAPH = """

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helm_release import SECRET_LIMIT, release_secret_bytes, write_layered
 from vf.pipeline import CompileRequest, compile_project
-from vf.write import write_tree
+from vf.tree.write import write_tree
 
 SMALL, LARGE, TARGET = 100, 400, 5000
 

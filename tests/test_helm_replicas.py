@@ -12,9 +12,9 @@ from ruamel.yaml import YAML
 
 from tests.graph_sources import NODES
 from tests.test_helm import _as_overlay
-from vf.config_hash import config_hash
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.write import write_tree
+from vf.plan.config_hash import config_hash
+from vf.tree.write import write_tree
 
 Obj = dict[str, Any]
 JOIN = (

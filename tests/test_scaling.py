@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from tests.test_helm_replicas import CONFIG, JOIN
-from vf.diff import diff_project
-from vf.diff_report import render_text
+from vf.commands.diff.command import diff_project
+from vf.commands.diff.report import render_text
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.write import write_tree
+from vf.tree.write import write_tree
 
 Obj = dict[str, Any]
 

@@ -235,12 +235,10 @@ def diff_command(
     """Explain what compiling GRAPH would change in the tree at OUT; exit 1 if anything."""
 
     def body() -> int:
-        from vf.commands.diff.command import diff_project
-        from vf.commands.diff.report import RENDERERS
         from dataclasses import replace
 
-        from vf.diff import diff_project
-        from vf.diff_report import RENDERERS
+        from vf.commands.diff.command import diff_project
+        from vf.commands.diff.report import RENDERERS
 
         # the committed chart's version carries on, as in a compile into OUT
         result = _compile(replace(_request(graph, config, envs, profiles), chart_from=out))

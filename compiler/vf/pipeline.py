@@ -13,16 +13,9 @@ from typing import Any
 from vf import names
 from vf.config.targets import Targets, find_config, load_targets, select_environments
 from vf.emit.delivery import delivery_files
+from vf.emit.helm.version import read_previous
 from vf.emit.kustomize.tree import EnvObjects, kustomize_files
 from vf.emit.readme import README, tree_readme
-from vf.admission import parse_profile_flags
-from vf.autoscale import apply_autoscaling, plan_autoscaling
-from vf.chart_version import read_previous
-from vf.config import Targets, find_config, load_targets, select_environments
-from vf.delivery import delivery_files
-from vf.diagram import EnvView, env_view
-from vf.emit_kustomize import EnvObjects, kustomize_files
-from vf.emit_readme import README, tree_readme
 from vf.errors import VfError
 from vf.frontend.graph_checks import graph_module_classes
 from vf.frontend.isolate import load_graph
@@ -155,9 +148,7 @@ def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> Co
             for plan in plans
         }
     )
-    delivery = delivery_files(
-        plans=plans, objects=objects, gitops=targets.gitops, chart=previous
-    )
+    delivery = delivery_files(plans=plans, objects=objects, gitops=targets.gitops, chart=previous)
     paths = []
     for file, text in itertools.chain(kustomize, delivery):
         sink(file, text)

@@ -8,14 +8,9 @@ from typing import Any
 from vf.config.delivery import GitOps
 from vf.emit.gitops.manifests import emit_gitops
 from vf.emit.helm.chart import ChartInfo, chart_files, emit_helm
+from vf.emit.helm.version import ChartRelease
 from vf.ir.plan import Plan
 from vf.textio.filetext import FileText
-from vf.chart_version import ChartRelease
-from vf.delivery_config import GitOps
-from vf.emit_gitops import emit_gitops
-from vf.emit_helm import ChartInfo, chart_files, emit_helm
-from vf.filetext import FileText
-from vf.planir import Plan
 
 Tree = dict[str, str]
 

@@ -11,9 +11,6 @@ from vf import names
 from vf.config.pod_options import pod_problems
 from vf.config.targets import Environment
 from vf.config.workload import pod_mounts
-from vf.admission import Admission, admit
-from vf.config import Environment
-from vf.config_hash import config_hash
 from vf.errors import Problem, raise_if
 from vf.ir.admission import Admission
 from vf.ir.gpu import GpuGrant, GpuPlan
@@ -33,6 +30,7 @@ from vf.ir.records import PodOptions
 from vf.plan.admission import admit
 from vf.plan.autoscale import plan_autoscaling
 from vf.plan.component import component_resources, component_run
+from vf.plan.config_hash import config_hash
 from vf.plan.context import PlanContext
 from vf.plan.gpu.planner import plan_gpu
 from vf.plan.infra import plan_infra, plan_provision

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from vf.config_hash import PARENT_REPLICAS, restart_reason
+from vf.plan.config_hash import PARENT_REPLICAS, restart_reason
 
 Obj = dict[str, Any]
 INFO, WARNING, BREAKING = "info", "warning", "breaking"
@@ -188,7 +188,7 @@ def _workload(node: str, *, old: Obj, new: Obj, flow: str) -> list[Finding]:
 
 
 def _scaling(workload: Obj) -> str:
-    """What a replica change does to the running pods (vf.config_hash)."""
+    """What a replica change does to the running pods (vf.plan.config_hash)."""
     reason = restart_reason(workload.get("env") or {}, kind=str(workload.get("kind")))
     if not reason:
         return ": scales in place, its pods keep running"

@@ -15,22 +15,16 @@ from vf import names
 from vf.config.delivery import ArgoCD, Flux, GitOps
 from vf.emit.gitops.argocd_project import app_project
 from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release
+from vf.emit.gitops.flux_parts import INFRA, WORKERS, part_spec
 from vf.ir.plan import Plan
 from vf.textio import yamlout
 from vf_runtime.labels import (
     ENVIRONMENT_LABEL,
     FLOW_LABEL,
-    INFRA_LABEL,
     MANAGED_BY,
     MANAGER,
     PART_OF,
 )
-from vf import names, yamlout
-from vf.argocd_project import app_project
-from vf.delivery_config import ArgoCD, Flux, GitOps
-from vf.flux_helm import flux_access, flux_path, helm_release
-from vf.flux_parts import INFRA, WORKERS, part_spec
-from vf.planir import Plan
 
 Obj = dict[str, Any]
 Tree = dict[str, str]
@@ -189,7 +183,7 @@ def _flux_source(flux: Flux, *, plan: Plan) -> Obj:
 def _flux_kustomization(
     gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj], part: str
 ) -> Obj:
-    """The Kustomization of one part of an environment's overlay (``vf.flux_parts``)."""
+    """The Kustomization of one part of an environment's overlay (``vf.emit.gitops.flux_parts``)."""
     spec: Obj = {
         "interval": flux.interval,
         "retryInterval": flux.retry_interval,

@@ -4,7 +4,7 @@ that environment's overlay.
 Derived from the per-environment objects together, like the Kustomize tree: a field equal
 everywhere is verbatim in ``templates/``; a field that differs is a value; an object that
 only some environments have is guarded by the ``environment`` value. Objects of one shape
-share a template that ranges over rows (``vf.helm_rows``). The namespace is the release's.
+share a template that ranges over rows (``vf.emit.helm.rows``). The namespace is the release's.
 The provision Job is a Helm hook here and only here.
 """
 
@@ -18,20 +18,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from vf.emit.helm.generations import generations, matched, with_generation_names
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
+from vf.emit.helm.replicas import with_replica_slots, worker_envs
+from vf.emit.helm.rows import Member, group, presence, shape_template
 from vf.emit.helm.schema import values_schema
 from vf.emit.helm.slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
-from vf import yamlout
-from vf.chart_version import DIGEST_ANNOTATION, ChartRelease, chart_version
-from vf.emit_kustomize import object_file
-from vf.filetext import Chunks, FileText, whole
-from vf.helm_generations import generations, matched, with_generation_names
-from vf.helm_image_tag import IMAGE_TAG_VALUES, retagged
-from vf.helm_replicas import with_replica_slots, worker_envs
-from vf.helm_rows import Member, group, presence, shape_template
-from vf.helm_schema import values_schema
-from vf.helm_slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
-from vf.helm_text import (
+from vf.emit.helm.text import (
     HELM_CHART_LABEL,
     IN_RELEASE_NAMESPACE,
     RELEASE_NAMESPACE,
@@ -41,6 +34,7 @@ from vf.helm_text import (
     render_text,
     values_key,
 )
+from vf.emit.helm.version import DIGEST_ANNOTATION, ChartRelease, chart_version
 from vf.emit.kustomize.tree import object_file
 from vf.emit.ordering import with_helm_hooks, without_tool_annotations
 from vf.textio import yamlout
@@ -393,7 +387,7 @@ def _context(
 
 def _chart_yaml(info: ChartInfo, *, digest: str) -> Obj:
     """Chart.yaml; ``digest`` is of every other chart file, and the version increases
-    exactly when it differs from the tree's current chart (``vf.chart_version``)."""
+    exactly when it differs from the tree's current chart (``vf.emit.helm.version``)."""
     oldest = min(
         info.kubernetes_versions.values(), key=lambda v: tuple(int(p) for p in v.split("."))
     )

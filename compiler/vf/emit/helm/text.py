@@ -17,10 +17,8 @@ from typing import Any
 
 import jinja2
 
-from vf.emit.helm.slots import Slot, ValueKey
-from vf import yamlout
-from vf.config_hash import IN_PLACE
-from vf.helm_slots import PARENT_REPLICAS_KEY, Slot, ValueKey
+from vf.emit.helm.slots import PARENT_REPLICAS_KEY, Slot, ValueKey
+from vf.plan.config_hash import IN_PLACE
 from vf.resources import templates
 from vf.textio import yamlout
 
@@ -89,7 +87,7 @@ def _replicas(node: str) -> str:
 
 def _derived(key: ValueKey) -> str | None:
     """The expression of a value made of others: a name in the release's namespace, or
-    what a worker's replica count decides (``vf.helm_replicas``)."""
+    what a worker's replica count decides (``vf.emit.helm.replicas``)."""
     if key[0] == IN_RELEASE_NAMESPACE:
         head, tail = (_part(part) for part in key[1:])
         return f'(printf "%s.%s.svc%s" {head} $.Release.Namespace {tail})'

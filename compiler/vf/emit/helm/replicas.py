@@ -4,7 +4,7 @@
 of copying the plan's numbers: the workload's replicas (``completions``/``parallelism`` of
 a Job), the worker's ``VF_NB_TASKS``, every child's ``VF_PARENT_REPLICAS`` (present when a
 parent runs more than one replica, as the plan writes it), and the replica part of the
-pods' ``vf.dev/config-hash`` (``vf.config_hash``). A hand ``--set`` therefore renders what
+pods' ``vf.dev/config-hash`` (``vf.plan.config_hash``). A hand ``--set`` therefore renders what
 a recompile with that replica count renders for those fields, and a join never waits for
 fewer end-of-stream markers than its parents' replicas send.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vf.config_hash import NB_TASKS, PARENT_REPLICAS, scales_in_place
-from vf.helm_slots import ABSENT, PARENT_REPLICAS_KEY, Slot, ValueKey, generated_key, owner
-from vf.helm_text import CONFIG_HASH, HASH_IN_PLACE, HASH_RESTART, LITERAL, NB_TASKS_KEY
+from vf.emit.helm.slots import ABSENT, PARENT_REPLICAS_KEY, Slot, ValueKey, generated_key, owner
+from vf.emit.helm.text import CONFIG_HASH, HASH_IN_PLACE, HASH_RESTART, LITERAL, NB_TASKS_KEY
+from vf.plan.config_hash import NB_TASKS, PARENT_REPLICAS, scales_in_place
 
 Obj = dict[str, Any]
 Path = tuple[str | int, ...]

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vf.helm_slots import Slot
-from vf.helm_text import GEN_NAME
+from vf.emit.helm.slots import Slot
+from vf.emit.helm.text import GEN_NAME
 
 Obj = dict[str, Any]
 Key = tuple[str, str]

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vf.helm_slots import Slot, ValueKey
-from vf.helm_text import ROW, WRAP, RowPart, go_string, object_template, values_expr
+from vf.emit.helm.slots import Slot, ValueKey
+from vf.emit.helm.text import ROW, WRAP, RowPart, go_string, object_template, values_expr
 
 Obj = dict[str, Any]
 Path = tuple[str | int, ...]
