@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import kustomize_build
+from tests.support import kustomize_build
 from tests.test_crd_schemas import _errors, own_schema, upstream_schema
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, compile_project

@@ -21,10 +21,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from vf_runtime.labels import COMPONENT, NODE_LABEL, PROVISION
+
 Obj = dict[str, Any]
 INFRA, WORKERS = "infra", "workers"
-WORKER_SELECTORS = ("vf.dev/node", "app.kubernetes.io/component=provision")
-INFRA_SELECTOR = "!vf.dev/node,app.kubernetes.io/component!=provision"
+WORKER_SELECTORS = (NODE_LABEL, f"{COMPONENT}={PROVISION}")
+INFRA_SELECTOR = f"!{NODE_LABEL},{COMPONENT}!={PROVISION}"
 _DELETE = "$patch: delete\napiVersion: v1\nkind: Unused\nmetadata:\n  name: unused\n"
 _FAILED = "status.conditions.exists(c, c.type == 'Failed' && c.status == 'True')"
 JOB_HEALTH: Obj = {

@@ -15,6 +15,7 @@ from typing import Any
 
 from vf.emit.helm.slots import Slot
 from vf.emit.helm.text import GEN_NAME
+from vf_runtime.labels import BROKER_CONFIG, COMPONENT
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
@@ -28,7 +29,7 @@ def generations(indexed: Mapping[str, Mapping[Key, Obj]]) -> dict[str, str]:
         for (kind, _), obj in objects.items():
             labels = obj["metadata"].get("labels") or {}
             generation = (obj.get("data") or {}).get("VF_GENERATION")
-            broker = labels.get("app.kubernetes.io/component") == "broker-config"
+            broker = labels.get(COMPONENT) == BROKER_CONFIG
             if kind == "ConfigMap" and broker and isinstance(generation, str):
                 found[env] = generation
     if len(found) < len(indexed) or len(set(found.values())) < 2:

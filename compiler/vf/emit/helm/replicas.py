@@ -17,10 +17,11 @@ from typing import Any
 from vf.emit.helm.slots import ABSENT, PARENT_REPLICAS_KEY, Slot, ValueKey, generated_key, owner
 from vf.emit.helm.text import CONFIG_HASH, HASH_IN_PLACE, HASH_RESTART, LITERAL, NB_TASKS_KEY
 from vf.plan.config_hash import NB_TASKS, PARENT_REPLICAS, scales_in_place
+from vf_runtime.labels import CONFIG_HASH_KEY
 
 Obj = dict[str, Any]
 Path = tuple[str | int, ...]
-HASH_PATH: Path = ("spec", "template", "metadata", "annotations", "vf.dev/config-hash")
+HASH_PATH: Path = ("spec", "template", "metadata", "annotations", CONFIG_HASH_KEY)
 REPLICA_PATHS: dict[str, tuple[Path, ...]] = {
     "Deployment": (("spec", "replicas"),),
     "StatefulSet": (("spec", "replicas"),),

@@ -18,8 +18,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import VfError
+from vf_runtime.labels import DOMAIN
 
-DIGEST_ANNOTATION = "vf.dev/content-digest"
+DIGEST_ANNOTATION = f"{DOMAIN}/content-digest"
 FIRST = "0.1.0"
 _VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:\+[0-9A-Za-z.-]+)?$")
 
