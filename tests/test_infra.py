@@ -16,7 +16,15 @@ from vf.ir.capabilities import (
     redis_capabilities,
 )
 from vf.pipeline import CompileResult
-from vf.render.infra import component_files, component_objects, nats_conf
+from vf.render.infra import (
+    PARSED,
+    component_files,
+    component_objects,
+    components_json,
+    nats_conf,
+    parse_components,
+)
+from vf.resources import resource_dir
 
 SIZES = {"KB": 1024, "MB": 1024**2, "GB": 1024**3}
 
@@ -128,3 +136,13 @@ def test_components_are_the_shipped_shapes_named_for_the_flow(
             if selector:  # a Service's, or a workload's matchLabels: this flow's pods only
                 assert selector.get("matchLabels", selector)["vf.dev/flow"] == "batch-demo"
     assert '- "../../components/nats-durable"' in tree["overlays/prod/kustomization.yaml"]
+
+
+def test_the_parsed_components_are_the_shipped_yaml() -> None:
+    shipped = (resource_dir("kustomize") / PARSED).read_text(encoding="utf-8")
+    assert shipped == components_json(parse_components()), (
+        "kustomize/components.json is stale: regenerate it with "
+        ".venv/bin/python -m vf.render.infra > kustomize/components.json"
+    )
+    for name, objects in parse_components().items():
+        assert component_objects(name) == objects
