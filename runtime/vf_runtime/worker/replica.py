@@ -469,40 +469,9 @@ def main() -> None:
     profile_dir = os.environ.get("VF_PROFILE_DIR")
     if not profile_dir:
         sys.exit(asyncio.run(run_worker(os.environ)))
-    sys.exit(_profiled(profile_dir))
+    from vf_runtime.worker.profiling import profiled
 
-
-def _profile_folder(directory: str) -> str | None:
-    """Create the folder the profiles go to; the reason when it cannot be written."""
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return "it is not writable"
-    return None
-
-
-def _profiled(directory: str) -> int:
-    """Diagnostics only: run under cProfile and write ``{node}-r{replica}-{pid}.prof``."""
-    import cProfile
-
-    problem = _profile_folder(directory)
-    if problem is not None:
-        print(
-            f"error[VF_PROFILE_DIR] VF_PROFILE_DIR={directory!r} cannot hold profiles: "
-            f"{problem}\n  = fix: point VF_PROFILE_DIR at a writable folder, or unset it",
-            file=sys.stderr,
-        )
-        return EXIT_CONFIG
-
-    profiler = cProfile.Profile()
-    try:
-        return profiler.runcall(asyncio.run, run_worker(os.environ))
-    finally:
-        node = token(os.environ.get("VF_NODE_NAME", "worker"))
-        target = f"{node}-r{os.environ.get('VF_REPLICA_ID', '0')}-{os.getpid()}.prof"
-        profiler.dump_stats(os.path.join(directory, target))
+    sys.exit(profiled(profile_dir, lambda: asyncio.run(run_worker(os.environ))))
 
 
 if __name__ == "__main__":
