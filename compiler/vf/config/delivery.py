@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vf.errors import Problem
+from vf.ir.delivery import ArgoCD, Destination, Flux, GitOps, SourceRef
 
 DEFAULT_MAX_REPLICAS = 10
 DEFAULT_LAG_THRESHOLD = 10
@@ -33,60 +34,6 @@ class Autoscaling:
     cooldown_seconds: int = DEFAULT_COOLDOWN_SECONDS
     monitoring_endpoint: str | None = None
     account: str = DEFAULT_NATS_ACCOUNT
-
-
-@dataclass(frozen=True, kw_only=True)
-class SourceRef:
-    """A Flux source the operator already runs (vf references it, never creates it)."""
-
-    kind: str
-    name: str
-    namespace: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class ArgoCD:
-    namespace: str = "argocd"
-    project: str = "default"
-    server: str = "https://kubernetes.default.svc"
-    auto_sync: bool = True
-    app_project: bool = False  # also emit the AppProject ``project``, locked to this flow
-
-
-@dataclass(frozen=True, kw_only=True)
-class Flux:
-    namespace: str = "flux-system"
-    interval: str = "10m"
-    retry_interval: str = "2m"
-    source: SourceRef | None = None
-    revision_type: str | None = None  # branch, tag, semver, commit or name; None: inferred
-    secret_ref: str | None = None  # the Secret with the credentials of a private repository
-    service_account: str | None = None  # who applies (Flux impersonation)
-    helm_release: bool = False  # also a HelmRelease per environment, for the chart
-
-
-@dataclass(frozen=True, kw_only=True)
-class Destination:
-    """Where one environment is delivered, when it is not the controller's own cluster."""
-
-    server: str | None = None
-    cluster: str | None = None
-    kubeconfig_secret: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class GitOps:
-    """The repository the compiled tree is committed to, and the controllers that sync it."""
-
-    repo_url: str
-    revision: str
-    path: str
-    argocd: ArgoCD | None
-    flux: Flux | None
-    destinations: tuple[tuple[str, Destination], ...] = ()
-
-    def destination(self, env: str) -> Destination:
-        return dict(self.destinations).get(env, Destination())
 
 
 def parse_autoscaling(raw: Mapping[str, Any] | None) -> Autoscaling | None:

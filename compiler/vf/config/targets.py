@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ruamel.yaml.error import YAMLError
 
-from vf.config.delivery import Autoscaling, GitOps, parse_autoscaling, parse_gitops
+from vf.config.delivery import Autoscaling, parse_autoscaling, parse_gitops
 from vf.config.gpu import GpuTarget, parse_gpu
 from vf.config.infra import (
     BrokerTarget,
@@ -25,6 +25,7 @@ from vf.config.network import PodSecurity, parse_pod_security
 from vf.config.pod_options import parse_pod_options
 from vf.config.workload import WorkloadOptions, parse_workloads
 from vf.errors import Problem, VfError, raise_if
+from vf.ir.delivery import GitOps
 from vf.ir.plan import ContainerResources
 from vf.ir.records import PodOptions
 from vf.resources import schema_path

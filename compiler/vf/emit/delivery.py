@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from vf.config.delivery import GitOps
 from vf.emit.gitops.manifests import emit_gitops
 from vf.emit.helm.chart import ChartInfo, chart_files, emit_helm
 from vf.emit.helm.version import ChartRelease
+from vf.ir.delivery import GitOps
 from vf.ir.plan import Plan
 from vf.textio.filetext import FileText
 

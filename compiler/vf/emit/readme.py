@@ -9,7 +9,7 @@ from typing import Any
 
 import jinja2
 
-from vf.config.delivery import GitOps
+from vf.ir.delivery import GitOps
 from vf.render.diagram import Diagram, EnvView, diagram_of
 from vf.render.diagram_syntax import mermaid
 from vf.resources import templates

@@ -2,5 +2,6 @@
 
 Input: nothing; these are frozen, keyword-only dataclasses and their JSON form.
 Output: the types the front end makes (``graph``), the planner makes (``plan``, ``gpu``,
-``security``) and the renderers, emitters and ``verify`` read. The IR imports no stage.
+``security``), vf.config makes for the Plan and the emitters (``records``, ``delivery``),
+and the renderers, emitters and ``verify`` read. The IR imports no stage.
 """

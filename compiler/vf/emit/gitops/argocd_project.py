@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vf import names
-from vf.config.delivery import ArgoCD, GitOps
+from vf.ir.delivery import ArgoCD, GitOps
 from vf.ir.plan import Plan
 from vf_runtime.labels import FLOW_LABEL, MANAGED_BY, MANAGER, PART_OF
 

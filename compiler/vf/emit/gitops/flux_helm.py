@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from vf import names
-from vf.config.delivery import Flux, GitOps
+from vf.ir.delivery import Flux, GitOps
 from vf.ir.plan import Plan
 from vf_runtime.labels import ENVIRONMENT_LABEL, FLOW_LABEL, MANAGED_BY, MANAGER, PART_OF
 

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vf import names
-from vf.config.delivery import ArgoCD, Flux, GitOps
 from vf.emit.gitops.argocd_project import app_project
 from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release
 from vf.emit.gitops.flux_parts import INFRA, WORKERS, part_spec
+from vf.ir.delivery import ArgoCD, Flux, GitOps
 from vf.ir.plan import Plan
 from vf.textio import yamlout
 from vf_runtime.labels import (
