@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import VfError
+from vf.textio.yaml_read import reader
 from vf_runtime.labels import DOMAIN
 
 DIGEST_ANNOTATION = f"{DOMAIN}/content-digest"
@@ -62,7 +62,7 @@ def read_previous(out: Path) -> ChartRelease | None:
     if not path.is_file():
         return None
     try:
-        meta = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+        meta = reader("safe").load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, YAMLError) as exc:
         raise _problem(f"the tree's Chart.yaml cannot be read: {exc}", where=path) from None
     version = meta.get("version") if isinstance(meta, dict) else None
