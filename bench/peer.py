@@ -67,10 +67,10 @@ for namespace in namespaces:
 
 
 def python312() -> str | None:
-    """A Python 3.12 interpreter: ``python3.12`` on PATH, else pyenv's 3.12."""
+    """A Python 3.12 interpreter: a working ``python3.12`` on PATH, else pyenv's 3.12."""
     found = shutil.which("python3.12")
-    if found:
-        return found
+    if found and subprocess.run([found, "-c", "pass"], check=False).returncode == 0:
+        return found  # a pyenv shim of a version not selected exists but does not run
     pyenv = shutil.which("pyenv")
     if pyenv is None:
         return None
