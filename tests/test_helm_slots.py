@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from vf.emit.helm.chart import ChartInfo, emit_helm
+from vf.emit.helm.chart import ChartInfo, emit_helm, may_contain
 from vf.emit.helm.slots import POD_SPEC, knob_key, may_hold_knob
 from vf.pipeline import CompileResult
 
@@ -123,3 +123,28 @@ def test_the_slot_walk_prunes_no_knob(compiled_examples: dict[str, CompileResult
                     for depth in range(len(path) + 1):
                         assert may_hold_knob(obj, path=path[:depth]), (obj["kind"], path)
     assert knobs > 50
+
+
+MARKER_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
+
+
+@given(
+    data=VALUES,
+    head=MARKER_TEXT,
+    tail=MARKER_TEXT,
+    namespace=st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True),
+)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+def test_the_quick_look_for_a_namespace_never_misses_a_string_that_names_it(
+    data: Any, head: str, tail: str, namespace: str
+) -> None:
+    """The chart looks for ``.<namespace>.svc`` in an object's repr before walking its
+    strings: a string holding it, among any keys, values and escapes, is never missed."""
+    marker = f".{namespace}.svc"
+    obj = {"data": data, "env": [{"value": f"{head}{marker}{tail}"}]}
+    assert may_contain(obj, marker)
+
+
+def test_a_marker_repr_would_escape_is_always_walked_for() -> None:
+    assert may_contain({"a": "b"}, "it's")
+    assert not may_contain({"a": "x.other.svc"}, ".ns.svc")

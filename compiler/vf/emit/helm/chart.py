@@ -201,8 +201,8 @@ def _with_release_slots(
     namespace (``x.<ns>.svc``) follows the release's, and Helm's standard labels."""
     first = sorted(versions)[0]
     extra: list[Slot] = []
-    for path, text in _strings(versions[first]):
-        marker = f".{namespaces[first]}.svc"
+    marker = f".{namespaces[first]}.svc"
+    for path, text in _strings(versions[first]) if may_contain(versions[first], marker) else ():
         head, found, tail = text.partition(marker)
         if not found:
             continue
@@ -240,6 +240,19 @@ _HELM_LABELS = (
     (("metadata", "labels", "helm.sh/chart"), HELM_CHART_LABEL),
     (("metadata", "labels", MANAGED_BY), RELEASE_SERVICE),
 )
+
+
+_VERBATIM_IN_REPR = frozenset(
+    chr(c) for c in range(0x20, 0x7F) if chr(c) not in "'\"\\"
+)  # characters repr() writes as themselves inside any string
+
+
+def may_contain(obj: Obj, marker: str) -> bool:
+    """Whether some string in ``obj`` may hold ``marker``: one C-speed look at the object's
+    repr, where such a string appears as it is, instead of a walk over every string."""
+    if not set(marker) <= _VERBATIM_IN_REPR:
+        return True
+    return marker in repr(obj)
 
 
 def _under(path: tuple[Any, ...], parents: set[tuple[Any, ...]]) -> bool:

@@ -12,7 +12,7 @@ release Secret (ADR 87).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,46 +56,115 @@ class _Mark:
 
 def group(members: Sequence[Member]) -> tuple[list[Member], list[Shape]]:
     """The objects that stay one template each, and the shapes of two or more objects."""
-    by_signature: dict[tuple[Any, ...], list[Member]] = {}
+    by_signature: dict[tuple[Any, ...], list[tuple[Member, list[Any]]]] = {}
     for member in members:
-        by_signature.setdefault(_signature(member), []).append(member)
+        signature: list[Any] = [member.key[0]]
+        leaves: list[Any] = []
+        _walk(member.base, _slot_trie(member), member, signature=signature, leaves=leaves)
+        by_signature.setdefault(tuple(signature), []).append((member, leaves))
     singles: list[Member] = []
     shapes: list[Shape] = []
     counts: dict[str, int] = {}
     for same_shape in by_signature.values():
         if len(same_shape) == 1:
-            singles.extend(same_shape)
+            singles.append(same_shape[0][0])
             continue
-        kind = same_shape[0].key[0].lower()
+        kind = same_shape[0][0].key[0].lower()
         counts[kind] = counts.get(kind, 0) + 1
         shapes.append(_shape(f"{kind}-{counts[kind]}", members=same_shape))
     return singles, shapes
 
 
-def _skeleton(member: Member) -> Any:
-    """``member.base`` with a mark at each slot (containers on the way are copies)."""
-    root: Any = dict(member.base)
-    fresh = {id(root)}
+class _Trie(dict[Any, "_Trie"]):
+    """The slots of one object by path: a node marked with a slot's index is that slot."""
+
+    mark: _Mark | None = None
+
+
+def _slot_trie(member: Member) -> _Trie:
+    root = _Trie()
     for index, slot in enumerate(member.slots):
         node = root
-        for part in slot.path[:-1]:
-            child = node[part]
-            if id(child) not in fresh:
-                child = child.copy()
-                fresh.add(id(child))
-                node[part] = child
-            node = child
-        node[slot.path[-1]] = _Mark(index)
+        for part in slot.path:
+            node = node.setdefault(part, _Trie())
+        node.mark = _Mark(index)
     return root
 
 
-def _leaves(value: Any, path: Path = ()) -> list[tuple[Path, Any]]:
-    """Every scalar, empty container and mark of a skeleton, with its path."""
-    if isinstance(value, dict) and value:
-        return [leaf for k in sorted(value) for leaf in _leaves(value[k], (*path, k))]
-    if isinstance(value, list) and value:
-        return [leaf for i, v in enumerate(value) for leaf in _leaves(v, (*path, i))]
-    return [(path, value)]
+def _walk(
+    value: Any,
+    trie: _Trie | None,
+    member: Member,
+    *,
+    signature: list[Any],
+    leaves: list[Any],
+    paths: list[Path] | None = None,
+    path: Path = (),
+) -> None:
+    """Walk ``member.base`` with a mark at each slot, keys in sorted order: the structure
+    goes to ``signature``, every scalar, empty container and mark to ``leaves`` (and its
+    path to ``paths``). Objects with equal signatures have their leaves at equal places."""
+    if trie is not None and trie.mark is not None:
+        slot = member.slots[trie.mark.index]
+        signature.append(("slot", _key_shape(slot.key), slot.optional))
+        leaves.append(trie.mark)
+    elif isinstance(value, dict) and (value or trie):
+        keys = sorted(value.keys() | trie.keys()) if trie else sorted(value)
+        signature.append(("{", *keys))
+        for key in keys:
+            below = trie.get(key) if trie else None
+            if below is None and paths is None:
+                _plain(value[key], signature.append, leaves.append)
+                continue
+            nested = (*path, key) if paths is not None else path
+            _walk(
+                value.get(key),
+                below,
+                member,
+                signature=signature,
+                leaves=leaves,
+                paths=paths,
+                path=nested,
+            )
+        return
+    elif isinstance(value, list) and value:
+        signature.append(("[", len(value)))
+        for index, item in enumerate(value):
+            below = trie.get(index) if trie else None
+            if below is None and paths is None:
+                _plain(item, signature.append, leaves.append)
+                continue
+            nested = (*path, index) if paths is not None else path
+            _walk(item, below, member, signature=signature, leaves=leaves, paths=paths, path=nested)
+        return
+    else:
+        signature.append(_leaf_tag(value))
+        leaves.append(value)
+    if paths is not None:
+        paths.append(path)
+
+
+def _plain(value: Any, signature: Callable[[Any], None], leaves: Callable[[Any], None]) -> None:
+    """``_walk`` of a part without slots (the most of every object), with less to carry."""
+    if type(value) is str:
+        signature("value")
+        leaves(value)
+    elif isinstance(value, dict) and value:
+        keys = sorted(value)
+        signature(("{", *keys))
+        for key in keys:
+            _plain(value[key], signature, leaves)
+    elif isinstance(value, list) and value:
+        signature(("[", len(value)))
+        for item in value:
+            _plain(item, signature, leaves)
+    else:
+        signature(_leaf_tag(value))
+        leaves(value)
+
+
+def _leaf_tag(value: Any) -> str:
+    return type(value).__name__ if isinstance(value, dict | list) else "value"
 
 
 def _key_shape(key: ValueKey) -> tuple[str | None, ...]:
@@ -106,59 +175,48 @@ def _key_shape(key: ValueKey) -> tuple[str | None, ...]:
     )
 
 
-def _signature(member: Member) -> tuple[Any, ...]:
-    entries: list[Any] = [member.key[0]]
-    for path, leaf in _leaves(_skeleton(member)):
-        if isinstance(leaf, _Mark):
-            slot = member.slots[leaf.index]
-            entries.append((path, "slot", _key_shape(slot.key), slot.optional))
-        elif isinstance(leaf, dict | list):
-            entries.append((path, type(leaf).__name__))
-        else:
-            entries.append((path, "value"))
-    return tuple(entries)
-
-
 @dataclass(frozen=True)
 class _Column:
     """One place the objects of a shape may differ: a leaf, or a part of a slot's key."""
 
     path: Path
+    leaf: int  # the leaf's index in the walk
     part: int | None  # None: the leaf itself; else the index of the part in the slot's key
     name_hint: str
 
 
 def _columns(member: Member) -> list[_Column]:
+    leaves: list[Any] = []
+    paths: list[Path] = []
+    _walk(member.base, _slot_trie(member), member, signature=[], leaves=leaves, paths=paths)
     out = []
-    for path, leaf in _leaves(_skeleton(member)):
+    for leaf_index, (path, leaf) in enumerate(zip(paths, leaves, strict=True)):
         if isinstance(leaf, _Mark):
             key = member.slots[leaf.index].key
             for i, wanted in enumerate(_key_shape(key)):
                 if wanted is None:
                     hint = key[i - 1].lstrip("$") if i else "key"
-                    out.append(_Column(path=path, part=i, name_hint=hint))
+                    out.append(_Column(path=path, leaf=leaf_index, part=i, name_hint=hint))
         elif not isinstance(leaf, dict | list):
-            out.append(_Column(path=path, part=None, name_hint=str(path[-1]) if path else "v"))
+            hint = str(path[-1]) if path else "v"
+            out.append(_Column(path=path, leaf=leaf_index, part=None, name_hint=hint))
     return out
 
 
-def _read(member: Member, column: _Column, *, skeletons: Mapping[Key, Any]) -> Any:
-    node = skeletons[member.key]
-    for part in column.path:
-        node = node[part]
+def _read(member: Member, leaves: Sequence[Any], column: _Column) -> Any:
+    leaf = leaves[column.leaf]
     if column.part is None:
-        return node
-    return member.slots[node.index].key[column.part]
+        return leaf
+    return member.slots[leaf.index].key[column.part]
 
 
-def _shape(name: str, *, members: Sequence[Member]) -> Shape:
-    skeletons = {m.key: _skeleton(m) for m in members}
-    first = members[0]
+def _shape(name: str, *, members: Sequence[tuple[Member, list[Any]]]) -> Shape:
+    first, first_leaves = members[0]
     vectors: dict[tuple[Any, ...], str] = {}  # a column's values in every object -> field
     chosen: dict[_Column, str] = {}
     taken = {IN}
     for column in _columns(first):
-        values = tuple(_read(m, column, skeletons=skeletons) for m in members)
+        values = tuple(_read(m, leaves, column) for m, leaves in members)
         if all(v == values[0] and type(v) is type(values[0]) for v in values[1:]):
             continue
         marked = tuple((type(v).__name__, v) for v in values)
@@ -166,15 +224,15 @@ def _shape(name: str, *, members: Sequence[Member]) -> Shape:
             vectors[marked] = _fresh(column.name_hint, taken=taken)
         chosen[column] = vectors[marked]
     parts = _derived({field: tuple(v for _, v in marked) for marked, field in vectors.items()})
-    guarded = any(m.partial for m in members)
+    guarded = any(m.partial for m, _ in members)
     real = {field for field, part in parts.items() if not (part.prefix or part.suffix)}
     kept = {column: field for column, field in chosen.items() if field in real}
-    rows = tuple(_row(m, kept, skeletons=skeletons, guarded=guarded) for m in members)
+    rows = tuple(_row(m, leaves, kept, guarded=guarded) for m, leaves in members)
     refs = {column: parts[field] for column, field in chosen.items()}
     return Shape(
         name=name,
         base=first.base,
-        slots=_generic_slots(first, refs, skeletons=skeletons),
+        slots=_generic_slots(first, first_leaves, refs),
         rows=rows,
         guarded=guarded,
     )
@@ -223,18 +281,18 @@ def _fresh(hint: str, *, taken: set[str]) -> str:
 
 
 def _row(
-    member: Member, chosen: Mapping[_Column, str], *, skeletons: Mapping[Key, Any], guarded: bool
+    member: Member, leaves: Sequence[Any], chosen: Mapping[_Column, str], *, guarded: bool
 ) -> Obj:
     row: Obj = {}
     for column, field in chosen.items():
-        row[field] = _read(member, column, skeletons=skeletons)
+        row[field] = _read(member, leaves, column)
     if guarded:
         row[IN] = list(member.present)
     return dict(sorted(row.items()))
 
 
 def _generic_slots(
-    first: Member, refs: Mapping[_Column, RowPart], *, skeletons: Mapping[Key, Any]
+    first: Member, leaves: Sequence[Any], refs: Mapping[_Column, RowPart]
 ) -> tuple[Slot, ...]:
     """The first object's slots with row parts in their keys, plus a slot per row leaf."""
     keys = [list(slot.key) for slot in first.slots]
@@ -244,19 +302,12 @@ def _generic_slots(
             values = dict.fromkeys(first.present, "")
             out.append(Slot(path=column.path, values=values, key=(ROW, ref)))
             continue
-        keys[_read_mark(skeletons[first.key], column.path)][column.part] = ref
+        keys[leaves[column.leaf].index][column.part] = ref
     slots = [
         Slot(path=slot.path, values=slot.values, key=tuple(keys[i]))
         for i, slot in enumerate(first.slots)
     ]
     return (*slots, *out)
-
-
-def _read_mark(skeleton: Any, path: Path) -> int:
-    for part in path:
-        skeleton = skeleton[part]
-    assert isinstance(skeleton, _Mark)
-    return skeleton.index
 
 
 def presence(envs: Sequence[str]) -> str:
