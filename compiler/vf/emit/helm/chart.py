@@ -23,7 +23,7 @@ from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
 from vf.emit.helm.replicas import with_replica_slots, worker_envs
 from vf.emit.helm.rows import Member, group, presence, shape_template
 from vf.emit.helm.schema import values_schema
-from vf.emit.helm.slots import ABSENT, Slot, ValueKey, find_slots, generated_key, same
+from vf.emit.helm.slots import ABSENT, Slot, ValueKey, blank, find_slots, generated_key, same
 from vf.emit.helm.text import (
     HELM_CHART_LABEL,
     IN_RELEASE_NAMESPACE,
@@ -61,7 +61,7 @@ class ChartInfo:
     previous: ChartRelease | None = None  # the chart the tree holds now (its version)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class _Template:
     key: Key
     base: Obj
@@ -213,7 +213,7 @@ def _with_release_slots(
             extra.append(Slot(path=path, values=dict.fromkeys(versions, text), key=key))
     if "labels" in versions[first]["metadata"]:
         for label, helm_key in _HELM_LABELS:
-            extra.append(Slot(path=label, values=dict.fromkeys(versions, ""), key=helm_key))
+            extra.append(Slot(path=label, values=blank(versions), key=helm_key))
     covered = {s.path for s in extra}
     kept = [
         _templated(s, namespaces=namespaces)
@@ -290,6 +290,9 @@ class _Where:
     gens: Mapping[str, str]  # each environment's BATCH generation, when they differ
 
 
+_PRESENT: dict[frozenset[str], frozenset[str]] = {}  # one set for each set of environments
+
+
 def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> _Template:
     base = versions[sorted(versions)[0]]  # read, never changed: object_template copies
     found = with_generation_names(find_slots(versions), versions=versions, gens=where.gens)
@@ -299,7 +302,7 @@ def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: 
     if namespaced:
         ns = Slot(
             path=("metadata", "namespace"),
-            values=dict.fromkeys(versions, ""),
+            values=blank(versions),
             key=RELEASE_NAMESPACE,
         )
         slots.append(ns)
@@ -307,7 +310,7 @@ def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: 
         key=key,
         base=base,
         slots=tuple(slots),
-        present=frozenset(versions),
+        present=_PRESENT.setdefault(frozenset(versions), frozenset(versions)),
         partial=len(versions) < len(where.envs),
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vf.emit.helm.slots import POD_SPEC, Slot, ValueKey, owner
+from vf.emit.helm.slots import POD_SPEC, Slot, ValueKey, blank, owner
 from vf.emit.helm.text import LITERAL, WRAP
 from vf_runtime.labels import BROKER_CONFIG, COMPONENT, GENERATION_KEY
 
@@ -61,7 +61,7 @@ def retagged(slots: list[Slot], *, versions: Mapping[str, Obj]) -> list[Slot]:
         inner = by_path.get(path)
         if inner is None:
             key: ValueKey = (WRAP, helper, LITERAL, str(_at(first, path)))
-            out.append(Slot(path=path, values=dict.fromkeys(versions, ""), key=key))
+            out.append(Slot(path=path, values=blank(versions), key=key))
         else:
             out[out.index(inner)] = Slot(
                 path=path, values=inner.values, key=(WRAP, helper, *inner.key)

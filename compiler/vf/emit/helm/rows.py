@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vf.emit.helm.slots import Slot, ValueKey
+from vf.emit.helm.slots import Slot, ValueKey, blank
 from vf.emit.helm.text import ROW, WRAP, RowPart, go_string, object_template, values_expr
 
 Obj = dict[str, Any]
@@ -25,7 +25,7 @@ Key = tuple[str, str]
 IN = "in"  # a row's environments, when not every object of the shape is in every one
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Member:
     """One object's template: its first environment's version, slots and environments."""
 
@@ -47,7 +47,7 @@ class Shape:
     guarded: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Mark:
     """A slot's place in an object's skeleton."""
 
@@ -299,7 +299,7 @@ def _generic_slots(
     out: list[Slot] = []
     for column, ref in refs.items():
         if column.part is None:
-            values = dict.fromkeys(first.present, "")
+            values = blank(first.present)
             out.append(Slot(path=column.path, values=values, key=(ROW, ref)))
             continue
         keys[leaves[column.leaf].index][column.part] = ref

@@ -10,7 +10,7 @@ are slots even when equal, under readable keys; any other difference gets a key 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ _CONTAINER_KNOBS = frozenset({"image", "resources", "imagePullPolicy", "env"})
 _BROKER_DATA = {"VF_NATS_URL": ("broker", "natsUrl"), "VF_BLOB_REDIS_URL": ("payloadStore", "url")}
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Slot:
     """One varying field: its path in the object and its value (or ABSENT) per environment."""
 
@@ -48,6 +48,19 @@ class Slot:
         if self.key[0] == PARENT_REPLICAS_KEY:
             return True
         return any(v is ABSENT for v in self.values.values())
+
+
+_BLANKS: dict[tuple[str, ...], Mapping[str, Any]] = {}
+
+
+def blank(envs: Iterable[str]) -> Mapping[str, Any]:
+    """``dict.fromkeys(envs, "")``, the values of a slot whose text the template makes, one
+    mapping shared by every such slot of the same environments (slots never change it)."""
+    key = tuple(envs)
+    found = _BLANKS.get(key)
+    if found is None:
+        found = _BLANKS[key] = dict.fromkeys(key, "")
+    return found
 
 
 def same(a: Any, *, other: Any) -> bool:
@@ -85,12 +98,15 @@ def _at(obj: Any, *, path: Path) -> Any:
 
 def knob_key(obj: Obj, *, path: Path) -> ValueKey | None:
     """The operator-facing key of a field that is always a value, else None."""
+    return _knob_key(obj, path=path, base=owner(obj))
+
+
+def _knob_key(obj: Obj, *, path: Path, base: ValueKey | None) -> ValueKey | None:
     kind = obj.get("kind")
     if kind == "ConfigMap" and len(path) == 2 and path[0] == "data":
         if is_broker_config(obj):
             return _BROKER_DATA.get(str(path[1]))
         return None
-    base = owner(obj)
     if kind not in _WORKLOADS or base is None or path[:3] != POD_SPEC:
         return None
     rest = path[3:]
@@ -190,9 +206,15 @@ def generated_key(obj: Mapping[str, Any], *, path: Path) -> ValueKey:
 def find_slots(versions: Mapping[str, Obj]) -> list[Slot]:
     """Every slot of one object, given its version in each environment that has it."""
     first = versions[sorted(versions)[0]]
-    finder = _SlotFinder(first=first, scope=_knob_scope(first))
+    finder = _SlotFinder(first=first, scope=_knob_scope(first), base=owner(first))
     finder.walk((), values=dict(versions))
     return finder.out
+
+
+def _settled(values: Mapping[str, Any]) -> bool:
+    """Present and equal in every environment."""
+    present = list(values.values())
+    return all(v is not ABSENT for v in present) and _all_same(present)
 
 
 @dataclass
@@ -201,10 +223,19 @@ class _SlotFinder:
 
     first: Obj
     scope: Callable[[Path], bool]
+    base: ValueKey | None  # owner(first)
     out: list[Slot] = field(default_factory=list)
 
     def knob(self, path: Path) -> ValueKey | None:
-        return knob_key(self.first, path=path) if path and self.scope(path) else None
+        return self.knob_at(path) if path and self.scope(path) else None
+
+    def knob_at(self, path: Path) -> ValueKey | None:
+        return _knob_key(self.first, path=path, base=self.base)
+
+    def descend(self, path: Path, *, values: dict[str, Any]) -> None:
+        """``walk`` below ``path``, skipping at once what it would return from at once."""
+        if self.scope(path) or not _settled(values):
+            self.walk(path, values=values)
 
     def walk(self, path: Path, *, values: dict[str, Any]) -> None:
         present = [v for v in values.values() if v is not ABSENT]
@@ -213,7 +244,7 @@ class _SlotFinder:
             if whole and _all_same(present):
                 return  # nothing below differs and nothing below is a knob: no slot here
         elif path:
-            forced = knob_key(self.first, path=path)
+            forced = self.knob_at(path)
             if forced is not None:
                 self.out.append(Slot(path=path, values=values, key=forced))
                 return
@@ -224,7 +255,7 @@ class _SlotFinder:
                 if path == POD_SPEC and self.knob((*path, "priorityClassName")) is not None:
                     keys.add("priorityClassName")  # settable per environment even when unset
                 for key in sorted(keys):
-                    self.walk(
+                    self.descend(
                         (*path, key), values={e: v.get(key, ABSENT) for e, v in values.items()}
                     )
                 return
@@ -236,7 +267,7 @@ class _SlotFinder:
             and 0 not in lengths
         ):
             for index in range(lengths.pop()):
-                self.walk((*path, index), values={e: v[index] for e, v in values.items()})
+                self.descend((*path, index), values={e: v[index] for e, v in values.items()})
             return
         if whole and _all_same(present):
             return
