@@ -4,26 +4,18 @@ settings and how to apply it with Argo CD, Flux, Helm or ``kubectl apply -k``.""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from functools import cache
 from typing import Any
-
-import jinja2
 
 from vf.ir.delivery import GitOps
 from vf.render.diagram import Diagram, EnvView, diagram_of
 from vf.render.diagram_syntax import mermaid
-from vf.resources import templates
+from vf.textio.texttemplate import shipped
 
 README = "README.md"
 # GitHub's Mermaid refuses larger diagrams (its maxTextSize and maxEdges defaults).
 MERMAID_MAX_CHARS = 50_000
 MERMAID_MAX_EDGES = 500
 TABLE_NODES = 12  # nodes named per table cell; plan/<env>.json has every one
-
-
-@cache
-def _jinja() -> jinja2.Environment:
-    return templates("tree")
 
 
 def markdown_mermaid(diagram: Diagram, **options: Any) -> tuple[str, str]:
@@ -103,4 +95,4 @@ def tree_readme(views: Sequence[EnvView], *, gitops: GitOps | None, paths: Colle
             for v in views
         ],
     }
-    return _jinja().get_template("README.md.j2").render(**context)
+    return shipped("tree", "README.md").render(context)

@@ -326,6 +326,9 @@ def _resolve_keys(templates: Sequence[_Template], *, envs: Sequence[str]) -> lis
     clash |= {key for key in by_key if key in prefixes}
     out = []
     for tpl in templates:
+        if not any(s.key in clash for s in tpl.slots):
+            out.append(tpl)
+            continue
         slots = tuple(
             Slot(path=s.path, values=s.values, key=generated_key(tpl.base, path=s.path))
             if s.key in clash

@@ -217,8 +217,8 @@ def _shape(name: str, *, members: Sequence[tuple[Member, list[Any]]]) -> Shape:
     taken = {IN}
     for column in _columns(first):
         values = tuple(_read(m, leaves, column) for m, leaves in members)
-        if all(v == values[0] and type(v) is type(values[0]) for v in values[1:]):
-            continue
+        if values.count(values[0]) == len(values) and len(set(map(type, values))) == 1:
+            continue  # the same in every object (count compares in C)
         marked = tuple((type(v).__name__, v) for v in values)
         if marked not in vectors:
             vectors[marked] = _fresh(column.name_hint, taken=taken)

@@ -8,7 +8,7 @@ what the knobs mean (images, pull policy, resources, replicas) or else by the va
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 Obj = dict[str, Any]
@@ -76,13 +76,16 @@ def _object(prefix: ValueKey, *, trees: Sequence[Any]) -> Obj:
         children = [m.get(key) for m in maps]
         properties[key] = _node((*prefix, key), values=children)
     required = [k for k in keys if all(m.get(k) is not None for m in maps)]
-    alike = {json.dumps(p, sort_keys=True) for p in properties.values()}
-    if len(prefix) == 1 and len(properties) > 1 and len(alike) == 1:
+    if len(prefix) == 1 and len(properties) > 1 and _all_alike(properties.values()):
         return _alike(keys, each=properties[keys[0]], required=required)
     schema: Obj = {"type": "object", "additionalProperties": False, "properties": properties}
     if required:
         schema["required"] = required
     return schema
+
+
+def _all_alike(schemas: Iterable[Obj]) -> bool:
+    return len({json.dumps(p, sort_keys=True) for p in schemas}) == 1
 
 
 def _alike(keys: Sequence[str], *, each: Obj, required: Sequence[str]) -> Obj:

@@ -1,5 +1,5 @@
 """Chart text: an object's canonical YAML with its slots turned into Go template actions,
-and the Jinja2 text templates (NOTES.txt, README.md) shipped in ``templates/helm/``.
+and the text templates (NOTES.txt, README.md) shipped in ``templates/helm/``.
 
 Everything verbatim is escaped for Go templates, so no name, image or parameter a user
 writes can inject an action into the chart.
@@ -12,15 +12,12 @@ import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
-from functools import cache
 from typing import Any
-
-import jinja2
 
 from vf.emit.helm.slots import PARENT_REPLICAS_KEY, Slot, ValueKey
 from vf.plan.config_hash import IN_PLACE
-from vf.resources import templates
 from vf.textio import yamlout
+from vf.textio.texttemplate import shipped
 
 Obj = dict[str, Any]
 RELEASE_NAMESPACE: ValueKey = ("$release-namespace",)
@@ -202,14 +199,7 @@ def _slot_lines(prefix: str, *, slot: Slot) -> list[str]:
     return [start, prefix + action, "{{- end }}"]
 
 
-@cache
-def _jinja() -> jinja2.Environment:
-    """Jinja2 with ``[[ ]]``/``[% %]`` delimiters, so Helm's ``{{ }}`` passes through."""
-    env = templates("helm")
-    env.filters["go"] = escape_go
-    return env
-
-
 def render_text(name: str, *, context: Mapping[str, Any]) -> str:
-    """One shipped text template (``templates/helm/<name>.j2``) rendered with ``context``."""
-    return _jinja().get_template(f"{name}.j2").render(**context)
+    """One shipped text template (``templates/helm/<name>.j2``) rendered with ``context``;
+    ``|go`` escapes user text for Go templates, so Helm's ``{{ }}`` passes through."""
+    return shipped("helm", name).render(context, filters={"go": escape_go})
