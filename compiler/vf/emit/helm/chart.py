@@ -220,18 +220,22 @@ def _with_release_slots(
         for s in slots
         if s.path not in covered and not _under(s.path, covered)
     ]
-    return kept + [s for s in extra if not any(_under(s.path, {k.path}) for k in kept)]
+    above = {k.path for k in kept}
+    return kept + [s for s in extra if not _under(s.path, above)]
 
 
 def _templated(slot: Slot, *, namespaces: Mapping[str, str]) -> Slot:
     """A value naming its environment's namespace (``x.<ns>.svc``) names the release's
     instead: the values hold ``{{ .Release.Namespace }}`` and the template renders them."""
-    values = {}
+    if slot.key[0].startswith("$"):
+        return slot
+    values, named = {}, False
     for env, value in slot.values.items():
         marker = f".{namespaces[env]}.svc"
-        named = isinstance(value, str) and marker in value
-        values[env] = value.replace(marker, ".{{ .Release.Namespace }}.svc") if named else value
-    if values == dict(slot.values) or slot.key[0].startswith("$"):
+        found = isinstance(value, str) and marker in value
+        values[env] = value.replace(marker, ".{{ .Release.Namespace }}.svc") if found else value
+        named = named or found
+    if not named:
         return slot
     return Slot(path=slot.path, values=values, key=(TEMPLATED, *slot.key))
 

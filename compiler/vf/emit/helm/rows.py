@@ -49,9 +49,10 @@ class Shape:
 
 @dataclass(frozen=True, slots=True)
 class _Mark:
-    """A slot's place in an object's skeleton."""
+    """A slot's place in an object's skeleton, and what it adds to the object's signature."""
 
     index: int
+    token: tuple[Any, ...]
 
 
 def group(members: Sequence[Member]) -> tuple[list[Member], list[Shape]]:
@@ -60,7 +61,7 @@ def group(members: Sequence[Member]) -> tuple[list[Member], list[Shape]]:
     for member in members:
         signature: list[Any] = [member.key[0]]
         leaves: list[Any] = []
-        _walk(member.base, _slot_trie(member), member, signature=signature, leaves=leaves)
+        _flatten(_skeleton(member), signature.append, leaves.append)
         by_signature.setdefault(tuple(signature), []).append((member, leaves))
     singles: list[Member] = []
     shapes: list[Shape] = []
@@ -75,92 +76,56 @@ def group(members: Sequence[Member]) -> tuple[list[Member], list[Shape]]:
     return singles, shapes
 
 
-class _Trie(dict[Any, "_Trie"]):
-    """The slots of one object by path: a node marked with a slot's index is that slot."""
-
-    mark: _Mark | None = None
-
-
-def _slot_trie(member: Member) -> _Trie:
-    root = _Trie()
+def _skeleton(member: Member) -> Any:
+    """``member.base`` with a mark at each slot (containers on the way are copies)."""
+    root: Any = dict(member.base)
+    fresh = {id(root)}
     for index, slot in enumerate(member.slots):
         node = root
-        for part in slot.path:
-            node = node.setdefault(part, _Trie())
-        node.mark = _Mark(index)
+        for part in slot.path[:-1]:
+            child = node[part]
+            if id(child) not in fresh:
+                child = child.copy()
+                fresh.add(id(child))
+                node[part] = child
+            node = child
+        token = ("slot", _key_shape(slot.key), slot.optional)
+        node[slot.path[-1]] = _Mark(index, token)
     return root
 
 
-def _walk(
-    value: Any,
-    trie: _Trie | None,
-    member: Member,
-    *,
-    signature: list[Any],
-    leaves: list[Any],
-    paths: list[Path] | None = None,
-    path: Path = (),
-) -> None:
-    """Walk ``member.base`` with a mark at each slot, keys in sorted order: the structure
-    goes to ``signature``, every scalar, empty container and mark to ``leaves`` (and its
-    path to ``paths``). Objects with equal signatures have their leaves at equal places."""
-    if trie is not None and trie.mark is not None:
-        slot = member.slots[trie.mark.index]
-        signature.append(("slot", _key_shape(slot.key), slot.optional))
-        leaves.append(trie.mark)
-    elif isinstance(value, dict) and (value or trie):
-        keys = sorted(value.keys() | trie.keys()) if trie else sorted(value)
-        signature.append(("{", *keys))
-        for key in keys:
-            below = trie.get(key) if trie else None
-            if below is None and paths is None:
-                _plain(value[key], signature.append, leaves.append)
-                continue
-            nested = (*path, key) if paths is not None else path
-            _walk(
-                value.get(key),
-                below,
-                member,
-                signature=signature,
-                leaves=leaves,
-                paths=paths,
-                path=nested,
-            )
-        return
-    elif isinstance(value, list) and value:
-        signature.append(("[", len(value)))
-        for index, item in enumerate(value):
-            below = trie.get(index) if trie else None
-            if below is None and paths is None:
-                _plain(item, signature.append, leaves.append)
-                continue
-            nested = (*path, index) if paths is not None else path
-            _walk(item, below, member, signature=signature, leaves=leaves, paths=paths, path=nested)
-        return
-    else:
-        signature.append(_leaf_tag(value))
-        leaves.append(value)
-    if paths is not None:
-        paths.append(path)
-
-
-def _plain(value: Any, signature: Callable[[Any], None], leaves: Callable[[Any], None]) -> None:
-    """``_walk`` of a part without slots (the most of every object), with less to carry."""
-    if type(value) is str:
+def _flatten(value: Any, signature: Callable[[Any], None], leaves: Callable[[Any], None]) -> None:
+    """A skeleton walked with its keys in sorted order: the structure goes to ``signature``,
+    every scalar, empty container and mark to ``leaves``. Skeletons with equal signatures
+    have their leaves in the same places, in the order ``_leaf_paths`` gives them."""
+    kind = type(value)
+    if kind is str:
         signature("value")
+        leaves(value)
+    elif kind is _Mark:
+        signature(value.token)
         leaves(value)
     elif isinstance(value, dict) and value:
         keys = sorted(value)
         signature(("{", *keys))
         for key in keys:
-            _plain(value[key], signature, leaves)
+            _flatten(value[key], signature, leaves)
     elif isinstance(value, list) and value:
         signature(("[", len(value)))
         for item in value:
-            _plain(item, signature, leaves)
+            _flatten(item, signature, leaves)
     else:
         signature(_leaf_tag(value))
         leaves(value)
+
+
+def _leaf_paths(value: Any, path: Path = ()) -> list[Path]:
+    """The path of each leaf ``_flatten`` finds, in its order."""
+    if isinstance(value, dict) and value:
+        return [leaf for k in sorted(value) for leaf in _leaf_paths(value[k], (*path, k))]
+    if isinstance(value, list) and value:
+        return [leaf for i, v in enumerate(value) for leaf in _leaf_paths(v, (*path, i))]
+    return [path]
 
 
 def _leaf_tag(value: Any) -> str:
@@ -186,9 +151,10 @@ class _Column:
 
 
 def _columns(member: Member) -> list[_Column]:
+    skeleton = _skeleton(member)
     leaves: list[Any] = []
-    paths: list[Path] = []
-    _walk(member.base, _slot_trie(member), member, signature=[], leaves=leaves, paths=paths)
+    _flatten(skeleton, [].append, leaves.append)
+    paths = _leaf_paths(skeleton)
     out = []
     for leaf_index, (path, leaf) in enumerate(zip(paths, leaves, strict=True)):
         if isinstance(leaf, _Mark):
