@@ -199,7 +199,15 @@ def record_to_json(record: object) -> Any:
     return _jsonable(record)
 
 
+_AS_IS = frozenset({str, int, float, bool, type(None)})  # JSON already
+
+
 def _jsonable(value: Any) -> Any:
+    kind = type(value)
+    if kind in _AS_IS:
+        return value
+    if kind is tuple:
+        return [_jsonable(v) for v in value]
     if isinstance(value, Known | Unknown):
         return observation_json(value)
     if hasattr(value, "__dataclass_fields__"):

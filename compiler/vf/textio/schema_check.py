@@ -241,10 +241,26 @@ def _type_check(spec: str | list[str]) -> Check:
     for name in names:
         is_type(None, name)  # refuses an unknown type name now, not on the first instance
     tests = [_TYPES[n] for n in names]
+    if len(names) == 1 and names[0] in _PLAIN_TYPES:
+        return _instance_check(_PLAIN_TYPES[names[0]], f"is not of type {names[0]!r}")
     if len(tests) == 1:
         test = tests[0]
         return _when(lambda v: not test(v), f"is not of type {names[0]!r}")
     return _when(lambda v: not any(t(v) for t in tests), f"is not of type {names}")
+
+
+# Types whose test is one isinstance (a bool is an int, but no bool is a str, dict or list).
+_PLAIN_TYPES: dict[str, type] = {"string": str, "object": dict, "array": list, "boolean": bool}
+
+
+def _instance_check(kind: type, message: str) -> Check:
+    """``type`` as one isinstance call per value: the commonest check of a plan."""
+
+    def check(value: Any, path: str, errors: Errors) -> None:
+        if not isinstance(value, kind):
+            errors.append((path, f"{value!r:.80} {message}"))
+
+    return check
 
 
 def _combinator(keyword: str, subs: list[Check]) -> Check:
