@@ -53,9 +53,10 @@ def _json_scalar(value: Any) -> str:
     return json.dumps(value)  # floats, and whatever json itself accepts or refuses
 
 
-# Containers this shallow, or with more items than this, are written piece by piece.
-_STREAM_DEPTH = 3
-_STREAM_ITEMS = 16
+# Containers this shallow, or with more items than this, are written piece by piece; the
+# rest (a plan's workload or channel, say: a few KiB) is made whole, which costs less.
+_STREAM_DEPTH = 2
+_STREAM_ITEMS = 64
 
 
 def json_chunks(document: Any, *, ascii: bool = False) -> Iterator[str]:

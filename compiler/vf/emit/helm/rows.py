@@ -182,7 +182,11 @@ def _shape(name: str, *, members: Sequence[tuple[Member, list[Any]]]) -> Shape:
     chosen: dict[_Column, str] = {}
     taken = {IN}
     for column in _columns(first):
-        values = tuple(_read(m, leaves, column) for m, leaves in members)
+        at, part = column.leaf, column.part
+        if part is None:
+            values = tuple([leaves[at] for _, leaves in members])
+        else:
+            values = tuple([m.slots[leaves[at].index].key[part] for m, leaves in members])
         if values.count(values[0]) == len(values) and len(set(map(type, values))) == 1:
             continue  # the same in every object (count compares in C)
         marked = tuple((type(v).__name__, v) for v in values)
