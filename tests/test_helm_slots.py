@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from vf.emit.helm.chart import ChartInfo, emit_helm, may_contain
-from vf.emit.helm.slots import POD_SPEC, knob_key, may_hold_knob
+from vf.emit.helm.slots import POD_SPEC, find_slots, knob_key, may_hold_knob
 from vf.pipeline import CompileResult
 
 Obj = dict[str, Any]
@@ -148,3 +148,20 @@ def test_the_quick_look_for_a_namespace_never_misses_a_string_that_names_it(
 def test_a_marker_repr_would_escape_is_always_walked_for() -> None:
     assert may_contain({"a": "b"}, "it's")
     assert not may_contain({"a": "x.other.svc"}, ".ns.svc")
+
+
+def test_an_object_of_one_environment_has_the_slots_of_the_general_walk(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    """An object only one environment has (every object of a one-environment flow) is
+    walked by a shorter path; its slots are those the general walk finds when the object
+    is the same in two environments: its knobs and its missing settable fields."""
+    seen = 0
+    for result in compiled_examples.values():
+        for objects in result.objects.values():
+            for obj in objects:
+                alone = [(s.path, s.key, s.values["x"]) for s in find_slots({"x": obj})]
+                pair = [(s.path, s.key, s.values["x"]) for s in find_slots({"x": obj, "y": obj})]
+                assert alone == pair, obj["metadata"]["name"]
+                seen += len(alone)
+    assert seen > 100

@@ -207,7 +207,11 @@ def find_slots(versions: Mapping[str, Obj]) -> list[Slot]:
     """Every slot of one object, given its version in each environment that has it."""
     first = versions[sorted(versions)[0]]
     finder = _SlotFinder(first=first, scope=_knob_scope(first), base=owner(first))
-    finder.walk((), values=dict(versions))
+    if len(versions) == 1:
+        ((env, only),) = versions.items()
+        finder.walk_one((), env=env, value=only)
+    else:
+        finder.walk((), values=dict(versions))
     return finder.out
 
 
@@ -236,6 +240,33 @@ class _SlotFinder:
         """``walk`` below ``path``, skipping at once what it would return from at once."""
         if self.scope(path) or not _settled(values):
             self.walk(path, values=values)
+
+    def walk_one(self, path: Path, *, env: str, value: Any) -> None:
+        """``walk`` of an object one environment has: nothing differs, so its slots are
+        the knobs (present or not) and any field that is missing."""
+        in_scope = bool(path) and self.scope(path)
+        if value is ABSENT:
+            forced = self.knob_at(path) if in_scope else None
+            key = forced if forced is not None else derived_key(self.first, path=path)
+            self.out.append(Slot(path=path, values={env: value}, key=key))
+            return
+        if not (in_scope or (not path and self.scope(path))):
+            return  # nothing below is a knob
+        forced = self.knob_at(path) if path else None
+        if forced is not None:
+            self.out.append(Slot(path=path, values={env: value}, key=forced))
+        elif isinstance(value, dict) and value:
+            keys = set(value)
+            if path == POD_SPEC and self.knob((*path, "priorityClassName")) is not None:
+                keys.add("priorityClassName")  # settable per environment even when unset
+            for key in sorted(keys):
+                item = value.get(key, ABSENT)
+                if item is ABSENT or self.scope((*path, key)):
+                    self.walk_one((*path, key), env=env, value=item)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                if self.scope((*path, index)):
+                    self.walk_one((*path, index), env=env, value=item)
 
     def walk(self, path: Path, *, values: dict[str, Any]) -> None:
         present = [v for v in values.values() if v is not ABSENT]
