@@ -134,6 +134,8 @@ def _leaf_tag(value: Any) -> str:
 
 def _key_shape(key: ValueKey) -> tuple[str | None, ...]:
     """A value key with the parts that may differ between objects as None."""
+    if "$" not in "".join(key):  # the common key: nothing Helm or a helper supplies
+        return (None,) * len(key)
     return tuple(
         part if part.startswith("$") or (i > 0 and key[i - 1] == WRAP) else None
         for i, part in enumerate(key)
