@@ -171,35 +171,32 @@ def _columns(member: Member) -> list[_Column]:
     return out
 
 
-def _read(member: Member, leaves: Sequence[Any], column: _Column) -> Any:
-    leaf = leaves[column.leaf]
-    if column.part is None:
-        return leaf
-    return member.slots[leaf.index].key[column.part]
-
-
 def _shape(name: str, *, members: Sequence[tuple[Member, list[Any]]]) -> Shape:
     first, first_leaves = members[0]
-    vectors: dict[tuple[Any, ...], str] = {}  # a column's values in every object -> field
+    # Each leaf in every object (a shape's objects have equally many leaves).
+    table = list(zip(*(leaves for _, leaves in members), strict=True))
+    fields: dict[tuple[Any, ...], str] = {}  # a column's values and their types -> field
+    vectors: dict[str, tuple[Any, ...]] = {}  # field -> its value in every object
     chosen: dict[_Column, str] = {}
     taken = {IN}
     for column in _columns(first):
-        at, part = column.leaf, column.part
-        if part is None:
-            values = tuple([leaves[at] for _, leaves in members])
-        else:
-            values = tuple([m.slots[leaves[at].index].key[part] for m, leaves in members])
+        values = _column_values(members, table[column.leaf], part=column.part)
         if values.count(values[0]) == len(values) and len(set(map(type, values))) == 1:
             continue  # the same in every object (count compares in C)
-        marked = tuple((type(v).__name__, v) for v in values)
-        if marked not in vectors:
-            vectors[marked] = _fresh(column.name_hint, taken=taken)
-        chosen[column] = vectors[marked]
-    parts = _derived({field: tuple(v for _, v in marked) for marked, field in vectors.items()})
+        marked = (tuple(map(type, values)), values)
+        if marked not in fields:
+            fields[marked] = _fresh(column.name_hint, taken=taken)
+            vectors[fields[marked]] = values
+        chosen[column] = fields[marked]
+    del table
+    parts = _derived(vectors)
     guarded = any(m.partial for m, _ in members)
     real = {field for field, part in parts.items() if not (part.prefix or part.suffix)}
-    kept = {column: field for column, field in chosen.items() if field in real}
-    rows = tuple(_row(m, leaves, kept, guarded=guarded) for m, leaves in members)
+    names = sorted({*(f for f in chosen.values() if f in real), *([IN] if guarded else [])})
+    rows = tuple(
+        {f: list(m.present) if f == IN else vectors[f][i] for f in names}
+        for i, (m, _) in enumerate(members)
+    )
     refs = {column: parts[field] for column, field in chosen.items()}
     return Shape(
         name=name,
@@ -207,6 +204,17 @@ def _shape(name: str, *, members: Sequence[tuple[Member, list[Any]]]) -> Shape:
         slots=_generic_slots(first, first_leaves, refs),
         rows=rows,
         guarded=guarded,
+    )
+
+
+def _column_values(
+    members: Sequence[tuple[Member, list[Any]]], leaves: tuple[Any, ...], *, part: int | None
+) -> tuple[Any, ...]:
+    """A column's value in every object: its leaf, or a part of its slot's key."""
+    if part is None:
+        return leaves
+    return tuple(
+        [m.slots[mark.index].key[part] for (m, _), mark in zip(members, leaves, strict=True)]
     )
 
 
@@ -250,17 +258,6 @@ def _fresh(hint: str, *, taken: set[str]) -> str:
         name = f"{hint}-{n}"
     taken.add(name)
     return name
-
-
-def _row(
-    member: Member, leaves: Sequence[Any], chosen: Mapping[_Column, str], *, guarded: bool
-) -> Obj:
-    row: Obj = {}
-    for column, field in chosen.items():
-        row[field] = _read(member, leaves, column)
-    if guarded:
-        row[IN] = list(member.present)
-    return dict(sorted(row.items()))
 
 
 def _generic_slots(
