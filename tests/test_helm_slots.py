@@ -138,16 +138,17 @@ MARKER_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=(
 def test_the_quick_look_for_a_namespace_never_misses_a_string_that_names_it(
     data: Any, head: str, tail: str, namespace: str
 ) -> None:
-    """The chart looks for ``.<namespace>.svc`` in an object's repr before walking its
+    """The chart looks for ``.<namespace>.svc`` in an object's marshal form before walking its
     strings: a string holding it, among any keys, values and escapes, is never missed."""
     marker = f".{namespace}.svc"
     obj = {"data": data, "env": [{"value": f"{head}{marker}{tail}"}]}
     assert may_contain(obj, marker)
 
 
-def test_a_marker_repr_would_escape_is_always_walked_for() -> None:
-    assert may_contain({"a": "b"}, "it's")
-    assert not may_contain({"a": "x.other.svc"}, ".ns.svc")
+def test_an_object_the_quick_look_cannot_read_is_always_walked() -> None:
+    assert may_contain({"a": [object()]}, ".ns.svc")
+    assert not may_contain({"a": "x.other.svc", "b": ["y.ns.sv", "c"]}, ".ns.svc")
+    assert may_contain({"a": ["x", {"b": "é.ns.svc:4222"}]}, ".ns.svc")
 
 
 def test_an_object_of_one_environment_has_the_slots_of_the_general_walk(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import marshal
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -246,17 +247,15 @@ _HELM_LABELS = (
 )
 
 
-_VERBATIM_IN_REPR = frozenset(
-    chr(c) for c in range(0x20, 0x7F) if chr(c) not in "'\"\\"
-)  # characters repr() writes as themselves inside any string
-
-
 def may_contain(obj: Obj, marker: str) -> bool:
     """Whether some string in ``obj`` may hold ``marker``: one C-speed look at the object's
-    repr, where such a string appears as it is, instead of a walk over every string."""
-    if not set(marker) <= _VERBATIM_IN_REPR:
+    marshal form, where every string is its UTF-8 bytes, instead of a walk over every
+    string; an object marshal cannot write is always walked."""
+    try:
+        data = marshal.dumps(obj)
+    except ValueError:
         return True
-    return marker in repr(obj)
+    return marker.encode("utf-8", "surrogatepass") in data
 
 
 def _under(path: tuple[Any, ...], parents: set[tuple[Any, ...]]) -> bool:
