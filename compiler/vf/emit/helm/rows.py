@@ -109,7 +109,12 @@ def _flatten(value: Any, signature: Callable[[Any], None], leaves: Callable[[Any
         keys = sorted(value)
         signature(("{", *keys))
         for key in keys:
-            _flatten(value[key], signature, leaves)
+            item = value[key]
+            if type(item) is str:  # the commonest leaf, without a call
+                signature("value")
+                leaves(item)
+            else:
+                _flatten(item, signature, leaves)
     elif isinstance(value, list) and value:
         signature(("[", len(value)))
         for item in value:
