@@ -52,6 +52,7 @@ from vf_runtime.local.supervisor import (
     SupervisionPolicy,
     Supervisor,
 )
+from vf_runtime.local.zygote import Zygote
 
 EXIT_LOST = 4
 EXIT_STALLED = 5
@@ -159,8 +160,6 @@ def _replicas(
 ) -> list[ReplicaSpec]:
     """One process per replica; a native component runs its local command instead of
     ``vf-worker``; a GPU replica gets its local grant instead of the cluster's count."""
-    graph_dir = str(Path(request.graph.split(":")[0]).resolve().parent)
-    path = os.pathsep.join(filter(None, [graph_dir, os.environ.get("PYTHONPATH", "")]))
     specs = []
     for workload in plan.workloads:
         for replica in range(workload.replicas):
@@ -171,10 +170,7 @@ def _replicas(
                 "VF_GENERATION": generation,
                 "VF_REPLICA_ID": str(replica),
                 "VF_HEALTH_PORT": str(port),
-                "PYTHONPATH": path,
-                "PYTHONUNBUFFERED": "1",
-                "VF_EXIT_WITH_PARENT": "1",
-                **dict(request.extra_env),
+                **_common_env(request),
             }
             grant = launch.gpus.get((workload.node, replica))
             if grant is not None:
@@ -189,6 +185,19 @@ def _replicas(
                 )
             )
     return specs
+
+
+def _common_env(request: RunLocalRequest) -> dict[str, str]:
+    """What every replica's environment adds to vf's, besides its workload's and the
+    services': the graph's folder on the import path, unbuffered output, the exit with vf."""
+    graph_dir = str(Path(request.graph.split(":")[0]).resolve().parent)
+    path = os.pathsep.join(filter(None, [graph_dir, os.environ.get("PYTHONPATH", "")]))
+    return {
+        "PYTHONPATH": path,
+        "PYTHONUNBUFFERED": "1",
+        "VF_EXIT_WITH_PARENT": "1",
+        **dict(request.extra_env),
+    }
 
 
 def _start_services(
@@ -241,6 +250,9 @@ def run_local(request: RunLocalRequest) -> int:
     with _stopped_by_signals(), ExitStack() as stack:
         guardian = _guardian()  # first: whatever starts next dies with this run
         stack.callback(guardian.close)
+        # importing the worker while the servers start; it forks each replica (ADR 0132)
+        zygote = Zygote.start({**os.environ, **_common_env(request)}, group=guardian.group)
+        stack.callback(zygote.close)
         urls = _start_services(plan, request=request, stack=stack, guardian=guardian)
         nats_url = urls["VF_NATS_URL"]
         try:
@@ -263,6 +275,7 @@ def run_local(request: RunLocalRequest) -> int:
             stall_seconds=request.stall_seconds,
             output=out,
             group=guardian.group,
+            zygote=zygote,
         )
         outcome = Supervisor(replicas, options).run()
         letters = _dead_letters(nats_url, names, plan=plan, request=request)
