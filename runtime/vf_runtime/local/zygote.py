@@ -167,7 +167,10 @@ def main() -> int:
     sock = socket.socket(fileno=int(sys.argv[1]))
     module = sys.argv[2]
     __import__(module)
-    env = serve(sock)
+    try:
+        env = serve(sock)
+    except (BrokenPipeError, ConnectionResetError):  # vf is gone: so are its requests
+        return 0
     if env is None:
         return 0
     os.environ.clear()
@@ -314,6 +317,9 @@ class Zygote:
 
     def close(self, timeout: float = 10.0) -> None:
         """Close vf's end (the zygote then exits) and wait for the zygote."""
+        if not self.ready.is_set():  # still importing, and nothing to fork: not worth waiting
+            with contextlib.suppress(OSError):
+                self.process.terminate()
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()

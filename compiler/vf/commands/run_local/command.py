@@ -37,14 +37,13 @@ from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem
 from vf.ir.capabilities import Known
 from vf.ir.graph import Graph
 from vf.ir.plan import Plan
-from vf.pipeline import CompileRequest, compile_project
 from vf_runtime.broker.client import BrokerError, announce_stop
 from vf_runtime.broker.naming import RunNames, token
 from vf_runtime.broker.provision import RunTopology, provision_run
 from vf_runtime.broker.topology import NodeTopology
 from vf_runtime.local.deadletters import DeadLetterReport, read_dead_letters, write_dead_letters
 from vf_runtime.local.guardian import Guardian
-from vf_runtime.local.infra import LocalServer, MissingTool, free_port, start_nats, start_redis
+from vf_runtime.local.infra import LocalServer, MissingTool, free_port, launch_nats, launch_redis
 from vf_runtime.local.supervisor import (
     Outcome,
     ReplicaSpec,
@@ -105,6 +104,8 @@ def _prepare(plan: Plan, graph: Graph, request: RunLocalRequest) -> _Launch:
 
 
 def _plan(request: RunLocalRequest) -> tuple[Plan, Graph]:
+    from vf.pipeline import CompileRequest, compile_project  # while the zygote imports
+
     envs = (request.environment,) if request.environment else ()
     result = compile_project(
         CompileRequest(
@@ -203,15 +204,18 @@ def _common_env(request: RunLocalRequest) -> dict[str, str]:
 def _start_services(
     plan: Plan, *, request: RunLocalRequest, stack: ExitStack, guardian: Guardian
 ) -> dict[str, str]:
+    """The embedded servers the run needs, started together and then waited on."""
     out = request.output
     urls: dict[str, str] = {}
     started: list[LocalServer] = []
     workdir, group = guardian.directory, guardian.group
     try:
         if request.nats_url is None:
-            started.append(start_nats(workdir / "nats", group=group))
+            started.append(launch_nats(workdir / "nats", group=group))
         if request.redis_url is None and needs_payload_store(plan):
-            started.append(start_redis(workdir / "redis", group=group))
+            started.append(launch_redis(workdir / "redis", group=group))
+        for server in started:
+            server.ready()
     except (MissingTool, RuntimeError) as exc:
         for server in started:
             server.stop()
@@ -243,16 +247,16 @@ def _policy(plan: Plan) -> SupervisionPolicy:
 
 def run_local(request: RunLocalRequest) -> int:
     """Compile, start services, provision, run every replica; return the exit code."""
-    plan, graph = _plan(request)
-    launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
     out = request.output
     generation = request.generation or fresh_generation()
     with _stopped_by_signals(), ExitStack() as stack:
         guardian = _guardian()  # first: whatever starts next dies with this run
         stack.callback(guardian.close)
-        # importing the worker while the servers start; it forks each replica (ADR 0132)
+        # it imports the worker while vf compiles, then forks each replica (ADR 0132)
         zygote = Zygote.start({**os.environ, **_common_env(request)}, group=guardian.group)
         stack.callback(zygote.close)
+        plan, graph = _plan(request)
+        launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
         urls = _start_services(plan, request=request, stack=stack, guardian=guardian)
         nats_url = urls["VF_NATS_URL"]
         try:
