@@ -157,6 +157,7 @@ def test_forked_workers_stop_when_vf_is_gone(probe: tuple[Zygote, dict[str, str]
     zygote, base = probe
     worker = _forked(zygote, {**base, "PROBE_MODE": "wait"})
     assert worker.stdout.readline() == "waiting\n"
+    wait_until(lambda: worker.pid is not None, timeout=30, what="the zygote to report the pid")
     pid = worker.pid
     assert pid is not None
     zygote.sock.shutdown(socket.SHUT_RDWR)  # as the kernel does to the socket of a dead vf

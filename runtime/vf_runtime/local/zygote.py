@@ -166,7 +166,11 @@ def main() -> int:
     """``python -m vf_runtime.local.zygote FD MODULE``: import MODULE, then fork it on demand."""
     sock = socket.socket(fileno=int(sys.argv[1]))
     module = sys.argv[2]
-    __import__(module)
+    __import__(module)  # a failure is printed where vf prints, and vf starts fresh workers
+    quiet = os.open(os.devnull, os.O_WRONLY)  # not holding vf's output open (``| head``)
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+    os.close(quiet)
     try:
         env = serve(sock)
     except (BrokenPipeError, ConnectionResetError):  # vf is gone: so are its requests
