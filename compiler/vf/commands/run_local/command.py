@@ -257,6 +257,7 @@ def run_local(request: RunLocalRequest) -> int:
         stack.callback(zygote.close)
         plan, graph = _plan(request)
         launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
+        _guarded(guardian)
         urls = _start_services(plan, request=request, stack=stack, guardian=guardian)
         nats_url = urls["VF_NATS_URL"]
         try:
@@ -287,14 +288,27 @@ def run_local(request: RunLocalRequest) -> int:
 
 
 def _guardian() -> Guardian:
+    """The run's guardian, started; it makes the run directory while vf compiles."""
     try:
-        return Guardian.start()
+        return Guardian.launch()
+    except OSError as exc:
+        raise _no_guardian(exc) from exc
+
+
+def _guarded(guardian: Guardian) -> None:
+    """Wait for the guardian to have made the run directory."""
+    try:
+        guardian.directory  # noqa: B018 - reads the guardian's first line
     except (OSError, RuntimeError) as exc:
-        raise EnvironmentProblem(
-            "VF_LOCAL_INFRA",
-            f"cannot start the run's guardian: {exc}",
-            "check that the temporary directory is writable (TMPDIR)",
-        ) from exc
+        raise _no_guardian(exc) from exc
+
+
+def _no_guardian(exc: Exception) -> EnvironmentProblem:
+    return EnvironmentProblem(
+        "VF_LOCAL_INFRA",
+        f"cannot start the run's guardian: {exc}",
+        "check that the temporary directory is writable (TMPDIR)",
+    )
 
 
 @contextmanager
