@@ -116,7 +116,11 @@ class _Serving:
 
     def fork(self, ident: int, fds: list[int]) -> bool:
         """Fork a child for request ``ident``; True in the child, which is then set up."""
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no process to be had (a limit): a replica that failed to start
+            _send(self.sock, {"id": ident, "exit": 1})
+            return False
         if pid == 0:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
