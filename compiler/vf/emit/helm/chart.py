@@ -363,10 +363,18 @@ def _values(templates: Sequence[_Template], *, env: str) -> Obj:
             _put(
                 out,
                 key=key,
-                value=None if value is ABSENT else copy.deepcopy(value),
+                value=None if value is ABSENT else _copied(value),
                 merge=True,
             )
     return out
+
+
+_ATOMIC = frozenset({str, int, float, bool, type(None)})
+
+
+def _copied(value: Any) -> Any:
+    """A value for the values tree: containers copied, so no two places share one."""
+    return value if type(value) in _ATOMIC else copy.deepcopy(value)
 
 
 def _put(tree: Obj, *, key: ValueKey, value: Any, merge: bool) -> None:
