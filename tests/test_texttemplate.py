@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jinja2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -36,21 +35,9 @@ SOURCES = (
 CONTEXT = {"x": True, "l": [1, 2, 3], "p": [("a", 1)], "n": "abc", "none": None, "t": True}
 
 
-def _jinja(source: str, context: dict[str, Any], **filters: Any) -> str:
-    env = jinja2.Environment(
-        variable_start_string="[[",
-        variable_end_string="]]",
-        block_start_string="[%",
-        block_end_string="%]",
-        comment_start_string="[#",
-        comment_end_string="#]",
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(filters)
-    return env.from_string(source).render(**context)
+def _jinja(source: str, context: dict[str, Any]) -> str:
+    """Jinja2 as vf configures it for its templates (delimiters, whitespace rules)."""
+    return templates("tree").from_string(source).render(**context)
 
 
 @pytest.mark.parametrize("source", SOURCES)
