@@ -157,11 +157,9 @@ class _Column:
     name_hint: str
 
 
-def _columns(member: Member) -> list[_Column]:
-    skeleton = _skeleton(member)
-    leaves: list[Any] = []
-    _flatten(skeleton, [].append, leaves.append)
-    paths = _leaf_paths(skeleton)
+def _columns(member: Member, leaves: Sequence[Any]) -> list[_Column]:
+    """Where the objects of ``member``'s shape may differ; ``leaves`` are its own."""
+    paths = _leaf_paths(_skeleton(member))
     out = []
     for leaf_index, (path, leaf) in enumerate(zip(paths, leaves, strict=True)):
         if isinstance(leaf, _Mark):
@@ -184,7 +182,7 @@ def _shape(name: str, *, members: Sequence[tuple[Member, list[Any]]]) -> Shape:
     vectors: dict[str, tuple[Any, ...]] = {}  # field -> its value in every object
     chosen: dict[_Column, str] = {}
     taken = {IN}
-    for column in _columns(first):
+    for column in _columns(first, first_leaves):
         values = _column_values(members, table[column.leaf], part=column.part)
         if values.count(values[0]) == len(values) and len(set(map(type, values))) == 1:
             continue  # the same in every object (count compares in C)

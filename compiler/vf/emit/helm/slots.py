@@ -244,13 +244,13 @@ class _SlotFinder:
     def walk_one(self, path: Path, *, env: str, value: Any) -> None:
         """``walk`` of an object one environment has: nothing differs, so its slots are
         the knobs (present or not) and any field that is missing."""
-        in_scope = bool(path) and self.scope(path)
+        scoped = self.scope(path)
         if value is ABSENT:
-            forced = self.knob_at(path) if in_scope else None
+            forced = self.knob_at(path) if path and scoped else None
             key = forced if forced is not None else derived_key(self.first, path=path)
             self.out.append(Slot(path=path, values={env: value}, key=key))
             return
-        if not (in_scope or (not path and self.scope(path))):
+        if not scoped:
             return  # nothing below is a knob
         forced = self.knob_at(path) if path else None
         if forced is not None:
