@@ -18,6 +18,11 @@ from vf.textio.patterns import schema_pattern
 
 Errors = list[tuple[str, str]]
 Check = Callable[[Any, str, Errors], None]
+# Inside a checker a value's path is its parent's and its key, ``(parent, key)``, made into
+# text (``parent/key``) only for a value that fails: most values never need theirs.
+Where = Any
+Found = list[tuple[Where, str]]
+_Inner = Callable[[Any, Where, Found], None]
 
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "$schema", "$id", "$defs", "default"})
 _KEYWORDS = frozenset(
@@ -34,7 +39,22 @@ _KEYWORDS = frozenset(
 
 def compile_schema(root: Mapping[str, Any], pointer: str = "#") -> Check:
     """A checker for the subschema of ``root`` at ``pointer`` (``#/$defs/name``)."""
-    return _Compiler(root).ref(pointer)
+    inner = _Compiler(root).ref(pointer)
+
+    def check(value: Any, path: str, errors: Errors) -> None:
+        found: Found = []
+        inner(value, path, found)
+        errors.extend((_path_text(where), message) for where, message in found)
+
+    return check
+
+
+def _path_text(where: Where) -> str:
+    keys: list[str] = []
+    while type(where) is tuple:
+        where, key = where
+        keys.append(f"/{key}")
+    return str(where) + "".join(reversed(keys))
 
 
 def try_compile(root: Mapping[str, Any], pointer: str = "#") -> Check | None:
@@ -81,20 +101,20 @@ def json_equal(one: Any, two: Any) -> bool:
     return bool(one == two)
 
 
-def _ok(value: Any, path: str, errors: Errors) -> None:
+def _ok(value: Any, path: Where, errors: Found) -> None:
     """The schema ``true``: every instance is valid."""
 
 
 class _Compiler:
     def __init__(self, root: Mapping[str, Any]) -> None:
         self.root = root
-        self.refs: dict[str, Check] = {}
+        self.refs: dict[str, _Inner] = {}
 
-    def ref(self, pointer: str) -> Check:
+    def ref(self, pointer: str) -> _Inner:
         if pointer not in self.refs:
-            slot: list[Check] = []
+            slot: list[_Inner] = []
 
-            def forward(value: Any, path: str, errors: Errors) -> None:
+            def forward(value: Any, path: Where, errors: Found) -> None:
                 slot[0](value, path, errors)  # a recursive schema reaches itself through this
 
             self.refs[pointer] = forward
@@ -110,7 +130,7 @@ class _Compiler:
             node = node[part.replace("~1", "/").replace("~0", "~")]
         return node
 
-    def compile(self, schema: Any) -> Check:
+    def compile(self, schema: Any) -> _Inner:
         if schema is True or schema == {}:
             return _ok
         if schema is False:
@@ -118,6 +138,8 @@ class _Compiler:
         unknown = set(schema) - _KEYWORDS - _ANNOTATIONS
         if unknown:
             raise ValueError(f"schema keywords not supported by the fast checker: {unknown}")
+        if schema.get("type") == "string" and set(schema) - _ANNOTATIONS <= _TEXT_KEYWORDS:
+            return _text_check(schema)
         checks = [
             *self._generic(schema),
             *_string_checks(schema),
@@ -128,14 +150,14 @@ class _Compiler:
         if len(checks) <= 1:
             return checks[0] if checks else _ok
 
-        def check_all(value: Any, path: str, errors: Errors) -> None:
+        def check_all(value: Any, path: Where, errors: Found) -> None:
             for check in checks:
                 check(value, path, errors)
 
         return check_all
 
-    def _generic(self, schema: Mapping[str, Any]) -> list[Check]:
-        checks: list[Check] = []
+    def _generic(self, schema: Mapping[str, Any]) -> list[_Inner]:
+        checks: list[_Inner] = []
         if "$ref" in schema:
             checks.append(self.ref(schema["$ref"]))
         if "type" in schema:
@@ -146,17 +168,24 @@ class _Compiler:
             checks.append(_when(lambda v: not json_equal(v, const), message))
         if "enum" in schema:
             choices = list(schema["enum"])
+            texts = frozenset(c for c in choices if type(c) is str)  # one lookup for a text
             checks.append(
-                _when(lambda v: not any(json_equal(v, c) for c in choices), f"is not in {choices}")
+                _when(
+                    lambda v: (
+                        not (type(v) is str and v in texts)
+                        and not any(json_equal(v, c) for c in choices)
+                    ),
+                    f"is not in {choices}",
+                )
             )
         for keyword in ("oneOf", "anyOf", "allOf"):
             if keyword in schema:
                 checks.append(_combinator(keyword, [self.compile(s) for s in schema[keyword]]))
         return checks
 
-    def _object_checks(self, schema: Mapping[str, Any]) -> list[Check]:
+    def _object_checks(self, schema: Mapping[str, Any]) -> list[_Inner]:
         keys = {"properties", "additionalProperties", "required", "propertyNames"}
-        checks: list[Check] = []
+        checks: list[_Inner] = []
         if keys & set(schema):
             checks.append(self._object_check(schema))
         low, high = schema.get("minProperties"), schema.get("maxProperties")
@@ -169,14 +198,14 @@ class _Compiler:
             )
         return checks
 
-    def _object_check(self, schema: Mapping[str, Any]) -> Check:
+    def _object_check(self, schema: Mapping[str, Any]) -> _Inner:
         props = {k: self.compile(s) for k, s in schema.get("properties", {}).items()}
         extra_schema = schema.get("additionalProperties", True)
         extra = None if extra_schema is False else self.compile(extra_schema)
         required = tuple(schema.get("required", ()))
         names = self.compile(schema["propertyNames"]) if "propertyNames" in schema else None
 
-        def check_object(value: Any, path: str, errors: Errors) -> None:
+        def check_object(value: Any, path: Where, errors: Found) -> None:
             if not isinstance(value, dict):
                 return
             for key in required:
@@ -189,21 +218,21 @@ class _Compiler:
                 if check is None:
                     errors.append((path, f"additional property {key!r} is not allowed"))
                 elif check is not _ok:
-                    check(item, f"{path}/{key}", errors)
+                    check(item, (path, key), errors)
 
         return check_object
 
-    def _array_checks(self, schema: Mapping[str, Any]) -> list[Check]:
-        checks: list[Check] = []
+    def _array_checks(self, schema: Mapping[str, Any]) -> list[_Inner]:
+        checks: list[_Inner] = []
         if "items" in schema or "prefixItems" in schema:
             prefix = [self.compile(s) for s in schema.get("prefixItems", ())]
             rest = self.compile(schema.get("items", True))
 
-            def check_items(value: Any, path: str, errors: Errors) -> None:
+            def check_items(value: Any, path: Where, errors: Found) -> None:
                 if isinstance(value, list):
                     for index, item in enumerate(value):
                         check = prefix[index] if index < len(prefix) else rest
-                        check(item, f"{path}/{index}", errors)
+                        check(item, (path, index), errors)
 
             checks.append(check_items)
         low, high = schema.get("minItems"), schema.get("maxItems")
@@ -228,15 +257,15 @@ def _within(size: float, low: float | None, high: float | None) -> bool:
     return (low is None or size >= low) and (high is None or size <= high)
 
 
-def _when(fails: Callable[[Any], bool], message: str) -> Check:
-    def check(value: Any, path: str, errors: Errors) -> None:
+def _when(fails: Callable[[Any], bool], message: str) -> _Inner:
+    def check(value: Any, path: Where, errors: Found) -> None:
         if fails(value):
             errors.append((path, f"{value!r:.80} {message}"))
 
     return check
 
 
-def _type_check(spec: str | list[str]) -> Check:
+def _type_check(spec: str | list[str]) -> _Inner:
     names = (spec,) if isinstance(spec, str) else tuple(spec)
     for name in names:
         is_type(None, name)  # refuses an unknown type name now, not on the first instance
@@ -253,21 +282,21 @@ def _type_check(spec: str | list[str]) -> Check:
 _PLAIN_TYPES: dict[str, type] = {"string": str, "object": dict, "array": list, "boolean": bool}
 
 
-def _instance_check(kind: type, message: str) -> Check:
+def _instance_check(kind: type, message: str) -> _Inner:
     """``type`` as one isinstance call per value: the commonest check of a plan."""
 
-    def check(value: Any, path: str, errors: Errors) -> None:
+    def check(value: Any, path: Where, errors: Found) -> None:
         if not isinstance(value, kind):
             errors.append((path, f"{value!r:.80} {message}"))
 
     return check
 
 
-def _combinator(keyword: str, subs: list[Check]) -> Check:
+def _combinator(keyword: str, subs: list[_Inner]) -> _Inner:
     def matches(value: Any) -> int:
         count = 0
         for sub in subs:
-            found: Errors = []
+            found: Found = []
             sub(value, "", found)
             count += not found
         return count
@@ -281,8 +310,32 @@ def _combinator(keyword: str, subs: list[Check]) -> Check:
     return _when(lambda v: not ok(matches(v)), f"does not match {keyword}")
 
 
-def _string_checks(schema: Mapping[str, Any]) -> list[Check]:
-    checks: list[Check] = []
+_TEXT_KEYWORDS = frozenset({"type", "pattern", "minLength", "maxLength"})
+
+
+def _text_check(schema: Mapping[str, Any]) -> _Inner:
+    """``type: string`` with its pattern and length as one call: what ``compile`` makes of
+    them as three checks, in the same order and with the same messages."""
+    search = schema_pattern(schema["pattern"]).search if "pattern" in schema else None
+    unmatched = f"does not match {schema.get('pattern')!r}"
+    low, high = schema.get("minLength"), schema.get("maxLength")
+    sized = low is not None or high is not None
+    length = f"should be between {low} and {high} characters long"
+
+    def check(value: Any, path: Where, errors: Found) -> None:
+        if not isinstance(value, str):
+            errors.append((path, f"{value!r:.80} is not of type 'string'"))
+            return
+        if search is not None and not search(value):
+            errors.append((path, f"{value!r:.80} {unmatched}"))
+        if sized and not _within(len(value), low, high):
+            errors.append((path, f"{value!r:.80} {length}"))
+
+    return check
+
+
+def _string_checks(schema: Mapping[str, Any]) -> list[_Inner]:
+    checks: list[_Inner] = []
     if "pattern" in schema:
         search = schema_pattern(schema["pattern"]).search
         message = f"does not match {schema['pattern']!r}"
@@ -298,8 +351,8 @@ def _string_checks(schema: Mapping[str, Any]) -> list[Check]:
     return checks
 
 
-def _number_checks(schema: Mapping[str, Any]) -> list[Check]:
-    checks: list[Check] = []
+def _number_checks(schema: Mapping[str, Any]) -> list[_Inner]:
+    checks: list[_Inner] = []
     low, high = schema.get("minimum"), schema.get("maximum")
     if low is not None or high is not None:
         checks.append(
