@@ -24,7 +24,16 @@ from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
 from vf.emit.helm.replicas import with_replica_slots, worker_envs
 from vf.emit.helm.rows import Member, group, presence, shape_template
 from vf.emit.helm.schema import values_schema
-from vf.emit.helm.slots import ABSENT, Slot, ValueKey, blank, find_slots, generated_key, same
+from vf.emit.helm.slots import (
+    ABSENT,
+    Slot,
+    ValueKey,
+    below,
+    blank,
+    find_slots,
+    generated_key,
+    same,
+)
 from vf.emit.helm.text import (
     HELM_CHART_LABEL,
     IN_RELEASE_NAMESPACE,
@@ -259,7 +268,7 @@ def may_contain(obj: Obj, marker: str) -> bool:
 
 
 def _under(path: tuple[Any, ...], parents: set[tuple[Any, ...]]) -> bool:
-    return any(len(p) < len(path) and path[: len(p)] == p for p in parents)
+    return below(path, parents)
 
 
 def _strings(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vf.emit.helm.slots import POD_SPEC, Slot, ValueKey, blank, owner
+from vf.emit.helm.slots import POD_SPEC, Slot, ValueKey, below, blank, owner
 from vf.emit.helm.text import LITERAL, WRAP
 from vf_runtime.labels import BROKER_CONFIG, COMPONENT, GENERATION_KEY
 
@@ -56,7 +56,7 @@ def retagged(slots: list[Slot], *, versions: Mapping[str, Obj]) -> list[Slot]:
     by_path = {s.path: s for s in slots}
     out = list(slots)
     for path, helper in _targets(first):
-        if any(len(p) < len(path) and path[: len(p)] == p for p in by_path):
+        if below(path, by_path):
             continue  # a whole section above it is a value: leave it as it is
         inner = by_path.get(path)
         if inner is None:

@@ -14,7 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vf.emit.helm.slots import ABSENT, PARENT_REPLICAS_KEY, Slot, ValueKey, generated_key, owner
+from vf.emit.helm.slots import (
+    ABSENT,
+    PARENT_REPLICAS_KEY,
+    Slot,
+    ValueKey,
+    below,
+    generated_key,
+    owner,
+)
 from vf.emit.helm.text import CONFIG_HASH, HASH_IN_PLACE, HASH_RESTART, LITERAL, NB_TASKS_KEY
 from vf.plan.config_hash import NB_TASKS, PARENT_REPLICAS, scales_in_place
 from vf_runtime.labels import CONFIG_HASH_KEY
@@ -68,7 +76,7 @@ def _parents(env: Mapping[str, str]) -> str:
 def _replace(slots: list[Slot], new: Slot) -> list[Slot]:
     """``slots`` with ``new`` in place of any slot at its path; unchanged when a slot above
     it makes a whole section a value."""
-    if any(len(s.path) < len(new.path) and new.path[: len(s.path)] == s.path for s in slots):
+    if below(new.path, [s.path for s in slots]):
         return slots
     return [s for s in slots if s.path != new.path] + [new]
 

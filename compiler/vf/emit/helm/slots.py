@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from vf_runtime.labels import (
@@ -157,10 +158,20 @@ def _knob_scope(obj: Obj) -> Callable[[Path], bool]:
     return _under_pod_spec
 
 
+def below(path: Path, parents: Iterable[Path]) -> bool:
+    """Whether ``path`` lies strictly below one of ``parents``."""
+    depth = len(path)
+    for parent in parents:  # noqa: SIM110 - a loop: no generator made on every call
+        if len(parent) < depth and path[: len(parent)] == parent:
+            return True
+    return False
+
+
 def _nowhere(path: Path) -> bool:
     return False
 
 
+@cache  # a pure test of a path; objects of one kind share their paths
 def _under_pod_spec(path: Path) -> bool:
     depth = len(POD_SPEC)
     if len(path) <= depth:
