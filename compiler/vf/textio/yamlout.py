@@ -114,12 +114,23 @@ def _inline(value: Any) -> str:
     return scalar(value)
 
 
+# ``indent + key + ":"`` of each string key met at each indent (keys repeat in every object).
+_HEADS: dict[str, dict[str, str]] = {}
+
+
 def _mapping(mapping: Mapping[str, Any], indent: str, out: list[str], keys: list[str]) -> None:
     """Append the block lines of a non-empty mapping; sequences under a key are not indented."""
     cache, child = _RENDERED, indent + "  "
+    heads = _HEADS.get(indent)
+    if heads is None:
+        heads = _HEADS[indent] = {}
     for key in keys:
         value = mapping[key]
-        head = f"{indent}{cache.get(key) or _text(key) if type(key) is str else scalar(key)}:"
+        head = heads.get(key) if type(key) is str else None
+        if head is None:
+            head = f"{indent}{_text(key) if type(key) is str else scalar(key)}:"
+            if type(key) is str and len(key) <= _RENDERED_LEN and len(heads) < _RENDERED_MAX:
+                heads[key] = head
         kind = type(value)
         if kind is str:
             out.append(f"{head} {cache.get(value) or _text(value)}")

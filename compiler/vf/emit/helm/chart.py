@@ -29,10 +29,10 @@ from vf.emit.helm.slots import (
     Slot,
     ValueKey,
     below,
-    blank,
     find_slots,
     generated_key,
     same,
+    supplied,
 )
 from vf.emit.helm.text import (
     HELM_CHART_LABEL,
@@ -223,7 +223,7 @@ def _with_release_slots(
             extra.append(Slot(path=path, values=dict.fromkeys(versions, text), key=key))
     if "labels" in versions[first]["metadata"]:
         for label, helm_key in _HELM_LABELS:
-            extra.append(Slot(path=label, values=blank(versions), key=helm_key))
+            extra.append(supplied(label, envs=versions, key=helm_key))
     covered = {s.path for s in extra}
     kept = [
         _templated(s, namespaces=namespaces)
@@ -312,12 +312,7 @@ def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: 
     slots = retagged(slots, versions=versions)
     slots = with_replica_slots(slots, versions=versions, workers=where.workers)
     if namespaced:
-        ns = Slot(
-            path=("metadata", "namespace"),
-            values=blank(versions),
-            key=RELEASE_NAMESPACE,
-        )
-        slots.append(ns)
+        slots.append(supplied(("metadata", "namespace"), envs=versions, key=RELEASE_NAMESPACE))
     return _Template(
         key=key,
         base=base,
@@ -333,9 +328,10 @@ def _resolve_keys(templates: Sequence[_Template], *, envs: Sequence[str]) -> lis
     for tpl in templates:
         for slot in tpl.slots:
             by_key.setdefault(slot.key, []).append(slot)
-    clash = {key for key, slots in by_key.items() if not _agree(slots, envs=envs)}
-    prefixes = {key[:i] for key in by_key for i in range(1, len(key))}
-    clash |= {key for key in by_key if key in prefixes}
+    clash = {
+        key for key, slots in by_key.items() if len(slots) > 1 and not _agree(slots, envs=envs)
+    }
+    clash |= {key[:i] for key in by_key for i in range(1, len(key)) if key[:i] in by_key}
     out = []
     for tpl in templates:
         if not any(s.key in clash for s in tpl.slots):

@@ -22,6 +22,7 @@ from vf.emit.helm.slots import (
     below,
     generated_key,
     owner,
+    shared,
 )
 from vf.emit.helm.text import CONFIG_HASH, HASH_IN_PLACE, HASH_RESTART, LITERAL, NB_TASKS_KEY
 from vf.plan.config_hash import NB_TASKS, PARENT_REPLICAS, scales_in_place
@@ -93,11 +94,13 @@ def _env_slots(
     slots: list[Slot], *, versions: Mapping[str, Obj], node: str, parents: str
 ) -> list[Slot]:
     nb = {e: int(_at(v, ("data", NB_TASKS))) for e, v in versions.items()}
-    out = _replace(slots, Slot(path=("data", NB_TASKS), values=nb, key=(NB_TASKS_KEY, node)))
+    out = _replace(
+        slots, Slot(path=("data", NB_TASKS), values=shared(nb), key=(NB_TASKS_KEY, node))
+    )
     if parents:
         seen = {e: _at(v, ("data", PARENT_REPLICAS)) for e, v in versions.items()}
         key: ValueKey = (PARENT_REPLICAS_KEY, parents)
-        out = _replace(out, Slot(path=("data", PARENT_REPLICAS), values=seen, key=key))
+        out = _replace(out, Slot(path=("data", PARENT_REPLICAS), values=shared(seen), key=key))
     return out
 
 
@@ -114,7 +117,7 @@ def _workload_slots(
         key: ValueKey = ("nodes", node, "replicas")
         if any(c is ABSENT for c in counts.values()):
             key = generated_key(first, path=path)  # scaled somewhere: the plan's numbers
-        out = _replace(out, Slot(path=path, values=counts, key=key))
+        out = _replace(out, Slot(path=path, values=shared(counts), key=key))
     hashes = {e: _at(v, HASH_PATH) for e, v in versions.items()}
     if any(not isinstance(h, str) for h in hashes.values()):
         return out

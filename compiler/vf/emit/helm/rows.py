@@ -89,9 +89,21 @@ def _skeleton(member: Member) -> Any:
                 fresh.add(id(child))
                 node[part] = child
             node = child
-        token = ("slot", _key_shape(slot.key), slot.optional)
-        node[slot.path[-1]] = _Mark(index, token)
+        node[slot.path[-1]] = _mark(index, ("slot", _key_shape(slot.key), slot.optional))
     return root
+
+
+_MARKS: dict[tuple[int, tuple[Any, ...]], _Mark] = {}
+
+
+def _mark(index: int, token: tuple[Any, ...]) -> _Mark:
+    """One mark for each index and token: thousands of objects' leaves hold the same few."""
+    found = _MARKS.get((index, token))
+    if found is None:
+        found = _Mark(index, token)
+        if len(_MARKS) < 1 << 14:  # bounded: a long-lived process compiles many flows
+            _MARKS[(index, token)] = found
+    return found
 
 
 def _flatten(value: Any, signature: Callable[[Any], None], leaves: Callable[[Any], None]) -> None:

@@ -64,6 +64,54 @@ def blank(envs: Iterable[str]) -> Mapping[str, Any]:
     return found
 
 
+_SUPPLIED: dict[tuple[Any, ...], Slot] = {}
+
+
+def supplied(path: Path, *, envs: Iterable[str], key: ValueKey) -> Slot:
+    """A slot whose text Helm or the template supplies (its values are ``blank``): one
+    slot shared by every object with it at the same path in the same environments."""
+    at = (path, tuple(envs), key)
+    found = _SUPPLIED.get(at)
+    if found is None:
+        found = Slot(path=path, values=blank(at[1]), key=key)
+        if len(_SUPPLIED) < _SHARED_MAX:
+            _SUPPLIED[at] = found
+    return found
+
+
+_PATHS: dict[Path, Path] = {}
+
+
+def _one(path: Path) -> Path:
+    """``path``, or an equal path a slot already holds (objects of a kind share theirs)."""
+    found = _PATHS.get(path)
+    if found is None:
+        found = path
+        if len(_PATHS) < _SHARED_MAX:
+            _PATHS[path] = path
+    return found
+
+
+_SHARED: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+_SHARED_MAX = 1 << 14  # bounded: a long-lived process compiles many flows
+_SCALARS = frozenset({str, int, bool, type(None), type(ABSENT)})
+
+
+def shared(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``values``, or an equal mapping another slot already holds when every value is a
+    scalar: thousands of slots hold ``{"dev": 1}`` or ``{"dev": ABSENT}`` (slots never
+    change their values). Equal means of the same type too, as ``same`` compares them."""
+    if any(type(v) not in _SCALARS for v in values.values()):
+        return values
+    key = tuple((env, type(v), v) for env, v in values.items())
+    found = _SHARED.get(key)
+    if found is None:
+        found = values
+        if len(_SHARED) < _SHARED_MAX:
+            _SHARED[key] = values
+    return found
+
+
 def same(a: Any, *, other: Any) -> bool:
     """Equal as JSON values (so ``True``, ``1`` and ``1.0`` differ)."""
     if a is ABSENT or other is ABSENT:
@@ -259,13 +307,13 @@ class _SlotFinder:
         if value is ABSENT:
             forced = self.knob_at(path) if path and scoped else None
             key = forced if forced is not None else derived_key(self.first, path=path)
-            self.out.append(Slot(path=path, values={env: value}, key=key))
+            self.out.append(Slot(path=_one(path), values=shared({env: value}), key=key))
             return
         if not scoped:
             return  # nothing below is a knob
         forced = self.knob_at(path) if path else None
         if forced is not None:
-            self.out.append(Slot(path=path, values={env: value}, key=forced))
+            self.out.append(Slot(path=_one(path), values=shared({env: value}), key=forced))
         elif isinstance(value, dict) and value:
             keys = set(value)
             if path == POD_SPEC and self.knob((*path, "priorityClassName")) is not None:
