@@ -71,15 +71,6 @@ class ChartInfo:
     previous: ChartRelease | None = None  # the chart the tree holds now (its version)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Template:
-    key: Key
-    base: Obj
-    slots: tuple[Slot, ...]
-    present: frozenset[str]
-    partial: bool
-
-
 def _prepared(objects: Sequence[Obj], *, namespaced: set[Key]) -> dict[Key, Obj]:
     """Chart copies of one environment's objects: Helm hooks, no namespace (noted aside).
 
@@ -132,7 +123,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     del indexed
     templates = _resolve_keys(templates, envs=envs)
     values = {env: {**_values(templates, env=env), **IMAGE_TAG_VALUES} for env in envs}
-    singles, shapes = group([_member(tpl) for tpl in templates])
+    singles, shapes = group(templates)
     makers: dict[str, Callable[[], FileText]] = {}
     for one in singles:
         guard = presence(one.present) if one.partial else None
@@ -157,16 +148,6 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     for path in sorted(makers):
         yield f"{ROOT}/{path}", digest.of(path, makers.pop(path)())
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
-
-
-def _member(tpl: _Template) -> Member:
-    return Member(
-        key=tpl.key,
-        base=tpl.base,
-        slots=tpl.slots,
-        present=tuple(sorted(tpl.present)),
-        partial=tpl.partial,
-    )
 
 
 def _schema_text(values: Mapping[str, Obj]) -> Chunks:
@@ -302,10 +283,10 @@ class _Where:
     gens: Mapping[str, str]  # each environment's BATCH generation, when they differ
 
 
-_PRESENT: dict[frozenset[str], frozenset[str]] = {}  # one set for each set of environments
+_PRESENT: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple for each set of environments
 
 
-def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> _Template:
+def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> Member:
     base = versions[sorted(versions)[0]]  # read, never changed: object_template copies
     found = with_generation_names(find_slots(versions), versions=versions, gens=where.gens)
     slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)
@@ -313,16 +294,16 @@ def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: 
     slots = with_replica_slots(slots, versions=versions, workers=where.workers)
     if namespaced:
         slots.append(supplied(("metadata", "namespace"), envs=versions, key=RELEASE_NAMESPACE))
-    return _Template(
+    return Member(
         key=key,
         base=base,
         slots=tuple(slots),
-        present=_PRESENT.setdefault(frozenset(versions), frozenset(versions)),
+        present=_PRESENT.setdefault(tuple(sorted(versions)), tuple(sorted(versions))),
         partial=len(versions) < len(where.envs),
     )
 
 
-def _resolve_keys(templates: Sequence[_Template], *, envs: Sequence[str]) -> list[_Template]:
+def _resolve_keys(templates: Sequence[Member], *, envs: Sequence[str]) -> list[Member]:
     """Slots sharing a key must agree in every environment; the others get generated keys."""
     by_key: dict[ValueKey, list[Slot]] = {}
     for tpl in templates:
@@ -355,7 +336,7 @@ def _agree(slots: Sequence[Slot], *, envs: Sequence[str]) -> bool:
     return True
 
 
-def _values(templates: Sequence[_Template], *, env: str) -> Obj:
+def _values(templates: Sequence[Member], *, env: str) -> Obj:
     """One environment's complete values: its name (which objects it has), and null for a
     field it lacks."""
     out: Obj = {"environment": env}
@@ -402,7 +383,7 @@ def _nulled(default: Any, *, env: Any) -> Any:
 
 
 def _context(
-    info: ChartInfo, *, templates: Sequence[_Template], envs: Sequence[str]
+    info: ChartInfo, *, templates: Sequence[Member], envs: Sequence[str]
 ) -> dict[str, Any]:
     return {
         "name": info.name,

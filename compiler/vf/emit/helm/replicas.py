@@ -117,11 +117,12 @@ def _workload_slots(
     first = versions[sorted(versions)[0]]
     kind = str(first["kind"])
     out = slots
+    replicas: ValueKey = ("nodes", node, "replicas")  # one key for both of a Job's counts
     for path in REPLICA_PATHS[kind]:
         counts = {e: _at(v, path) for e, v in versions.items()}
         if all(c is ABSENT for c in counts.values()):
             continue  # an autoscaler owns the count
-        key: ValueKey = ("nodes", node, "replicas")
+        key = replicas
         if any(c is ABSENT for c in counts.values()):
             key = generated_key(first, path=path)  # scaled somewhere: the plan's numbers
         out = _replace(out, Slot(path=path, values=shared(counts), key=key))
