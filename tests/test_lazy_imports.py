@@ -95,3 +95,33 @@ def test_a_flow_that_uses_a_stage_loads_it(
     code, modules = _loaded(graph, out)
     assert code == 0
     assert stage in modules
+
+
+WAITING_GRAPH = (
+    NODES
+    + """
+import time
+from pathlib import Path
+
+
+def build_flow():
+    go = Path(__file__).with_name("go")
+    deadline = time.monotonic() + 20
+    while not go.exists():  # the caller creates it only once graph_loader has returned
+        if time.monotonic() > deadline:
+            raise RuntimeError("the caller never ran while the graph was building")
+        time.sleep(0.01)
+    return Flow([Sink(name="sink")(Src(name="src"))], flow_type=BATCH)
+"""
+)
+
+
+def test_the_caller_runs_while_its_graph_builds(write_graph: Callable[..., Path]) -> None:
+    from vf.frontend.isolate import graph_loader
+
+    graph = write_graph(WAITING_GRAPH)
+    with graph_loader(str(graph)) as loaded:
+        (graph.parent / "go").write_text("", encoding="utf-8")
+        built, path = loaded()
+    assert path == graph.resolve()
+    assert [node.name for node in built.nodes] == ["src", "sink"]
