@@ -68,6 +68,7 @@ class CompileResult:
 
 
 Sink = Callable[[str, FileText], None]
+GraphLoad = Callable[[], tuple[Graph, Path]]
 
 
 def resolve_flow_id(graph: Graph, targets: Targets) -> str:
@@ -85,11 +86,15 @@ def resolve_flow_id(graph: Graph, targets: Targets) -> str:
     return derived or "flow"
 
 
-def compile_project(request: CompileRequest, *, sink: Sink | None = None) -> CompileResult:
+def compile_project(
+    request: CompileRequest, *, sink: Sink | None = None, loaded: GraphLoad | None = None
+) -> CompileResult:
     """Run every stage; raise a VfError listing every problem, never write anything.
 
     Each file of the tree goes to ``sink(path, text)`` as soon as it is made, so a large
     tree never has to be held whole; without a sink the files are kept in ``tree``.
+    ``loaded``: the wait for ``request.graph`` from ``graph_loader``, when the caller
+    started building the graph before it imported this module.
     """
     # The compile builds many small, long-lived objects and no cycles worth collecting:
     # pausing the collector saves a large share of the time at thousands of nodes.
@@ -101,14 +106,17 @@ def compile_project(request: CompileRequest, *, sink: Sink | None = None) -> Com
         tree[path] = whole(text)
 
     try:
-        return _compile(request, sink=sink or keep, tree=tree)
+        load = loaded or (lambda: load_graph(request.graph))
+        return _compile(request, load, sink=sink or keep, tree=tree)
     finally:
         if enabled:
             gc.enable()
 
 
-def _compile(request: CompileRequest, *, sink: Sink, tree: dict[str, str]) -> CompileResult:
-    graph, path = load_graph(request.graph)
+def _compile(
+    request: CompileRequest, load: GraphLoad, *, sink: Sink, tree: dict[str, str]
+) -> CompileResult:
+    graph, path = load()
     targets = select_environments(
         load_targets(find_config(path, request.config)), request.environments
     )

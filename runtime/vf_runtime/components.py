@@ -9,7 +9,6 @@ a component written in Python can do that with :func:`serve`.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -163,6 +162,7 @@ def serve(node_class: type[Node], env: Mapping[str, str] | None = None) -> NoRet
     """Run one replica of a component written in Python: ``node_class(**params)`` under the
     worker protocol, configured by the ``VF_*`` environment vf wrote for the component."""
     import asyncio  # here, not above: the compiler imports this module and needs no event loop
+    import logging  # likewise: a compile never logs
 
     from vf_runtime.worker.replica import run_worker
 

@@ -12,10 +12,12 @@ carries the node's logger, and lets the method route its next output:
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import logging  # the worker's logger; the compiler, which imports this module, never logs
 
 PARAMETERS = ("ctx", "context")
 _UNSET = object()

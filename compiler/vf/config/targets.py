@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -263,6 +262,8 @@ def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Pr
         schema = error.schema if isinstance(error.schema, dict) else {}
         allowed = sorted(schema.get("properties", {}))
         extra = sorted(str(k) for k in error.instance if k not in allowed)
+        import difflib  # only a misspelt key needs a suggestion
+
         hints = [difflib.get_close_matches(k, allowed, n=1) for k in extra]
         if extra:
             where = f"{path}:{_line_of(document, [*error.absolute_path, extra[0]])}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from vf.emit.gitops.manifests import emit_gitops
 from vf.emit.helm.chart import ChartInfo, chart_files, emit_helm
 from vf.emit.helm.version import ChartRelease
 from vf.ir.delivery import GitOps
@@ -23,7 +22,7 @@ def emit_delivery(
 ) -> Tree:
     """``chart/`` (always) and ``gitops/`` (when vf.yaml has ``gitops:``)."""
     chart = emit_helm(objects, info=_chart_info(plans))
-    return chart | emit_gitops(gitops, plans=plans, objects=objects)
+    return chart | _gitops(gitops, plans=plans, objects=objects)
 
 
 def delivery_files(
@@ -36,7 +35,18 @@ def delivery_files(
     """The files of ``emit_delivery`` one at a time, so none needs to stay in memory;
     ``chart`` is the chart the output tree holds now, which the new version counts on from."""
     yield from chart_files(objects, info=_chart_info(plans, previous=chart))
-    yield from emit_gitops(gitops, plans=plans, objects=objects).items()
+    yield from _gitops(gitops, plans=plans, objects=objects).items()
+
+
+def _gitops(
+    gitops: GitOps | None, *, plans: Sequence[Plan], objects: Mapping[str, Sequence[dict[str, Any]]]
+) -> Tree:
+    """``gitops/``: its emitters load only for a vf.yaml that has a ``gitops:`` section."""
+    if gitops is None:
+        return {}
+    from vf.emit.gitops.manifests import emit_gitops
+
+    return emit_gitops(gitops, plans=plans, objects=objects)
 
 
 def _chart_info(plans: Sequence[Plan], *, previous: ChartRelease | None = None) -> ChartInfo:

@@ -12,6 +12,7 @@ and one that exits early (``os._exit(0)``) is a named error, never a silent succ
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import select
@@ -19,6 +20,7 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +37,18 @@ _HEADER = struct.Struct("!I")
 def load_graph(target: str) -> tuple[Graph, Path]:
     """The lowered graph of ``target`` and the module's path, built in a child process
     where the platform can fork (``VF_LOAD_IN_PROCESS=1`` builds it in this process)."""
+    with graph_loader(target) as loaded:
+        return loaded()
+
+
+@contextlib.contextmanager
+def graph_loader(target: str) -> Iterator[Callable[[], tuple[Graph, Path]]]:
+    """Start building ``target``'s graph at once and yield the call that waits for it, so
+    the caller can work meanwhile (``vf compile`` imports its later stages while the child
+    runs the user's code); a child still running when the block ends is stopped."""
     if not hasattr(os, "fork") or os.environ.get(IN_PROCESS_ENV, "") not in ("", "0"):
-        return _build(target)
+        yield lambda: _build(target)
+        return
     timeout = load_timeout()
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -44,12 +56,17 @@ def load_graph(target: str) -> tuple[Graph, Path]:
         os.close(read_end)
         _child(target, write_end)
     os.close(write_end)
+    deadline = _deadline(timeout)
+
+    def loaded() -> tuple[Graph, Path]:
+        reply = _receive(read_end, pid=pid, deadline=deadline)
+        return _outcome(reply, target=target, timeout=timeout)
+
     try:
-        reply = _receive(read_end, pid=pid, deadline=_deadline(timeout))
+        yield loaded
     finally:
         os.close(read_end)
         _reap(pid)
-    return _outcome(reply, target=target, timeout=timeout)
 
 
 def _build(target: str) -> tuple[Graph, Path]:
@@ -83,6 +100,9 @@ class _Relay:
 
 
 def _child(target: str, fd: int) -> None:
+    # As in the compile that waits for it: no cycle collector (the child ends once it sent
+    # the IR), whether or not the parent had paused its own before it forked.
+    gc.disable()
     try:
         os.dup2(2, 1)  # fd 1 is vf's output: the user's raw writes go to standard error
         relay = _Relay(fd)

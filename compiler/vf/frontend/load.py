@@ -7,17 +7,19 @@ import importlib.util
 import keyword
 import os
 import sys
-import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import vf_runtime
 from vf.errors import VfError
 from vf.frontend.params import safe_repr
 from vf.frontend.watchdog import LoadTimeout, Watchdog, load_timeout, watchdog
 from vf_runtime import AuthoringError, Flow
+
+if TYPE_CHECKING:
+    import traceback
 
 DEFAULT_FACTORY = "build_flow"
 MAX_FRAMES = 12
@@ -202,6 +204,8 @@ def safe_str(value: object, limit: int = 500) -> str:
 
 
 def _user_summary(tb: TracebackType | None) -> list[traceback.FrameSummary]:
+    import traceback  # only a graph that fails to load has frames to show
+
     return [
         frame
         for frame in traceback.extract_tb(tb)
@@ -211,6 +215,8 @@ def _user_summary(tb: TracebackType | None) -> list[traceback.FrameSummary]:
 
 def _user_frames(tb: TracebackType | None) -> str:
     """The user's frames, innermost last; a deep recursion shows only its last frames."""
+    import traceback
+
     frames = _user_summary(tb)
     shown = traceback.format_list(frames[-MAX_FRAMES:])
     skipped = len(frames) - len(shown)

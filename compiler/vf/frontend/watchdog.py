@@ -12,7 +12,6 @@ interrupted until that call returns.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import os
 import signal
@@ -116,6 +115,8 @@ def _alarm(guard: Watchdog) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _async_interrupt(guard: Watchdog) -> Iterator[None]:
+    import ctypes  # only a load off the main thread needs it
+
     target = ctypes.c_ulong(threading.get_ident())
     lock = threading.Lock()
     armed = True

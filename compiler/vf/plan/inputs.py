@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-
 from vf.config.targets import Environment
 from vf.errors import Problem
 from vf.ir.graph import Graph
@@ -71,6 +69,8 @@ def check_config_nodes(graph: Graph, env: Environment, problems: list[Problem]) 
     for section, keys in sections:
         for key in keys:
             if key not in known:
+                import difflib  # only a misspelt node name needs a suggestion
+
                 close = difflib.get_close_matches(key, sorted(known), n=1)
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 problems.append(

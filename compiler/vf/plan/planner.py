@@ -32,7 +32,6 @@ from vf.plan.autoscale import plan_autoscaling
 from vf.plan.component import component_resources, component_run
 from vf.plan.config_hash import config_hash
 from vf.plan.context import PlanContext
-from vf.plan.gpu.planner import plan_gpu
 from vf.plan.infra import plan_infra, plan_provision
 from vf.plan.inputs import check_config_nodes, resolve_images, resolve_replicas
 from vf.plan.jobs import broker_configmap, tag_jobs, tag_provision
@@ -103,7 +102,7 @@ def plan_environment(
     admission = admit(graph, env, flags=flags)
     ctx, run_source = _context(graph, env, flow_id=flow_id, replicas=replicas)
     run_id = ctx.run_id
-    gpu = plan_gpu(ctx, problems)
+    gpu = _gpu(ctx, problems)
     raise_if(problems)
     workloads = tuple(_workload(ctx, node, images[node.name], gpu) for node in graph.nodes)
     raise_if(_rollout_problems(env, workloads))
@@ -146,6 +145,15 @@ def plan_environment(
     )
     scalers = plan_autoscaling(graph, plan=plan, settings=env.autoscaling)
     return replace(plan, autoscaling=scalers) if scalers else plan
+
+
+def _gpu(ctx: PlanContext, problems: list[Problem]) -> GpuPlan | None:
+    """The GPU planner's decisions; a flow without GPU nodes never loads the planner."""
+    if not any(node.device_type == GPU for node in ctx.graph.nodes):
+        return None
+    from vf.plan.gpu.planner import plan_gpu
+
+    return plan_gpu(ctx, problems)
 
 
 def _run_id(

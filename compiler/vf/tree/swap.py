@@ -13,18 +13,20 @@ tree is never swept as a leftover while the output directory is missing.
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import os
-import shutil
 import signal
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vf.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    import ctypes
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -32,6 +34,8 @@ LOCK_WAIT_SECONDS = 600.0
 
 
 def libc() -> ctypes.CDLL | None:
+    import ctypes  # only a write needs the C library: ``vf compile --check`` never loads it
+
     try:
         return ctypes.CDLL(None, use_errno=True)
     except OSError:
@@ -97,6 +101,8 @@ def recover(target: Path) -> None:
         asides = asides[1:]
     # The output directory is in place: a set-aside tree is one whose user files were
     # carried into it before the swap.
+    import shutil
+
     for aside in asides:
         shutil.rmtree(aside, ignore_errors=True)
 
@@ -106,6 +112,8 @@ def sweep_leftovers(parent: Path, name: str) -> None:
     for leftover in parent.glob(f".{name}.vf-new-*"):
         pid = leftover.name.rsplit("-", 1)[-1]
         if not (pid.isdigit() and _alive(int(pid))) or int(pid) == os.getpid():
+            import shutil
+
             shutil.rmtree(leftover, ignore_errors=True)
 
 

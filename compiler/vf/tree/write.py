@@ -8,11 +8,9 @@ generate and no longer emits are pruned.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
-import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
@@ -228,13 +226,13 @@ class StagedTree:
         _fsync_dir(target.parent)
         self._made = []
         # The previous tree now sits in the staging path; a failure to delete it is swept later.
-        shutil.rmtree(staging, ignore_errors=True)
+        _remove_tree(staging)
 
     def discard(self) -> None:
         """Remove the staging directory and any parent directory this write created."""
         with self._lock:
             if self._staging is not None:
-                shutil.rmtree(self._staging, ignore_errors=True)
+                _remove_tree(self._staging)
             for folder in self._made:
                 with suppress(OSError):
                     folder.rmdir()
@@ -329,7 +327,17 @@ def _carry(path: Path, target: Path) -> None:
     try:
         os.link(path, target, follow_symlinks=False)
     except OSError:
+        import shutil
+
         shutil.copy2(path, target, follow_symlinks=False)
+
+
+def _remove_tree(path: Path) -> None:
+    # shutil (and the compression modules it loads) only when a write replaces a tree:
+    # ``vf compile --check`` never needs it
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _keep_owner_and_mode(out: Path, staging: Path) -> None:
@@ -390,6 +398,8 @@ class TreeCheck:
         self._chunks.pop(rel, None)
         if before == after:
             return
+        import difflib  # only a stale tree has a diff to show
+
         self._chunks[rel] = list(
             difflib.unified_diff(
                 (before or "").splitlines(keepends=True),
