@@ -4,13 +4,15 @@ electing leaders times out) and end in a named error, never a traceback."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 
 import nats.errors
 import pytest
+from nats.js.api import ConsumerConfig, ConsumerInfo, SequenceInfo
 from nats.js.errors import BadRequestError
 
 from vf_runtime.broker import client as broker
-from vf_runtime.broker.client import BrokerError, patiently
+from vf_runtime.broker.client import BrokerError, delivered_before, patiently
 
 
 def test_a_step_that_times_out_is_asked_again_until_it_answers(
@@ -49,3 +51,34 @@ def test_other_errors_are_not_retried() -> None:
 
 async def _no_sleep(seconds: float) -> None:
     del seconds
+
+
+class _SlowBroker:
+    """Answers ``consumer_info`` only on its third ask, as a loaded broker can."""
+
+    def __init__(self, delivered: int | None) -> None:
+        self.asks = 0
+        self.delivered = delivered
+
+    async def consumer_info(self, stream: str, durable: str) -> ConsumerInfo:
+        self.asks += 1
+        if self.asks < 3:
+            raise nats.errors.TimeoutError
+        seq = None if self.delivered is None else SequenceInfo(self.delivered, self.delivered)
+        return ConsumerInfo(
+            name=durable,
+            stream_name=stream,
+            config=ConsumerConfig(durable_name=durable),
+            created=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+            delivered=seq,
+        )
+
+
+@pytest.mark.parametrize(("delivered", "expected"), [(None, False), (0, False), (7, True)])
+def test_whether_a_durable_delivered_before_waits_out_a_broker_that_times_out(
+    monkeypatch: pytest.MonkeyPatch, delivered: int | None, expected: bool
+) -> None:
+    monkeypatch.setattr(broker.asyncio, "sleep", _no_sleep)
+    js = _SlowBroker(delivered)
+    assert asyncio.run(delivered_before(js, "s", "d")) is expected  # type: ignore[arg-type]
+    assert js.asks == 3

@@ -220,6 +220,19 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         )
 
 
+async def delivered_before(js: JetStreamContext, stream: str, durable: str) -> bool:
+    """Whether the durable delivered anything before now (asked again while a busy broker
+    times out, as creating it was)."""
+    delivered: list[int] = []
+
+    async def ask() -> None:
+        info = await js.consumer_info(stream, durable)
+        delivered.append(info.delivered.consumer_seq if info.delivered is not None else 0)
+
+    await patiently(ask, what=f"durable {durable} on {stream}")
+    return bool(delivered[-1])
+
+
 async def ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
     """Create the durable, or check it; raise credit and ack wait to what this run needs."""
     what = f"durable {config.durable_name} on {stream}"

@@ -23,7 +23,7 @@ from typing import Any
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from vf_runtime.broker.client import ensure_consumer, ensure_stream
+from vf_runtime.broker.client import delivered_before, ensure_consumer, ensure_stream
 from vf_runtime.broker.protocol import publish_empty
 from vf_runtime.broker.pull import PullFeed
 from vf_runtime.broker.topology import (
@@ -192,8 +192,7 @@ class Inputs:
             self.tasks.append(task)
 
     async def _taken_before(self, parent: str) -> bool:
-        info = await self.js.consumer_info(self.names.stream(parent), self.durables[parent])
-        return bool(info.delivered is not None and info.delivered.consumer_seq)
+        return await delivered_before(self.js, self.names.stream(parent), self.durables[parent])
 
     def _received(self, parent: str, reader: str, msg: Msg) -> None:
         self.backlog += 1
