@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vf.emit.helm.slots import Slot, ValueKey, blank
+from vf.emit.helm.slots import Slot, ValueKey, blank, kept
 from vf.emit.helm.text import ROW, WRAP, RowPart, go_string, object_template, values_expr
 
 Obj = dict[str, Any]
@@ -98,12 +98,7 @@ _MARKS: dict[tuple[int, tuple[Any, ...]], _Mark] = {}
 
 def _mark(index: int, token: tuple[Any, ...]) -> _Mark:
     """One mark for each index and token: thousands of objects' leaves hold the same few."""
-    found = _MARKS.get((index, token))
-    if found is None:
-        found = _Mark(index, token)
-        if len(_MARKS) < 1 << 14:  # bounded: a long-lived process compiles many flows
-            _MARKS[(index, token)] = found
-    return found
+    return kept(_MARKS, (index, token), lambda: _Mark(index, token))
 
 
 def _flatten(value: Any, signature: Callable[[Any], None], leaves: Callable[[Any], None]) -> None:

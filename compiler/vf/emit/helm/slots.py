@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from vf_runtime.labels import (
     CONFIG_HASH_KEY,
@@ -64,52 +64,48 @@ def blank(envs: Iterable[str]) -> Mapping[str, Any]:
     return found
 
 
+_KEPT_MAX = 1 << 14  # what a table keeps: a long-lived process compiles many flows
+T = TypeVar("T")
+
+
+def kept(table: dict[Any, T], key: Any, make: Callable[[], T]) -> T:
+    """``table[key]``, made by ``make`` the first time: one object where thousands of
+    slots hold equal ones (slots never change what they hold)."""
+    found = table.get(key)
+    if found is None:
+        found = make()
+        if len(table) < _KEPT_MAX:
+            table[key] = found
+    return found
+
+
 _SUPPLIED: dict[tuple[Any, ...], Slot] = {}
+_PATHS: dict[Path, Path] = {}
+_SHARED: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+_SCALARS = frozenset({str, int, bool, type(None), type(ABSENT)})
 
 
 def supplied(path: Path, *, envs: Iterable[str], key: ValueKey) -> Slot:
     """A slot whose text Helm or the template supplies (its values are ``blank``): one
     slot shared by every object with it at the same path in the same environments."""
-    at = (path, tuple(envs), key)
-    found = _SUPPLIED.get(at)
-    if found is None:
-        found = Slot(path=path, values=blank(at[1]), key=key)
-        if len(_SUPPLIED) < _SHARED_MAX:
-            _SUPPLIED[at] = found
-    return found
-
-
-_PATHS: dict[Path, Path] = {}
+    names = tuple(envs)
+    return kept(
+        _SUPPLIED, (path, names, key), lambda: Slot(path=path, values=blank(names), key=key)
+    )
 
 
 def _one(path: Path) -> Path:
     """``path``, or an equal path a slot already holds (objects of a kind share theirs)."""
-    found = _PATHS.get(path)
-    if found is None:
-        found = path
-        if len(_PATHS) < _SHARED_MAX:
-            _PATHS[path] = path
-    return found
-
-
-_SHARED: dict[tuple[Any, ...], Mapping[str, Any]] = {}
-_SHARED_MAX = 1 << 14  # bounded: a long-lived process compiles many flows
-_SCALARS = frozenset({str, int, bool, type(None), type(ABSENT)})
+    return kept(_PATHS, path, lambda: path)
 
 
 def shared(values: Mapping[str, Any]) -> Mapping[str, Any]:
     """``values``, or an equal mapping another slot already holds when every value is a
-    scalar: thousands of slots hold ``{"dev": 1}`` or ``{"dev": ABSENT}`` (slots never
-    change their values). Equal means of the same type too, as ``same`` compares them."""
+    scalar: thousands of slots hold ``{"dev": 1}`` or ``{"dev": ABSENT}``. Equal means of
+    the same type too, as ``same`` compares them."""
     if any(type(v) not in _SCALARS for v in values.values()):
         return values
-    key = tuple((env, type(v), v) for env, v in values.items())
-    found = _SHARED.get(key)
-    if found is None:
-        found = values
-        if len(_SHARED) < _SHARED_MAX:
-            _SHARED[key] = values
-    return found
+    return kept(_SHARED, tuple((env, type(v), v) for env, v in values.items()), lambda: values)
 
 
 def same(a: Any, *, other: Any) -> bool:
