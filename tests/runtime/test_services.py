@@ -7,6 +7,7 @@ import io
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -339,3 +340,22 @@ def test_supervisor_stops_a_flow_that_makes_no_progress() -> None:
     outcome = Supervisor([_spec("stuck", "import time; time.sleep(60)")], options).run()
     assert outcome.status == "stalled"
     assert "no progress for 1s" in out.getvalue()
+
+
+def test_a_stop_asked_for_ends_the_run_even_when_its_interrupt_was_swallowed() -> None:
+    """A signal's KeyboardInterrupt raised inside a weakref callback is only printed by
+    Python; the stop it asked for is remembered, and the supervisor still stops the run."""
+    out = io.StringIO()
+    stops: list[int] = []
+    options = SuperviseOptions(
+        announce_stop=lambda: stops.append(1),
+        stall_seconds=None,
+        grace_seconds=0.5,
+        output=out,
+        interrupted=lambda: True,
+    )
+    started = time.monotonic()
+    outcome = Supervisor([_spec("slow", "import time; time.sleep(60)")], options).run()
+    assert outcome.status == "interrupted"
+    assert stops, "the supervisor never announced a stop"
+    assert time.monotonic() - started < 30

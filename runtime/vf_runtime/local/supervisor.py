@@ -65,6 +65,9 @@ class SuperviseOptions:
     output: TextIO = sys.stderr
     group: int | None = None  # the process group workers join (a guardian's); None: own session
     zygote: Zygote | None = None  # forks the workers it serves (in ``group``), instead of exec
+    # Whether a stop was asked for: a signal's KeyboardInterrupt that Python swallowed (one
+    # raised inside a finalizer or a weakref callback is only printed) still stops the run.
+    interrupted: Callable[[], bool] = lambda: False
 
 
 @dataclass
@@ -199,6 +202,8 @@ class Supervisor:
     def _wait(self) -> str:
         last_total, last_change = -1, time.monotonic()
         while True:
+            if self.options.interrupted():
+                raise KeyboardInterrupt
             if all(c.done.is_set() for c in self.children):
                 return "ok"
             if any(c.done.is_set() and c.exit_code not in _NOT_LOST for c in self.children):

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 from vf.commands.run_local.components import local_commands
@@ -258,7 +259,9 @@ def run_local(request: RunLocalRequest) -> int:
         plan, graph = _plan(request)
         launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
         _guarded(guardian)
+        _stop_if_asked()
         urls = _start_services(plan, request=request, stack=stack, guardian=guardian)
+        _stop_if_asked()
         nats_url = urls["VF_NATS_URL"]
         try:
             topology = provision_topology(plan, generation)
@@ -281,6 +284,7 @@ def run_local(request: RunLocalRequest) -> int:
             output=out,
             group=guardian.group,
             zygote=zygote,
+            interrupted=_stop_asked,
         )
         outcome = Supervisor(replicas, options).run()
         letters = _dead_letters(nats_url, names, plan=plan, request=request)
@@ -311,6 +315,27 @@ def _no_guardian(exc: Exception) -> EnvironmentProblem:
     )
 
 
+_SIGNALLED: list[int] = []  # the signals that asked this run to stop
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """Stop the run as Ctrl-C does, and remember it: Python only prints a KeyboardInterrupt
+    raised inside a finalizer or a weakref callback (an import's lock clean-up is one), and
+    the run must still stop. A list append takes no lock, so no handler can wait on one."""
+    _SIGNALLED.append(signum)
+    raise KeyboardInterrupt
+
+
+def _stop_asked() -> bool:
+    return bool(_SIGNALLED)
+
+
+def _stop_if_asked() -> None:
+    """Raise the interrupt a swallowed signal did not, at a step between two of the run's."""
+    if _SIGNALLED:
+        raise KeyboardInterrupt
+
+
 @contextmanager
 def _stopped_by_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP (a CI cancel, ``timeout``, a closed terminal) stop the run the
@@ -318,8 +343,9 @@ def _stopped_by_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signals = (signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in signals}
+    _SIGNALLED.clear()
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in signals}
     try:
         yield
     finally:
