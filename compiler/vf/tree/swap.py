@@ -101,10 +101,8 @@ def recover(target: Path) -> None:
         asides = asides[1:]
     # The output directory is in place: a set-aside tree is one whose user files were
     # carried into it before the swap.
-    import shutil
-
     for aside in asides:
-        shutil.rmtree(aside, ignore_errors=True)
+        remove_tree(aside)
 
 
 def sweep_leftovers(parent: Path, name: str) -> None:
@@ -112,9 +110,15 @@ def sweep_leftovers(parent: Path, name: str) -> None:
     for leftover in parent.glob(f".{name}.vf-new-*"):
         pid = leftover.name.rsplit("-", 1)[-1]
         if not (pid.isdigit() and _alive(int(pid))) or int(pid) == os.getpid():
-            import shutil
+            remove_tree(leftover)
 
-            shutil.rmtree(leftover, ignore_errors=True)
+
+def remove_tree(path: Path) -> None:
+    """Delete a tree, whatever of it is left; shutil (and the compression modules it loads)
+    only when a write replaces or sweeps one: ``vf compile --check`` never needs it."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:

@@ -24,6 +24,7 @@ from vf.tree.swap import (
     interrupts_deferred,
     libc,
     recover,
+    remove_tree,
     sweep_leftovers,
     writer_lock,
 )
@@ -226,13 +227,13 @@ class StagedTree:
         _fsync_dir(target.parent)
         self._made = []
         # The previous tree now sits in the staging path; a failure to delete it is swept later.
-        _remove_tree(staging)
+        remove_tree(staging)
 
     def discard(self) -> None:
         """Remove the staging directory and any parent directory this write created."""
         with self._lock:
             if self._staging is not None:
-                _remove_tree(self._staging)
+                remove_tree(self._staging)
             for folder in self._made:
                 with suppress(OSError):
                     folder.rmdir()
@@ -330,14 +331,6 @@ def _carry(path: Path, target: Path) -> None:
         import shutil
 
         shutil.copy2(path, target, follow_symlinks=False)
-
-
-def _remove_tree(path: Path) -> None:
-    # shutil (and the compression modules it loads) only when a write replaces a tree:
-    # ``vf compile --check`` never needs it
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _keep_owner_and_mode(out: Path, staging: Path) -> None:

@@ -209,10 +209,10 @@ def _with_release_slots(
     kept = [
         _templated(s, namespaces=namespaces)
         for s in slots
-        if s.path not in covered and not _under(s.path, covered)
+        if s.path not in covered and not below(s.path, covered)
     ]
     above = {k.path for k in kept}
-    return kept + [s for s in extra if not _under(s.path, above)]
+    return kept + [s for s in extra if not below(s.path, above)]
 
 
 def _templated(slot: Slot, *, namespaces: Mapping[str, str]) -> Slot:
@@ -246,10 +246,6 @@ def may_contain(obj: Obj, marker: str) -> bool:
     except ValueError:
         return True
     return marker.encode("utf-8", "surrogatepass") in data
-
-
-def _under(path: tuple[Any, ...], parents: set[tuple[Any, ...]]) -> bool:
-    return below(path, parents)
 
 
 def _strings(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
@@ -287,7 +283,8 @@ _PRESENT: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple for each set 
 
 
 def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> Member:
-    base = versions[sorted(versions)[0]]  # read, never changed: object_template copies
+    names = tuple(sorted(versions))
+    base = versions[names[0]]  # read, never changed: object_template copies
     found = with_generation_names(find_slots(versions), versions=versions, gens=where.gens)
     slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)
     slots = retagged(slots, versions=versions)
@@ -298,7 +295,7 @@ def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: 
         key=key,
         base=base,
         slots=tuple(slots),
-        present=_PRESENT.setdefault(tuple(sorted(versions)), tuple(sorted(versions))),
+        present=_PRESENT.setdefault(names, names),
         partial=len(versions) < len(where.envs),
     )
 

@@ -19,6 +19,7 @@ from vf.emit.helm.slots import (
     PARENT_REPLICAS_KEY,
     Slot,
     ValueKey,
+    below,
     generated_key,
     owner,
     shared,
@@ -76,17 +77,9 @@ def _parents(env: Mapping[str, str]) -> str:
 def _replace(slots: list[Slot], new: Slot) -> list[Slot]:
     """``slots`` with ``new`` in place of any slot at its path; unchanged when a slot above
     it makes a whole section a value."""
-    at, depth = new.path, len(new.path)
-    kept = []
-    for slot in slots:
-        path = slot.path
-        if path == at:
-            continue
-        if len(path) < depth and at[: len(path)] == path:
-            return slots
-        kept.append(slot)
-    kept.append(new)
-    return kept
+    if below(new.path, [s.path for s in slots]):
+        return slots
+    return [s for s in slots if s.path != new.path] + [new]
 
 
 def _at(obj: Any, path: Path) -> Any:

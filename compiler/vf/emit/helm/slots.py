@@ -51,19 +51,6 @@ class Slot:
         return any(v is ABSENT for v in self.values.values())
 
 
-_BLANKS: dict[tuple[str, ...], Mapping[str, Any]] = {}
-
-
-def blank(envs: Iterable[str]) -> Mapping[str, Any]:
-    """``dict.fromkeys(envs, "")``, the values of a slot whose text the template makes, one
-    mapping shared by every such slot of the same environments (slots never change it)."""
-    key = tuple(envs)
-    found = _BLANKS.get(key)
-    if found is None:
-        found = _BLANKS[key] = dict.fromkeys(key, "")
-    return found
-
-
 _KEPT_MAX = 1 << 14  # what a table keeps: a long-lived process compiles many flows
 T = TypeVar("T")
 
@@ -77,6 +64,16 @@ def kept(table: dict[Any, T], key: Any, make: Callable[[], T]) -> T:
         if len(table) < _KEPT_MAX:
             table[key] = found
     return found
+
+
+_BLANKS: dict[tuple[str, ...], Mapping[str, Any]] = {}
+
+
+def blank(envs: Iterable[str]) -> Mapping[str, Any]:
+    """``dict.fromkeys(envs, "")``, the values of a slot whose text the template makes, one
+    mapping shared by every such slot of the same environments."""
+    names = tuple(envs)
+    return kept(_BLANKS, names, lambda: dict.fromkeys(names, ""))
 
 
 _SUPPLIED: dict[tuple[Any, ...], Slot] = {}
