@@ -80,14 +80,15 @@ def _compile_into(
     out: Path,
     sink: Sink,
     loaded: GraphLoad,
-) -> CompileResult:
-    """``vf compile``'s run of the compiler, whose graph ``loaded`` is already building."""
+) -> tuple[str, ...]:
+    """``vf compile``'s run of the compiler, whose graph ``loaded`` is already building;
+    the environments it compiled."""
     from dataclasses import replace
 
-    from vf.pipeline import compile_project
+    from vf.pipeline import compile_tree
 
     request = replace(_request(graph, config, envs, profiles), out=out)
-    return compile_project(request, sink=sink, loaded=loaded)
+    return compile_tree(request, sink=sink, loaded=loaded)
 
 
 def _compile(request: CompileRequest) -> CompileResult:
@@ -146,10 +147,10 @@ def compile_command(
         # Each file goes to the staging tree as soon as it is made: the tree is never
         # held whole in memory, and it replaces OUT only once every file is written.
         with staged_tree(out, only=envs) as stage, graph_loader(graph) as loaded:
-            result = _compile_into(
+            compiled = _compile_into(
                 graph, config, envs, profiles, out=out, sink=stage.add, loaded=loaded
             )
-        envs_done = ", ".join(p.environment for p in result.plans)
+        envs_done = ", ".join(compiled)
         click.echo(f"wrote {len(stage.files)} files to {out} ({envs_done})", err=True)
         return 0
 

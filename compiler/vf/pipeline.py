@@ -5,14 +5,16 @@ from __future__ import annotations
 import gc
 import itertools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from vf import names
 from vf.config.targets import Targets, find_config, load_targets, select_environments
-from vf.emit.delivery import delivery_files
+from vf.emit.delivery import chart_info, gitops_files
+from vf.emit.helm.chart import chart_files
 from vf.emit.helm.version import read_previous
 from vf.emit.kustomize.tree import EnvObjects, kustomize_files
 from vf.emit.readme import README, tree_readme
@@ -71,6 +73,16 @@ Sink = Callable[[str, FileText], None]
 GraphLoad = Callable[[], tuple[Graph, Path]]
 
 
+@dataclass(kw_only=True)
+class _Planned:
+    """The stages before the tree: a verified plan, its objects and its view per environment."""
+
+    targets: Targets
+    plans: list[Plan]
+    objects: dict[str, list[dict[str, Any]]]
+    views: list[EnvView]
+
+
 def resolve_flow_id(graph: Graph, targets: Targets) -> str:
     """``Flow(flow_id=…)``, else ``vf.yaml``'s ``flow_id``, else the graph file's stem."""
     explicit = graph.flow_id or targets.flow_id
@@ -86,37 +98,57 @@ def resolve_flow_id(graph: Graph, targets: Targets) -> str:
     return derived or "flow"
 
 
-def compile_project(
-    request: CompileRequest, *, sink: Sink | None = None, loaded: GraphLoad | None = None
-) -> CompileResult:
-    """Run every stage; raise a VfError listing every problem, never write anything.
-
-    Each file of the tree goes to ``sink(path, text)`` as soon as it is made, so a large
-    tree never has to be held whole; without a sink the files are kept in ``tree``.
-    ``loaded``: the wait for ``request.graph`` from ``graph_loader``, when the caller
-    started building the graph before it imported this module.
-    """
-    # The compile builds many small, long-lived objects and no cycles worth collecting:
-    # pausing the collector saves a large share of the time at thousands of nodes.
-    enabled = gc.isenabled()
-    gc.disable()
+def compile_project(request: CompileRequest) -> CompileResult:
+    """Run every stage and keep each one's output, the tree too; raise a VfError listing
+    every problem, never write anything."""
     tree: dict[str, str] = {}
 
     def keep(path: str, text: FileText) -> None:
         tree[path] = whole(text)
 
+    with _collector_paused():
+        graph, path = load_graph(request.graph)
+        planned = _plan(request, graph, path, sink=keep)
+        plans = tuple(planned.plans)  # the tree frees its own list of them
+        _emit(request, planned, sink=keep)
+    return CompileResult(
+        graph=graph, targets=planned.targets, plans=plans, objects=planned.objects, tree=tree
+    )
+
+
+def compile_tree(
+    request: CompileRequest, *, sink: Sink, loaded: GraphLoad | None = None
+) -> tuple[str, ...]:
+    """Run every stage, handing each file of the tree to ``sink(path, text)`` as soon as it
+    is made; return the environments compiled. Nothing is kept for the caller: the graph
+    goes once every environment is planned and the plans once the files that need them are
+    made, so a large compile never holds its graph, plans, objects and chart at once.
+    ``loaded``: the wait for ``request.graph`` from ``graph_loader``, when the caller
+    started building the graph before it imported this module."""
+    with _collector_paused():
+        graph, path = (loaded or (lambda: load_graph(request.graph)))()
+        planned = _plan(request, graph, path, sink=sink)
+        del graph
+        environments = tuple(plan.environment for plan in planned.plans)
+        _emit(request, planned, sink=sink)
+    return environments
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The compile builds many small, long-lived objects and no cycles worth collecting:
+    pausing the collector saves a large share of the time at thousands of nodes."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        load = loaded or (lambda: load_graph(request.graph))
-        return _compile(request, load, sink=sink or keep, tree=tree)
+        yield
     finally:
         if enabled:
             gc.enable()
 
 
-def _compile(
-    request: CompileRequest, load: GraphLoad, *, sink: Sink, tree: dict[str, str]
-) -> CompileResult:
-    graph, path = load()
+def _plan(request: CompileRequest, graph: Graph, path: Path, *, sink: Sink) -> _Planned:
+    """Plan, check and render each environment, writing its plan file on the way."""
     targets = select_environments(
         load_targets(find_config(path, request.config)), request.environments
     )
@@ -125,9 +157,7 @@ def _compile(
         (request.warn or sys.stderr.write)(note)
     flags = parse_profile_flags(request.required_profiles)
     flow_id = resolve_flow_id(graph, targets)
-    plans: list[Plan] = []
-    objects: dict[str, list[dict[str, Any]]] = {}
-    views: list[EnvView] = []
+    planned = _Planned(targets=targets, plans=[], objects={}, views=[])
     for declared in targets.environments:
         env = declared
         if request.images_optional and env.default_image is None:
@@ -135,15 +165,23 @@ def _compile(
         plan = plan_environment(graph, env, flow_id=flow_id, flags=flags)
         rendered = render_plan(plan)
         document = verify(plan, rendered, enforce_admission=request.enforce_admission)
-        plans.append(plan)
-        objects[env.name] = rendered
-        views.append(env_view(document))
+        planned.views.append(env_view(document))
         sink(f"plan/{env.name}.json", Chunks(json_chunks(document)))
         del document  # the plan's JSON form is as large as the plan: free it now
+        planned.plans.append(plan)
+        planned.objects[env.name] = rendered
     if request.out is not None:
-        check_neighbours(plans, out=request.out)
+        check_neighbours(planned.plans, out=request.out)
+    return planned
+
+
+def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
+    """Every file beside the plans. What the Kustomize tree and ``gitops/`` take from the
+    plans is taken first and ``planned.plans`` emptied: the chart, the largest working set
+    of the compile, then needs only the objects, and the Kustomize files come after it."""
     current = request.chart_from or request.out
     previous = read_previous(current) if current is not None else None
+    plans, objects = planned.plans, planned.objects
     kustomize = kustomize_files(
         {
             plan.environment: EnvObjects(
@@ -156,15 +194,17 @@ def _compile(
             for plan in plans
         }
     )
-    delivery = delivery_files(plans=plans, objects=objects, gitops=targets.gitops, chart=previous)
+    gitops = gitops_files(planned.targets.gitops, plans=plans, objects=objects)
     paths = []
-    for file, text in itertools.chain(kustomize, delivery):
+    for file, text in gitops:
         sink(file, text)
         paths.append(file)
-    sink(README, tree_readme(views, gitops=targets.gitops, paths=frozenset(paths)))
-    return CompileResult(
-        graph=graph, targets=targets, plans=tuple(plans), objects=objects, tree=tree
-    )
+    info = chart_info(plans, previous=previous)
+    plans.clear()
+    for file, text in itertools.chain(chart_files(objects, info=info), kustomize):
+        sink(file, text)
+        paths.append(file)
+    sink(README, tree_readme(planned.views, gitops=planned.targets.gitops, paths=frozenset(paths)))
 
 
 def plan_json_text(document: dict[str, Any]) -> str:
