@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.graph_sources import NODES
 from tests.support import EXAMPLE_NAMES, example_graph
 from tests.test_determinism import _read_tree
 from vf.emit.helm.chart import ChartInfo, chart_files
@@ -105,3 +107,49 @@ def test_chart_files_must_be_read_in_order() -> None:
     with pytest.raises(AssertionError, match="not read"):
         for _path, _text in files:  # never reads values.schema.json's pieces
             pass
+
+
+GRAPH_SOURCE = (
+    NODES
+    + """
+
+def build_flow():
+    src = Src(name="src")
+    return Flow([Sink(name="sink")(Work(name="work")(src))], flow_type=BATCH)
+"""
+)
+REJECTED_LATER = """environments:
+  dev:
+    images: {default: r.io/a:1}
+  prod:
+    images: {default: r.io/a:1}
+    requirements: {profiles: {src: replay_archive}}
+"""
+
+
+def test_an_environment_rejected_after_its_plan_file_leaves_no_tree(
+    tmp_path: Path, write_graph: Callable[..., Path]
+) -> None:
+    """The plan file of each environment goes to the staging tree before its objects are
+    checked (ADR 136): a rejection after it still leaves nothing, and the previous tree."""
+    graph = write_graph(GRAPH_SOURCE, REJECTED_LATER)
+    argv = [sys.executable, "-m", "vf", "compile", str(graph)]
+    out = tmp_path / "new" / "deploy"
+    done = subprocess.run([*argv, "--out", str(out)], capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "error[VF_ADMISSION_REJECTED]" in done.stderr
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "deploy"
+    first = subprocess.run(
+        [*argv, "--out", str(kept), "--env", "dev"], capture_output=True, text=True, check=False
+    )
+    assert first.returncode == 0, first.stderr
+    before = _read_tree(kept)
+    for env in ("prod", "dev"):  # rejected first, and rejected after dev's files
+        env_args = ["--env", "prod"] if env == "prod" else []
+        again = subprocess.run(
+            [*argv, "--out", str(kept), *env_args], capture_output=True, text=True, check=False
+        )
+        assert again.returncode == 2, again.stderr
+        assert _read_tree(kept) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deploy", "graph.py", "vf.yaml"]

@@ -34,7 +34,7 @@ from vf.render.objects import (
 )
 from vf.textio.filetext import Chunks, FileText, whole
 from vf.textio.jsontext import json_chunks, json_text
-from vf.verify.checks import verify
+from vf.verify.checks import plan_document, verify
 from vf.verify.neighbours import check_neighbours
 
 UNUSED_IMAGE = "vf.invalid/no-image-needed:local"
@@ -163,11 +163,15 @@ def _plan(request: CompileRequest, graph: Graph, path: Path, *, sink: Sink) -> _
         if request.images_optional and env.default_image is None:
             env = replace(env, default_image=UNUSED_IMAGE)
         plan = plan_environment(graph, env, flow_id=flow_id, flags=flags)
-        rendered = render_plan(plan)
-        document = verify(plan, rendered, enforce_admission=request.enforce_admission)
+        # The plan's JSON form is about as large as the plan: it is written and let go
+        # before the objects are made. A plan that breaks its schema is not written.
+        document, problems = plan_document(plan)
         planned.views.append(env_view(document))
-        sink(f"plan/{env.name}.json", Chunks(json_chunks(document)))
-        del document  # the plan's JSON form is as large as the plan: free it now
+        if not problems:
+            sink(f"plan/{env.name}.json", Chunks(json_chunks(document)))
+        del document
+        rendered = render_plan(plan)
+        verify(plan, rendered, found=problems, enforce_admission=request.enforce_admission)
         planned.plans.append(plan)
         planned.objects[env.name] = rendered
     if request.out is not None:

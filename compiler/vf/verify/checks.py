@@ -117,14 +117,8 @@ def _cut_holder(sample: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]
     return holder
 
 
-def verify(
-    plan: Plan, objects: Sequence[dict[str, Any]], *, enforce_admission: bool = True
-) -> dict[str, Any]:
-    """Return the plan's JSON form after checking it and its objects; raise on any problem.
-
-    Admission rejections are problems too, unless ``enforce_admission`` is False (``vf
-    explain`` shows them instead of failing first).
-    """
+def plan_document(plan: Plan) -> tuple[dict[str, Any], list[Problem]]:
+    """The plan's JSON form and every way it breaks the plan schema."""
     with _paused_gc():
         document = plan_to_json(plan)
         schema_errors = plan_schema_errors(document)
@@ -137,11 +131,23 @@ def verify(
         )
         for path, message in schema_errors
     ]
-    problems.extend(_object_limits(plan, objects))
+    return document, problems
+
+
+def verify(
+    plan: Plan,
+    objects: Sequence[dict[str, Any]],
+    *,
+    found: Sequence[Problem] = (),
+    enforce_admission: bool = True,
+) -> None:
+    """Raise every problem of a plan and its objects at once: ``found`` (the plan's schema
+    problems, from ``plan_document``), the API server's limits, and admission rejections
+    unless ``enforce_admission`` is False (``vf explain`` shows them instead of failing)."""
+    problems = [*found, *_object_limits(plan, objects)]
     if enforce_admission:
         problems.extend(admission_problems(plan.admission, environment=plan.environment))
     raise_if(problems)
-    return document
 
 
 @contextmanager

@@ -122,8 +122,8 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     ]
     del indexed
     templates = _resolve_keys(templates, envs=envs)
+    singles, shapes = group(templates)  # its working set is the chart's peak: values after
     values = {env: {**_values(templates, env=env), **IMAGE_TAG_VALUES} for env in envs}
-    singles, shapes = group(templates)
     makers: dict[str, Callable[[], FileText]] = {}
     for one in singles:
         guard = presence(one.present) if one.partial else None
@@ -137,7 +137,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     makers["values.yaml"] = partial(yamlout.dump, {**default, **({"rows": rows} if rows else {})})
     del shapes, singles, rows
     for env in envs:
-        makers[f"values-{env}.yaml"] = partial(yamlout.dump, _nulled(default, env=values[env]))
+        makers[f"values-{env}.yaml"] = partial(_env_values, default, env=values[env])
     makers["values.schema.json"] = partial(_schema_text, values)
     makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
     context = _context(info, templates=templates, envs=envs)
@@ -366,6 +366,11 @@ def _put(tree: Obj, *, key: ValueKey, value: Any, merge: bool) -> None:
     if merge and key[-1] in tree and value is None:
         return  # another slot with this key already holds the environment's value
     tree[key[-1]] = value
+
+
+def _env_values(default: Obj, *, env: Obj) -> str:
+    """``values-<env>.yaml``, made only when its turn comes (it copies the whole tree)."""
+    return yamlout.dump(_nulled(default, env=env))
 
 
 def _nulled(default: Any, *, env: Any) -> Any:
