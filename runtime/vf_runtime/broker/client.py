@@ -22,6 +22,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
+from vf_runtime.broker.direct import DirectClient
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.redact import redact
 
@@ -97,18 +98,22 @@ async def connect(
         if on_reconnect is not None:
             on_reconnect()
 
+    options: dict[str, Any] = {  # nats-py declares the two waits int; it takes seconds
+        "connect_timeout": min(5.0, timeout),
+        "reconnect_time_wait": 0.5,
+    }
+    client = DirectClient()
     try:
-        client = await asyncio.wait_for(
-            nats.connect(
+        await asyncio.wait_for(
+            client.connect(
                 servers=[u.strip() for u in url.split(",")],
                 name=name,
-                connect_timeout=min(5.0, timeout),
                 max_reconnect_attempts=-1,
-                reconnect_time_wait=0.5,
                 allow_reconnect=True,
                 error_cb=_log_error,
                 disconnected_cb=_log_disconnect,
                 reconnected_cb=reconnected,
+                **options,
             ),
             timeout=timeout,
         )

@@ -20,6 +20,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from vf_runtime.broker.direct import subscribe_direct, unsubscribe_direct
+
 log = logging.getLogger("vf.worker")
 EXPIRES = 5.0
 HEARTBEAT = 1.0
@@ -53,7 +55,7 @@ class PullFeed:
         self.body = ""
 
     async def start(self) -> None:
-        self.sub = await self.client.subscribe(self.inbox, cb=self._on_message)
+        self.sub = await subscribe_direct(self.client, self.inbox, self._on_message)
         expires = int(EXPIRES * 1e9)
         self.body = json.dumps({"expires": expires, "idle_heartbeat": int(HEARTBEAT * 1e9)})[1:]
 
@@ -84,9 +86,9 @@ class PullFeed:
     async def stop(self) -> None:
         if self.sub is not None:
             sub, self.sub = self.sub, None
-            await sub.unsubscribe()
+            await unsubscribe_direct(self.client, sub)
 
-    async def _on_message(self, msg: Msg) -> None:
+    def _on_message(self, msg: Msg) -> None:
         self.heard = time.monotonic()
         headers = msg.headers
         status = headers.get(_STATUS) if headers else None

@@ -1,0 +1,144 @@
+"""Direct delivery hands a worker's hot subscriptions the messages nats-py would have handed
+them: the same subjects, replies, data and headers, status messages included, on a real
+nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.msg import Msg
+from nats.js.api import StreamConfig
+
+from vf_runtime.broker.client import connect
+from vf_runtime.broker.direct import DirectClient, subscribe_direct, unsubscribe_direct
+from vf_runtime.local.infra import LocalServer
+
+# Header blocks as a publisher may write them, odd ones included (HPUB takes them raw).
+BLOCKS = [
+    b"NATS/1.0\r\nNats-Msg-Id: 0123abcd\r\nVF-Env: 4\r\nVF-Life: 17\r\n\r\n",
+    b"NATS/1.0\r\nA:b\r\n B :  c d \r\nno colon here\r\nx y: z\r\n"
+    b"\xffn: v\r\nu: \xc3\xa9\xff\r\n\r\n",
+    b"NATS/1.0\r\nEmpty:\r\nRepeated: 1\r\nRepeated: 2\r\n\r\n",
+    b"NATS/1.0\r\n\r\n",
+]
+
+
+def _seen(msg: Msg) -> tuple[str, str, bytes, Any]:
+    return msg.subject, msg.reply, msg.data, msg.headers
+
+
+def test_direct_and_queued_subscribers_receive_the_same_messages(
+    nats_server: LocalServer,
+) -> None:
+    direct, queued = asyncio.run(_both_ways(nats_server.url))
+    assert len(direct) == len(BLOCKS) + 2
+    assert direct == queued
+
+
+async def _both_ways(url: str) -> tuple[list[Any], list[Any]]:
+    fast = await connect(url, timeout=10.0, name="direct-test")
+    plain = await nats.connect(url)
+    assert isinstance(fast, DirectClient)
+    direct: list[Any] = []
+    queued: list[Any] = []
+
+    async def keep(msg: Msg) -> None:
+        queued.append(_seen(msg))
+
+    sub = await subscribe_direct(fast, "direct.test", lambda msg: direct.append(_seen(msg)))
+    await plain.subscribe("direct.test", cb=keep)
+    await fast.flush()
+    await plain.flush()
+    for n, block in enumerate(BLOCKS):
+        body = f"payload {n}".encode()
+        line = f"HPUB direct.test reply.{n} {len(block)} {len(block) + len(body)}\r\n"
+        await plain._send_command(line.encode() + block + body + b"\r\n")
+    await plain.publish("direct.test", b"no headers")
+    await plain.publish("direct.test", b"", headers={"K": "v"})
+    await plain.flush()
+    await _until(lambda: len(queued) == len(direct) == len(BLOCKS) + 2)
+    await unsubscribe_direct(fast, sub)
+    await plain.publish("direct.test", b"after")
+    await plain.flush()
+    await _until(lambda: len(queued) == len(BLOCKS) + 3)
+    await fast.close()
+    await plain.close()
+    return direct, queued[:-1]
+
+
+def test_status_messages_from_jetstream_read_alike(nats_server: LocalServer) -> None:
+    direct, queued = asyncio.run(_pull_statuses(nats_server.url))
+    assert [h.get("Status") for h in direct] == ["404", "408"]
+    assert direct == queued
+
+
+async def _pull_statuses(url: str) -> tuple[list[Any], list[Any]]:
+    """An empty durable answers a no-wait pull with 404 and an expired pull with 408."""
+    fast = await connect(url, timeout=10.0, name="direct-status")
+    plain = await nats.connect(url)
+    js = plain.jetstream()
+    await js.add_stream(StreamConfig(name="directstatus", subjects=["directstatus.x"]))
+    await js.pull_subscribe("directstatus.x", durable="d", stream="directstatus")
+    direct: list[dict[str, str]] = []
+    queued: list[dict[str, str]] = []
+
+    async def keep(msg: Msg) -> None:
+        queued.append(dict(msg.headers or {}))
+
+    sub = await subscribe_direct(fast, "status.a", lambda m: direct.append(dict(m.headers or {})))
+    await plain.subscribe("status.b", cb=keep)
+    for n, body in enumerate((b'{"batch":1,"no_wait":true}', b'{"batch":1,"expires":50000000}')):
+        for client, inbox in ((fast, "status.a"), (plain, "status.b")):
+            await client.publish("$JS.API.CONSUMER.MSG.NEXT.directstatus.d", body, reply=inbox)
+        await _until(lambda n=n: len(direct) == len(queued) == n + 1)
+    await unsubscribe_direct(fast, sub)
+    await js.delete_stream("directstatus")
+    await fast.close()
+    await plain.close()
+    return direct, queued
+
+
+def test_a_handler_that_raises_does_not_close_the_connection(nats_server: LocalServer) -> None:
+    async def run() -> list[bytes]:
+        fast = await connect(nats_server.url, timeout=10.0, name="direct-raise")
+        got: list[bytes] = []
+
+        def handle(msg: Msg) -> None:
+            if msg.data == b"bad":
+                raise ValueError("a bug in a handler")
+            got.append(msg.data)
+
+        await subscribe_direct(fast, "direct.raise", handle)
+        for data in (b"one", b"bad", b"two"):
+            await fast.publish("direct.raise", data)
+        await _until(lambda: len(got) == 2)
+        assert fast.is_connected
+        await fast.close()
+        return got
+
+    assert asyncio.run(run()) == [b"one", b"two"]
+
+
+def test_other_clients_get_a_callback_subscription(nats_server: LocalServer) -> None:
+    async def run() -> list[bytes]:
+        plain = await nats.connect(nats_server.url)
+        got: list[bytes] = []
+        sub = await subscribe_direct(plain, "direct.plain", lambda m: got.append(m.data))
+        await plain.publish("direct.plain", b"x")
+        await _until(lambda: got == [b"x"])
+        await unsubscribe_direct(plain, sub)
+        await plain.close()
+        return got
+
+    assert asyncio.run(run()) == [b"x"]
+
+
+async def _until(done: Any, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not done():
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail("messages did not arrive within 10 s")
+        await asyncio.sleep(0.01)
