@@ -29,8 +29,8 @@ def header_block(headers: Mapping[str, str]) -> bytes:
     Keys and values are vf's own (message ids are hex digits), so nothing needs the
     trimming and checks ``Client.publish`` applies to arbitrary input.
     """
-    lines = b"".join(f"{key}: {value}\r\n".encode() for key, value in headers.items())
-    return b"NATS/1.0\r\n" + lines + _CRLF
+    lines = "".join([f"{key}: {value}\r\n" for key, value in headers.items()])
+    return f"NATS/1.0\r\n{lines}\r\n".encode()
 
 
 def _direct(client: Client) -> bool:
