@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 
 import nats.errors
 import pytest
-from nats.js.api import ConsumerConfig, ConsumerInfo, SequenceInfo
-from nats.js.errors import BadRequestError
+from nats.js.api import ConsumerConfig, ConsumerInfo, PubAck, RawStreamMsg, SequenceInfo
+from nats.js.errors import BadRequestError, NotFoundError
 
 from vf_runtime.broker import client as broker
 from vf_runtime.broker.client import BrokerError, delivered_before, patiently
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.worker.tally import SharedTally
 
 
 def test_a_step_that_times_out_is_asked_again_until_it_answers(
@@ -82,3 +85,47 @@ def test_whether_a_durable_delivered_before_waits_out_a_broker_that_times_out(
     js = _SlowBroker(delivered)
     assert asyncio.run(delivered_before(js, "s", "d")) is expected  # type: ignore[arg-type]
     assert js.asks == 3
+
+
+class _SlowTallies:
+    """Answers ``get_last_msg`` only on its third ask; every first tally is taken."""
+
+    def __init__(self, earlier: bytes | None) -> None:
+        self.asks = 0
+        self.earlier = earlier
+        self.published: list[bytes] = []
+
+    async def get_last_msg(self, stream: str, subject: str) -> RawStreamMsg:
+        self.asks += 1
+        if self.asks == 1:
+            raise nats.errors.TimeoutError
+        if self.asks == 2:
+            raise TimeoutError  # what the lookup's own deadline raises
+        if self.earlier is None:
+            raise NotFoundError
+        return RawStreamMsg(subject=subject, data=self.earlier)
+
+    async def publish(self, subject: str, data: bytes) -> PubAck:
+        self.published.append(data)
+        return PubAck(stream="s", seq=len(self.published))
+
+    async def purge_stream(self, stream: str, **kwargs: object) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("earlier", "exact"), [(None, True), (b'{"received":{}}', False)])
+def test_a_replica_pooling_its_tally_waits_out_a_broker_that_times_out(
+    monkeypatch: pytest.MonkeyPatch, earlier: bytes | None, exact: bool
+) -> None:
+    monkeypatch.setattr(broker.asyncio, "sleep", _no_sleep)
+    js = _SlowTallies(earlier)
+    tally = SharedTally(
+        js,  # type: ignore[arg-type]
+        names=RunNames(flow_id="f", run_id="r"),
+        child="c",
+        replica=0,
+        replicas=2,
+    )
+    assert asyncio.run(tally.start("p")) is exact
+    assert js.asks == 3
+    assert json.loads(js.published[-1])["exact"] is exact

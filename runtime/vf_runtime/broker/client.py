@@ -179,7 +179,8 @@ def _owner_differences(want: dict[str, str] | None, have: dict[str, str] | None)
 
 
 API_PATIENCE = 60.0  # a JetStream cluster still electing its leaders answers within this
-_TRANSIENT = (nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
+# nats-py's timeout is a builtin TimeoutError too, which is what asyncio.wait_for raises
+_TRANSIENT = (TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
 
 
 async def patiently(call: Callable[[], Awaitable[None]], *, what: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from vf_runtime.broker.client import patiently
 from vf_runtime.broker.naming import RunNames, token
 
 log = logging.getLogger("vf.worker")
@@ -141,8 +142,15 @@ class SharedTally:
 
     async def start(self, parent: str) -> bool:
         """Publish this life's first tally; False when an earlier life of this replica
-        had published one (then this life's counts are not exact)."""
-        exact = await self._last(parent, self.replica) is None
+        had published one (then this life's counts are not exact). The look for an earlier
+        tally is asked again while a busy broker cannot answer, as the durable's was."""
+        found: list[bytes | None] = []
+
+        async def ask() -> None:
+            found.append(await self._last(parent, self.replica))
+
+        await patiently(ask, what=f"the earlier tally of {self.child} on {parent}")
+        exact = found[-1] is None
         self.exact[parent] = exact
         await self.publish(parent, {})
         return exact
