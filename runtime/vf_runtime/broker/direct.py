@@ -48,7 +48,14 @@ class DirectClient(Client):
         self.stats["in_msgs"] += 1
         self.stats["in_bytes"] += len(data)
         parsed = parse_headers(headers) if headers else None
-        msg = Msg(self, subject.decode(), reply.decode(), data, parsed, _sid=sid)
+        msg = Msg(
+            _client=self,
+            subject=subject.decode(),
+            reply=reply.decode(),
+            data=data,
+            headers=parsed,
+            _sid=sid,
+        )
         try:
             handler(msg)
         except Exception:
