@@ -142,3 +142,22 @@ async def _until(done: Any, timeout: float = 10.0) -> None:
         if asyncio.get_running_loop().time() > deadline:
             pytest.fail("messages did not arrive within 10 s")
         await asyncio.sleep(0.01)
+
+
+def test_a_subscription_nats_py_ended_hands_nothing_more(nats_server: LocalServer) -> None:
+    """Unsubscribed through nats-py itself (not ``unsubscribe_direct``): a message that was
+    already on its way when it ended is dropped as nats-py drops it."""
+
+    async def run() -> list[bytes]:
+        fast = await connect(nats_server.url, timeout=10.0, name="direct-ended")
+        got: list[bytes] = []
+        sub = await subscribe_direct(fast, "direct.ended", lambda m: got.append(m.data))
+        await fast.publish("direct.ended", b"before")
+        await _until(lambda: got == [b"before"])
+        await sub.unsubscribe()
+        # what the read loop does with a message for that subscription still in flight
+        await fast._process_msg(sub._id, b"direct.ended", b"", b"late", None)
+        await fast.close()
+        return got
+
+    assert asyncio.run(run()) == [b"before"]

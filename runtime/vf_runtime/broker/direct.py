@@ -42,7 +42,7 @@ class DirectClient(Client):
         self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
     ) -> None:
         handler = self.direct.get(sid)
-        if handler is None:
+        if handler is None or sid not in self._subs:  # nats-py's, or no longer subscribed
             await super()._process_msg(sid, subject, reply, data, headers)  # type: ignore[arg-type]
             return
         self.stats["in_msgs"] += 1
