@@ -13,7 +13,7 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import nats
@@ -178,19 +178,20 @@ def _owner_differences(want: dict[str, str] | None, have: dict[str, str] | None)
     ]
 
 
+T = TypeVar("T")
 API_PATIENCE = 60.0  # a JetStream cluster still electing its leaders answers within this
 # nats-py's timeout is a builtin TimeoutError too, which is what asyncio.wait_for raises
 _TRANSIENT = (TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
 
 
-async def patiently(call: Callable[[], Awaitable[None]], *, what: str) -> None:
-    """Run an idempotent JetStream API step, asking again while the broker cannot answer yet
-    (a starting cluster times out or says it is unavailable); a named error after that."""
+async def patiently(call: Callable[[], Awaitable[T]], *, what: str) -> T:
+    """Run an idempotent JetStream API step and return its result, asking again while the
+    broker cannot answer yet (a starting cluster times out or says it is unavailable); a
+    named error after that."""
     deadline, pause = time.monotonic() + API_PATIENCE, 0.5
     while True:
         try:
-            await call()
-            return
+            return await call()
         except _TRANSIENT as exc:
             if time.monotonic() + pause > deadline:
                 raise BrokerError(
@@ -229,14 +230,10 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
 async def delivered_before(js: JetStreamContext, stream: str, durable: str) -> bool:
     """Whether the durable delivered anything before now (asked again while a busy broker
     times out, as creating it was)."""
-    delivered: list[int] = []
-
-    async def ask() -> None:
-        info = await js.consumer_info(stream, durable)
-        delivered.append(info.delivered.consumer_seq if info.delivered is not None else 0)
-
-    await patiently(ask, what=f"durable {durable} on {stream}")
-    return bool(delivered[-1])
+    info = await patiently(
+        lambda: js.consumer_info(stream, durable), what=f"durable {durable} on {stream}"
+    )
+    return info.delivered is not None and bool(info.delivered.consumer_seq)
 
 
 async def ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:

@@ -144,13 +144,11 @@ class SharedTally:
         """Publish this life's first tally; False when an earlier life of this replica
         had published one (then this life's counts are not exact). The look for an earlier
         tally is asked again while a busy broker cannot answer, as the durable's was."""
-        found: list[bytes | None] = []
-
-        async def ask() -> None:
-            found.append(await self._last(parent, self.replica))
-
-        await patiently(ask, what=f"the earlier tally of {self.child} on {parent}")
-        exact = found[-1] is None
+        earlier = await patiently(
+            lambda: self._last(parent, self.replica),
+            what=f"the earlier tally of {self.child} on {parent}",
+        )
+        exact = earlier is None
         self.exact[parent] = exact
         await self.publish(parent, {})
         return exact
