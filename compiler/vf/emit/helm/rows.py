@@ -106,7 +106,7 @@ def _flatten(value: Any, signature: Callable[[Any], None], leaves: Callable[[Any
     every scalar, empty container and mark to ``leaves``. Skeletons with equal signatures
     have their leaves in the same places, in the order ``_leaf_paths`` gives them."""
     kind = type(value)
-    if kind is str:
+    if kind in _SCALARS:
         signature("value")
         leaves(value)
     elif kind is _Mark:
@@ -117,18 +117,29 @@ def _flatten(value: Any, signature: Callable[[Any], None], leaves: Callable[[Any
         signature(("{", *keys))
         for key in keys:
             item = value[key]
-            if type(item) is str:  # the commonest leaf, without a call
+            kind = type(item)
+            if kind in _SCALARS:  # the commonest leaves, without a call
                 signature("value")
+                leaves(item)
+            elif kind is _Mark:
+                signature(item.token)
                 leaves(item)
             else:
                 _flatten(item, signature, leaves)
     elif isinstance(value, list) and value:
         signature(("[", len(value)))
         for item in value:
-            _flatten(item, signature, leaves)
+            if type(item) in _SCALARS:
+                signature("value")
+                leaves(item)
+            else:
+                _flatten(item, signature, leaves)
     else:
         signature(_leaf_tag(value))
         leaves(value)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})  # leaves tagged "value"
 
 
 def _leaf_paths(value: Any, path: Path = ()) -> list[Path]:

@@ -48,7 +48,7 @@ class Slot:
         """Whether the field may be missing: in some environment, or by what values say."""
         if self.key[0] == PARENT_REPLICAS_KEY:
             return True
-        return any(v is ABSENT for v in self.values.values())
+        return ABSENT in self.values.values()  # compared by identity: nothing equals it
 
 
 _KEPT_MAX = 1 << 14  # what a table keeps: a long-lived process compiles many flows
@@ -149,18 +149,21 @@ def _knob_key(obj: Obj, *, path: Path, base: ValueKey | None) -> ValueKey | None
         if is_broker_config(obj):
             return _BROKER_DATA.get(str(path[1]))
         return None
-    if kind not in _WORKLOADS or base is None or path[:3] != POD_SPEC:
+    if len(path) < 4 or base is None or path[:3] != POD_SPEC or kind not in _WORKLOADS:
         return None
-    rest = path[3:]
-    pod_level = {
-        ("priorityClassName",): ("priorityClassName",),
-        ("runtimeClassName",): (*base, "runtimeClassName"),
-    }
-    if rest in pod_level:
-        return pod_level[rest]
-    if len(rest) < 3 or rest[0] != "containers" or not isinstance(rest[1], int):
+    if len(path) == 4:
+        return _pod_knob(path[3], base=base)
+    if len(path) < 6 or path[3] != "containers" or not isinstance(path[4], int):
         return None
     return _container_knob(obj, path=path, base=base)
+
+
+def _pod_knob(field: str | int, *, base: ValueKey) -> ValueKey | None:
+    if field == "priorityClassName":
+        return ("priorityClassName",)
+    if field == "runtimeClassName":
+        return (*base, "runtimeClassName")
+    return None
 
 
 def _container_knob(obj: Obj, *, path: Path, base: ValueKey) -> ValueKey | None:
@@ -296,7 +299,10 @@ class _SlotFinder:
     def walk_one(self, path: Path, *, env: str, value: Any) -> None:
         """``walk`` of an object one environment has: nothing differs, so its slots are
         the knobs (present or not) and any field that is missing."""
-        scoped = self.scope(path)
+        self._walk_one(path, env=env, value=value, scoped=self.scope(path))
+
+    def _walk_one(self, path: Path, *, env: str, value: Any, scoped: bool) -> None:
+        """``walk_one`` with ``scoped``, whether ``path`` may hold a knob, known."""
         if value is ABSENT:
             forced = self.knob_at(path) if path and scoped else None
             key = forced if forced is not None else derived_key(self.first, path=path)
@@ -305,20 +311,28 @@ class _SlotFinder:
         if not scoped:
             return  # nothing below is a knob
         forced = self.knob_at(path) if path else None
+        scope = self.scope
         if forced is not None:
             self.out.append(Slot(path=_one(path), values=shared({env: value}), key=forced))
         elif isinstance(value, dict) and value:
-            keys = set(value)
-            if path == POD_SPEC and self.knob((*path, "priorityClassName")) is not None:
-                keys.add("priorityClassName")  # settable per environment even when unset
+            keys = list(value)
+            if (
+                path == POD_SPEC
+                and "priorityClassName" not in value
+                and self.knob((*path, "priorityClassName")) is not None
+            ):
+                keys.append("priorityClassName")  # settable per environment even when unset
             for key in sorted(keys):
+                child = (*path, key)
                 item = value.get(key, ABSENT)
-                if item is ABSENT or self.scope((*path, key)):
-                    self.walk_one((*path, key), env=env, value=item)
+                inside = scope(child)
+                if item is ABSENT or inside:
+                    self._walk_one(child, env=env, value=item, scoped=inside)
         elif isinstance(value, list):
             for index, item in enumerate(value):
-                if self.scope((*path, index)):
-                    self.walk_one((*path, index), env=env, value=item)
+                child = (*path, index)
+                if scope(child):
+                    self._walk_one(child, env=env, value=item, scoped=True)
 
     def walk(self, path: Path, *, values: dict[str, Any]) -> None:
         present = [v for v in values.values() if v is not ABSENT]
