@@ -31,13 +31,23 @@ def _json_value(value: Any, newline: str, encode: Callable[[str], str]) -> str:
         return encode(value)
     if isinstance(value, dict | list | tuple) and value:
         inner = newline + "  "
+        items: list[str] = []
         if isinstance(value, dict):
-            items = [
-                encode(str(key)) + ": " + _json_value(value[key], inner, encode)
-                for key in sorted(value)
-            ]
+            for key in sorted(value):
+                item = value[key]
+                kind = type(item)  # the common leaves written here, without a call
+                if kind is str:
+                    text = encode(item)
+                elif kind is int:
+                    text = int.__repr__(item)
+                elif item is None or kind is bool:
+                    text = _JSON_CONSTANTS[item]
+                else:
+                    text = _json_value(item, inner, encode)
+                items.append(encode(str(key)) + ": " + text)
             return "{" + inner + ("," + inner).join(items) + newline + "}"
-        items = [_json_value(item, inner, encode) for item in value]
+        for item in value:
+            items.append(encode(item) if type(item) is str else _json_value(item, inner, encode))
         return "[" + inner + ("," + inner).join(items) + newline + "]"
     return _json_scalar(value)
 
