@@ -73,3 +73,41 @@ def test_every_escape_reads_back(text: str) -> None:
     assert quoted.isascii() and quoted.isprintable()
     for version in ((1, 1), (1, 2)):
         assert _load(f"k: {quoted}\n", version) == {"k": text}
+
+
+_SHORT = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escaped_by_hand(text: str) -> str:
+    """The canonical form of ASCII text: short escapes, ``\\xNN`` for other controls."""
+    out = []
+    for char in text:
+        if char in _SHORT:
+            out.append(_SHORT[char])
+        elif not " " <= char <= "~":
+            out.append(f"\\x{ord(char):02x}")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(
+        alphabet=st.one_of(
+            st.characters(max_codepoint=0x7F, exclude_categories=("Cs",)),
+            st.sampled_from(['"', "\\", "\n", "\t", "\r", "\x00", "\x1b", "\x7f"]),
+        ),
+        max_size=40,
+    )
+)
+def test_ascii_escapes_keep_their_canonical_form(text: str) -> None:
+    """Text of many lines (a topology ConfigMap's) is escaped at C speed; the bytes are
+    those of one escape per character, as they always were."""
+    assert yamlout.quote(text) == _escaped_by_hand(text)
+
+
+def test_a_long_text_of_many_lines_is_one_quoted_line() -> None:
+    line = '{"name":"p-1","parents":["src"]}'
+    quoted = yamlout.quote("\n".join([line] * 3) + "\tend\r")
+    assert quoted == '"' + "\\n".join([line.replace('"', '\\"')] * 3) + '\\tend\\r"'

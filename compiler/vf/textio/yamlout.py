@@ -63,8 +63,12 @@ def _is_plain(text: str) -> bool:
 
 def quote(text: str) -> str:
     """A double-quoted YAML scalar; everything outside printable ASCII is escaped."""
-    if text.isascii() and text.isprintable():  # only the quote and the backslash to escape
-        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if text.isascii():
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        if not escaped.isprintable():  # line breaks and tabs (a topology's lines): at C speed
+            escaped = escaped.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+        if escaped.isprintable():  # nothing left for ``\x..``: what the table below writes
+            return '"' + escaped + '"'
     escaped = text.translate(_BYTE_ESCAPES)
     if not escaped.isascii():
         escaped = _WIDE.sub(_wide_escape, escaped)
