@@ -111,18 +111,3 @@ def test_a_long_text_of_many_lines_is_one_quoted_line() -> None:
     line = '{"name":"p-1","parents":["src"]}'
     quoted = yamlout.quote("\n".join([line] * 3) + "\tend\r")
     assert quoted == '"' + "\\n".join([line.replace('"', '\\"')] * 3) + '\\tend\\r"'
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.dictionaries(st.text(max_size=12), documents, max_size=5),
-    st.dictionaries(st.text(max_size=12), documents, max_size=3),
-)
-def test_blocks_of_two_documents_join_into_the_dump_of_both(
-    first: dict[str, Any], second: dict[str, Any]
-) -> None:
-    """The chart writes its first environment's values once, for values.yaml (with the
-    rows) and for that environment's own values file (without)."""
-    assert yamlout.join_blocks(yamlout.dump_blocks(first)) == yamlout.dump(first)
-    both = {**yamlout.dump_blocks(first), **yamlout.dump_blocks(second)}
-    assert yamlout.join_blocks(both) == yamlout.dump({**first, **second})

@@ -178,24 +178,6 @@ def dump(document: Mapping[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def dump_blocks(document: Mapping[str, Any]) -> dict[str, str]:
-    """The text of each top-level key of ``dump(document)``, so that documents sharing
-    keys can share their text (``join_blocks``)."""
-    blocks = {}
-    for key in document:
-        out: list[str] = []
-        _mapping(document, "", out, [key])
-        blocks[key] = "\n".join(out) + "\n"
-    return blocks
-
-
-def join_blocks(blocks: Mapping[str, str]) -> str:
-    """``dump`` of the document whose top-level keys have these texts (``dump_blocks``)."""
-    if not blocks:
-        return "{}\n"
-    return "".join(blocks[key] for key in _keys(blocks, top=True))
-
-
 def dump_all(documents: Sequence[Mapping[str, Any]]) -> str:
     """Several documents separated by ``---``."""
     return "---\n".join(dump(d) for d in documents)

@@ -133,11 +133,11 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     for shape in shapes:
         makers[f"templates/rows/{shape.name}.yaml"] = partial(shape_template, shape)
     rows = {shape.name: list(shape.rows) for shape in shapes}
-    text = _ValuesText(values[envs[0]])
-    makers["values.yaml"] = partial(text.values_yaml, rows)
+    default = values[envs[0]]
+    makers["values.yaml"] = partial(yamlout.dump, {**default, **({"rows": rows} if rows else {})})
     del shapes, singles, rows
     for env in envs:
-        makers[f"values-{env}.yaml"] = partial(text.env_yaml, values[env])
+        makers[f"values-{env}.yaml"] = partial(_env_values, default, env=values[env])
     makers["values.schema.json"] = partial(_schema_text, values)
     makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
     context = _context(info, templates=templates, envs=envs)
@@ -368,32 +368,9 @@ def _put(tree: Obj, *, key: ValueKey, value: Any, merge: bool) -> None:
     tree[key[-1]] = value
 
 
-class _ValuesText:
-    """The values files, each made only when its turn comes. ``values.yaml`` holds the
-    first environment's values, so their text is written once and serves that
-    environment's ``values-<env>.yaml`` too."""
-
-    def __init__(self, default: Obj) -> None:
-        self._default = default
-        self._blocks: dict[str, str] | None = None
-
-    def _default_blocks(self) -> dict[str, str]:
-        if self._blocks is None:
-            self._blocks = yamlout.dump_blocks(self._default)
-        return self._blocks
-
-    def values_yaml(self, rows: Obj) -> str:
-        blocks = dict(self._default_blocks())
-        if rows:
-            blocks.update(yamlout.dump_blocks({"rows": rows}))
-        return yamlout.join_blocks(blocks)
-
-    def env_yaml(self, env: Obj) -> str:
-        """``values-<env>.yaml``: complete, with a null for each key only the first
-        environment has (Helm merges maps); the first environment's is its values."""
-        if env is self._default:
-            return yamlout.join_blocks(self._default_blocks())
-        return yamlout.dump(_nulled(self._default, env=env))
+def _env_values(default: Obj, *, env: Obj) -> str:
+    """``values-<env>.yaml``, made only when its turn comes (it copies the whole tree)."""
+    return yamlout.dump(_nulled(default, env=env))
 
 
 def _nulled(default: Any, *, env: Any) -> Any:
