@@ -74,12 +74,16 @@ def _parents(env: Mapping[str, str]) -> str:
     return str(env.get("VF_PARENT_NAMES", ""))
 
 
-def _replace(slots: list[Slot], new: Slot) -> list[Slot]:
-    """``slots`` with ``new`` in place of any slot at its path; unchanged when a slot above
-    it makes a whole section a value."""
-    if below(new.path, [s.path for s in slots]):
+def _replace(slots: list[Slot], news: list[Slot]) -> list[Slot]:
+    """``slots`` with each of ``news`` in place of any slot at its path, in turn; a new
+    slot is left out when a slot above it makes a whole section a value (no new slot lies
+    below another)."""
+    paths = [s.path for s in slots]
+    news = [n for n in news if not below(n.path, paths)]
+    if not news:
         return slots
-    return [s for s in slots if s.path != new.path] + [new]
+    replaced = {n.path for n in news}
+    return [s for s in slots if s.path not in replaced] + news
 
 
 def _at(obj: Any, path: Path) -> Any:
@@ -94,14 +98,12 @@ def _env_slots(
     slots: list[Slot], *, versions: Mapping[str, Obj], node: str, parents: str
 ) -> list[Slot]:
     nb = {e: int(_at(v, ("data", NB_TASKS))) for e, v in versions.items()}
-    out = _replace(
-        slots, Slot(path=("data", NB_TASKS), values=shared(nb), key=(NB_TASKS_KEY, node))
-    )
+    news = [Slot(path=("data", NB_TASKS), values=shared(nb), key=(NB_TASKS_KEY, node))]
     if parents:
         seen = {e: _at(v, ("data", PARENT_REPLICAS)) for e, v in versions.items()}
         key: ValueKey = (PARENT_REPLICAS_KEY, parents)
-        out = _replace(out, Slot(path=("data", PARENT_REPLICAS), values=shared(seen), key=key))
-    return out
+        news.append(Slot(path=("data", PARENT_REPLICAS), values=shared(seen), key=key))
+    return _replace(slots, news)
 
 
 def _workload_slots(
@@ -109,7 +111,7 @@ def _workload_slots(
 ) -> list[Slot]:
     first = versions[sorted(versions)[0]]
     kind = str(first["kind"])
-    out = slots
+    news: list[Slot] = []
     replicas: ValueKey = ("nodes", node, "replicas")  # one key for both of a Job's counts
     for path in REPLICA_PATHS[kind]:
         counts = {e: _at(v, path) for e, v in versions.items()}
@@ -118,14 +120,14 @@ def _workload_slots(
         key = replicas
         if any(c is ABSENT for c in counts.values()):
             key = generated_key(first, path=path)  # scaled somewhere: the plan's numbers
-        out = _replace(out, Slot(path=path, values=shared(counts), key=key))
+        news.append(Slot(path=path, values=shared(counts), key=key))
     hashes = {e: _at(v, HASH_PATH) for e, v in versions.items()}
     if any(not isinstance(h, str) for h in hashes.values()):
-        return out
+        return _replace(slots, news)
     heads = {e: h[:12] for e, h in hashes.items()}
     head: ValueKey = (LITERAL, heads[sorted(heads)[0]])
     if len(set(heads.values())) > 1:
         head = ("nodes", node, "configHash")
     mode = HASH_IN_PLACE if scales_in_place(env, kind=kind) else HASH_RESTART
     key = (CONFIG_HASH, mode, node, _parents(env), *head)
-    return _replace(out, Slot(path=HASH_PATH, values=heads, key=key))
+    return _replace(slots, [*news, Slot(path=HASH_PATH, values=heads, key=key)])

@@ -98,7 +98,8 @@ _MARKS: dict[tuple[int, tuple[Any, ...]], _Mark] = {}
 
 def _mark(index: int, token: tuple[Any, ...]) -> _Mark:
     """One mark for each index and token: thousands of objects' leaves hold the same few."""
-    return kept(_MARKS, (index, token), lambda: _Mark(index, token))
+    found = _MARKS.get((index, token))
+    return found if found is not None else kept(_MARKS, (index, token), lambda: _Mark(index, token))
 
 
 def _flatten(value: Any, signature: Callable[[Any], None], leaves: Callable[[Any], None]) -> None:
@@ -159,9 +160,12 @@ def _key_shape(key: ValueKey) -> tuple[str | None, ...]:
     """A value key with the parts that may differ between objects as None."""
     if "$" not in "".join(key):  # the common key: nothing Helm or a helper supplies
         return (None,) * len(key)
+    before = ("", *key[:-1])  # each part's predecessor
     return tuple(
-        part if part.startswith("$") or (i > 0 and key[i - 1] == WRAP) else None
-        for i, part in enumerate(key)
+        [
+            part if part[:1] == "$" or previous == WRAP else None
+            for part, previous in zip(key, before, strict=True)
+        ]
     )
 
 

@@ -100,6 +100,13 @@ def shared(values: Mapping[str, Any]) -> Mapping[str, Any]:
     """``values``, or an equal mapping another slot already holds when every value is a
     scalar: thousands of slots hold ``{"dev": 1}`` or ``{"dev": ABSENT}``. Equal means of
     the same type too, as ``same`` compares them."""
+    if len(values) == 1:  # one environment: no generator to run
+        ((env, value),) = values.items()
+        kind = type(value)
+        if kind not in _SCALARS:
+            return values
+        found = _SHARED.get((env, kind, value))
+        return found if found is not None else kept(_SHARED, (env, kind, value), lambda: values)
     if any(type(v) not in _SCALARS for v in values.values()):
         return values
     return kept(_SHARED, tuple((env, type(v), v) for env, v in values.items()), lambda: values)
