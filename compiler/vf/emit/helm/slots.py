@@ -306,6 +306,14 @@ class _SlotFinder:
     def walk_one(self, path: Path, *, env: str, value: Any) -> None:
         """``walk`` of an object one environment has: nothing differs, so its slots are
         the knobs (present or not) and any field that is missing."""
+        if not path and self.scope is _under_pod_spec:
+            # A workload's knobs all lie under its pod spec: straight there (where the
+            # walk would go, skipping every other field on the way).
+            for key in POD_SPEC:
+                if not (isinstance(value, dict) and key in value):
+                    return
+                value = value[key]
+            path = POD_SPEC
         self._walk_one(path, env=env, value=value, scoped=self.scope(path))
 
     def _walk_one(self, path: Path, *, env: str, value: Any, scoped: bool) -> None:
