@@ -141,6 +141,13 @@ def _mapping(mapping: Mapping[str, Any], indent: str, out: list[str], keys: list
         elif kind is dict and value:
             out.append(head)
             _mapping(value, child, out, sorted(value))
+        elif kind is int:  # the commoner scalars, before the abstract classes' slow checks
+            out.append(f"{head} {int.__repr__(value)}")
+        elif kind is bool:
+            out.append(f"{head} {'true' if value else 'false'}")
+        elif kind is list and value:
+            out.append(head)
+            _sequence(value, indent, out)
         elif not value or not isinstance(value, Mapping | list | tuple):
             out.append(f"{head} {_inline(value)}")
         elif isinstance(value, Mapping):
@@ -156,8 +163,13 @@ def _sequence(items: Sequence[Any], indent: str, out: list[str]) -> None:
     cache, dash, inner = _RENDERED, indent + "- ", indent + "  "
     cut = len(inner)
     for item in items:
-        if type(item) is str:
+        kind = type(item)
+        if kind is str:
             out.append(dash + (cache.get(item) or _text(item)))
+        elif kind is dict and item:
+            start = len(out)
+            _mapping(item, inner, out, sorted(item))
+            out[start] = dash + out[start][cut:]
         elif not item or not isinstance(item, Mapping | list | tuple):
             out.append(dash + _inline(item))
         else:
