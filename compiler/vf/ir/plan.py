@@ -216,7 +216,10 @@ def _jsonable(value: Any) -> Any:
             item = getattr(value, name)
             if form == "object":
                 document[name] = dict(item)
-            elif not (form == "omit-if-none" and item is None):
+            elif type(item) in _AS_IS:  # most fields: no call
+                if not (item is None and form == "omit-if-none"):
+                    document[name] = item
+            else:
                 document[name] = _jsonable(item)
         return document
     if isinstance(value, tuple):
