@@ -80,16 +80,20 @@ def _skeleton(member: Member) -> Any:
     """``member.base`` with a mark at each slot (containers on the way are copies)."""
     root: Any = dict(member.base)
     fresh = {id(root)}
+    above: Path = ()  # the last slot's parent path and container: the next often shares it
+    node = root
     for index, slot in enumerate(member.slots):
-        node = root
-        for part in slot.path[:-1]:
-            child = node[part]
-            if id(child) not in fresh:
-                child = child.copy()
-                fresh.add(id(child))
-                node[part] = child
-            node = child
-        node[slot.path[-1]] = _mark(index, ("slot", _key_shape(slot.key), slot.optional))
+        path = slot.path
+        if path[:-1] != above:
+            above, node = path[:-1], root
+            for part in above:
+                child = node[part]
+                if id(child) not in fresh:
+                    child = child.copy()
+                    fresh.add(id(child))
+                    node[part] = child
+                node = child
+        node[path[-1]] = _mark(index, ("slot", _key_shape(slot.key), slot.optional))
     return root
 
 
