@@ -206,20 +206,23 @@ def _with_release_slots(
         for label, helm_key in _HELM_LABELS:
             extra.append(supplied(label, envs=versions, key=helm_key))
     covered = {s.path for s in extra}
+    heads = {p[:1] for p in covered}  # a path lies below another only under the same field
     kept = [
         _templated(s, namespaces=namespaces)
         for s in slots
-        if s.path not in covered and not below(s.path, covered)
+        if s.path not in covered and not (s.path[:1] in heads and below(s.path, covered))
     ]
-    above = {k.path for k in kept}
+    above = [k.path for k in kept if k.path[:1] in heads]
     return kept + [s for s in extra if not below(s.path, above)]
 
 
 def _templated(slot: Slot, *, namespaces: Mapping[str, str]) -> Slot:
     """A value naming its environment's namespace (``x.<ns>.svc``) names the release's
     instead: the values hold ``{{ .Release.Namespace }}`` and the template renders them."""
-    if slot.key[0].startswith("$"):
-        return slot
+    if slot.key[0].startswith("$") or not any(
+        isinstance(v, str) and ".svc" in v for v in slot.values.values()
+    ):
+        return slot  # (a quick look first: few values name a Service)
     values, named = {}, False
     for env, value in slot.values.items():
         marker = f".{namespaces[env]}.svc"
@@ -343,12 +346,7 @@ def _values(templates: Sequence[Member], *, env: str) -> Obj:
             if key is None:
                 continue  # Helm or the template supplies it
             value = slot.values.get(env, ABSENT)
-            _put(
-                out,
-                key=key,
-                value=None if value is ABSENT else _copied(value),
-                merge=True,
-            )
+            _put(out, key=key, value=None if value is ABSENT else _copied(value), merge=True)
     return out
 
 
@@ -362,7 +360,9 @@ def _copied(value: Any) -> Any:
 
 def _put(tree: Obj, *, key: ValueKey, value: Any, merge: bool) -> None:
     for part in key[:-1]:
-        tree = tree.setdefault(part, {})
+        if part not in tree:  # (no empty dict made for the sections that exist)
+            tree[part] = {}
+        tree = tree[part]
     if merge and key[-1] in tree and value is None:
         return  # another slot with this key already holds the environment's value
     tree[key[-1]] = value
