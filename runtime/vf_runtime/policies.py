@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ class JoinPolicy:
             object.__setattr__(self, "timeout_seconds", None)
 
     @classmethod
+    @functools.cache  # frozen: every node that declares none shares one
     def default_for(cls, flow_type: str) -> JoinPolicy:
         """The join policy a node gets when it declares none."""
         if flow_type == BATCH:
@@ -183,6 +185,7 @@ class DeliveryPolicy:
                 )
 
     @classmethod
+    @functools.cache  # frozen: every node that declares none shares one
     def default_for(cls, flow_type: str) -> DeliveryPolicy:
         """The delivery policy a node gets when it declares none."""
         if flow_type == BATCH:

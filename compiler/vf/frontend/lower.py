@@ -255,7 +255,7 @@ def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) ->
     fields = _node_fields(node, parents, where, scan)
     join = fields.pop("join_policy")
     if join is None and len(parents) > 1:
-        join = _default_join(flow_type)
+        join = JoinPolicy.default_for(flow_type)
     delivery = fields.pop("delivery")
     native = component_spec(node)  # a native component: no class, params already checked
     arity = None if native else arity_problem(node, parents=len(parents))
@@ -270,21 +270,11 @@ def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) ->
         parents=parents,
         children=tuple(children),
         join_policy=join,
-        delivery=delivery or _default_delivery(flow_type),
+        delivery=delivery or DeliveryPolicy.default_for(flow_type),
         delivery_declared=delivery is not None,
         site=where,
         **fields,
     )
-
-
-@functools.cache  # policies are frozen: the nodes that declare none share one
-def _default_delivery(flow_type: str) -> DeliveryPolicy:
-    return DeliveryPolicy.default_for(flow_type)
-
-
-@functools.cache
-def _default_join(flow_type: str) -> JoinPolicy:
-    return JoinPolicy.default_for(flow_type)
 
 
 def _node_fields(node: Node, parents: tuple[str, ...], where: str, scan: _Scan) -> dict[str, Any]:
