@@ -157,12 +157,18 @@ def test_a_poison_message_ends_in_the_dlq_with_its_reason(
     env = {"VF_TEST_OUT": str(out), "VF_RETRY_DELAY_CAP_SECONDS": "0.5"}
     run = run_flow("poison.py", nats=nats_server, redis=redis_server, env=env)
     assert run.code == 6, run.output[-4000:]  # finished, but an item was set aside
-    assert "flow finished with 1 item(s) dead-lettered (restarts: 0, exit 6)" in run.output
+    ended = r"flow finished with 1 item\(s\) dead-lettered \(restarts: (\d+), exit 6\)"
+    finished = re.search(ended, run.output)
+    assert finished is not None, run.output[-6000:]
     assert "[vf] scale: 1 item(s) dead-lettered; first reasons:" in run.output
     assert "VF_NODE_VALUEERROR: ValueError: refusing item 3" in run.output
     copy = re.search(r"a copy is kept in (\S+)", run.output)
     assert copy is not None and "refusing item 3" in Path(copy.group(1)).read_text()
-    assert sorted(line["i"] for line in _lines(out)) == [1, 2, 4, 5, 6]
+    received = sorted(line["i"] for line in _lines(out))
+    # A worker that exits and is restarted (seen once under heavy CPU contention) has its
+    # unacked items delivered again: at least once and never lost; exactly once otherwise.
+    assert sorted(set(received)) == [1, 2, 4, 5, 6], run.output[-6000:]
+    assert finished.group(1) != "0" or len(received) == 5, received
     headers, data = asyncio.run(_dead_letter(nats_server.url, "poison"))
     assert headers["VF-Code"] == "VF_NODE_VALUEERROR"
     assert "refusing item 3" in headers["VF-Error"]
