@@ -16,6 +16,7 @@ import re
 K8S_NAME_MAX = 63
 HASH_LEN = 6
 _K8S_INVALID = re.compile(r"[^a-z0-9-]+")
+_K8S_VALID = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 NODE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?\Z")
 FLOW_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")  # any label value
@@ -46,9 +47,11 @@ def k8s_name(*parts: str, limit: int = K8S_NAME_MAX) -> str:
     truncated to leave room, and suffixed with a hash of the logical name.
     """
     logical = "-".join(parts)
+    if len(logical) <= limit and _K8S_VALID.fullmatch(logical):
+        return logical  # what ``slug`` leaves unchanged, found by one match
     normal = slug(logical)
     if normal == logical and len(normal) <= limit:
-        return normal
+        return normal  # the empty name
     head = normal[: limit - HASH_LEN - 1].rstrip("-")
     return f"{head}-{short_hash(logical)}" if head else short_hash(logical)
 
