@@ -26,6 +26,7 @@ from vf_runtime.signature import arity_problem
 # The most replicas of one node, as vf.yaml's replicas: allow; an Indexed Job allows
 # 100,000 completions, and each replica is also a broker consumer and a pod.
 MAX_NB_TASKS = 1000
+_PARAMS_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 # Keywords of the base classes: carried by dedicated VF_* variables, not by the params.
 BASE_KEYWORDS = frozenset(
     {
@@ -486,7 +487,7 @@ def _params_json(node: Node, where: str, scan: _Scan) -> str:
             where,
         )
         return "{}"
-    return json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _PARAMS_JSON.encode(params)
 
 
 def _check_flow_id(flow_id: object, scan: _Scan) -> None:

@@ -24,6 +24,8 @@ from vf_runtime.constants import REALTIME
 NB_TASKS = "VF_NB_TASKS"
 PARENT_REPLICAS = "VF_PARENT_REPLICAS"
 IN_PLACE = "*"
+# json.dumps(…, sort_keys=True, separators=(",", ":")) without building an encoder per call
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
 def scales_in_place(env: Mapping[str, str], *, kind: str) -> bool:
@@ -55,7 +57,7 @@ def restart_reason(env: Mapping[str, str], *, kind: str) -> str:
 def static_part(env: Mapping[str, str]) -> str:
     """12 hex digits of everything but the replica variables."""
     rest = {k: v for k, v in env.items() if k not in (NB_TASKS, PARENT_REPLICAS)}
-    text = json.dumps(rest, sort_keys=True, separators=(",", ":"))
+    text = _CANONICAL.encode(rest)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
