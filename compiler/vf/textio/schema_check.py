@@ -317,7 +317,7 @@ def _combinator(keyword: str, subs: list[_Inner]) -> _Inner:
 _TEXT_KEYWORDS = frozenset({"type", "pattern", "minLength", "maxLength"})
 # Texts and keys a checker remembers having accepted, so that the labels and names a plan
 # repeats thousands of times cost one set lookup each; the bound keeps memory flat.
-_REMEMBERED = 4096
+_REMEMBERED = 256
 
 
 def _text_check(schema: Mapping[str, Any]) -> _Inner:
