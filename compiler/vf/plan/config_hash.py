@@ -16,16 +16,14 @@ producer, not partitioned, and reads one parent (docs/gitops.md, section 6).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 
+from vf.textio.jsontext import compact_json
 from vf_runtime.constants import REALTIME
 
 NB_TASKS = "VF_NB_TASKS"
 PARENT_REPLICAS = "VF_PARENT_REPLICAS"
 IN_PLACE = "*"
-# json.dumps(…, sort_keys=True, separators=(",", ":")) without building an encoder per call
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
 def scales_in_place(env: Mapping[str, str], *, kind: str) -> bool:
@@ -57,7 +55,7 @@ def restart_reason(env: Mapping[str, str], *, kind: str) -> str:
 def static_part(env: Mapping[str, str]) -> str:
     """12 hex digits of everything but the replica variables."""
     rest = {k: v for k, v in env.items() if k not in (NB_TASKS, PARENT_REPLICAS)}
-    text = _CANONICAL.encode(rest)
+    text = compact_json(rest)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

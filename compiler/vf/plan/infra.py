@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 from vf import names
 from vf.config.targets import Environment
 from vf.ir.plan import ContainerResources, Infra, Provision
 from vf.plan.context import PlanContext
+from vf.textio.jsontext import compact_json
 from vf_runtime.labels import COMPONENT, NAME, PROVISION
 
 PROVISION_BACKOFF_LIMIT = 6
@@ -63,7 +63,7 @@ def plan_infra(env: Environment, *, flow_id: str) -> Infra:
 
 def plan_provision(ctx: PlanContext, images: Mapping[str, str]) -> Provision:
     lines = [
-        json.dumps(
+        compact_json(
             {
                 "name": node.name,
                 "parents": list(node.parents),
@@ -74,9 +74,7 @@ def plan_provision(ctx: PlanContext, images: Mapping[str, str]) -> Provision:
                 "join_max_pending": node.join_policy.max_pending
                 if node.join_policy is not None and len(node.parents) > 1
                 else None,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
+            }
         )
         for node in ctx.graph.nodes
     ]

@@ -9,13 +9,13 @@ one (Argo CD prune, Flux prune, Helm deleting what left the release, ``kubectl a
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import replace
 
 from vf import names
 from vf.ir.gpu import GpuPlan
 from vf.ir.plan import Provision, Workload, record_to_json
 from vf.ir.records import PodOptions
+from vf.textio.jsontext import compact_json
 
 TAG_LEN = 8  # "g" or "t" and 7 hex digits
 _ROOM = names.K8S_NAME_MAX - TAG_LEN - 1
@@ -26,7 +26,7 @@ def template_tag(record: object, *, generation: str | None) -> str:
     every Job is replaced together), else a digest of the Job's own plan record."""
     if generation is not None:
         return generation
-    text = json.dumps(record_to_json(record), sort_keys=True, separators=(",", ":"))
+    text = compact_json(record_to_json(record))
     return "t" + hashlib.sha256(text.encode()).hexdigest()[:7]
 
 

@@ -36,6 +36,7 @@ from vf.plan.infra import plan_infra, plan_provision
 from vf.plan.inputs import check_config_nodes, resolve_images, resolve_replicas
 from vf.plan.jobs import broker_configmap, tag_jobs, tag_provision
 from vf.plan.security import plan_security, security_warnings
+from vf.textio.jsontext import compact_json
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.constants import BATCH, ENVELOPE_VERSION, GPU, HEALTH_PORT
 from vf_runtime.labels import (
@@ -195,7 +196,7 @@ def _generation(
     if graph.flow_type != BATCH:
         return None
     work = [record_to_json(w) for w in workloads]
-    text = json.dumps(
+    text = compact_json(
         # the GPU plan too: a Job's pod names its claim template, whose name digests the claim
         [
             work,
@@ -203,9 +204,7 @@ def _generation(
             list(provision.topology_shards),
             record_to_json(gpu),
             record_to_json(env.pods),  # labels, pull Secrets, ServiceAccount: in every pod
-        ],
-        sort_keys=True,
-        separators=(",", ":"),
+        ]
     )
     return "g" + hashlib.sha256(text.encode()).hexdigest()[:7]
 

@@ -21,6 +21,15 @@ _ENCODERS: dict[bool, Callable[[str], str]] = {
 }
 
 
+_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
+def compact_json(value: Any) -> str:
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"))`` without building an
+    encoder per call: what vf digests (generations, configuration hashes) are taken of."""
+    return _COMPACT.encode(value)
+
+
 def json_text(document: Any, *, ascii: bool = False) -> str:
     """``json.dumps(document, indent=2, sort_keys=True, ensure_ascii=ascii) + "\\n"``."""
     return _json_value(document, "\n", _ENCODERS[ascii]) + "\n"
