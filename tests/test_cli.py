@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -72,3 +74,13 @@ def test_console_script_runs_as_a_module() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.strip() == f"vf {__version__}"
+
+
+def test_a_compile_run_in_process_gives_the_caller_its_collector_back(tmp_path: Path) -> None:
+    """Only the vf executable, which ends after the compile, leaves the collector paused."""
+    assert gc.isenabled()
+    out = tmp_path / "deploy"
+    code, output = _invoke("compile", example_graph("batch_pipeline"), "--out", str(out))
+    assert code == 0, output
+    assert (out / "base" / "kustomization.yaml").is_file()
+    assert gc.isenabled()
