@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+# Both sides of the fork need it (and hashlib): imported once, before the fork.
+import vf.frontend.graph_checks  # noqa: F401
 from vf.errors import VfError
 from vf.frontend.load import split_target
 from vf.frontend.watchdog import TIMEOUT_ENV, load_timeout
