@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from tests.support import example_graph
 from vf import names
 from vf.ir.plan import Workload
 from vf.ir.records import PodOptions
@@ -18,7 +18,6 @@ from vf.pipeline import CompileRequest, compile_project
 from vf.plan.jobs import tag_jobs
 from vf.textio.jsontext import compact_json
 
-ROOT = Path(__file__).resolve().parents[1]
 DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(),
@@ -47,15 +46,16 @@ def test_a_kubernetes_name_is_kept_exactly_when_it_is_one_already(parts: list[st
         assert name == ""
 
 
-@given(JSON)
-def test_compact_json_is_json_dumps_sorted_and_compact(value: object) -> None:
-    assert compact_json(value) == json.dumps(value, sort_keys=True, separators=(",", ":"))
+@given(JSON, st.booleans())
+def test_compact_json_is_json_dumps_sorted_and_compact(value: object, ascii: bool) -> None:
+    expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=ascii)
+    assert compact_json(value, ascii=ascii) == expected
 
 
 @pytest.mark.parametrize("generation", ["gabc1234", None])
 def test_tagging_a_job_changes_its_two_names_and_nothing_else(generation: str | None) -> None:
-    graph = ROOT / "examples" / "batch_pipeline" / "graph.py"
-    plan = compile_project(CompileRequest(graph=str(graph), environments=("dev",))).plans[0]
+    graph = example_graph("batch_pipeline")
+    plan = compile_project(CompileRequest(graph=graph, environments=("dev",))).plans[0]
     tagged = tag_jobs(
         plan.workloads,
         flow_id="f",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import heapq
-import json
 import math
 import os
 from collections.abc import Iterable
@@ -17,6 +16,7 @@ from vf.frontend.graph_checks import identity_problems
 from vf.frontend.load import FALLBACK_MODULE
 from vf.frontend.params import json_problem, safe_repr
 from vf.ir.graph import Graph, NodeIR, node_kind
+from vf.textio.jsontext import compact_json
 from vf_runtime import Consumer, Flow, Node, Processor, Producer
 from vf_runtime.components import component_params, component_spec
 from vf_runtime.constants import DEVICE_TYPES, GPU
@@ -26,7 +26,6 @@ from vf_runtime.signature import arity_problem
 # The most replicas of one node, as vf.yaml's replicas: allow; an Indexed Job allows
 # 100,000 completions, and each replica is also a broker consumer and a pod.
 MAX_NB_TASKS = 1000
-_PARAMS_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 # Keywords of the base classes: carried by dedicated VF_* variables, not by the params.
 BASE_KEYWORDS = frozenset(
     {
@@ -487,7 +486,7 @@ def _params_json(node: Node, where: str, scan: _Scan) -> str:
             where,
         )
         return "{}"
-    return _PARAMS_JSON.encode(params)
+    return compact_json(params, ascii=False)
 
 
 def _check_flow_id(flow_id: object, scan: _Scan) -> None:

@@ -21,13 +21,17 @@ _ENCODERS: dict[bool, Callable[[str], str]] = {
 }
 
 
-_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_COMPACT = {
+    ascii: json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=ascii)
+    for ascii in (False, True)
+}
 
 
-def compact_json(value: Any) -> str:
-    """``json.dumps(value, sort_keys=True, separators=(",", ":"))`` without building an
-    encoder per call: what vf digests (generations, configuration hashes) are taken of."""
-    return _COMPACT.encode(value)
+def compact_json(value: Any, *, ascii: bool = True) -> str:
+    """``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=ascii)``
+    without building an encoder per call: what vf digests (generations, configuration
+    hashes) are taken of, and a node's parameters."""
+    return _COMPACT[ascii].encode(value)
 
 
 def json_text(document: Any, *, ascii: bool = False) -> str:
