@@ -140,7 +140,8 @@ class ProcessorLoop:
         queue = self.inputs.queue
         if queue.empty():
             try:
-                first = await asyncio.wait_for(queue.get(), timeout=IDLE_WAIT)
+                async with asyncio.timeout(IDLE_WAIT):  # no task of its own, unlike wait_for
+                    first = await queue.get()
             except TimeoutError:
                 return []
             batch = [first]
