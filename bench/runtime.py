@@ -29,6 +29,7 @@ import redis
 from chain import raw_chain, raw_nats
 from compile import write_project
 from frames import codec_copies, raw_frames
+from machine import wake_penalty
 from peer import DEFAULT_SOURCE, cached_bytecode, peer_flow, peer_label, peer_python, runtime_driver
 from runtime_report import table, write_doc
 from startup import compile_check, first_item, idle_rss, peer_first_item
@@ -410,7 +411,9 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     try:
         results: dict[str, Any] = {
             "throughput": throughput(servers, work=work, count=args.count, reps=args.reps),
+            "wake_us_before": wake_penalty(),
             "hop_latency": hop_latency(servers, work=work, depths=[1, 2, 4, 8], count=paced),
+            "wake_us_after": wake_penalty(),
         }
         blobs = sorted(
             (asyncio.run(blob_path(servers[1].url, size=1024 * 1024, reps=100)) for _ in range(3)),

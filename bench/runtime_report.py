@@ -102,7 +102,20 @@ def _latency_rows(result: dict[str, Any]) -> list[tuple[str, ...]]:
             " / ".join(f"{theirs[d]:.1f}" for d in sorted(theirs, key=int)) or "—",
             "",
         ),
+        *_wake_rows(result),
     ]
+
+
+def _wake_rows(result: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The machine's charge for waking: one item's codec step after 0 / 2 / 20 ms asleep."""
+    rows: list[tuple[str, ...]] = []
+    for key, when in (("wake_us_before", "before"), ("wake_us_after", "after")):
+        found = result.get(key)
+        if found:
+            steps = " / ".join(f"{found[nap]:.0f}" for nap in sorted(found, key=int))
+            label = f"Codec step µs after 0 / 2 / 20 ms asleep ({when} the latency runs)"
+            rows.append((label, steps, "", "", "", ""))
+    return rows
 
 
 def _other_rows(result: dict[str, Any]) -> list[tuple[str, ...]]:
