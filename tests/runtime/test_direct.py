@@ -5,15 +5,18 @@ nats-server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from typing import Any
 
 import nats
 import pytest
 from nats.aio.msg import Msg
-from nats.js.api import StreamConfig
+from nats.js.api import ConsumerConfig, StreamConfig
 
 from vf_runtime.broker.client import connect
 from vf_runtime.broker.direct import DirectClient, subscribe_direct, unsubscribe_direct
+from vf_runtime.broker.pull import PullFeed
 from vf_runtime.local.infra import LocalServer
 
 # Header blocks as a publisher may write them, odd ones included (HPUB takes them raw).
@@ -161,3 +164,56 @@ def test_a_subscription_nats_py_ended_hands_nothing_more(nats_server: LocalServe
         return got
 
     assert asyncio.run(run()) == [b"before"]
+
+
+def test_a_stopped_pull_feed_leaves_nothing_to_wait_out(nats_server: LocalServer) -> None:
+    """A feed stopped while the broker is still pushing a large request: what reached the
+    feed's owner is handed back (nak), and what the broker sent after the end it keeps for
+    the next reader. Nothing stays leased to an inbox nobody reads until the ack wait (60
+    s here) runs out: a second feed gets every message at once."""
+    before, received, again = asyncio.run(_stop_mid_delivery(nats_server.url, count=3000))
+    assert again == 3000, f"{3000 - again} message(s) wait out the ack wait"
+    assert before < received, "the stop did not fall while messages were on their way"
+
+
+async def _stop_mid_delivery(url: str, *, count: int) -> tuple[int, int, int]:
+    client = await connect(url, timeout=10.0, name="pull-stop")
+    js = client.jetstream()
+    stream = f"pullstop{time.monotonic_ns()}"
+    await js.add_stream(StreamConfig(name=stream, subjects=[f"{stream}.data"]))
+    await js.add_consumer(
+        stream, ConsumerConfig(durable_name="reader", ack_wait=60, max_ack_pending=count)
+    )
+    for n in range(count):
+        await js.publish_async(f"{stream}.data", b"%d" % n + b"x" * 512)
+    await js.publish_async_completed()
+    first, before = await _feed_until_stopped(client, stream, count=count, stop_after=1)
+    for msg in first:
+        await msg.nak()
+    second, _ = await _feed_until_stopped(client, stream, count=count, stop_after=count)
+    await js.delete_stream(stream)
+    await client.close()
+    return before, len(first), len(second)
+
+
+async def _feed_until_stopped(
+    client: Any, stream: str, *, count: int, stop_after: int
+) -> tuple[list[Msg], int]:
+    """A feed asking for ``count``, stopped once ``stop_after`` arrived (or 5 s passed): what
+    it received, and how much of that had arrived when the stop began."""
+    received: list[Msg] = []
+    enough = asyncio.Event()
+
+    def deliver(msg: Msg) -> None:
+        received.append(msg)
+        if len(received) >= stop_after:
+            enough.set()
+
+    feed = PullFeed(client, stream=stream, durable="reader", deliver=deliver, changed=lambda: None)
+    await feed.start()
+    await feed.request(count)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(enough.wait(), 5)
+    before = len(received)
+    await feed.stop()
+    return received, before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nats.errors
 import pytest
 import redis
 
@@ -274,8 +276,27 @@ def test_stop_ends_a_running_realtime_flow(
     assert process.returncode == 0, output[-3000:]
     assert "stop received" in output
     names = RunNames(plan.flow_id, plan.run_id, "t1")
+    # What the stopped sink held it handed back (DELIV-10); what the camera sent after the
+    # sink had gone the broker keeps for the next reader. Either way a new reader takes it
+    # at once, and nothing stays leased until the 60 s ack wait runs out.
+    asyncio.run(_take_at_once(nats_server.url, names, child="sink", parent="camera"))
     leased = asyncio.run(_ack_pending(nats_server.url, names, child="sink", parent="camera"))
     assert leased == 0, f"{leased} message(s) stay leased to a stopped reader until ack wait"
+
+
+async def _take_at_once(url: str, names: RunNames, *, child: str, parent: str) -> None:
+    """Let a new reader of ``child``'s durable take and ack what it gets within 5 s."""
+    client = await nats.connect(url)
+    try:
+        sub = await client.jetstream().pull_subscribe_bind(
+            names.durable(child, parent=parent), stream=names.stream(parent)
+        )
+        with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+            while True:
+                for msg in await sub.fetch(batch=100, timeout=5.0):
+                    await msg.ack()
+    finally:
+        await client.close()
 
 
 async def _ack_pending(url: str, names: RunNames, *, child: str, parent: str) -> int:

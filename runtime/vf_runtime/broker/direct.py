@@ -16,9 +16,11 @@ raises is logged and dropped so that one bad message cannot close the connection
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable
+from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -80,6 +82,35 @@ async def unsubscribe_direct(client: Client, sub: Subscription) -> None:
     if isinstance(client, DirectClient):
         client.direct.pop(sub._id, None)
     await sub.unsubscribe()
+
+
+async def drain_direct(client: Client, sub: Subscription, *, timeout: float) -> None:
+    """End a subscription made with :func:`subscribe_direct` once the broker has gone
+    quiet on it, handing its handler every message that was already on its way.
+
+    A plain unsubscribe drops those: for a JetStream pull inbox, messages the broker
+    counts as delivered and that stay leased until their ack wait. The broker hands a
+    pull consumer's messages to the connection from another goroutine than the one that
+    answers a ping, so one round trip is no proof that none is left: the subscription
+    ends after a round trip in which the client received nothing. Past ``timeout`` (the
+    broker is away, or never quiet) it ends as a plain unsubscribe does.
+    """
+    raw: Any = client
+    deadline = asyncio.get_running_loop().time() + timeout
+    try:
+        await raw._send_unsubscribe(sub._id)
+        while True:
+            seen = client.stats["in_msgs"]
+            left = deadline - asyncio.get_running_loop().time()
+            await asyncio.wait_for(client.flush(), max(left, 0.001))
+            if client.stats["in_msgs"] == seen:
+                break
+    except Exception as exc:  # closed, reconnecting or unanswered: nothing more will come
+        log.debug("ending a subscription before the broker went quiet: %s", exc)
+    finally:
+        if isinstance(client, DirectClient):
+            client.direct.pop(sub._id, None)
+        client._remove_sub(sub._id)
 
 
 def parse_headers(block: bytes) -> dict[str, str] | None:

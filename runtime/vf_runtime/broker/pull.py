@@ -20,13 +20,14 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from vf_runtime.broker.direct import subscribe_direct, unsubscribe_direct
+from vf_runtime.broker.direct import drain_direct, subscribe_direct
 
 log = logging.getLogger("vf.worker")
 EXPIRES = 5.0
 HEARTBEAT = 1.0
 LOST_AFTER = 3 * HEARTBEAT
 PAUSE = 0.25
+DRAIN_TIMEOUT = 2.0  # how long a stopping feed waits for the broker's last messages
 _STATUS, _DESCRIPTION, _UNUSED = "Status", "Description", "Nats-Pending-Messages"
 
 
@@ -84,9 +85,11 @@ class PullFeed:
             self.heard = time.monotonic()
 
     async def stop(self) -> None:
+        """End the inbox once the broker has sent what it was sending: every message it
+        counts as delivered reaches ``deliver``, so its owner can hand it back."""
         if self.sub is not None:
             sub, self.sub = self.sub, None
-            await unsubscribe_direct(self.client, sub)
+            await drain_direct(self.client, sub, timeout=DRAIN_TIMEOUT)
 
     def _on_message(self, msg: Msg) -> None:
         self.heard = time.monotonic()
