@@ -112,8 +112,9 @@ def _wake_rows(result: dict[str, Any]) -> list[tuple[str, ...]]:
     for key, when in (("wake_us_before", "before"), ("wake_us_after", "after")):
         found = result.get(key)
         if found:
-            steps = " / ".join(f"{found[nap]:.0f}" for nap in sorted(found, key=int))
-            label = f"Codec step µs after 0 / 2 / 20 ms asleep ({when} the latency runs)"
+            naps = sorted(found, key=int)
+            steps = " / ".join(f"{found[nap]:.0f}" for nap in naps)
+            label = f"Codec step µs after {' / '.join(naps)} ms asleep ({when} the latency runs)"
             rows.append((label, steps, "", "", "", ""))
     return rows
 

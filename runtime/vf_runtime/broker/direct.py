@@ -96,13 +96,13 @@ async def drain_direct(client: Client, sub: Subscription, *, timeout: float) -> 
     broker is away, or never quiet) it ends as a plain unsubscribe does.
     """
     raw: Any = client
-    deadline = asyncio.get_running_loop().time() + timeout
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     try:
         await raw._send_unsubscribe(sub._id)
         while True:
             seen = client.stats["in_msgs"]
-            left = deadline - asyncio.get_running_loop().time()
-            await asyncio.wait_for(client.flush(), max(left, 0.001))
+            await asyncio.wait_for(client.flush(), max(deadline - loop.time(), 0.001))
             if client.stats["in_msgs"] == seen:
                 break
     except Exception as exc:  # closed, reconnecting or unanswered: nothing more will come
