@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from vf.pipeline import CompileResult
 from vf.render.objects import broker_env
 from vf_runtime.broker.naming import RunNames, token
 from vf_runtime.broker.topology import PREFETCH, PUBLISH_WINDOW, NodeTopology, credit, readers_of
+from vf_runtime.local.infra import free_port
 from vf_runtime.policies import JoinPolicy
 from vf_runtime.worker.assembler import TraceAssembler
 from vf_runtime.worker.build import build_node
@@ -251,3 +253,18 @@ def test_a_worker_refuses_a_node_that_cannot_take_one_input_per_parent(
     with pytest.raises(ConfigError) as caught:
         build_node(load_worker_config(env))
     assert "Pair.process(item) cannot take 2 input(s)" in str(caught.value)
+
+
+def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> None:
+    """A port vf hands out is bound later (a worker's health port, seconds after): it comes
+    from below the range the kernel gives outgoing connections, so none of those takes it
+    first, and it is never handed out twice."""
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    if ephemeral.exists():
+        floor = int(ephemeral.read_text().split()[0])
+        assert all(port < floor for port in ports), [p for p in ports if p >= floor]
+    for port in ports[:20]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))

@@ -9,6 +9,7 @@ else from ``PATH`` (``nats-server``; ``redis-server`` or ``valkey-server``);
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -24,12 +25,39 @@ class MissingTool(Exception):
     """A server binary vf needs is not installed; the message says how to get it."""
 
 
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST = 20000  # ports below this are left to the machine's own services
+_given: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 that nothing listens on right now, not given out before.
+
+    The port is chosen below the range the kernel hands outgoing connections, where it
+    can; a port from that range may be taken by a connection between this choice and
+    its user's bind (a worker's health port, seconds later: ``Address already in use``).
+    """
+    ceiling = _ephemeral_floor()
+    for _ in range(64):
+        port = random.randrange(_LOWEST, ceiling) if ceiling > _LOWEST else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            chosen: int = sock.getsockname()[1]
+        if chosen not in _given:
+            _given.add(chosen)
+            return chosen
+    raise OSError("no free loopback port below the ephemeral range")
+
+
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel gives outgoing connections (0 where it cannot be read)."""
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 @dataclass(frozen=True)
