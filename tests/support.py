@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from vf.config.targets import load_targets
 
@@ -34,3 +37,16 @@ def kustomize_build(kubectl: str, overlay: Path) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def require(available: bool, reason: str) -> None:
+    """Skip a test whose tool or data is absent, with the reason; under ``CI=true`` fail instead.
+
+    CI installs everything the tests need (``.ci/run``), so an absence there is a broken set-up,
+    never a reason to pass quietly.
+    """
+    if available:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"missing under CI=true: {reason}")
+    pytest.skip(reason)
