@@ -58,7 +58,7 @@ def test_scaffold_dockerfile_installs_the_worker_distribution_and_runs_as_the_po
     assert "vf-gitops==" not in text and "vf-gitops[" not in text  # no compiler in the image
     assert f"--chown={RUN_AS}:{RUN_AS} p_nodes.py /app/" in text
     active = [line for line in text.splitlines() if line.startswith("USER")]
-    assert active == [f"USER {RUN_AS}:{RUN_AS}"]
+    assert active == ["USER root", f"USER {RUN_AS}:{RUN_AS}"]  # installs as root, runs as 65532
     assert 'ENTRYPOINT ["vf-worker"]' in text
 
 

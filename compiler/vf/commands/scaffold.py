@@ -53,7 +53,12 @@ def project_names(directory: Path, name: str | None) -> tuple[str, str]:
 
 def render_project(name: str, *, module: str) -> dict[str, str]:
     """Relative path → text of every file of a new project (``deploy/`` aside)."""
-    context = {"name": name, "module": module, "version": __version__}
+    context = {
+        "name": name,
+        "module": module,
+        "version": __version__,
+        "node_files": [(f"{module}.py", "")],  # (source, folder under /app/) of the Dockerfile
+    }
     return {
         target.format(module=module): _jinja().get_template(f"{template}.j2").render(**context)
         for template, target in FILES

@@ -1,0 +1,315 @@
+"""vf's images, built with podman: a Debian base, the worker image, a pipeline image.
+
+The base is made of Debian's packages (``mmdebstrap``, then ``podman import``) because no
+container registry need be reachable: Python 3.11 in a venv at ``/opt/python`` that is
+first on ``PATH``, so ``python`` and ``pip`` in a Dockerfile mean what they mean in the
+public ``python`` image (docs/adr/0143-images-from-debian.md). The worker image is
+``docker/Dockerfile`` FROM that base (its ``PYTHON_IMAGE`` build argument), built from a
+context of only the files it copies; pip inside the build reaches the package index through
+the host's network and CA bundle (docs/adr/0144-pip-inside-image-builds.md). Each image is
+tagged with a digest of its inputs and built only when local storage lacks that tag, under a
+file lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from vf import __version__
+from vf.commands.containers import appfiles
+from vf.commands.containers.engine import Podman
+from vf.errors import EnvironmentProblem, VfError
+
+Log = Callable[[str], None]
+
+BASE_REPOSITORY = "localhost/vf-python-base"
+WORKER_REPOSITORY = "localhost/vf-worker-base"
+BASE_PYTHON = "3.11"  # bookworm's python3; the worker image's Python
+VENV = "/opt/python"
+BASE_RECIPE: dict[str, object] = {
+    "suite": "bookworm",
+    "variant": "minbase",
+    "include": ["ca-certificates", "python3", "python3-venv"],
+    # Documentation and translations are no use in a worker image (about 50 MB).
+    "dpkgopt": [
+        "path-exclude=/usr/share/doc/*",
+        "path-include=/usr/share/doc/*/copyright",
+        "path-exclude=/usr/share/man/*",
+        "path-exclude=/usr/share/info/*",
+        "path-exclude=/usr/share/locale/*",
+    ],
+    "customize": [f'chroot "$1" python3 -m venv {VENV}'],
+    "config": [
+        f"ENV PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "ENV LANG=C.UTF-8",
+        'CMD ["python3"]',
+    ],
+}
+WORKER_SOURCES = (
+    "docker/Dockerfile",
+    "docker/worker-constraints.txt",
+    "runtime/pyproject.toml",
+    "runtime/vf_runtime",
+    "compiler/vf/__init__.py",
+    "compiler/vf/py.typed",
+)
+BUILD_TIMEOUT = 900.0
+_REPO = Path(__file__).resolve().parents[4]
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/vf/images``, else ``~/.cache/vf/images`` (locks and wheelhouses)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "vf" / "images"
+
+
+@contextmanager
+def _locked(name: str) -> Iterator[None]:
+    path = default_cache_dir() / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _digest(*parts: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()[:12]
+
+
+def base_reference() -> str:
+    """The base image's reference: its recipe and this machine's architecture, digested."""
+    recipe = json.dumps(BASE_RECIPE, sort_keys=True).encode()
+    return (
+        f"{BASE_REPOSITORY}:{BASE_PYTHON}-bookworm-{_digest(recipe, platform.machine().encode())}"
+    )
+
+
+def _fail(
+    code: str,
+    what: str,
+    remedy: str,
+    where: str,
+    *,
+    tail: str = "",
+    kind: type[VfError] = EnvironmentProblem,
+) -> VfError:
+    detail = f":\n{tail.strip()[-2000:]}" if tail.strip() else ""
+    return kind(code, what + detail, remedy, where)
+
+
+def _run(
+    argv: list[str],
+    *,
+    code: str,
+    step: str,
+    remedy: str,
+    where: str,
+    kind: type[VfError] = EnvironmentProblem,
+) -> None:
+    """Run one build step; a failure is ``kind`` (exit 3 for vf's images, 2 for the app's)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    try:
+        done = subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _fail(code, f"{step} did not complete: {exc}", remedy, where, kind=kind) from exc
+    if done.returncode != 0:
+        tail = done.stdout + done.stderr
+        raise _fail(
+            code, f"{step} failed (exit {done.returncode})", remedy, where, tail=tail, kind=kind
+        )
+
+
+def ensure_base_image(podman: Podman, *, log: Log) -> str:
+    """The Debian base (Python 3.11 in a venv on PATH), built once; returns its reference."""
+    ref = base_reference()
+    if podman.image_exists(ref):
+        return ref
+    with _locked("base"):
+        if podman.image_exists(ref):  # another process built it meanwhile
+            return ref
+        mmdebstrap = shutil.which("mmdebstrap")
+        if mmdebstrap is None:
+            raise _fail(
+                "VF_IMAGE_BASE",
+                "mmdebstrap is not installed (vf makes its base image from Debian's packages)",
+                "install it: apt-get install mmdebstrap (docs/images.md)",
+                "PATH",
+            )
+        log(f"building the base image {ref} from Debian packages (once)")
+        with tempfile.TemporaryDirectory(prefix="vf-base-") as scratch:
+            rootfs = str(Path(scratch) / "rootfs.tar")
+            argv = [
+                mmdebstrap,
+                f"--variant={BASE_RECIPE['variant']}",
+                "--include=" + ",".join(_strings("include")),
+                *[f"--dpkgopt={option}" for option in _strings("dpkgopt")],
+                *[f"--customize-hook={hook}" for hook in _strings("customize")],
+                str(BASE_RECIPE["suite"]),
+                rootfs,
+            ]
+            _run(
+                argv,
+                code="VF_IMAGE_BASE",
+                step="mmdebstrap",
+                remedy="check that Debian's mirror is reachable (docs/images.md)",
+                where=ref,
+            )
+            changes = [word for line in _strings("config") for word in ("--change", line)]
+            _run(
+                podman.command("import", *changes, rootfs, ref),
+                code="VF_IMAGE_BASE",
+                step="podman import",
+                remedy="check that `podman info` works on this machine (docs/images.md)",
+                where=ref,
+            )
+    return ref
+
+
+def _strings(key: str) -> list[str]:
+    value = BASE_RECIPE[key]
+    assert isinstance(value, list)
+    return [str(item) for item in value]
+
+
+def _checkout() -> Path:
+    if not (_REPO / "docker" / "Dockerfile").is_file():
+        raise _fail(
+            "VF_IMAGE_SOURCE",
+            "vf's image sources (docker/Dockerfile, runtime/) are not part of this installation",
+            "run vf from a checkout of its repository to build the worker image, or build it "
+            "there once (scripts/build-images) and keep it in local storage",
+            str(_REPO),
+        )
+    return _REPO
+
+
+def _source_files(repo: Path) -> list[Path]:
+    files: list[Path] = []
+    for name in WORKER_SOURCES:
+        path = repo / name
+        found = sorted(path.rglob("*")) if path.is_dir() else [path]
+        files += [f for f in found if f.is_file() and "__pycache__" not in f.parts]
+    return [f for f in files if f.suffix != ".pyc"]
+
+
+def worker_reference(base: str) -> str:
+    """The worker image's reference: its base and every file its Dockerfile reads, digested."""
+    repo = _checkout()
+    parts = [base.encode()]
+    for path in _source_files(repo):
+        parts += [str(path.relative_to(repo)).encode(), path.read_bytes()]
+    return f"{WORKER_REPOSITORY}:{__version__}-{_digest(*parts)}"
+
+
+def _stage_context(repo: Path, context: Path) -> None:
+    """Copy only what docker/Dockerfile reads, in the repository's layout."""
+    for path in _source_files(repo):
+        target = context / path.relative_to(repo)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+
+
+def index_access() -> list[str]:
+    """podman build flags that let pip in a build reach the package index as the host does:
+    the host's network, and the host's CA bundle where Debian's pip reads its CAs."""
+    return ["--network=host", *appfiles.host_certificates()]
+
+
+def ensure_worker_image(podman: Podman, *, log: Log) -> str:
+    """docker/Dockerfile FROM the Debian base, built once per digest of its inputs."""
+    base = ensure_base_image(podman, log=log)
+    repo = _checkout()
+    ref = worker_reference(base)
+    if podman.image_exists(ref):
+        return ref
+    with _locked("worker"):
+        if podman.image_exists(ref):
+            return ref
+        log(f"building the worker image {ref} from docker/Dockerfile (once)")
+        with tempfile.TemporaryDirectory(prefix="vf-worker-image-") as scratch:
+            root = Path(scratch)
+            context = root / "context"
+            _stage_context(repo, context)
+            argv = [
+                "build",
+                *podman.run_args(),
+                "--pull=never",
+                *index_access(),
+                "--build-arg",
+                f"PYTHON_IMAGE={base}",
+                "--file",
+                str(context / "docker" / "Dockerfile"),
+                "--tag",
+                ref,
+                str(context),
+            ]
+            _run(
+                podman.command(*argv),
+                code="VF_IMAGE_BUILD",
+                step=f"podman build of {ref}",
+                remedy="read the build's output above; docs/images.md says how to build by hand",
+                where=ref,
+            )
+    return ref
+
+
+def ensure_pipeline_image(
+    podman: Podman,
+    *,
+    tag: str,
+    app_dir: Path,
+    log: Log,
+    modules: list[str] | None = None,
+) -> None:
+    """The pipeline image ``tag``: ``app_dir``'s Dockerfile, or the one ``vf init`` writes
+    (copying ``modules``, or every top-level module and package of ``app_dir``), FROM the
+    worker image. podman's layer cache makes a rebuild of unchanged files quick."""
+    worker = ensure_worker_image(podman, log=log)
+    dockerfile = app_dir / "Dockerfile"
+    with tempfile.TemporaryDirectory(prefix="vf-pipeline-image-") as scratch:
+        root = Path(scratch)
+        if not dockerfile.is_file():
+            dockerfile = root / "Dockerfile"
+            dockerfile.write_text(appfiles.init_dockerfile(app_dir, modules))
+            log(f"building {tag} from {app_dir} with the Dockerfile vf init writes")
+        else:
+            log(f"building {tag} from {dockerfile}")
+        argv = [
+            "build",
+            *podman.run_args(),
+            "--pull=never",
+            *index_access(),
+            "--build-arg",
+            f"PYTHON_IMAGE={worker}",
+            "--file",
+            str(dockerfile),
+            "--tag",
+            tag,
+            str(app_dir),
+        ]
+        _run(
+            podman.command(*argv),
+            code="VF_PIPELINE_IMAGE",
+            step=f"podman build of {tag}",
+            remedy=f"fix the Dockerfile or the files it copies from {app_dir}, then run again",
+            where=str(app_dir),
+            kind=VfError,  # the app's Dockerfile or files: the user's to fix (exit 2)
+        )
