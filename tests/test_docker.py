@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from vf.commands.containers.engine import find_podman, require_podman
 from vf.commands.runtree.worker_env import CONSTRAINTS_NAME, IMAGE_ENV
+from vf.errors import EXIT_ENVIRONMENT, VfError
 from vf.render.objects import RUN_AS
 from vf_runtime.constants import HEALTH_PORT
 
@@ -149,3 +151,11 @@ def test_the_full_distribution_declares_the_worker_dependencies_alike() -> None:
     for item in _worker_project()["dependencies"]:  # type: ignore[attr-defined]
         requirement = Requirement(item)
         assert full[requirement.name] == requirement.specifier, requirement.name
+
+
+def test_missing_podman_is_a_named_environment_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VF_PODMAN", "vf-no-such-podman")
+    assert find_podman() is None
+    with pytest.raises(VfError) as caught:
+        require_podman()
+    assert caught.value.code == "VF_PODMAN_MISSING" and caught.value.exit_code == EXIT_ENVIRONMENT

@@ -1,7 +1,9 @@
-"""``python -m vf.commands.containers [--app DIR --tag REF]``: build vf's images with podman.
+"""``python -m vf.commands.containers [--gpu] [--app DIR --tag REF]``: build vf's images.
 
-Builds the Debian base and the worker image (each once per digest of its inputs) and, given
-``--app``, the pipeline image from that folder; prints each reference. scripts/build-images
+Builds, with podman, the Debian base and the worker image (each once per digest of its
+inputs); with ``--gpu`` the GPU image's Python layer (docker/Dockerfile.gpu on the Debian
+base instead of CUDA's); with ``--app`` the pipeline image from that folder. Prints each
+reference. scripts/build-images
 runs this. Exit codes as vf's: 2 for the app's own build failing, 3 for the machine.
 """
 
@@ -13,7 +15,9 @@ import time
 from pathlib import Path
 
 from vf.commands.containers.build import (
+    GPU_PYTHON,
     ensure_base_image,
+    ensure_image,
     ensure_pipeline_image,
     ensure_worker_image,
 )
@@ -25,7 +29,7 @@ def _log(line: str) -> None:
     print(f"vf images: {line}", file=sys.stderr, flush=True)
 
 
-def build(app: Path | None, tag: str | None) -> list[tuple[str, str, float]]:
+def build(app: Path | None, tag: str | None, *, gpu: bool = False) -> list[tuple[str, str, float]]:
     """(role, reference, seconds) of each image, built where local storage lacks it."""
     podman = require_podman()
     made: list[tuple[str, str, float]] = []
@@ -35,6 +39,11 @@ def build(app: Path | None, tag: str | None) -> list[tuple[str, str, float]]:
     started = time.perf_counter()
     worker = ensure_worker_image(podman, log=_log)
     made.append(("worker", worker, time.perf_counter() - started))
+    if gpu:
+        started = time.perf_counter()
+        made.append(
+            ("gpu", ensure_image(podman, GPU_PYTHON, log=_log), time.perf_counter() - started)
+        )
     if app is not None:
         reference = tag or f"localhost/{app.resolve().name}:dev"
         started = time.perf_counter()
@@ -51,11 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tag", help="the pipeline image's reference (default localhost/<folder>:dev)"
     )
+    parser.add_argument(
+        "--gpu", action="store_true", help="also docker/Dockerfile.gpu's Python layer (no CUDA)"
+    )
     options = parser.parse_args(argv)
     if options.tag and options.app is None:
         parser.error("--tag names the pipeline image: pass --app too")
     try:
-        made = build(options.app, options.tag)
+        made = build(options.app, options.tag, gpu=options.gpu)
     except VfError as error:
         print(error.render(), file=sys.stderr)
         return error.exit_code

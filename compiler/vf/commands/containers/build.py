@@ -23,6 +23,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from vf import __version__
@@ -56,7 +57,6 @@ BASE_RECIPE: dict[str, object] = {
     ],
 }
 WORKER_SOURCES = (
-    "docker/Dockerfile",
     "docker/worker-constraints.txt",
     "runtime/pyproject.toml",
     "runtime/vf_runtime",
@@ -64,11 +64,30 @@ WORKER_SOURCES = (
     "compiler/vf/py.typed",
 )
 BUILD_TIMEOUT = 900.0
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One of vf's Dockerfiles built FROM the Debian base through its base-image argument."""
+
+    dockerfile: str
+    repository: str
+    base_arg: str
+    what: str
+
+
+WORKER = Recipe("docker/Dockerfile", WORKER_REPOSITORY, "PYTHON_IMAGE", "worker image")
+GPU_PYTHON = Recipe(
+    "docker/Dockerfile.gpu",
+    "localhost/vf-worker-base-gpu-python",
+    "CUDA_IMAGE",
+    "GPU worker image's Python layer (without CUDA)",
+)
 _REPO = Path(__file__).resolve().parents[4]
 
 
 def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/vf/images``, else ``~/.cache/vf/images`` (locks and wheelhouses)."""
+    """``$XDG_CACHE_HOME/vf/images``, else ``~/.cache/vf/images`` (the builds' locks)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "vf" / "images"
 
@@ -201,62 +220,61 @@ def _checkout() -> Path:
     return _REPO
 
 
-def _source_files(repo: Path) -> list[Path]:
+def _source_files(repo: Path, recipe: Recipe) -> list[Path]:
     files: list[Path] = []
-    for name in WORKER_SOURCES:
+    for name in (recipe.dockerfile, *WORKER_SOURCES):
         path = repo / name
         found = sorted(path.rglob("*")) if path.is_dir() else [path]
         files += [f for f in found if f.is_file() and "__pycache__" not in f.parts]
     return [f for f in files if f.suffix != ".pyc"]
 
 
-def worker_reference(base: str) -> str:
-    """The worker image's reference: its base and every file its Dockerfile reads, digested."""
+def image_reference(base: str, recipe: Recipe = WORKER) -> str:
+    """An image's reference: its base and every file its Dockerfile reads, digested."""
     repo = _checkout()
     parts = [base.encode()]
-    for path in _source_files(repo):
+    for path in _source_files(repo, recipe):
         parts += [str(path.relative_to(repo)).encode(), path.read_bytes()]
-    return f"{WORKER_REPOSITORY}:{__version__}-{_digest(*parts)}"
+    return f"{recipe.repository}:{__version__}-{_digest(*parts)}"
 
 
-def _stage_context(repo: Path, context: Path) -> None:
-    """Copy only what docker/Dockerfile reads, in the repository's layout."""
-    for path in _source_files(repo):
+def _stage_context(repo: Path, recipe: Recipe, context: Path) -> None:
+    """Copy only what the Dockerfile reads, in the repository's layout."""
+    for path in _source_files(repo, recipe):
         target = context / path.relative_to(repo)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
 
 
 def index_access() -> list[str]:
-    """podman build flags that let pip in a build reach the package index as the host does:
-    the host's network, and the host's CA bundle where Debian's pip reads its CAs."""
+    """podman build flags that let pip (and apt) in a build reach the package index as the
+    host does: the host's network, and the host's CA bundle where Debian's pip reads it."""
     return ["--network=host", *appfiles.host_certificates()]
 
 
-def ensure_worker_image(podman: Podman, *, log: Log) -> str:
-    """docker/Dockerfile FROM the Debian base, built once per digest of its inputs."""
+def ensure_image(podman: Podman, recipe: Recipe, *, log: Log) -> str:
+    """``recipe``'s Dockerfile FROM the Debian base, built once per digest of its inputs."""
     base = ensure_base_image(podman, log=log)
     repo = _checkout()
-    ref = worker_reference(base)
+    ref = image_reference(base, recipe)
     if podman.image_exists(ref):
         return ref
-    with _locked("worker"):
+    with _locked(recipe.repository.rsplit("/", 1)[-1]):
         if podman.image_exists(ref):
             return ref
-        log(f"building the worker image {ref} from docker/Dockerfile (once)")
-        with tempfile.TemporaryDirectory(prefix="vf-worker-image-") as scratch:
-            root = Path(scratch)
-            context = root / "context"
-            _stage_context(repo, context)
+        log(f"building the {recipe.what} {ref} from {recipe.dockerfile} (once)")
+        with tempfile.TemporaryDirectory(prefix="vf-image-") as scratch:
+            context = Path(scratch)
+            _stage_context(repo, recipe, context)
             argv = [
                 "build",
                 *podman.run_args(),
                 "--pull=never",
                 *index_access(),
                 "--build-arg",
-                f"PYTHON_IMAGE={base}",
+                f"{recipe.base_arg}={base}",
                 "--file",
-                str(context / "docker" / "Dockerfile"),
+                str(context / recipe.dockerfile),
                 "--tag",
                 ref,
                 str(context),
@@ -269,6 +287,11 @@ def ensure_worker_image(podman: Podman, *, log: Log) -> str:
                 where=ref,
             )
     return ref
+
+
+def ensure_worker_image(podman: Podman, *, log: Log) -> str:
+    """docker/Dockerfile FROM the Debian base, built once per digest of its inputs."""
+    return ensure_image(podman, WORKER, log=log)
 
 
 def ensure_pipeline_image(
