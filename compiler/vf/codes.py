@@ -42,6 +42,7 @@ FAMILIES = (
     ("VF_CONFIRM", "Operator commands", ""),
     ("VF_RUN_LIVE", "Operator commands", ""),
     ("VF_TEARDOWN", "Operator commands", ""),
+    ("VF_SELECTOR", "Operator commands", ""),
     ("VF_BROKER", "Broker and store", "reaching NATS JetStream and Redis"),
     ("VF_STORE", "Broker and store", ""),
     ("VF_TOPOLOGY", "Broker and store", ""),

@@ -25,6 +25,7 @@ from tests.runtime.opshelp import (
 from tests.runtime.support import finish_flow, run_flow, start_flow, wait_until
 from vf.commands.ops import teardown
 from vf.commands.ops.runs import flow_runs
+from vf.commands.ops.select import Selector
 from vf_runtime.broker.client import announce_stop
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import RunTopology, provision
@@ -204,7 +205,9 @@ def test_teardown_reports_what_is_still_there_after_deleting(servers: Servers) -
 
     async def body(js: JetStreamContext) -> tuple[list[str], list[str]]:
         await provision(js, early)
-        selection = teardown.select_run(await flow_runs(js, "late"), "r1", None)
+        selection = teardown.select_run(
+            await flow_runs(js, "late"), Selector(flow="late", run="r1")
+        )
         await provision(js, later)  # re-created meanwhile, one stream more
         outcome = await teardown.remove(js, selection, "late")
         return outcome.removed, outcome.remaining

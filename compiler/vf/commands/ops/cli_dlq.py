@@ -9,9 +9,10 @@ from nats.errors import Error as NatsError
 
 from vf.commands.ops import dlq, replay
 from vf.commands.ops.decode import blob_ref, describe, parse
-from vf.commands.ops.dlq import DeadLetter, Filter
+from vf.commands.ops.dlq import DeadLetter
 from vf.commands.ops.options import broker_options, execute, flow_option, redis_option
 from vf.commands.ops.output import age, confirm_required, emit, fields_text, now, table
+from vf.commands.ops.select import Selector, selector_option
 from vf.commands.ops.session import Broker, with_broker
 from vf.errors import EXIT_ENVIRONMENT, VfError
 
@@ -21,14 +22,24 @@ def dlq_group() -> None:
     """A flow's dead letters: list, show, replay, purge."""
 
 
-def _filters(func: Any) -> Any:
-    func = click.option(
+def _selectors(func: Any) -> Any:
+    """``--run``, ``--generation``, ``--node``, ``--code``: the same on every dlq command."""
+    for name, text in reversed(
+        (
+            ("run", "Only this run id."),
+            ("generation", "Only this generation of the run."),
+            ("node", "Only this origin node."),
+            ("code", "Only this error code."),
+        )
+    ):
+        func = selector_option(name, text)(func)
+    return func
+
+
+def _limit(func: Any) -> Any:
+    return click.option(
         "--limit", type=click.IntRange(1), default=dlq.LIST_LIMIT, show_default=True
     )(func)
-    func = click.option("--code", default=None, metavar="CODE", help="Only this error code.")(func)
-    func = click.option("--node", default=None, metavar="NODE", help="Only this origin node.")(func)
-    func = click.option("--run", default=None, metavar="RUN", help="Only this run id.")(func)
-    return func
 
 
 def _row(letter: DeadLetter) -> dict[str, Any]:
@@ -53,25 +64,17 @@ def _more(found: list[DeadLetter], limit: int) -> tuple[list[DeadLetter], bool]:
 
 @dlq_group.command("ls")
 @flow_option
-@_filters
+@_selectors
+@_limit
 @broker_options
-def ls_command(
-    *,
-    flow: str,
-    run: str | None,
-    node: str | None,
-    code: str | None,
-    limit: int,
-    nats_url: str,
-    timeout: float,
-    fmt: str,
-) -> None:
+def ls_command(*, limit: int, nats_url: str, timeout: float, fmt: str, **chosen: str) -> None:
     """List dead letters: origin node, run, code, disposition, deliveries, age, reason."""
-    which = Filter(run=run, node=node, code=code, limit=limit)
+    which = Selector(**chosen)
+    flow = which.flow
 
     def action() -> None:
         found = with_broker(
-            nats_url, lambda b: dlq.read_letters(b.js, flow, which), timeout=timeout
+            nats_url, lambda b: dlq.read_letters(b.js, which, limit=limit), timeout=timeout
         )
         shown, more = _more(found, limit)
         rows = [_row(letter) for letter in shown]
@@ -118,18 +121,35 @@ async def _record(letter: DeadLetter, broker: Broker) -> dict[str, Any]:
 
 @dlq_group.command("show")
 @click.argument("letter_id", metavar="ID")
+@_selectors
 @redis_option
 @broker_options
 def show_command(
-    *, letter_id: str, redis_url: str | None, nats_url: str, timeout: float, fmt: str
+    *,
+    letter_id: str,
+    redis_url: str | None,
+    nats_url: str,
+    timeout: float,
+    fmt: str,
+    **chosen: str | None,
 ) -> None:
-    """The whole record: headers, and the envelope with its payload summarised."""
+    """The whole record: headers, and the envelope with its payload summarised. With
+    selectors, only when the record is one they select."""
 
     def action() -> None:
         flow, seq = dlq.parse_id(letter_id)
+        which = Selector(flow=flow, **chosen)
 
         async def body(broker: Broker) -> dict[str, Any]:
-            return await _record(await dlq.read_letter(broker.js, flow, seq), broker)
+            letter = await dlq.read_letter(broker.js, flow, seq)
+            if not dlq.selected(which, letter):
+                raise VfError(
+                    "VF_DLQ_NOT_FOUND",
+                    f"dead letter {letter.id} is not one that {which.describe()} selects",
+                    "drop the selectors, or list what they select with vf dlq ls",
+                    letter.id,
+                )
+            return await _record(letter, broker)
 
         record = with_broker(nats_url, body, timeout=timeout, redis_url=redis_url)
         emit(fmt, record, lambda: _show_text(record))
@@ -149,8 +169,8 @@ def _show_text(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-async def _replay(broker: Broker, flow: str, which: Filter, *, dry_run: bool) -> dict[str, Any]:
-    found, more = _more(await dlq.read_letters(broker.js, flow, which), which.limit)
+async def _replay(broker: Broker, which: Selector, limit: int, *, dry_run: bool) -> dict[str, Any]:
+    found, more = _more(await dlq.read_letters(broker.js, which, limit=limit), limit)
     run_id = replay.replay_id()
     results = []
     for letter in found:
@@ -199,7 +219,8 @@ def _replay_text(report: dict[str, Any]) -> str:
 
 @dlq_group.command("replay")
 @flow_option
-@_filters
+@_selectors
+@_limit
 @click.option(
     "--yes", is_flag=True, help="Republish the dead letters (nothing happens without it)."
 )
@@ -208,10 +229,6 @@ def _replay_text(report: dict[str, Any]) -> str:
 @broker_options
 def replay_command(
     *,
-    flow: str,
-    run: str | None,
-    node: str | None,
-    code: str | None,
     limit: int,
     yes: bool,
     dry_run: bool,
@@ -219,15 +236,17 @@ def replay_command(
     nats_url: str,
     timeout: float,
     fmt: str,
+    **chosen: str,
 ) -> None:
     """Republish dead letters to their origin node's input, under a replay id."""
-    which = Filter(run=run, node=node, code=code, limit=limit)
+    which = Selector(**chosen)
+    flow = which.flow
 
     def action() -> int:
         dry = dry_run or not yes
         report = with_broker(
             nats_url,
-            lambda b: _replay(b, flow, which, dry_run=dry),
+            lambda b: _replay(b, which, limit, dry_run=dry),
             timeout=timeout,
             redis_url=redis_url,
         )
@@ -242,32 +261,36 @@ def replay_command(
 
 @dlq_group.command("purge")
 @flow_option
-@click.option("--run", default=None, metavar="RUN", help="Only this run's dead letters.")
+@_selectors
 @click.option("--yes", is_flag=True, help="Delete the dead letters (nothing happens without it).")
 @broker_options
-def purge_command(
-    *, flow: str, run: str | None, yes: bool, nats_url: str, timeout: float, fmt: str
-) -> None:
-    """Delete a flow's (or one run's) dead letters from its DLQ stream."""
-    scope = f"flow {flow}" + (f" run {run}" if run else "")
-
-    async def body(broker: Broker) -> tuple[int, int]:
-        if not yes:
-            count = await dlq.count_letters(broker.js, flow, run)
-            return count, count
-        return await dlq.purge(broker.js, flow, run)
+def purge_command(*, yes: bool, nats_url: str, timeout: float, fmt: str, **chosen: str) -> None:
+    """Delete the dead letters the selectors select (as vf dlq ls lists them)."""
+    which = Selector(**chosen)
+    scope = which.describe()
 
     def action() -> int:
-        before, after = with_broker(nats_url, body, timeout=timeout)
-        data = {"scope": scope, "before": before, "purged": before - after, "remaining": after}
-        text = (
-            f"purged {before - after} dead letter(s) of {scope}; {after} remain"
-            if yes
-            else f"would purge {before} dead letter(s) of {scope}"
+        done = with_broker(
+            nats_url, lambda b: dlq.purge(b.js, which, confirmed=yes), timeout=timeout
         )
-        emit(fmt, {**data, "confirmed": yes}, lambda: text)
-        if not yes:
+        count, left = len(done.selected), len(done.remaining)
+        data = {
+            "scope": scope,
+            "selected": done.selected,
+            "purged": count - left if yes else 0,
+            "remaining": done.remaining,
+            "confirmed": yes,
+        }
+        text = (
+            f"purged {count - left} dead letter(s) of {scope}"
+            + (f"; still there: {', '.join(done.remaining)}" if left else "")
+            if yes
+            else f"would purge {count} dead letter(s) of {scope}"
+            + (f": {', '.join(done.selected)}" if done.selected else "")
+        )
+        emit(fmt, data, lambda: text)
+        if not yes and count:
             raise confirm_required("dlq purge", "--yes", where=scope)
-        return EXIT_ENVIRONMENT if after else 0
+        return EXIT_ENVIRONMENT if left else 0
 
     execute(action)

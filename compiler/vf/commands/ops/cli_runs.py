@@ -11,6 +11,7 @@ from vf.commands.ops import teardown
 from vf.commands.ops.options import broker_options, execute, flow_option
 from vf.commands.ops.output import age, confirm_required, emit, now, table
 from vf.commands.ops.runs import RunState, flow_runs
+from vf.commands.ops.select import Selector, selector_option
 from vf.commands.ops.session import Broker, with_broker
 from vf.errors import EnvironmentProblem, VfError
 
@@ -83,7 +84,7 @@ def _selection(
         deployed = teardown.tree_runs(tree, flow) if tree is not None else None
         return teardown.select_superseded(runs, deployed)
     assert run is not None
-    return teardown.select_run(runs, run, generation)
+    return teardown.select_run(runs, Selector(flow=flow, run=run, generation=generation))
 
 
 def _check_request(
@@ -155,8 +156,8 @@ async def _teardown(
 
 @click.command("teardown")
 @flow_option
-@click.option("--run", default=None, metavar="RUN", help="Remove this run (every generation).")
-@click.option("--generation", default=None, metavar="GEN", help="Only this generation of --run.")
+@selector_option("run", "Remove this run (every generation).")
+@selector_option("generation", "Only this generation of --run.")
 @click.option("--superseded", is_flag=True, help="Remove every run the tree does not deploy.")
 @click.option(
     "--tree",

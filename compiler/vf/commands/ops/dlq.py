@@ -7,12 +7,14 @@ with headers saying where it came from and why it failed. Its id for operators i
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from vf.commands.ops.select import Selector, selector_problem
 from vf.errors import VfError
 from vf_runtime.broker.naming import RunNames, token
 
@@ -62,37 +64,29 @@ class DeadLetter:
         return int(text) if text.isdigit() else 0
 
 
-@dataclass(frozen=True, kw_only=True)
-class Filter:
-    """Which dead letters a command is about."""
-
-    run: str | None = None
-    node: str | None = None
-    code: str | None = None
-    limit: int = LIST_LIMIT
-
-    def matches(self, letter: DeadLetter) -> bool:
-        return (
-            (self.run is None or letter.run_id == self.run)
-            and (self.node is None or letter.node == self.node)
-            and (self.code is None or letter.code == self.code)
-        )
-
-
 def dlq_stream(flow: str) -> str:
     return RunNames(flow, "-").dlq_stream()
 
 
-def subject_filter(flow: str, run: str | None) -> str:
-    """Every dead letter of the flow, or of every generation of one run."""
-    names = RunNames(flow, run or "-")
-    return names.dlq_run_subjects() if run else names.dlq_subjects()
+def subject_filter(which: Selector) -> str:
+    """The narrowest DLQ subject holding every record ``which`` can select: a vf worker
+    files each dead letter under its run and generation (NAME-9); the headers decide."""
+    if which.run is None:
+        return RunNames(which.flow, "-").dlq_subjects()
+    return RunNames(which.flow, which.run, which.generation or "").dlq_run_subjects()
+
+
+def selected(which: Selector, letter: DeadLetter) -> bool:
+    """The one test every dead-letter command applies to a record."""
+    return which.selects(
+        run=letter.run_id, generation=letter.generation, node=letter.node, code=letter.code
+    )
 
 
 def parse_id(text: str) -> tuple[str, int]:
     """``FLOW:SEQ`` as ``vf dlq ls`` prints it."""
     flow, _, seq = text.rpartition(":")
-    if not flow or not seq.isdigit() or int(seq) < 1:
+    if selector_problem("FLOW", flow) or not seq.isdigit() or int(seq) < 1:
         raise VfError(
             "VF_DLQ_ID",
             f"{text!r} is not a dead-letter id",
@@ -125,20 +119,22 @@ def _when(stamp: object) -> datetime | None:
     return None
 
 
-async def read_letters(js: JetStreamContext, flow: str, which: Filter) -> list[DeadLetter]:
-    """The first ``which.limit`` matching dead letters, oldest first (plus one, to tell
-    the caller that more exist)."""
-    stream, subject = dlq_stream(flow), subject_filter(flow, which.run)
+async def read_letters(
+    js: JetStreamContext, which: Selector, *, limit: int | None = LIST_LIMIT
+) -> list[DeadLetter]:
+    """The selected dead letters, oldest first: the first ``limit`` of them plus one (to
+    tell the caller that more exist), or every one when ``limit`` is None."""
+    stream, subject = dlq_stream(which.flow), subject_filter(which)
     found: list[DeadLetter] = []
     seq = 0
-    while len(found) <= which.limit:
+    while limit is None or len(found) <= limit:
         try:
             msg = await js.get_msg(stream, seq=seq + 1, subject=subject, next=True)
         except NotFoundError:
             break
-        letter = _letter(flow, msg)
+        letter = _letter(which.flow, msg)
         seq = letter.seq
-        if which.matches(letter):
+        if selected(which, letter):
             found.append(letter)
     return found
 
@@ -158,18 +154,24 @@ async def read_letter(js: JetStreamContext, flow: str, seq: int) -> DeadLetter:
     return _letter(flow, msg)
 
 
-async def count_letters(js: JetStreamContext, flow: str, run: str | None) -> int:
-    """How many dead letters the flow (or one run of it) has; 0 without a DLQ."""
-    try:
-        info = await js.stream_info(dlq_stream(flow), subjects_filter=subject_filter(flow, run))
-    except NotFoundError:
-        return 0
-    return sum((info.state.subjects or {}).values())
+@dataclass(frozen=True, kw_only=True)
+class Purged:
+    """What a purge deleted, and what it selected that is still there afterwards."""
+
+    selected: list[str]
+    remaining: list[str]
 
 
-async def purge(js: JetStreamContext, flow: str, run: str | None) -> tuple[int, int]:
-    """Purge the flow's (or one run's) dead letters; return how many before and after."""
-    before = await count_letters(js, flow, run)
-    if before:
-        await js.purge_stream(dlq_stream(flow), subject=subject_filter(flow, run))
-    return before, await count_letters(js, flow, run)
+async def purge(js: JetStreamContext, which: Selector, *, confirmed: bool) -> Purged:
+    """Delete exactly the records ``read_letters`` selects (when ``confirmed``), one by
+    its sequence at a time: a record that arrives meanwhile is not touched."""
+    chosen = await read_letters(js, which, limit=None)
+    if confirmed:
+        for letter in chosen:
+            with contextlib.suppress(NotFoundError):  # expired or purged meanwhile
+                await js.delete_msg(dlq_stream(which.flow), letter.seq)
+    left = {letter.seq for letter in await read_letters(js, which, limit=None)}
+    return Purged(
+        selected=[letter.id for letter in chosen],
+        remaining=[letter.id for letter in chosen if letter.seq in left] if confirmed else [],
+    )

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import click
 
 from vf.commands.ops.output import FORMATS
+from vf.commands.ops.select import selector_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_TIMEOUT = 10.0
@@ -54,7 +55,7 @@ def redis_option(func: F) -> F:
 
 
 def flow_option(func: F) -> F:
-    return click.option("--flow", "flow", required=True, metavar="FLOW", help="The flow id.")(func)
+    return selector_option("flow", "The flow id.", required=True)(func)
 
 
 def execute(action: Callable[[], int | None]) -> None:

@@ -17,6 +17,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from vf.commands.ops.runs import RunState, flow_runs
+from vf.commands.ops.select import Selector
 from vf.errors import VfError
 
 
@@ -66,9 +67,9 @@ def tree_runs(tree: Path, flow_id: str) -> set[tuple[str, str]]:
     return runs
 
 
-def select_run(runs: list[RunState], run_id: str, generation: str | None) -> Selection:
-    """Every generation of ``run_id`` (or only ``generation``)."""
-    chosen = [r for r in runs if r.run_id == run_id and generation in (None, r.generation)]
+def select_run(runs: list[RunState], which: Selector) -> Selection:
+    """The runs ``which`` selects: every generation of its run (or only its generation)."""
+    chosen = [r for r in runs if which.selects(run=r.run_id, generation=r.generation)]
     return Selection(remove=tuple(chosen), keep=tuple(r for r in runs if r not in chosen))
 
 
