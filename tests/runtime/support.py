@@ -91,3 +91,22 @@ def wait_until(check: Callable[[], bool], *, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(0.05)
+
+
+def live_processes_with(variable: str, value: str) -> list[int]:
+    """The live (not zombie) processes whose environment holds ``variable=value``: every
+    process a run started inherits the variables it was started with (Linux ``/proc``)."""
+    needle = f"{variable}={value}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+        except OSError:
+            continue
+        found.append(int(entry.name))
+    return found

@@ -14,8 +14,8 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import nats
@@ -25,6 +25,7 @@ from tests.runtime.support import (
     FLOWS,
     FlowRun,
     finish_flow,
+    live_processes_with,
     run_flow,
     start_flow,
     wait_until,
@@ -106,7 +107,11 @@ def test_a_killed_run_leaves_its_backlog_to_itself_and_the_next_run_does_its_own
     wait_until(lambda: sum(_applied(killed).values()) >= 3, timeout=60, what="3 applied items")
     os.kill(process.pid, signal.SIGKILL)
     first = finish_flow(process, log=log, timeout=10)
-    time.sleep(2.5)  # its workers notice the supervisor is gone (VF_EXIT_WITH_PARENT) and stop
+    wait_until(  # its workers notice the supervisor is gone (VF_EXIT_WITH_PARENT) and stop
+        lambda: not live_processes_with("VF_TEST_OUT", str(killed)),
+        timeout=30,
+        what="the killed run's workers to stop",
+    )
     partial = _applied(killed)
     env = {"VF_TEST_OUT": str(second), "VF_TEST_COUNT": str(COUNT)}
     run = run_flow("paced.py", nats=nats_server, redis=redis_server, env=env)
@@ -169,10 +174,14 @@ def test_the_same_generation_run_again_fails_by_name_instead_of_doing_nothing(
     assert "flow finished" not in rerun.output
 
 
-def _forge_markers(url: str, *, plan_flow: str, run_id: str, generation: str) -> None:
+def _forge_markers(
+    url: str, *, plan_flow: str, run_id: str, generation: str, seen: Callable[[str], bool]
+) -> None:
     """Publish what an attacker or a stale incarnation could: a well-formed end-of-stream
-    marker of 'numbers' replica 0 claiming 0 items, once with this generation's header
-    and once with another generation's."""
+    marker of 'numbers' replica 0 claiming 0 items, once with another generation's header
+    and once with this generation's. A reader looks up only the last marker, so the second
+    goes out once ``seen('refused')`` says a reader has looked at the first, and the call
+    returns once ``seen('polled')`` says the readers have polled since the second."""
     names = RunNames(plan_flow, run_id, generation)
     marker = Envelope(
         type=EOS, producer="numbers", flow_id=plan_flow, run_id=run_id, trace_id="eos-r0", seq=0
@@ -183,11 +192,13 @@ def _forge_markers(url: str, *, plan_flow: str, run_id: str, generation: str) ->
         try:
             js = client.jetstream()
             subject = names.eos_subject("numbers", replica=0)
-            for header in ("gother", generation):  # the last one is what a reader looks up
+            for header, event in (("gother", "refused"), (generation, "polled")):
                 await js.publish(
                     subject, encode_envelope(marker), headers={"VF-Generation": header}
                 )
-                await asyncio.sleep(1.0)  # long enough for the readers to look at each
+                async with asyncio.timeout(30):
+                    while not seen(event):
+                        await asyncio.sleep(0.02)
         finally:
             await client.close()
 
@@ -223,7 +234,19 @@ def test_a_forged_end_of_stream_marker_does_not_end_a_reader_early(
         )
     wait_until(lambda: sum(_applied(out).values()) >= 3, timeout=60, what="3 applied items")
     run_id, _ = _identity(log.read_text())
-    _forge_markers(nats_server.url, plan_flow="paced", run_id=run_id, generation=generation)
+    marks: dict[str, int] = {}
+
+    def seen(event: str) -> bool:
+        """'refused': a reader logged the other generation's marker; 'polled': two more
+        items were applied since the second marker, each reader polling every 0.25 s."""
+        applied = sum(_applied(out).values())
+        if event == "refused":
+            return "refused: it is from generation 'gother'" in log.read_text(errors="replace")
+        return applied >= min(marks.setdefault("since", applied) + 2, count)
+
+    _forge_markers(
+        nats_server.url, plan_flow="paced", run_id=run_id, generation=generation, seen=seen
+    )
     run = finish_flow(process, log=log, timeout=90)
     applied = _applied(out)
     _report(

@@ -7,9 +7,11 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import nats
+from nats.aio.client import Client
 
 from tests.runtime.opshelp import stream_names
 from vf_runtime.broker.naming import RunNames
@@ -45,6 +47,14 @@ async def _provision(url: str, topology: Path, run: str, *, opt_in: str | None) 
     return out.decode()
 
 
+async def _pull_requests(client: Client, stream: str, until: Callable[[int], bool]) -> None:
+    """Wait until the reader durable's count of waiting pull requests satisfies ``until``."""
+    js = client.jetstream()
+    async with asyncio.timeout(20):
+        while not until((await js.consumer_info(stream, "out--from--src")).num_waiting or 0):
+            await asyncio.sleep(0.02)
+
+
 async def _scenario(url: str, topology: Path) -> dict[str, object]:
     old = RunNames("reclaim", "r1")
     await _provision(url, topology, "r1", opt_in=None)
@@ -55,12 +65,14 @@ async def _scenario(url: str, topology: Path) -> dict[str, object]:
         "out--from--src", stream=old.stream("src")
     )
     waiting = asyncio.create_task(reader.fetch(1, timeout=20))  # a replica of r1 reading
-    await asyncio.sleep(0.5)
+    await _pull_requests(client, old.stream("src"), lambda n: n > 0)
     while_live = await _provision(url, topology, "r3", opt_in="1")
     after_live = await asyncio.to_thread(stream_names, url)
     waiting.cancel()
     await client.close()
-    await asyncio.sleep(0.5)
+    watcher = await nats.connect(url)
+    await _pull_requests(watcher, old.stream("src"), lambda n: n == 0)  # the server saw it go
+    await watcher.close()
     idle = await _provision(url, topology, "r3", opt_in="1")
     return {
         "default": default,

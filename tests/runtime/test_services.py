@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
+from nats.js.errors import NotFoundError
 
 from tests.runtime.opshelp import with_js
 from tests.runtime.support import FLOWS
@@ -232,6 +233,13 @@ def test_an_undecodable_message_is_dead_lettered_not_dropped(
     assert (message.headers or {})["VF-Code"] == "VF_POISON_DECODE"
 
 
+async def _has_consumers(js: JetStreamContext, stream: str) -> bool:
+    try:
+        return bool(await js.consumers_info(stream))
+    except NotFoundError:
+        return False
+
+
 def test_workers_need_no_provisioning_and_a_batch_producer_waits_for_readers(
     nats_server: LocalServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -250,9 +258,15 @@ def test_workers_need_no_provisioning_and_a_batch_producer_waits_for_readers(
 
     async def body(js: JetStreamContext) -> tuple[int, int]:
         producer = asyncio.create_task(run_worker(env("numbers", 0)))
-        await asyncio.sleep(1.5)
+        stream = names.stream("numbers")
+        async with asyncio.timeout(30):  # it made its stream and its anchor: now it waits
+            while not await _has_consumers(js, stream):
+                await asyncio.sleep(0.02)
+        held = 0
+        for _ in range(50):  # watched for a second: it holds its items back
+            held = max(held, (await js.stream_info(stream)).state.messages)
+            await asyncio.sleep(0.02)
         assert not producer.done(), "the producer published with no reader to keep its output"
-        held = (await js.stream_info(names.stream("numbers"))).state.messages
         rest = [
             run_worker(env("sink", 0)),
             run_worker(env("scale", 0)),
