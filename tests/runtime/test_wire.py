@@ -1,15 +1,25 @@
-"""The v4 envelope: videoflow's conformance vectors, vf's own goldens, and refusals."""
+"""The v4 envelope: conformance vectors (vf's own from PROTOCOL.md, and videoflow's), vf's own
+goldens, and refusals."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.runtime.wirecases import GOLDEN, REPO, VECTORS, tagged, vf_cases
+from tests.runtime.wirespec import (
+    OWN_VECTORS,
+    envelope_entries,
+    expected_files,
+    reject_entries,
+)
+from tests.support import require
 from vf_runtime.wire import (
     TENSOR,
     VALUE,
@@ -24,14 +34,22 @@ from vf_runtime.wire import (
     message_id,
 )
 
-needs_vectors = pytest.mark.skipif(
-    not VECTORS.is_dir(),
-    reason=f"videoflow's conformance vectors are not beside the project ({VECTORS} is absent)",
-)
+# vf's own vectors, written from PROTOCOL.md (tests/runtime/wirespec.py), always present;
+# videoflow's, beside the project, an external cross-check of the same wire.
+SETS = {"vf": OWN_VECTORS, "videoflow": VECTORS}
 
 
-def _manifest(folder: str) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = json.loads((VECTORS / folder / "manifest.json").read_text())
+def _folder(name: str) -> Path:
+    folder = SETS[name]
+    require(
+        folder.is_dir(),
+        f"videoflow's conformance vectors are absent ({folder.name}/ beside the project)",
+    )
+    return folder
+
+
+def _manifest(folder: Path, kind: str) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = json.loads((folder / kind / "manifest.json").read_text())
     return entries
 
 
@@ -45,15 +63,33 @@ def _payload_notation(envelope: Envelope) -> dict[str, Any]:
     return {"none": True}
 
 
-def _vector_ids(folder: str) -> list[str]:
-    return [entry["name"] for entry in _manifest(folder)] if VECTORS.is_dir() else ["absent"]
+def _cases(kind: str) -> list[tuple[str, str]]:
+    """(set, vector) pairs: vf's from what wirespec writes, videoflow's from its manifest."""
+    own = envelope_entries() if kind == "envelope" else [e for e, _ in reject_entries()]
+    theirs = _manifest(VECTORS, kind) if VECTORS.is_dir() else [{"name": "absent"}]
+    return [("vf", e["name"]) for e in own] + [("videoflow", e["name"]) for e in theirs]
 
 
-@needs_vectors
-@pytest.mark.parametrize("name", _vector_ids("envelope"))
-def test_vector_decodes_to_its_manifest_values(name: str) -> None:
-    entry = next(e for e in _manifest("envelope") if e["name"] == name)
-    envelope = decode_envelope((VECTORS / "envelope" / entry["file"]).read_bytes())
+def test_own_vectors_are_what_the_specification_writes() -> None:
+    """The committed files are wirespec's output; ``VF_WRITE_VECTORS=1`` rewrites them."""
+    expected = expected_files()
+    if os.environ.get("VF_WRITE_VECTORS") == "1":
+        for relative, data in expected.items():
+            (OWN_VECTORS / relative).parent.mkdir(parents=True, exist_ok=True)
+            (OWN_VECTORS / relative).write_bytes(data)
+    on_disk = {
+        str(p.relative_to(OWN_VECTORS)): p.read_bytes()
+        for p in OWN_VECTORS.rglob("*")
+        if p.is_file()
+    }
+    assert on_disk == expected
+
+
+@pytest.mark.parametrize(("source", "name"), _cases("envelope"))
+def test_vector_decodes_to_its_manifest_values(source: str, name: str) -> None:
+    folder = _folder(source)
+    entry = next(e for e in _manifest(folder, "envelope") if e["name"] == name)
+    envelope = decode_envelope((folder / "envelope" / entry["file"]).read_bytes())
     got = {
         "version": envelope.version,
         "type": envelope.type,
@@ -71,10 +107,9 @@ def test_vector_decodes_to_its_manifest_values(name: str) -> None:
     assert got == expected
 
 
-@needs_vectors
-@pytest.mark.parametrize("name", _vector_ids("envelope"))
-def test_vector_reencodes_byte_identically(name: str) -> None:
-    raw = (VECTORS / "envelope" / f"{name}.bin").read_bytes()
+@pytest.mark.parametrize(("source", "name"), _cases("envelope"))
+def test_vector_reencodes_byte_identically(source: str, name: str) -> None:
+    raw = (_folder(source) / "envelope" / f"{name}.bin").read_bytes()
     envelope = decode_envelope(raw)
     value = decode_payload(envelope.payload_type, envelope.payload)
     payload_type, payload = ("", b"") if value is None else encode_payload(value)
@@ -95,19 +130,17 @@ def test_vector_reencodes_byte_identically(name: str) -> None:
     assert encode_envelope(rebuilt) == raw
 
 
-@needs_vectors
-def test_legacy_msgpack_vector_is_refused_by_name() -> None:
-    entry = next(e for e in _manifest("reject") if e["name"] == "legacy_msgpack")
-    with pytest.raises(WireError) as caught:
-        decode_envelope((VECTORS / "reject" / entry["file"]).read_bytes())
-    assert entry["expect"]["reject"]["message_contains"] in str(caught.value)
-    assert caught.value.code == "VF_WIRE_LEGACY"
-
-
-@needs_vectors
-def test_unknown_payload_type_stays_opaque_and_passes_through() -> None:
-    entry = next(e for e in _manifest("reject") if e["name"] == "unknown_payload_type")
-    raw = (VECTORS / "reject" / entry["file"]).read_bytes()
+@pytest.mark.parametrize(("source", "name"), _cases("reject"))
+def test_reject_vector_is_refused_by_name_or_carried_opaquely(source: str, name: str) -> None:
+    folder = _folder(source)
+    entry = next(e for e in _manifest(folder, "reject") if e["name"] == name)
+    raw = (folder / "reject" / entry["file"]).read_bytes()
+    if "reject" in entry["expect"]:
+        with pytest.raises(WireError) as caught:
+            decode_envelope(raw)
+        assert entry["expect"]["reject"]["message_contains"] in str(caught.value)
+        assert caught.value.code.startswith("VF_WIRE_")
+        return
     envelope = decode_envelope(raw)
     value = decode_payload(envelope.payload_type, envelope.payload)
     expected = entry["expect"]["opaque"]
@@ -117,9 +150,9 @@ def test_unknown_payload_type_stays_opaque_and_passes_through() -> None:
     assert encode_payload(value) == (envelope.payload_type, envelope.payload)
 
 
-@needs_vectors
-def test_every_message_id_vector_is_derived() -> None:
-    vectors = json.loads((VECTORS / "message_id" / "vectors.json").read_text())
+@pytest.mark.parametrize("source", list(SETS))
+def test_every_message_id_vector_is_derived(source: str) -> None:
+    vectors = json.loads((_folder(source) / "message_id" / "vectors.json").read_text())
     assert vectors
     for vector in vectors:
         derived = message_id(
@@ -131,6 +164,13 @@ def test_every_message_id_vector_is_derived() -> None:
             msg_type=vector["msg_type"],
         )
         assert derived == vector["expected_id"], vector
+
+
+def test_the_legacy_msgpack_vector_is_refused_with_its_code() -> None:
+    raw = (OWN_VECTORS / "reject" / "legacy_msgpack.bin").read_bytes()
+    with pytest.raises(WireError) as caught:
+        decode_envelope(raw)
+    assert caught.value.code == "VF_WIRE_LEGACY"
 
 
 @pytest.mark.parametrize("name", [name for name, _ in vf_cases()])
