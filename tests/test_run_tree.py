@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import require
 from vf_runtime.local.infra import start_nats
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,8 +44,10 @@ def _tools_path() -> str:
 
 def _need_tools(renderer: str) -> None:
     tool = "helm" if renderer == "helm" else "kubectl"
-    if shutil.which(tool, path=_tools_path()) is None:
-        pytest.skip(f"{tool} is not installed (scripts/setup installs it)")
+    require(
+        shutil.which(tool, path=_tools_path()) is not None,
+        f"{tool} is not installed (scripts/setup installs it)",
+    )
 
 
 def vf(
