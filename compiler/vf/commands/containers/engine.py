@@ -17,7 +17,7 @@ import resource
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vf.errors import EnvironmentProblem
@@ -39,14 +39,23 @@ def _ceiling(name: str, hard: int) -> int | None:
 
 @dataclass(frozen=True)
 class Podman:
-    """One podman executable and the OCI runtime it is told to use (None: podman's default)."""
+    """One podman executable, the OCI runtime it is told to use (None: podman's default) and
+    its image storage (None: podman's own; a folder: ``root/`` and ``run/`` in it)."""
 
     executable: str
     runtime: str | None
+    storage: Path | None = None
 
     def base_args(self) -> list[str]:
         """Global flags that go before every podman subcommand."""
-        return ["--runtime", self.runtime] if self.runtime else []
+        args = ["--runtime", self.runtime] if self.runtime else []
+        if self.storage is not None:
+            args += ["--root", str(self.storage / "root"), "--runroot", str(self.storage / "run")]
+        return args
+
+    def with_storage(self, folder: Path) -> Podman:
+        """The same podman over a storage of its own in ``folder`` (a cold cache, for one)."""
+        return replace(self, storage=folder)
 
     def run_args(self) -> list[str]:
         """Per-container flags this kernel needs (``podman run``/``create``/``build``)."""
