@@ -17,5 +17,10 @@ def build_flow() -> Flow:
     double = Double(nb_tasks=2, name="double")(numbers)
     if os.environ.get("VF_TEST_EXTRA"):  # a changed graph: one more stage, a new run
         double = Double(name="again")(double)
-    sink = Record(path=os.environ["VF_TEST_OUT"], idempotent=True, name="sink")(double)
+    sink = Record(
+        path=os.environ["VF_TEST_OUT"],
+        refuse=int(os.environ.get("VF_TEST_REFUSE", "0")),
+        idempotent=True,
+        name="sink",
+    )(double)
     return Flow([sink], flow_type=BATCH, flow_id=os.environ.get("VF_TEST_FLOW", "tree-batch"))

@@ -36,14 +36,24 @@ class Double(Processor):
         return {**item, "double": item["i"] * 2}
 
 
-class Record(Consumer):
-    """Appends one JSON line per applied item to ``path``, with the pod that applied it."""
+class Refused(Exception):
+    """An item the sink will never take: dead-lettered at once, not retried."""
 
-    def __init__(self, path: str, **kw: Any) -> None:
+    disposition = "poison"
+
+
+class Record(Consumer):
+    """Appends one JSON line per applied item to ``path``, with the pod that applied it;
+    refuses item ``refuse`` (none when 0)."""
+
+    def __init__(self, path: str, refuse: int = 0, **kw: Any) -> None:
         super().__init__(**kw)
         self.path = path
+        self.refuse = refuse
 
     def consume(self, item: dict[str, Any]) -> None:
+        if self.refuse and item["i"] == self.refuse:
+            raise Refused(f"refusing item {item['i']}")
         line = {**item, "pod": os.environ.get("HOSTNAME", "")}
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line) + "\n")

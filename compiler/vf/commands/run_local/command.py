@@ -22,7 +22,6 @@ import os
 import secrets
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -34,17 +33,18 @@ from typing import TextIO
 from vf.commands.run_local.components import local_commands
 from vf.commands.run_local.gpus import read_host
 from vf.commands.run_local.grants import gpu_requests, grant_local_gpus
-from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem
+from vf.errors import EnvironmentProblem
 from vf.ir.capabilities import Known
 from vf.ir.graph import Graph
 from vf.ir.plan import Plan
 from vf_runtime.broker.client import BrokerError, announce_stop
-from vf_runtime.broker.naming import RunNames, token
+from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import RunTopology, provision_run
 from vf_runtime.broker.topology import NodeTopology
-from vf_runtime.local.deadletters import DeadLetterReport, read_dead_letters, write_dead_letters
+from vf_runtime.local.deadletters import DeadLetterReport
 from vf_runtime.local.guardian import Guardian
 from vf_runtime.local.infra import LocalServer, MissingTool, free_port, launch_nats, launch_redis
+from vf_runtime.local.outcome import exit_code, report_dead_letters, settled
 from vf_runtime.local.supervisor import (
     Outcome,
     ReplicaSpec,
@@ -53,19 +53,6 @@ from vf_runtime.local.supervisor import (
     Supervisor,
 )
 from vf_runtime.local.zygote import Zygote
-
-EXIT_LOST = 4
-EXIT_STALLED = 5
-EXIT_ENVIRONMENT = 3
-EXIT_DEAD_LETTERS = 6
-EXIT_STOPPED = 7
-_EXIT = {
-    "ok": 0,
-    "lost": EXIT_LOST,
-    "stalled": EXIT_STALLED,
-    "stopped": EXIT_STOPPED,
-    "interrupted": EXIT_INTERRUPTED,
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -358,40 +345,15 @@ def _dead_letters(
 ) -> DeadLetterReport | None:
     """This generation's dead letters, reported by node and copied to a file that
     outlives an embedded broker; None when they could not be read."""
-    out = request.output
-    nodes = tuple(w.node for w in plan.workloads)
-    try:
-        report = asyncio.run(read_dead_letters(url, names, nodes))
-    except Exception as exc:  # the run's outcome stands; say the DLQ was not read
-        out.write(f"[vf] could not read the dead letters: {exc}\n")
-        return None
-    if not report.total:
-        return report
-    for node in report.nodes:
-        out.write(f"[vf] {node.node}: {node.count} item(s) dead-lettered; first reasons:\n")
-        for reason in node.reasons:
-            out.write(f"[vf]     {reason}\n")
-    copy = (
-        Path(tempfile.gettempdir())
-        / f"vf-dead-letters-{token(plan.flow_id)}-{names.generation}.jsonl"
-    )
-    write_dead_letters(report, copy)
-    where = f"stream {names.dlq_stream()}, subjects {names.dlq_run_subjects()}"
     kept = "on the broker at " + url if request.nats_url else "gone with the embedded broker"
-    out.write(f"[vf] dead letters: {where} ({kept}); a copy is kept in {copy}\n")
-    return report
+    nodes = tuple(w.node for w in plan.workloads)
+    return report_dead_letters(url, names, nodes, out=request.output, kept=kept)
 
 
 def _finish(outcome: Outcome, letters: DeadLetterReport | None, *, out: TextIO) -> int:
     """The final line and the exit code: success only when nothing was lost or set aside."""
-    status = outcome.status
-    if status == "ok" and letters is None:
-        status = "unverified"  # the dead letters are unknown, never read as none
-    elif status == "ok" and letters is not None and letters.total:
-        status = "dead-lettered"
-    code = {"dead-lettered": EXIT_DEAD_LETTERS, "unverified": EXIT_ENVIRONMENT}.get(
-        status, _EXIT.get(status, EXIT_DEAD_LETTERS)
-    )
+    status = settled(outcome.status, letters)
+    code = exit_code(status)
     summary = {
         "ok": "flow finished",
         "unverified": "flow finished, but its dead letters could not be read",

@@ -1,10 +1,13 @@
 """``vf run-tree DIR --env ENV``: sync the committed tree into a local cluster and watch it.
 
-Exit codes: 0 the flow did what a cluster would call done (BATCH: every Job Complete;
-REALTIME: every workload ready and still ready at the end of ``--for``), 1 the sync was
-refused (an immutable field, as the real controller would refuse it), 4 a Job failed or
-a workload lost pods, 5 not done within ``--timeout``, 130 interrupted (after stopping
-everything it started). Bad input is exit 2, a missing tool exit 3.
+Exit codes are ``vf run-local``'s (vf_runtime.local.outcome), read from the same things:
+0 the flow did what a cluster would call done (BATCH: every Job Complete; REALTIME: every
+workload ready and still ready at the end of ``--for``) and its dead letters were read
+back and there were none, 1 the sync was refused (an immutable field, as the real
+controller would refuse it), 3 the dead letters could not be read, 4 a Job failed, 5 not
+done within ``--timeout``, 6 done but items were dead-lettered, 7 a Job failed because
+the flow was stopped before its work was done, 130 interrupted (after stopping everything
+it started). Bad input is exit 2, a missing tool exit 3.
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ from vf.commands.runtree.controllers import JobController
 from vf.commands.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
 from vf.commands.runtree.manifests import TreeEnvironment, render
 from vf.commands.runtree.notice import not_emulated
+from vf.commands.runtree.outcome import dead_letters, node_counts, run_status, summary_lines
 from vf.commands.runtree.podspec import decoded_secret, missing_secrets
 from vf.commands.runtree.sync import sync
 from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem, VfError
-from vf_runtime.labels import NODE_LABEL
 from vf_runtime.local.guardian import Guardian
+from vf_runtime.local.outcome import exit_code, settled
 
 Obj = dict[str, Any]
-EXIT_SYNC, EXIT_FAILED, EXIT_TIMEOUT = 1, 4, 5
+EXIT_SYNC = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,43 +151,12 @@ def report(cluster: Cluster, out: TextIO) -> None:
         print(f"  {kind.lower()}/{name}: {line}", file=out)
 
 
-def moved(cluster: Cluster) -> dict[str, int]:
-    """Messages each node's ready workers report as processed (their ``/metrics``)."""
-    import http.client
-
-    totals: dict[str, int] = {}
-    for pod in cluster.pods():
-        node = pod.labels.get(NODE_LABEL)
-        health = next((c.launch.ports.get("health") for c in pod.containers), None)
-        if node is None or health is None or not pod.ready:
-            continue
-        conn = http.client.HTTPConnection("127.0.0.1", health, timeout=2)
-        try:
-            conn.request("GET", "/metrics")
-            text = conn.getresponse().read().decode()
-        except (OSError, http.client.HTTPException):
-            continue
-        finally:
-            conn.close()
-        for line in text.splitlines():
-            if line.startswith("vf_messages_processed_total"):
-                totals[node] = totals.get(node, 0) + int(float(line.rsplit(" ", 1)[1]))
-    return totals
-
-
 def failure_logs(cluster: Cluster, out: TextIO) -> None:
     for pod in cluster.pods():
         container = pod.failed_container()
         if container is not None:
             print(f"--- pod {pod.name} ({container.launch.name}), last lines:", file=out)
             print(container.tail(), file=out)
-
-
-def outcome(cluster: Cluster, *, batch: bool) -> int:
-    jobs = [c for c in cluster.controllers.values() if isinstance(c, JobController)]
-    if any(j.status == "Failed" for j in jobs):
-        return EXIT_FAILED
-    return 0 if workloads_done(cluster, batch=batch) else EXIT_TIMEOUT
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -213,13 +186,15 @@ def run_tree(request: RunTreeRequest) -> int:
     for line in not_emulated(tree.objects):
         log(f"not emulated: {line}")
     guardian = _guardian()  # whatever starts next ends with this run, even on SIGKILL
-    run_dir = request.run_dir or guardian.directory
+    # absolute: every pod's files (a server's config among them) name it from their own cwd
+    run_dir = request.run_dir.resolve() if request.run_dir else guardian.directory
     options = ClusterOptions(
         run_dir=run_dir, backoff_base=request.backoff, log=log, guardian=guardian
     )
     cluster = Cluster(options)
     cluster.extra_secrets = {k: dict(v) for k, v in secrets.items()}
     code = EXIT_INTERRUPTED
+    verdict = "interrupted"
     # SIGTERM and SIGHUP stop what we started, as Ctrl-C does
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
@@ -234,10 +209,7 @@ def run_tree(request: RunTreeRequest) -> int:
         if done and not batch and request.hold > 0:
             log(f"all workloads ready; holding {request.hold:g}s")
             cluster.run_until(lambda: False, timeout=request.hold)
-        code = EXIT_SYNC if errors else outcome(cluster, batch=batch)
-        if not batch:
-            for node, count in sorted(moved(cluster).items()):
-                log(f"  node {node}: {count} messages processed")
+        code, verdict = _judge(cluster, tree, request=request, done=done, refused=bool(errors))
         if not done:
             log(f"not done after {request.timeout:g}s")
         report(cluster, out)
@@ -248,12 +220,30 @@ def run_tree(request: RunTreeRequest) -> int:
         guardian.close()  # removes its directory, the run's unless --run-dir named one
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    verdict = {
-        0: "done",
-        EXIT_SYNC: "sync refused",
-        EXIT_FAILED: "failed",
-        EXIT_TIMEOUT: "timed out",
-    }
     label = f"flow {tree.plan['flow_id']} ({tree.env}, {request.renderer})"
-    log(f"{label}: {verdict.get(code, code)} (exit {code})")
+    log(f"{label}: {verdict} (exit {code})")
     return code
+
+
+def _judge(
+    cluster: Cluster, tree: TreeEnvironment, *, request: RunTreeRequest, done: bool, refused: bool
+) -> tuple[int, str]:
+    """The exit code and its words, read as ``vf run-local`` reads a run: the workloads'
+    status, then the flow's dead letters (a run that set items aside never passes)."""
+    if refused:
+        return EXIT_SYNC, "sync refused"
+    status = run_status(cluster, done=done)
+    keep = request.run_dir.resolve() if request.run_dir else None
+    letters = dead_letters(cluster, tree.plan, out=request.output, copy_dir=keep)
+    for line in summary_lines(node_counts(cluster), letters):
+        print(line, file=request.output)
+    final = settled(status.status, letters)
+    words = {
+        "ok": "done",
+        "unverified": "done, but its dead letters could not be read",
+        "dead-lettered": f"done with {letters.total if letters else 0} item(s) dead-lettered",
+        "lost": f"failed: {', '.join(status.lost)}",
+        "stopped": f"stopped before its work was done: {', '.join(status.lost)}",
+        "stalled": "timed out",
+    }
+    return exit_code(final), words[final]

@@ -1,0 +1,151 @@
+"""What a run of the tree did, read as ``vf run-local`` reads a run: the Jobs' and
+workloads' status, the workers' own counters, and the flow's dead letters on the tree's
+broker. The exit code comes from ``vf_runtime.local.outcome``, which both runners share.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from vf.commands.runtree.controllers import JobController
+from vf.commands.runtree.pods import Container
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.labels import NODE_LABEL
+from vf_runtime.local.deadletters import DeadLetterReport
+from vf_runtime.local.outcome import report_dead_letters
+from vf_runtime.local.supervisor import EXIT_STOPPED as WORKER_STOPPED
+
+if TYPE_CHECKING:
+    from vf.commands.runtree.cluster import Cluster
+
+Obj = dict[str, Any]
+SHOWN = ("received", "processed")  # the counters the summary prints, beside the dead letters
+_SUMMARY = re.compile(r"summary: (.*)$", re.MULTILINE)
+_METRIC = re.compile(r'^vf_messages_(\w+)_total\{node="[^"]*"\} (\d+)$', re.MULTILINE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStatus:
+    """How the workloads ended, in the words of ``vf run-local``'s outcome: ok, lost
+    (a Job failed), stopped (its pods failed because the flow was stopped), or stalled
+    (not done in time); ``lost`` names the Jobs that failed."""
+
+    status: str
+    lost: tuple[str, ...] = ()
+
+
+def run_status(cluster: Cluster, *, done: bool) -> RunStatus:
+    """The status the workloads leave: a failed Job whose every failed pod's worker ended
+    with the worker's stopped code is a stop, as ``vf run-local`` reads it."""
+    jobs = [c for c in cluster.controllers.values() if isinstance(c, JobController)]
+    failed = sorted(j.name for j in jobs if j.status == "Failed")
+    if failed:
+        codes = {
+            c.exit_code
+            for j in jobs
+            if j.status == "Failed"
+            for p in j.pods
+            if p.phase == "Failed"
+            for c in p.containers
+            if c.exit_code not in (0, None)
+        }
+        return RunStatus(
+            status="stopped" if codes == {WORKER_STOPPED} else "lost", lost=tuple(failed)
+        )
+    return RunStatus(status="ok" if done else "stalled")
+
+
+def _worker_containers(cluster: Cluster) -> Iterator[tuple[str, Container]]:
+    for pod in cluster.pods():
+        node = pod.labels.get(NODE_LABEL)
+        if node is not None:
+            for container in pod.containers:
+                yield node, container
+
+
+def run_names(cluster: Cluster, plan: Obj) -> tuple[str, RunNames] | None:
+    """The broker URL the flow's workers were given (translated to this machine) and the
+    names of their run; None when no worker pod was made."""
+    for _node, container in _worker_containers(cluster):
+        env = container.launch.env
+        if env.get("VF_NATS_URL"):
+            names = RunNames(
+                str(plan["flow_id"]), str(plan["run_id"]), env.get("VF_GENERATION", "")
+            )
+            return env["VF_NATS_URL"], names
+    return None
+
+
+def dead_letters(
+    cluster: Cluster, plan: Obj, *, out: TextIO, copy_dir: Path | None
+) -> DeadLetterReport | None:
+    """The flow's dead letters on the tree's broker, reported as ``vf run-local`` does."""
+    found = run_names(cluster, plan)
+    if found is None:
+        return DeadLetterReport(nodes=())  # no worker ran: nothing could be set aside
+    url, names = found
+    nodes = tuple(str(w["node"]) for w in plan.get("workloads") or [])
+    external = bool((plan.get("infra") or {}).get("nats_url_secret"))
+    kept = f"on the broker at {url}" if external else "gone with the tree's broker"
+    return report_dead_letters(url, names, nodes, out=out, kept=kept, copy_dir=copy_dir)
+
+
+def _scrape(container: Container) -> dict[str, int]:
+    port = container.launch.ports.get("health")
+    if port is None or not container.running:
+        return {}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    except (OSError, http.client.HTTPException):
+        return {}
+    finally:
+        conn.close()
+    return {name: int(value) for name, value in _METRIC.findall(text)}
+
+
+def _ended_lives(container: Container) -> dict[str, int]:
+    """The counters of the container's lives that ended: each writes a summary line."""
+    try:
+        text = container.log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    counts: dict[str, int] = {}
+    for line in _SUMMARY.findall(text):
+        for field in line.split():
+            name, _, value = field.partition("=")
+            if value.isdigit():
+                counts[name] = counts.get(name, 0) + int(value)
+    return counts
+
+
+def node_counts(cluster: Cluster) -> dict[str, dict[str, int]]:
+    """What each node's workers received and processed, over every life of every pod:
+    the summary line a worker writes when it ends, and ``/metrics`` of a running one."""
+    totals: dict[str, dict[str, int]] = {}
+    for node, container in _worker_containers(cluster):
+        into = totals.setdefault(node, dict.fromkeys(SHOWN, 0))
+        for counts in (_ended_lives(container), _scrape(container)):
+            for name in SHOWN:
+                into[name] += counts.get(name, 0)
+    return totals
+
+
+def summary_lines(counts: dict[str, dict[str, int]], letters: DeadLetterReport | None) -> list[str]:
+    """One line per node: processed (first, as earlier versions printed it), received and
+    dead-lettered (``?`` when the dead letters could not be read)."""
+    dead = {n.node: n.count for n in letters.nodes} if letters is not None else None
+    lines = []
+    for node, seen in sorted(counts.items()):
+        lettered = "?" if dead is None else str(dead.get(node, 0))
+        lines.append(
+            f"  node {node}: {seen['processed']} messages processed, "
+            f"{seen['received']} received, {lettered} dead-lettered"
+        )
+    return lines

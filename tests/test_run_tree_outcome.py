@@ -1,0 +1,108 @@
+"""``vf run-tree`` ends a run as ``vf run-local`` does: a flow that set an item aside never
+passes, and the two runners give one graph the same exit code and the same words. Real
+nats-server and Redis-compatible store, real kubectl, the workers of the worker image."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import require
+
+REPO = Path(__file__).resolve().parent.parent
+FLOWS = Path(__file__).resolve().parent / "runtree_flows"
+VF = [sys.executable, "-m", "vf"]
+COUNT, REFUSED = 40, 17
+
+pytestmark = pytest.mark.slow
+
+
+def _path() -> str:
+    extra = [str(REPO / ".tools" / "bin"), str(Path(sys.executable).parent)]
+    return os.pathsep.join([*extra, os.environ.get("PATH", "")])
+
+
+def _vf(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    variables = {**os.environ, "PATH": _path(), **env}
+    return subprocess.run(
+        [*VF, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=variables,
+        timeout=300,
+        check=False,
+    )
+
+
+def _project(tmp: Path) -> Path:
+    """The lifecycle flows, with a sink that refuses one item of ``COUNT``."""
+    project = tmp / "app"
+    shutil.copytree(FLOWS, project, ignore=shutil.ignore_patterns("__pycache__"))
+    return project
+
+
+FLOW_ENV = {
+    "VF_TEST_OUT": "/results/sink.jsonl",
+    "VF_TEST_COUNT": str(COUNT),
+    "VF_TEST_REFUSE": str(REFUSED),
+    "VF_TEST_FLOW": "tree-refuse",
+}
+
+
+def _applied(path: Path) -> list[int]:
+    return sorted(json.loads(line)["i"] for line in path.read_text().splitlines() if line)
+
+
+def test_a_batch_run_that_dead_lettered_an_item_fails_with_run_locals_code(tmp_path: Path) -> None:
+    """The sink refuses one item of 40: every Job completes, which is all a cluster sees,
+    but the run is not a success. It exits 6 as ``vf run-local`` does, names the node, the
+    reason with the item and the dead-letter stream, and its summary gives each node's
+    received, processed and dead-lettered counts. ``--run-dir`` is relative (it once made
+    every nats-server fail to open its config file)."""
+    require(shutil.which("kubectl", path=_path()) is not None, "kubectl is not installed")
+    project = _project(tmp_path)
+    done = _vf("compile", "batch.py", "--out", str(tmp_path / "tree"), cwd=project, **FLOW_ENV)
+    assert done.returncode == 0, done.stderr
+    run = _vf(
+        "run-tree",
+        str(tmp_path / "tree"),
+        "--env",
+        "dev",
+        "--app",
+        str(project),
+        "--timeout",
+        "120",
+        "--backoff",
+        "1",
+        "--run-dir",
+        "rd",
+        cwd=tmp_path,
+    )
+    print(run.stderr[-4000:])
+    assert run.returncode == 6, run.stderr[-4000:]
+    assert "(dev, kustomize): done with 1 item(s) dead-lettered (exit 6)" in run.stderr
+    assert "[vf] sink: 1 item(s) dead-lettered; first reasons:" in run.stderr
+    assert f"VF_NODE_REFUSED: Refused: refusing item {REFUSED}" in run.stderr
+    assert re.search(r"\[vf\] dead letters: stream \S+dlq\S*, subjects ", run.stderr)
+    counts = dict(
+        (node, (int(p), int(r), int(d)))
+        for node, p, r, d in re.findall(
+            r"node (\S+): (\d+) messages processed, (\d+) received, (\d+) dead-lettered",
+            run.stderr,
+        )
+    )
+    print(f"per node (processed, received, dead-lettered): {counts}")
+    assert counts["sink"] == (COUNT - 1, COUNT, 1)
+    assert counts["double"][0] == COUNT
+    kept = tmp_path / "rd"
+    assert list(kept.glob("vf-dead-letters-*.jsonl")), "no copy of the dead letters kept"
+    applied = _applied(kept / "claims" / "lifecycle" / "results" / "sink.jsonl")
+    assert applied == [i for i in range(1, COUNT + 1) if i != REFUSED]
