@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from vf.commands.containers.appfiles import init_dockerfile, node_files
 from vf.commands.containers.engine import find_podman, require_podman
 from vf.commands.runtree.worker_env import CONSTRAINTS_NAME, IMAGE_ENV
 from vf.errors import EXIT_ENVIRONMENT, VfError
@@ -159,3 +160,19 @@ def test_missing_podman_is_a_named_environment_error(monkeypatch: pytest.MonkeyP
     with pytest.raises(VfError) as caught:
         require_podman()
     assert caught.value.code == "VF_PODMAN_MISSING" and caught.value.exit_code == EXIT_ENVIRONMENT
+
+
+def test_an_app_without_a_dockerfile_gets_vf_inits_copying_its_modules(tmp_path: Path) -> None:
+    (tmp_path / "nodes_a.py").write_text("")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "deploy").mkdir()
+    (tmp_path / "notes.txt").write_text("")
+    assert node_files(tmp_path, None) == [("nodes_a.py", ""), ("pkg", "pkg/")]
+    assert node_files(tmp_path, ["pkg.sub", "nodes_a"]) == [("nodes_a.py", ""), ("pkg", "pkg/")]
+    text = init_dockerfile(tmp_path, ["pkg.sub"])
+    assert f"COPY --chown={RUN_AS}:{RUN_AS} pkg /app/pkg/\n" in text
+    assert "nodes_a.py" not in text
+    with pytest.raises(VfError) as caught:
+        node_files(tmp_path, ["absent_nodes"])
+    assert caught.value.code == "VF_PIPELINE_IMAGE" and "absent_nodes" in str(caught.value)
