@@ -103,21 +103,25 @@ def test_an_ssh_source_needs_and_gets_a_secret(write_graph: Callable[..., Path])
     assert found["gitrepository.yaml"]["spec"]["secretRef"] == {"name": "deploy-key"}
 
 
-def test_both_flow_types_have_a_health_signal(write_graph: Callable[..., Path]) -> None:
-    found = _flux(write_graph, flux="  flux: {service_account: flux-fx}\n")
+def test_no_job_is_in_a_workers_wait_set(write_graph: Callable[..., Path]) -> None:
+    """Whichever status reader judges a Job (Flux's own comes first unless it impersonates),
+    the workers' health never waits on one: a batch longer than the timeout stays Ready."""
+    found = _flux(write_graph, flux="  flux: {service_account: flux-fx, timeout: 1h}\n")
     infra, workers = (found[f"kustomization-dev{p}.yaml"]["spec"] for p in ("-infra", ""))
     assert infra["wait"] is True and infra["serviceAccountName"] == "flux-fx"
-    assert workers["wait"] is True and workers["retryInterval"] == "2m"
-    # a Job is healthy once started and not failed: a long batch never times Flux out
-    (jobs,) = workers["healthCheckExprs"]
-    assert (jobs["apiVersion"], jobs["kind"]) == ("batch/v1", "Job")
-    assert "startTime" in jobs["current"] and "Failed" in jobs["failed"]
+    assert infra["timeout"] == workers["timeout"] == "1h"
+    assert workers["wait"] is False and workers["retryInterval"] == "2m"
+    assert "healthChecks" not in workers and "healthCheckExprs" not in workers
 
 
-def test_a_realtime_flow_waits_for_every_workload(write_graph: Callable[..., Path]) -> None:
+def test_a_realtime_flow_checks_its_long_running_workers(write_graph: Callable[..., Path]) -> None:
     found = _flux(write_graph, flux="  flux: {}\n", kind="REALTIME")
-    for name in ("kustomization-dev-infra.yaml", "kustomization-dev.yaml"):
-        assert found[name]["spec"]["wait"] is True and "healthChecks" not in found[name]["spec"]
+    infra, workers = (found[f"kustomization-dev{p}.yaml"]["spec"] for p in ("-infra", ""))
+    assert infra["wait"] is True and "healthChecks" not in infra
+    assert workers["wait"] is False and infra["timeout"] == "5m"
+    checked = {(c["kind"], c["name"].rsplit("-", 1)[1]) for c in workers["healthChecks"]}
+    assert checked == {("Deployment", "sink")}  # the finite producer is a Job: not waited on
+    assert all(c["namespace"] == "fx-dev" for c in workers["healthChecks"])
 
 
 def test_an_oci_artifact_holds_the_tree_itself(write_graph: Callable[..., Path]) -> None:
@@ -127,13 +131,41 @@ def test_an_oci_artifact_holds_the_tree_itself(write_graph: Callable[..., Path])
     assert spec["sourceRef"] == {"kind": "OCIRepository", "name": "fx-artifact"}
 
 
-def test_a_helm_release_delivers_the_chart_instead(write_graph: Callable[..., Path]) -> None:
-    found = _flux(write_graph, flux="  flux: {helm_release: true}\n")
+@pytest.mark.parametrize("kind", ["BATCH", "REALTIME"])
+def test_a_helm_release_delivers_the_chart_instead(
+    write_graph: Callable[..., Path], kind: str
+) -> None:
+    """source-controller replaces values.yaml with the merge of valuesFiles, so the list
+    starts with values.yaml; the chart is rebuilt when its version changes, not at every
+    commit; no failure uninstalls the flow, and a BATCH release never waits for its Jobs."""
+    found = _flux(write_graph, flux="  flux: {helm_release: true, timeout: 20m}\n", kind=kind)
     assert "kustomization-dev.yaml" not in found
-    chart = found["helmrelease-dev.yaml"]["spec"]["chart"]["spec"]
+    spec = found["helmrelease-dev.yaml"]["spec"]
+    chart = spec["chart"]["spec"]
     assert chart["chart"] == "./deploy/fx/chart"
-    assert chart["valuesFiles"] == ["./deploy/fx/chart/values-dev.yaml"]
-    assert found["helmrelease-dev.yaml"]["spec"]["targetNamespace"] == "fx-dev"
+    assert chart["valuesFiles"] == [
+        "./deploy/fx/chart/values.yaml",
+        "./deploy/fx/chart/values-dev.yaml",
+    ]
+    assert chart["reconcileStrategy"] == "ChartVersion"
+    assert spec["targetNamespace"] == "fx-dev" and spec["timeout"] == "20m"
+    install, upgrade = spec["install"], spec["upgrade"]
+    assert "remediation" not in install  # an install's remediation is an uninstall
+    assert install["strategy"] == {"name": "RetryOnFailure", "retryInterval": "2m"}
+    if kind == "BATCH":
+        assert install["disableWaitForJobs"] is True and upgrade["disableWaitForJobs"] is True
+        assert "remediation" not in upgrade and upgrade["strategy"]["name"] == "RetryOnFailure"
+    else:
+        assert "disableWaitForJobs" not in install
+        assert upgrade["remediation"] == {"retries": 3, "strategy": "rollback"}
+
+
+def test_a_helm_release_from_an_oci_artifact_is_refused(write_graph: Callable[..., Path]) -> None:
+    flux = "  flux:\n    helm_release: true\n    source: {kind: OCIRepository, name: fx}\n"
+    with pytest.raises(VfError) as refused:
+        _flux(write_graph, flux=flux)
+    assert refused.value.code == "VF_CONFIG_GITOPS"
+    assert "OCIRepository" in str(refused.value.problems)
 
 
 @pytest.mark.parametrize("example", ["batch_pipeline", "realtime_cameras"])

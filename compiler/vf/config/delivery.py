@@ -78,10 +78,33 @@ def parse_gitops(
         ),
         destinations=tuple((name, Destination(**dests[name])) for name in sorted(dests)),
     )
+    problems.extend(_flux_chart_problems(gitops, source=source))
     if gitops.flux is not None and gitops.flux.source is None:
         problems.extend(_flux_url_problems(gitops, source=source))
         problems.extend(_flux_secret_problems(gitops, source=source))
     return gitops, problems
+
+
+def _flux_chart_problems(gitops: GitOps, *, source: str) -> list[Problem]:
+    """A HelmRelease builds its chart from a Git repository or a bucket; from an OCI
+    artifact it takes ``spec.chartRef`` and an artifact that is a packaged chart, which the
+    tree artifact (``flux push artifact --path=<out>``) is not."""
+    flux = gitops.flux
+    if flux is None or not flux.helm_release or flux.source is None:
+        return []
+    if flux.source.kind != "OCIRepository":
+        return []
+    return [
+        Problem(
+            code="VF_CONFIG_GITOPS",
+            what="gitops.flux: helm_release: true with source kind OCIRepository; a "
+            "HelmRelease's chart.spec.sourceRef takes a GitRepository or a Bucket, and the "
+            "tree's OCI artifact is not a packaged chart",
+            remedy="name a GitRepository or Bucket under gitops.flux.source, or drop "
+            "helm_release to deliver the overlays from the OCI artifact",
+            where=source,
+        )
+    ]
 
 
 def _flux_secret_problems(gitops: GitOps, *, source: str) -> list[Problem]:

@@ -34,6 +34,7 @@ class Flux:
     namespace: str = "flux-system"
     interval: str = "10m"
     retry_interval: str = "2m"
+    timeout: str = "5m"  # how long Flux waits for an apply (and a release) to be Ready
     source: SourceRef | None = None
     revision_type: str | None = None  # branch, tag, semver, commit or name; None: inferred
     secret_ref: str | None = None  # the Secret with the credentials of a private repository

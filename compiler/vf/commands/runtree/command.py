@@ -94,7 +94,7 @@ def prepare(
     """Render, check every Secret and image the pods need; raise before anything starts.
     ``secrets`` are those of ``--secrets`` (read from ``request.secrets`` when None)."""
     secrets = read_secrets(request.secrets) if secrets is None else secrets
-    tree = render(request.tree, env=request.env, renderer=request.renderer)
+    tree = render(request.tree, env=request.env, renderer=request.renderer, sync=request.sync)
     app = request.app or Path.cwd()
     if not app.is_dir():
         raise VfError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 from ruamel.yaml.error import YAMLError
 
+from vf.commands.runtree.flux_chart import helm_release, packaged_chart
 from vf.errors import EnvironmentProblem, VfError
 from vf.textio.yaml_read import reader
 
@@ -28,6 +30,7 @@ class TreeEnvironment:
     env: str
     plan: Obj
     objects: tuple[Obj, ...]
+    renderer: str = "kustomize"
 
 
 def _not_a_tree(tree: Path, why: str) -> VfError:
@@ -77,10 +80,15 @@ def _tool(name: str) -> str:
     return found
 
 
-def render_command(tree: Path, *, env: str, renderer: str, namespace: str) -> list[str]:
-    """The command a GitOps controller's renderer runs for this environment."""
+def render_command(
+    tree: Path, *, env: str, renderer: str, namespace: str, chart: Path | None = None
+) -> list[str]:
+    """The command a GitOps controller's renderer runs for this environment; ``chart`` is a
+    chart Flux packaged with its values (``vf.commands.runtree.flux_chart``), used as is."""
     if renderer == "kustomize":
         return [_tool("kubectl"), "kustomize", str(tree / "overlays" / env)]
+    if chart is not None:
+        return [_tool("helm"), "template", "vf", str(chart), "--namespace", namespace]
     values = tree / "chart" / f"values-{env}.yaml"
     return [
         _tool("helm"),
@@ -113,10 +121,24 @@ def parse_objects(text: str, *, source: str) -> list[Obj]:
     return objects
 
 
-def render(tree: Path, *, env: str, renderer: str) -> TreeEnvironment:
-    """Check the tree, run the renderer, and return the objects with the plan."""
+def render(tree: Path, *, env: str, renderer: str, sync: str = "kubectl") -> TreeEnvironment:
+    """Check the tree, run the renderer, and return the objects with the plan. Under
+    ``--sync flux`` the chart is the one Flux builds for the tree's HelmRelease."""
     plan = check_tree(tree, env=env)
-    command = render_command(tree, env=env, renderer=renderer, namespace=plan["namespace"])
+    release = helm_release(tree, env=env) if sync == "flux" and renderer == "helm" else None
+    if release is None:
+        return _render(tree, env=env, renderer=renderer, plan=plan, chart=None)
+    with tempfile.TemporaryDirectory(prefix="vf-flux-chart-") as scratch:
+        chart = packaged_chart(tree, release=release, into=Path(scratch))
+        return _render(tree, env=env, renderer=renderer, plan=plan, chart=chart)
+
+
+def _render(
+    tree: Path, *, env: str, renderer: str, plan: Obj, chart: Path | None
+) -> TreeEnvironment:
+    command = render_command(
+        tree, env=env, renderer=renderer, namespace=plan["namespace"], chart=chart
+    )
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=_RENDER_TIMEOUT, check=False
@@ -138,7 +160,7 @@ def render(tree: Path, *, env: str, renderer: str) -> TreeEnvironment:
     objects = parse_objects(done.stdout, source=renderer)
     for obj in objects:
         obj.setdefault("metadata", {}).setdefault("namespace", plan["namespace"])
-    return TreeEnvironment(tree=tree, env=env, plan=plan, objects=tuple(objects))
+    return TreeEnvironment(tree=tree, env=env, plan=plan, objects=tuple(objects), renderer=renderer)
 
 
 def key(obj: Obj) -> tuple[str, str, str]:

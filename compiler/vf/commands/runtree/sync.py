@@ -1,6 +1,7 @@
-"""Apply a rendered tree the way a sync tool does: kubectl and Flux apply everything at once,
-Argo CD applies by sync wave, each healthy before the next, and Argo CD and Helm run Helm's
-``post-install``/``post-upgrade`` hooks after the rest. Argo CD, Flux and Helm prune last
+"""Apply a rendered tree the way a sync tool does: kubectl applies everything at once, Flux
+as the tree's Kustomizations or HelmRelease say, Argo CD by sync wave, each healthy before
+the next, and Argo CD and Helm run Helm's ``post-install``/``post-upgrade`` hooks after the
+rest. Argo CD, Flux and Helm prune last
 (Helm: what left the release; hooks are not part of a release, so never pruned); ``kubectl
 apply`` without ``--prune`` leaves what left the tree in place."""
 
@@ -11,10 +12,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from vf.commands.runtree.cluster import Cluster, wave_of
+from vf.commands.runtree.flux_chart import helm_release
+from vf.commands.runtree.flux_sync import healthy as flux_healthy
+from vf.commands.runtree.flux_sync import (
+    job_reader,
+    kustomizations,
+    part_objects,
+    seconds,
+    wait_set,
+)
 from vf.commands.runtree.images import ImageResolver
 from vf.commands.runtree.manifests import TreeEnvironment
 
 Obj = dict[str, Any]
+Key = tuple[str, str, str]
 
 
 HOOK_MODES = ("argocd", "helm")
@@ -31,12 +42,17 @@ def _delete_policy(obj: Obj) -> set[str]:
     return {p.strip() for p in policy.split(",")}
 
 
-def _keys(objects: Sequence[Obj]) -> set[tuple[str, str, str]]:
+def _keys(objects: Sequence[Obj]) -> set[Key]:
     return {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects}
 
 
-def _healthy(cluster: Cluster, keys: set[tuple[str, str, str]]) -> bool:
-    return all(c.healthy() for k, c in cluster.controllers.items() if k in keys)
+def _healthy(cluster: Cluster, keys: set[Key], *, jobs: bool = True) -> bool:
+    """Every workload among ``keys`` is healthy; Jobs only count with ``jobs``."""
+    return all(
+        c.healthy()
+        for k, c in cluster.controllers.items()
+        if k in keys and (jobs or c.kind != "Job")
+    )
 
 
 def _run_hooks(
@@ -78,8 +94,102 @@ def sync(
     app: str,
     timeout: float,
 ) -> list[str]:
-    """Apply the tree as ``mode`` does: kubectl and Flux at once; Argo CD by sync waves, each
-    healthy before the next; Argo CD and Helm run Helm hooks after the rest; prune last."""
+    """Apply the tree as ``mode`` does: kubectl at once; Argo CD by sync waves, each healthy
+    before the next; Flux as the tree's HelmRelease or Kustomizations say
+    (``vf.commands.runtree.flux_sync``); Argo CD and Helm run Helm hooks after the rest;
+    prune last."""
+    if mode == "flux":
+        release = helm_release(tree.tree, env=tree.env) if tree.renderer == "helm" else None
+        if release is not None:
+            return _flux_release(cluster, tree, resolver, release=release, app=app, timeout=timeout)
+        parts = kustomizations(tree.tree, env=tree.env)
+        if parts and tree.renderer == "kustomize":
+            return _flux_parts(cluster, tree, resolver, parts=parts, app=app, timeout=timeout)
+    return _sync(cluster, tree, resolver, mode=mode, app=app, timeout=timeout)
+
+
+def _flux_release(
+    cluster: Cluster,
+    tree: TreeEnvironment,
+    resolver: ImageResolver,
+    *,
+    release: Obj,
+    app: str,
+    timeout: float,
+) -> list[str]:
+    """helm-controller: install or upgrade as Helm does, wait for the release (Jobs until
+    they complete, unless ``disableWaitForJobs``) within its timeout, and remediate a
+    failure as the release says: an install's only remediation is an uninstall."""
+    spec, name = release["spec"], release["metadata"]["name"]
+    installed = app in cluster.owner.values()
+    verb = "upgrade" if installed else "install"
+    action = spec.get(verb) or {}
+    jobs = not action.get("disableWaitForJobs", False)
+    limit = min(seconds(str(action.get("timeout") or spec.get("timeout") or "5m")), timeout)
+    errors = _sync(cluster, tree, resolver, mode="helm", app=app, timeout=limit, jobs=jobs)
+    wanted = _keys([o for o in tree.objects if not _is_hook(o, "helm")])
+    if _healthy(cluster, wanted, jobs=jobs):
+        return errors
+    failure = f"flux: HelmRelease {name}: {verb} failed: not ready within {limit:g}s"
+    if jobs:
+        failure += " (helm-controller waits for every Job to complete)"
+    remediation = action.get("remediation") or {}
+    if (action.get("strategy") or {}).get("name") == "RetryOnFailure":
+        cluster.log(f"helmrelease/{name}: {verb} failed; retried in place, nothing uninstalled")
+    elif not installed and int(remediation.get("retries", 0)) != 0:
+        cluster.log(f"helmrelease/{name}: install failed; remediation uninstalls the release")
+        cluster.delete_app(app, by_waves=False)
+        failure += "; remediation uninstalled the release"
+    return [*errors, failure]
+
+
+def _flux_parts(
+    cluster: Cluster,
+    tree: TreeEnvironment,
+    resolver: ImageResolver,
+    *,
+    parts: list[Obj],
+    app: str,
+    timeout: float,
+) -> list[str]:
+    """kustomize-controller: each Kustomization applies its part once those it depends on
+    are Ready, and is Ready once its wait set is healthy (the Job reader Flux puts first
+    unless it impersonates) within its timeout; garbage collection prunes last."""
+    errors: list[str] = []
+    objects = list(tree.objects)
+    for kustomization in parts:
+        spec, name = kustomization["spec"], kustomization["metadata"]["name"]
+        part = part_objects(spec, objects)
+        errors += cluster.apply(part, app=app, resolver=resolver, mode="flux", prune=False)
+        keys, reader = wait_set(spec, part), job_reader(spec)
+        limit = min(seconds(str(spec.get("timeout", "5m"))), timeout)
+
+        def ready(keys: set[Key] = keys, reader: str = reader) -> bool:
+            return all(
+                flux_healthy(c, reader=reader) for k, c in cluster.controllers.items() if k in keys
+            )
+
+        if not cluster.run_until(ready, timeout=limit):
+            cluster.log(f"kustomization/{name}: not Ready: health check timed out")
+            errors.append(
+                f"flux: Kustomization {name} is not Ready: its health checks did not pass "
+                f"within {limit:g}s (Job health read by the {reader!r} reader)"
+            )
+            break  # what depends on it is not applied
+    _prune(cluster, objects, app=app, mode="flux")
+    return errors
+
+
+def _sync(
+    cluster: Cluster,
+    tree: TreeEnvironment,
+    resolver: ImageResolver,
+    *,
+    mode: str,
+    app: str,
+    timeout: float,
+    jobs: bool = True,
+) -> list[str]:
     objects = list(tree.objects)
     hooks = [o for o in objects if _is_hook(o, mode)]
     plain = [o for o in objects if not _is_hook(o, mode)]
@@ -94,14 +204,18 @@ def sync(
     for wave in sorted(waves):
         errors += apply(waves[wave])
         if mode == "argocd" or hooks:
-            healthy = functools.partial(_healthy, cluster, _keys(waves[wave]))
+            healthy = functools.partial(_healthy, cluster, _keys(waves[wave]), jobs=jobs)
             cluster.run_until(healthy, timeout=timeout)
     errors += _run_hooks(cluster, hooks, apply=apply, timeout=timeout)
     if mode in PRUNE_MODES:
-        wanted = _keys(objects)
-        cluster.delete(
-            k
-            for k, owner in cluster.owner.items()
-            if owner == app and k not in wanted and not _is_hook(cluster.objects[k], mode)
-        )
+        _prune(cluster, objects, app=app, mode=mode)
     return errors
+
+
+def _prune(cluster: Cluster, objects: list[Obj], *, app: str, mode: str) -> None:
+    wanted = _keys(objects)
+    cluster.delete(
+        k
+        for k, owner in cluster.owner.items()
+        if owner == app and k not in wanted and not _is_hook(cluster.objects[k], mode)
+    )

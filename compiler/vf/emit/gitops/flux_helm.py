@@ -8,6 +8,7 @@ from typing import Any
 from vf import names
 from vf.ir.delivery import Flux, GitOps
 from vf.ir.plan import Plan
+from vf_runtime.constants import BATCH
 from vf_runtime.labels import ENVIRONMENT_LABEL, FLOW_LABEL, MANAGED_BY, MANAGER, PART_OF
 
 Obj = dict[str, Any]
@@ -22,10 +23,12 @@ def flux_path(gitops: GitOps, *, flux: Flux, below: str) -> str:
 
 
 def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
-    """The chart at ``<path>/chart`` with ``values-<env>.yaml``, released into the
-    environment's namespace; Flux rebuilds the chart at every new revision of the source."""
+    """The chart at ``<path>/chart`` with ``values.yaml`` then ``values-<env>.yaml`` (ADR
+    150), released into the environment's namespace, rebuilt only when the chart's version
+    changes; a BATCH release never waits for its Jobs, and no failure uninstalls a flow."""
     chart = flux_path(gitops, flux=flux, below="chart")
     flow = names.label_value(plan.flow_id)
+    batch = plan.flow_type == BATCH
     spec: Obj = {
         "interval": flux.interval,
         "releaseName": names.k8s_name(plan.flow_id, limit=53),
@@ -35,14 +38,15 @@ def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
             "spec": {
                 "chart": chart,
                 "sourceRef": source,
-                "valuesFiles": [f"{chart}/values-{plan.environment}.yaml"],
-                # the chart's version carries its digest, but Revision needs no version rule
-                "reconcileStrategy": "Revision",
+                # source-controller replaces values.yaml with the merge of this list
+                "valuesFiles": [f"{chart}/values.yaml", f"{chart}/values-{plan.environment}.yaml"],
+                # the chart's version increases with every change of the chart, and only then
+                "reconcileStrategy": "ChartVersion",
             }
         },
-        "install": {"createNamespace": True, "remediation": {"retries": 3}},
-        "upgrade": {"remediation": {"retries": 3}},
-        "timeout": "5m",
+        "install": {"createNamespace": True, **_on_failure(batch=batch, upgrade=False)},
+        "upgrade": _on_failure(batch=batch, upgrade=True),
+        "timeout": flux.timeout,
     }
     flux_access(spec, flux, gitops, environment=plan.environment)
     return {
@@ -60,6 +64,21 @@ def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
         },
         "spec": spec,
     }
+
+
+def _on_failure(*, batch: bool, upgrade: bool) -> Obj:
+    """What a failed install or upgrade does. An install is retried in place, never
+    remediated (helm-controller's only install remediation is an uninstall, which deletes
+    the broker, the store and every Job). A REALTIME upgrade rolls back; a BATCH upgrade is
+    retried in place, since a rollback would re-create the previous generation's Jobs."""
+    action: Obj = {}
+    if batch:
+        action["disableWaitForJobs"] = True  # a Job is Ready to Helm only once it has finished
+    if upgrade and not batch:
+        action["remediation"] = {"retries": 3, "strategy": "rollback"}
+    else:
+        action["strategy"] = {"name": "RetryOnFailure", "retryInterval": "2m"}
+    return action
 
 
 def flux_access(spec: dict[str, Any], flux: Flux, gitops: GitOps, *, environment: str) -> None:

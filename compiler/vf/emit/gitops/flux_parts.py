@@ -10,10 +10,12 @@ for Argo CD and ``kubectl apply -k``. The parts are complementary by constructio
 - *workers*: the workers and the provision Job, with ``dependsOn`` the infra part, so Flux
   applies them once the broker and store are Ready.
 
-Health: the infra part waits for every object (the broker's and store's rollouts); a
-workers part waits for every workload, where a Job (every worker of a BATCH flow, a finite
-producer, the provision Job) counts as healthy once it has started and has not failed
-(``healthCheckExprs``): a batch that runs for hours must not time the Kustomization out.
+Health: the infra part waits for every object (the broker's and store's rollouts). The
+workers part waits for its Deployments and StatefulSets only (``wait: false`` and a
+``healthChecks`` entry each), never for a Job (every worker of a BATCH flow, a finite
+producer, the provision Job): which status reader judges a Job depends on whether the
+controller impersonates (ADR 150), and Flux's own reader holds a running Job InProgress
+until it completes, so a batch longer than ``timeout`` would fail the Kustomization.
 """
 
 from __future__ import annotations
@@ -28,25 +30,33 @@ INFRA, WORKERS = "infra", "workers"
 WORKER_SELECTORS = (NODE_LABEL, f"{COMPONENT}={PROVISION}")
 INFRA_SELECTOR = f"!{NODE_LABEL},{COMPONENT}!={PROVISION}"
 _DELETE = "$patch: delete\napiVersion: v1\nkind: Unused\nmetadata:\n  name: unused\n"
-_FAILED = "status.conditions.exists(c, c.type == 'Failed' && c.status == 'True')"
-JOB_HEALTH: Obj = {
-    "apiVersion": "batch/v1",
-    "kind": "Job",
-    "current": f"has(status.startTime) && !(has(status.conditions) && {_FAILED})",
-    "failed": f"has(status.conditions) && {_FAILED}",
-    "inProgress": "!has(status.startTime)",
-}
+_READY_KINDS = ("Deployment", "StatefulSet")
 
 
 def _deleting(selector: str) -> Obj:
     return {"patch": _DELETE, "target": {"labelSelector": selector}}
 
 
+def _is_worker(obj: Obj) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return NODE_LABEL in labels or labels.get(COMPONENT) == PROVISION
+
+
 def part_spec(part: str, *, objects: Sequence[Obj]) -> Obj:
     """The spec fields that make a Kustomization one part, with its health signal."""
     if part == INFRA:
         return {"patches": [_deleting(s) for s in WORKER_SELECTORS], "wait": True}
-    spec: Obj = {"patches": [_deleting(INFRA_SELECTOR)], "wait": True}
-    if any(o.get("kind") == "Job" for o in objects):
-        spec["healthCheckExprs"] = [JOB_HEALTH]
+    spec: Obj = {"patches": [_deleting(INFRA_SELECTOR)], "wait": False}
+    checks = [
+        {
+            "apiVersion": o["apiVersion"],
+            "kind": o["kind"],
+            "name": o["metadata"]["name"],
+            "namespace": o["metadata"]["namespace"],
+        }
+        for o in objects
+        if o["kind"] in _READY_KINDS and _is_worker(o)
+    ]
+    if checks:
+        spec["healthChecks"] = sorted(checks, key=lambda c: (c["kind"], c["name"]))
     return spec

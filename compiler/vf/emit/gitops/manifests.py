@@ -190,7 +190,7 @@ def _flux_kustomization(
         "path": flux_path(gitops, flux=flux, below=f"overlays/{plan.environment}"),
         "prune": True,
         "sourceRef": _flux_source(flux, plan=plan),
-        "timeout": "5m",
+        "timeout": flux.timeout,
         **part_spec(part, objects=objects),
     }
     if part == WORKERS:
