@@ -201,7 +201,8 @@ def test_gitops_manifests_point_at_the_overlays(
         flux = _yaml(cameras[f"gitops/flux/kustomization-{env}.yaml"])
         assert flux["spec"]["path"] == f"./deploy/cameras/overlays/{env}"
         assert flux["spec"]["sourceRef"] == {"kind": "GitRepository", "name": "cameras-deploy"}
-        assert flux["spec"]["wait"] is True
+        assert flux["spec"]["wait"] is False  # its Deployments are in healthChecks, no Job
+        assert {c["kind"] for c in flux["spec"]["healthChecks"]} <= {"Deployment", "StatefulSet"}
     assert _yaml(cameras["gitops/flux/gitrepository.yaml"])["spec"]["ref"] == {"branch": "main"}
     batch = compiled_examples["batch_pipeline"].tree
     assert "gitops/flux/gitrepository.yaml" not in batch

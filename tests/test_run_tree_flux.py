@@ -59,10 +59,10 @@ def test_flux_builds_the_release_chart_from_its_values_files(tmp_path: Path) -> 
     assert any(o["kind"] == "Job" for o in as_flux.objects)
 
 
-def _sync(cluster: Cluster, tree: Path, *, renderer: str, timeout: float) -> list[str]:
+def _sync(into: Cluster, tree: Path, *, renderer: str, timeout: float) -> list[str]:
     request = RunTreeRequest(tree=tree, env="dev", renderer=renderer, app=FLOWS, sync="flux")
     rendered, resolver = prepare(request, log=print)
-    return sync(cluster, rendered, resolver, mode="flux", app="batch", timeout=timeout)
+    return sync(into, rendered, resolver, mode="flux", app="batch", timeout=timeout)
 
 
 @pytest.mark.slow
