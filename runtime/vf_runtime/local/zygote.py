@@ -247,7 +247,16 @@ class Zygote:
         self.workers: dict[int, ForkedWorker] = {}
         self.ready = threading.Event()
         self.gone = False
-        threading.Thread(target=self._read, name="vf-zygote", daemon=True).start()
+        self.reader: threading.Thread | None = None
+
+    def listen(self) -> None:
+        """Read the zygote's messages (ready, each worker's pid and exit) on a thread of
+        vf's from now on. vf calls it once it has forked what it forks itself (the graph
+        loader): a process forks only while it runs one thread (ADR 0170). Until then the
+        messages wait in the socket."""
+        if self.reader is None:
+            self.reader = threading.Thread(target=self._read, name="vf-zygote", daemon=True)
+            self.reader.start()
 
     @classmethod
     def start(
@@ -275,6 +284,7 @@ class Zygote:
 
     def spawn(self, env: Mapping[str, str]) -> ForkedWorker | None:
         """Fork a worker with ``env``; None when the zygote did not start or is gone."""
+        self.listen()
         if not self.ready.wait(READY_TIMEOUT) or self.gone:
             return None
         read_end, write_end = os.pipe()

@@ -243,7 +243,8 @@ def run_local(request: RunLocalRequest) -> int:
         # it imports the worker while vf compiles, then forks each replica (ADR 0132)
         zygote = Zygote.start({**os.environ, **_common_env(request)}, group=guardian.group)
         stack.callback(zygote.close)
-        plan, graph = _plan(request)
+        plan, graph = _plan(request)  # forks the graph loader: vf still has one thread
+        zygote.listen()  # vf's first thread (ADR 0170)
         launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
         _guarded(guardian)
         _stop_if_asked()
