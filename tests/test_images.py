@@ -19,6 +19,7 @@ from vf.commands.containers.build import (
     ensure_image,
     ensure_pipeline_image,
     ensure_worker_image,
+    prune_superseded,
 )
 from vf.commands.containers.engine import Podman, find_podman
 from vf.commands.runtree.worker_env import IMAGE_ENV
@@ -212,3 +213,11 @@ def test_run_args_stay_within_what_podman_may_grant(images: Images) -> None:
     )
     wanted = [a.split("=")[1].split(":")[1] for a in args if "=" in a]
     assert limits.split() == wanted
+
+
+def test_prune_removes_only_older_tags_of_the_images_built(images: Images) -> None:
+    older = images.base.rsplit(":", 1)[0] + ":older-digest"
+    assert images.podman.run(["tag", images.base, older], timeout=60).returncode == 0
+    removed = prune_superseded(images.podman, {images.base}, log=print)
+    assert older in removed and not images.podman.image_exists(older)
+    assert images.podman.image_exists(images.base) and images.podman.image_exists(images.worker)

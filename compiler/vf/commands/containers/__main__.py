@@ -2,8 +2,8 @@
 
 Builds, with podman, the Debian base and the worker image (each once per digest of its
 inputs); with ``--gpu`` the GPU image's Python layer (docker/Dockerfile.gpu on the Debian
-base instead of CUDA's); with ``--app`` the pipeline image from that folder. Prints each
-reference. scripts/build-images
+base instead of CUDA's); with ``--app`` the pipeline image from that folder; with
+``--prune`` removes vf's older base and worker tags. Prints each reference. scripts/build-images
 runs this. Exit codes as vf's: 2 for the app's own build failing, 3 for the machine.
 """
 
@@ -20,6 +20,7 @@ from vf.commands.containers.build import (
     ensure_image,
     ensure_pipeline_image,
     ensure_worker_image,
+    prune_superseded,
 )
 from vf.commands.containers.engine import require_podman
 from vf.errors import VfError
@@ -63,11 +64,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gpu", action="store_true", help="also docker/Dockerfile.gpu's Python layer (no CUDA)"
     )
+    parser.add_argument(
+        "--prune", action="store_true", help="remove older tags of the images built"
+    )
     options = parser.parse_args(argv)
     if options.tag and options.app is None:
         parser.error("--tag names the pipeline image: pass --app too")
     try:
         made = build(options.app, options.tag, gpu=options.gpu)
+        if options.prune:
+            prune_superseded(require_podman(), {ref for _, ref, _ in made}, log=_log)
     except VfError as error:
         print(error.render(), file=sys.stderr)
         return error.exit_code

@@ -254,11 +254,11 @@ def index_access() -> list[str]:
 
 def ensure_image(podman: Podman, recipe: Recipe, *, log: Log) -> str:
     """``recipe``'s Dockerfile FROM the Debian base, built once per digest of its inputs."""
+    ref = image_reference(base_reference(), recipe)
+    if podman.image_exists(ref):  # the base may be gone; the image holds its layers
+        return ref
     base = ensure_base_image(podman, log=log)
     repo = _checkout()
-    ref = image_reference(base, recipe)
-    if podman.image_exists(ref):
-        return ref
     with _locked(recipe.repository.rsplit("/", 1)[-1]):
         if podman.image_exists(ref):
             return ref
@@ -292,6 +292,29 @@ def ensure_image(podman: Podman, recipe: Recipe, *, log: Log) -> str:
 def ensure_worker_image(podman: Podman, *, log: Log) -> str:
     """docker/Dockerfile FROM the Debian base, built once per digest of its inputs."""
     return ensure_image(podman, WORKER, log=log)
+
+
+def prune_superseded(podman: Podman, current: set[str], *, log: Log) -> list[str]:
+    """Remove the other tags (older digests) of the repositories of vf's images in
+    ``current``; an image a container still uses stays. Returns the references removed."""
+    ours = {BASE_REPOSITORY, WORKER.repository, GPU_PYTHON.repository}
+    removed: list[str] = []
+    for repository in sorted(ours & {ref.rsplit(":", 1)[0] for ref in current}):
+        listed = podman.run(
+            [
+                "images",
+                "--format",
+                "{{.Repository}}:{{.Tag}}",
+                "--filter",
+                f"reference={repository}",
+            ],
+            timeout=60,
+        )
+        for ref in sorted(set(listed.stdout.split()) - current):
+            if podman.run(["rmi", ref], timeout=120).returncode == 0:
+                log(f"removed {ref} (superseded)")
+                removed.append(ref)
+    return removed
 
 
 def ensure_pipeline_image(
