@@ -91,11 +91,19 @@ def _invoke(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def test_a_second_tree_of_the_same_flow_in_the_same_namespace_is_refused(tmp_path: Path) -> None:
+def test_a_second_tree_of_the_same_flow_in_one_cluster_is_refused(tmp_path: Path) -> None:
     source = example_graph("batch_pipeline")
     copy = tmp_path / "copy"
     shutil.copytree(Path(source).parent, copy)
+    config = copy / "vf.yaml"  # prod: the same cluster (its Argo CD server), another plan
+    config.write_text(config.read_text().replace("      double: 3\n", "      double: 4\n"))
     deploy = tmp_path / "deploy"
+    assert _invoke("compile", source, "--out", str(deploy / "batch"))[0] == 0
+    code, output = _invoke("compile", str(copy / "graph.py"), "--out", str(deploy / "again"))
+    print(output)
+    assert code == 2 and "error[VF_FLOW_COLLISION]" in output
+    assert "own flow_id" in output and not (deploy / "again").exists()
+    # the same tree compiled again is not a neighbour of itself
     assert _invoke("compile", source, "--out", str(deploy / "batch"))[0] == 0
     code, output = _invoke("compile", str(copy / "graph.py"), "--out", str(deploy / "again"))
     print(output)

@@ -175,7 +175,12 @@ def _plan(request: CompileRequest, graph: Graph, path: Path, *, sink: Sink) -> _
         planned.plans.append(plan)
         planned.objects[env.name] = rendered
     if request.out is not None:
-        check_neighbours(planned.plans, out=request.out)
+        check_neighbours(
+            planned.plans,
+            out=request.out,
+            gitops=targets.gitops,
+            warn=request.warn or sys.stderr.write,
+        )
     return planned
 
 

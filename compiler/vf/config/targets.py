@@ -51,6 +51,7 @@ class Environment:
 
     name: str
     namespace: str = DEFAULT_NAMESPACE
+    cluster: str | None = None  # the user's name for the cluster; None: not said
     kubernetes_version: str = DEFAULT_K8S_VERSION
     run_id: str | None = None
     default_image: str | None = None
@@ -352,6 +353,7 @@ def _environment(name: str, raw: dict[str, Any]) -> Environment:
     return Environment(
         name=name,
         namespace=raw.get("namespace", DEFAULT_NAMESPACE),
+        cluster=raw.get("cluster"),
         kubernetes_version=raw.get("kubernetes_version", DEFAULT_K8S_VERSION),
         run_id=raw.get("run_id"),
         default_image=images.get("default"),

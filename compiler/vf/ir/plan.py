@@ -186,6 +186,8 @@ class Plan:
     pods: PodOptions | None = field(default=None, metadata=OMIT_IF_NONE)
     # The workers KEDA scales on their input lag (omitted when autoscaling is off)
     autoscaling: tuple[Scaler, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
+    # vf.yaml's name for the environment's cluster, when it gives one
+    cluster: str | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:

@@ -117,6 +117,7 @@ def plan_environment(
         version=PLAN_VERSION,
         environment=env.name,
         namespace=env.namespace,
+        cluster=env.cluster,
         kubernetes_version=env.kubernetes_version,
         flow_id=flow_id,
         flow_type=graph.flow_type,
