@@ -270,6 +270,8 @@ def ensure_image(podman: Podman, recipe: Recipe, *, log: Log) -> str:
                 "build",
                 *podman.run_args(),
                 "--pull=never",
+                # The tag is the cache: no intermediate layers or stages are kept beside it.
+                "--layers=false",
                 *index_access(),
                 "--build-arg",
                 f"{recipe.base_arg}={base}",
