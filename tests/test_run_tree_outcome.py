@@ -61,19 +61,28 @@ def _applied(path: Path) -> list[int]:
     return sorted(json.loads(line)["i"] for line in path.read_text().splitlines() if line)
 
 
-def test_a_batch_run_that_dead_lettered_an_item_fails_with_run_locals_code(tmp_path: Path) -> None:
-    """The sink refuses one item of 40: every Job completes, which is all a cluster sees,
-    but the run is not a success. It exits 6 as ``vf run-local`` does, names the node, the
-    reason with the item and the dead-letter stream, and its summary gives each node's
-    received, processed and dead-lettered counts. ``--run-dir`` is relative (it once made
-    every nats-server fail to open its config file)."""
+def _counts(stderr: str) -> dict[str, tuple[int, int, int]]:
+    """(processed, received, dead-lettered) of each node, from run-tree's summary."""
+    found = re.findall(
+        r"node (\S+): (\d+) messages processed, (\d+) received, (\d+) dead-lettered", stderr
+    )
+    return {node: (int(p), int(r), int(d)) for node, p, r, d in found}
+
+
+@pytest.fixture(scope="module")
+def tree_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
+    """The project, the folder run-tree ran in, and its run (``--run-dir rd``, relative:
+    it once made every nats-server fail to open its config file)."""
     require(shutil.which("kubectl", path=_path()) is not None, "kubectl is not installed")
-    project = _project(tmp_path)
-    done = _vf("compile", "batch.py", "--out", str(tmp_path / "tree"), cwd=project, **FLOW_ENV)
+    tmp = tmp_path_factory.mktemp("outcome")
+    project = _project(tmp)
+    done = _vf("compile", "batch.py", "--out", str(tmp / "tree"), cwd=project, **FLOW_ENV)
     assert done.returncode == 0, done.stderr
     run = _vf(
         "run-tree",
-        str(tmp_path / "tree"),
+        str(tmp / "tree"),
         "--env",
         "dev",
         "--app",
@@ -84,25 +93,67 @@ def test_a_batch_run_that_dead_lettered_an_item_fails_with_run_locals_code(tmp_p
         "1",
         "--run-dir",
         "rd",
-        cwd=tmp_path,
+        cwd=tmp,
     )
     print(run.stderr[-4000:])
+    return project, tmp, run
+
+
+def test_a_batch_run_that_dead_lettered_an_item_fails_with_run_locals_code(
+    tree_run: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """The sink refuses one item of 40: every Job completes, which is all a cluster sees,
+    but the run is not a success. It exits 6 as ``vf run-local`` does, names the node, the
+    reason with the item and the dead-letter stream, and its summary gives each node's
+    received, processed and dead-lettered counts."""
+    _project_dir, tmp, run = tree_run
     assert run.returncode == 6, run.stderr[-4000:]
     assert "(dev, kustomize): done with 1 item(s) dead-lettered (exit 6)" in run.stderr
     assert "[vf] sink: 1 item(s) dead-lettered; first reasons:" in run.stderr
     assert f"VF_NODE_REFUSED: Refused: refusing item {REFUSED}" in run.stderr
     assert re.search(r"\[vf\] dead letters: stream \S+dlq\S*, subjects ", run.stderr)
-    counts = dict(
-        (node, (int(p), int(r), int(d)))
-        for node, p, r, d in re.findall(
-            r"node (\S+): (\d+) messages processed, (\d+) received, (\d+) dead-lettered",
-            run.stderr,
-        )
-    )
+    counts = _counts(run.stderr)
     print(f"per node (processed, received, dead-lettered): {counts}")
     assert counts["sink"] == (COUNT - 1, COUNT, 1)
     assert counts["double"][0] == COUNT
-    kept = tmp_path / "rd"
+    kept = tmp / "rd"
     assert list(kept.glob("vf-dead-letters-*.jsonl")), "no copy of the dead letters kept"
-    applied = _applied(kept / "claims" / "lifecycle" / "results" / "sink.jsonl")
+
+
+def test_run_dir_keeps_every_volume_and_the_claims(
+    tree_run: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """``--run-dir`` keeps what its help promises: each pod's emptyDirs (a worker's /tmp,
+    the dev broker's JetStream store) outlive the pod, and the claim holds the results."""
+    _project_dir, tmp, _run = tree_run
+    pods = tmp / "rd" / "pods" / "lifecycle"
+    scratch = sorted(p.parent.parent.name for p in pods.glob("*/volumes/tmp"))
+    print(f"pods whose /tmp was kept: {scratch}")
+    for node in ("numbers", "double", "sink"):
+        assert any(f"-{node}-" in name for name in scratch), node
+    assert any((p / "jetstream").exists() for p in pods.glob("*nats*/volumes/data"))
+    applied = _applied(tmp / "rd" / "claims" / "lifecycle" / "results" / "sink.jsonl")
     assert applied == [i for i in range(1, COUNT + 1) if i != REFUSED]
+
+
+def test_run_local_agrees_with_run_tree(
+    tree_run: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """The same graph under ``vf run-local``: the same exit code and dead-letter report,
+    and the claim mount (``results:/results``) is the same folder of its run directory,
+    not the machine's /results."""
+    project, tmp, tree = tree_run
+    local = tmp / "local"
+    local.mkdir()
+    run = _vf("run-local", str(project / "batch.py"), "--run-dir", "rd", cwd=local, **FLOW_ENV)
+    print(run.stderr[-3000:])
+    assert run.returncode == tree.returncode == 6, run.stderr[-3000:]
+    reason = f"VF_NODE_REFUSED: Refused: refusing item {REFUSED}"
+    for output in (run.stderr, tree.stderr):
+        assert "[vf] sink: 1 item(s) dead-lettered; first reasons:" in output
+        assert reason in output
+    folder = local / "rd" / "claims" / "lifecycle" / "results"
+    assert f"[vf] sink: /results is the claim folder {folder}" in run.stderr
+    applied = _applied(folder / "sink.jsonl")
+    assert applied == _applied(tmp / "rd" / "claims" / "lifecycle" / "results" / "sink.jsonl")
+    assert list((local / "rd").glob("vf-dead-letters-*.jsonl"))

@@ -32,6 +32,14 @@ from vf.commands.exits import run_body
     help="shared: GPU replicas may share this machine's devices; strict: refuse unless "
     "every grant fits.",
 )
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Keep the claim folders (DIR/claims/NAMESPACE/CLAIM) and a copy of the dead letters "
+    "here (default: a temporary folder, removed).",
+)
 def run_local_command(
     *,
     graph: str,
@@ -41,6 +49,7 @@ def run_local_command(
     redis_url: str | None,
     stall: float,
     gpu_policy: str,
+    run_dir: Path | None,
 ) -> None:
     """Run GRAPH on this machine: one process per replica, embedded NATS and Redis."""
 
@@ -55,6 +64,7 @@ def run_local_command(
             redis_url=redis_url,
             stall_seconds=stall or None,
             gpu_policy=gpu_policy,
+            run_dir=run_dir,
         )
         return run_local(request)
 

@@ -33,6 +33,7 @@ from typing import TextIO
 from vf.commands.run_local.components import local_commands
 from vf.commands.run_local.gpus import read_host
 from vf.commands.run_local.grants import gpu_requests, grant_local_gpus
+from vf.commands.run_local.mounts import claims, local_paths, mounted_env
 from vf.errors import EnvironmentProblem
 from vf.ir.capabilities import Known
 from vf.ir.graph import Graph
@@ -69,6 +70,7 @@ class RunLocalRequest:
     output: TextIO = sys.stderr
     gpu_policy: str = "shared"
     generation: str | None = None  # None: a fresh one (a caller that must know it names it)
+    run_dir: Path | None = None  # keeps the claims and the dead letters (None: removed at the end)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,15 +148,19 @@ def _replicas(
     request: RunLocalRequest,
     launch: _Launch,
     generation: str,
+    run_dir: Path,
 ) -> list[ReplicaSpec]:
     """One process per replica; a native component runs its local command instead of
-    ``vf-worker``; a GPU replica gets its local grant instead of the cluster's count."""
+    ``vf-worker``; a GPU replica gets its local grant instead of the cluster's count;
+    mounted paths are the run directory's claim folders (vf.commands.run_local.mounts)."""
     specs = []
     for workload in plan.workloads:
+        paths = local_paths(workload, run_dir=run_dir, namespace=plan.namespace)
+        own = mounted_env(dict(workload.env), paths)
         for replica in range(workload.replicas):
             port = free_port()
             env = {
-                **dict(workload.env),
+                **own,
                 **urls,
                 "VF_GENERATION": generation,
                 "VF_REPLICA_ID": str(replica),
@@ -247,6 +253,7 @@ def run_local(request: RunLocalRequest) -> int:
         zygote.listen()  # vf's first thread (ADR 0170)
         launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
         _guarded(guardian)
+        run_dir = request.run_dir.resolve() if request.run_dir else guardian.directory
         _stop_if_asked()
         urls = _start_services(plan, request=request, stack=stack, guardian=guardian)
         _stop_if_asked()
@@ -258,7 +265,11 @@ def run_local(request: RunLocalRequest) -> int:
             raise EnvironmentProblem(
                 exc.code, str(exc), "start nats-server with -js, or pass --nats URL"
             ) from exc
-        replicas = _replicas(plan, urls=urls, request=request, launch=launch, generation=generation)
+        replicas = _replicas(
+            plan, urls=urls, request=request, launch=launch, generation=generation, run_dir=run_dir
+        )
+        for node, path, folder in claims(plan, run_dir):
+            out.write(f"[vf] {node}: {path} is the claim folder {folder}\n")
         out.write(
             f"[vf] running flow {plan.flow_id} run {plan.run_id} generation {generation} "
             f"({plan.flow_type}, environment {plan.environment}): "
@@ -276,6 +287,10 @@ def run_local(request: RunLocalRequest) -> int:
         )
         outcome = Supervisor(replicas, options).run()
         letters = _dead_letters(nats_url, names, plan=plan, request=request)
+        if claims(plan, run_dir) and request.run_dir is None:
+            out.write(
+                "[vf] the claim folders are removed with the run: pass --run-dir to keep them\n"
+            )
     return _finish(outcome, letters, out=out)
 
 
@@ -348,7 +363,8 @@ def _dead_letters(
     outlives an embedded broker; None when they could not be read."""
     kept = "on the broker at " + url if request.nats_url else "gone with the embedded broker"
     nodes = tuple(w.node for w in plan.workloads)
-    return report_dead_letters(url, names, nodes, out=request.output, kept=kept)
+    keep = request.run_dir.resolve() if request.run_dir else None
+    return report_dead_letters(url, names, nodes, out=request.output, kept=kept, copy_dir=keep)
 
 
 def _finish(outcome: Outcome, letters: DeadLetterReport | None, *, out: TextIO) -> int:

@@ -44,6 +44,7 @@ class ClusterOptions:
     grace_cap: float | None = None
     log: Callable[[str], None] = print
     guardian: Guardian | None = None  # ends every container's group if vf itself is killed
+    keep_volumes: bool = False  # --run-dir: a deleted pod's emptyDirs stay for inspection
 
 
 @dataclass

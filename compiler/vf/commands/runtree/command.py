@@ -189,7 +189,11 @@ def run_tree(request: RunTreeRequest) -> int:
     # absolute: every pod's files (a server's config among them) name it from their own cwd
     run_dir = request.run_dir.resolve() if request.run_dir else guardian.directory
     options = ClusterOptions(
-        run_dir=run_dir, backoff_base=request.backoff, log=log, guardian=guardian
+        run_dir=run_dir,
+        backoff_base=request.backoff,
+        log=log,
+        guardian=guardian,
+        keep_volumes=request.run_dir is not None,
     )
     cluster = Cluster(options)
     cluster.extra_secrets = {k: dict(v) for k, v in secrets.items()}

@@ -192,4 +192,5 @@ def build_pod(cluster: Cluster, controller: Controller, *, index: int | None) ->
         grace=grace,
         backoff_base=cluster.options.backoff_base,
         scratch=pod_dir / "volumes",
+        keep_scratch=cluster.options.keep_volumes,
     )

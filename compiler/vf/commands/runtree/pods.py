@@ -185,10 +185,12 @@ class Pod:
     phase: str = "Pending"
     backoff_base: float = 10.0
     scratch: Path | None = None  # emptyDir and ConfigMap folders, removed with the pod
+    keep_scratch: bool = False  # kept instead (--run-dir), as the run's record
 
     def remove(self) -> None:
-        """The pod object is gone: its emptyDirs go with it (claims and logs stay)."""
-        if self.scratch is not None:
+        """The pod object is gone: its emptyDirs go with it (claims and logs stay), unless
+        the run keeps them."""
+        if self.scratch is not None and not self.keep_scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
     def tick(self, now: float) -> None:
