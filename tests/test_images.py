@@ -187,6 +187,17 @@ def test_a_failing_app_dockerfile_is_the_users_error(images: Images, tmp_path: P
     assert not images.podman.image_exists("localhost/vf-images-test:broken")
 
 
+def test_an_app_folder_that_is_not_a_directory_is_named(images: Images, tmp_path: Path) -> None:
+    for app in (tmp_path / "absent", tmp_path / "file.py"):
+        if app.name == "file.py":
+            app.write_text("")
+        with pytest.raises(VfError) as caught:
+            ensure_pipeline_image(
+                images.podman, tag="localhost/vf-images-test:x", app_dir=app, log=print
+            )
+        assert caught.value.code == "VF_PIPELINE_IMAGE" and caught.value.exit_code == EXIT_USER
+
+
 def test_a_node_module_missing_from_the_app_folder_is_named(images: Images, tmp_path: Path) -> None:
     (tmp_path / "other.py").write_text("")
     with pytest.raises(VfError) as caught:

@@ -330,6 +330,13 @@ def ensure_pipeline_image(
     """The pipeline image ``tag``: ``app_dir``'s Dockerfile, or the one ``vf init`` writes
     (copying ``modules``, or every top-level module and package of ``app_dir``), FROM the
     worker image. podman's layer cache makes a rebuild of unchanged files quick."""
+    if not app_dir.is_dir():
+        raise VfError(
+            "VF_PIPELINE_IMAGE",
+            f"the app folder {app_dir} is not a directory",
+            "pass the project folder that holds the node modules (and its Dockerfile, if any)",
+            str(app_dir),
+        )
     worker = ensure_worker_image(podman, log=log)
     dockerfile = app_dir / "Dockerfile"
     with tempfile.TemporaryDirectory(prefix="vf-pipeline-image-") as scratch:
