@@ -6,6 +6,7 @@ as the pods run it: UID 65532, read-only root, no capabilities, no new privilege
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from tests.support import require
 from vf.commands.containers.build import (
     GPU_PYTHON,
+    base_reference,
     ensure_base_image,
     ensure_image,
     ensure_pipeline_image,
@@ -54,6 +56,11 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
     podman = find_podman()
     require(podman is not None, "podman is not installed (apt-get install podman runc mmdebstrap)")
     assert podman is not None
+    require(
+        shutil.which("mmdebstrap") is not None or podman.image_exists(base_reference()),
+        "mmdebstrap is not installed and local storage lacks vf's base image "
+        "(apt-get install mmdebstrap)",
+    )
     lines: list[str] = []
     project = tmp_path_factory.mktemp("images") / "video-jobs"
     init_project(project)
