@@ -14,6 +14,8 @@ from vf.config.network import (
     parse_peers,
     peer_problems,
 )
+from vf.config.servers import NATS_IMAGE
+from vf.config.servers import STORE_IMAGE as REDIS_IMAGE
 from vf.config.url_secrets import url_credentials
 from vf.errors import Problem
 from vf.ir.records import Peer, SecretRef
@@ -24,8 +26,6 @@ PROFILES = ("reliable_work", "live_latest", "durable_control", "replay_archive")
 DEFAULT_STORAGE_CLASS = "local-path"
 DEFAULT_STORAGE_SIZE = "10Gi"
 MAX_STREAM_REPLICAS = 5
-NATS_IMAGE = "nats:2.10.29-alpine"
-REDIS_IMAGE = "redis:7.2.7-alpine"
 # A service address: printable, and nothing UTF-8 cannot encode (no unpaired surrogates).
 _PRINTABLE_URL = re.compile("^[^\\x00-\\x20\\x7f\\ud800-\\udfff]+\\Z")
 
