@@ -29,6 +29,7 @@ from vf.ir.plan import ContainerResources
 from vf.ir.records import PodOptions
 from vf.resources import schema_path
 from vf.textio.patterns import validator as schema_validator
+from vf.textio.safe_read import Unreadable, read_regular
 from vf.textio.schema_check import Check, Errors, try_compile
 from vf.textio.yaml_errors import describe
 from vf.textio.yaml_guard import MAX_INPUT_BYTES, amplified, too_large
@@ -106,7 +107,7 @@ def find_config(graph_path: Path, explicit: str | None) -> Path | None:
     """``--config`` when given, else ``vf.yaml`` next to the graph module, else None."""
     if explicit is not None:
         path = Path(explicit)
-        if not path.is_file():
+        if not path.exists():  # anything else there is read, or refused by name
             raise VfError(
                 "VF_CONFIG_NOT_FOUND",
                 f"config file {explicit!r} does not exist",
@@ -115,7 +116,7 @@ def find_config(graph_path: Path, explicit: str | None) -> Path | None:
             )
         return path
     beside = graph_path.parent / CONFIG_NAME
-    return beside if beside.is_file() else None
+    return beside if beside.exists() else None
 
 
 def load_targets(path: Path | None) -> Targets:
@@ -199,7 +200,16 @@ def _bounded_text(path: Path) -> str:
             "a vf.yaml holds deployment targets: move data out of it",
             str(path),
         )
-    return path.read_text(encoding="utf-8")
+    try:  # a FIFO or a device would block or never end
+        data = read_regular(path, limit=MAX_INPUT_BYTES, follow=True)
+    except Unreadable as why:
+        raise VfError(
+            "VF_CONFIG_SYNTAX",
+            f"{path.name} cannot be read: {why}",
+            "pass a regular file holding the deployment targets",
+            str(path),
+        ) from None
+    return data.decode("utf-8")
 
 
 def _check_text(document: Any, path: Path) -> None:

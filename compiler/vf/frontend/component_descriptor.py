@@ -19,6 +19,7 @@ from vf.errors import Problem, VfError
 from vf.frontend.params import json_problem, safe_repr
 from vf.resources import schema_path
 from vf.textio.patterns import validator as schema_validator
+from vf.textio.safe_read import Unreadable, read_regular
 from vf.textio.yaml_guard import amplified
 from vf_runtime.components import ComponentPort, ComponentSpec
 from vf_runtime.constants import HEALTH_PORT
@@ -53,7 +54,7 @@ def read_descriptor(path: Path, *, where: str) -> dict[str, Any]:
             )
         yaml = reader("rt")
         yaml.allow_duplicate_keys = False
-        text = path.read_text(encoding="utf-8")
+        text = _descriptor_text(path, where=where)
         document = yaml.load(text)
     except RecursionError:
         document = None
@@ -83,6 +84,19 @@ def read_descriptor(path: Path, *, where: str) -> dict[str, Any]:
         )
     plain: dict[str, Any] = json.loads(json.dumps(document, default=str))
     return plain
+
+
+def _descriptor_text(path: Path, *, where: str) -> str:
+    """The descriptor's text: a regular file (a link to one is fine) of at most 1 MiB."""
+    try:
+        return read_regular(path, limit=MAX_DESCRIPTOR_BYTES, follow=True).decode("utf-8")
+    except Unreadable as why:
+        raise VfError(
+            "VF_COMPONENT_DESCRIPTOR",
+            f"component descriptor {path.name} cannot be read: {why}",
+            "point at the component.yaml file itself",
+            where,
+        ) from None
 
 
 def check_descriptor(document: dict[str, Any], *, label: str, where: str) -> list[Problem]:

@@ -22,7 +22,7 @@ MAX_JSON_DEPTH = 200
 _CHUNK = 1 << 20
 
 
-class Unreadable(Exception):
+class Unreadable(ValueError):
     """Why a file or a text cannot be read; ``str()`` is a phrase such as "a FIFO"."""
 
 
@@ -39,15 +39,16 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_regular(path: Path, *, limit: int) -> bytes:
+def read_regular(path: Path, *, limit: int, follow: bool = False) -> bytes:
     """The bytes of the regular file at ``path``, at most ``limit`` of them.
 
-    A link (at the last step), a FIFO, a device, a socket, a directory or a file above
-    ``limit`` bytes is refused without reading a byte of it; so is a file that grows
-    past ``limit`` while it is read.
+    A link (at the last step, unless ``follow``: a file the user named may be a link to
+    their own file), a FIFO, a device, a socket, a directory or a file above ``limit``
+    bytes is refused without reading a byte of it; so is a file that grows past
+    ``limit`` while it is read.
     """
     try:
-        fd = os.open(path, _FLAGS)
+        fd = os.open(path, _FLAGS & ~os.O_NOFOLLOW if follow else _FLAGS)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EMLINK):
             raise Unreadable("a symbolic link") from None

@@ -7,7 +7,6 @@ name, so ``vf diff`` never reports on a build it only guessed.
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
@@ -16,6 +15,7 @@ from typing import Any
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import VfError
+from vf.textio.safe_read import load_json
 from vf.textio.yaml_guard import amplified
 from vf.textio.yaml_read import reader
 
@@ -54,9 +54,11 @@ def committed_plan(files: Files, *, env: str) -> Obj | None:
     if text is None:
         return None
     try:
-        loaded: Obj = json.loads(text)
-    except ValueError:
-        raise _unreadable(f"plan/{env}.json", why="invalid JSON") from None
+        loaded = load_json(text)
+    except ValueError as exc:
+        raise _unreadable(f"plan/{env}.json", why=f"invalid JSON: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise _unreadable(f"plan/{env}.json", why="not a JSON object")
     return loaded
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from vf.errors import EnvironmentProblem, VfError
 from vf.textio.filetext import FileText, whole
+from vf.textio.safe_read import load_json
 from vf.tree.owned_read import read_owned
 from vf.tree.swap import (
     exchange,
@@ -52,7 +53,7 @@ def owned_files(out: Path) -> list[str] | None:
         text = read_owned(out, MANIFEST)
         if text is None:
             return None
-        doc = json.loads(text)
+        doc = load_json(text)  # nesting bounded: a planted manifest is not vf's
         files = doc["files"]
     except VfError as error:
         if error.code == "VF_OUTPUT_NOT_UTF8":

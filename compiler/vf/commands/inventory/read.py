@@ -9,7 +9,6 @@ node listing there is nothing to record, and that is an environment error (exit 
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 from vf.commands.inventory.nodes import Held, ObservedNode, gpu_resources, node_entry
 from vf.errors import EnvironmentProblem
 from vf.ir.capabilities import Known, Unknown
+from vf.textio.safe_read import load_json
 
 TIMEOUT_SECONDS = 60
 _MINOR = re.compile(r"^(\d+)")
@@ -51,9 +51,9 @@ def kubectl_json(kubectl: str, *, context: str, args: tuple[str, ...]) -> Known[
         reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         return Unknown(f"kubectl {' '.join(args[:2])} failed: {reason}")
     try:
-        return Known(json.loads(done.stdout))
-    except json.JSONDecodeError:
-        return Unknown(f"kubectl {' '.join(args[:2])} did not print JSON")
+        return Known(load_json(done.stdout))
+    except ValueError as exc:
+        return Unknown(f"kubectl {' '.join(args[:2])} did not print JSON vf reads ({exc})")
 
 
 def read_cluster(context: str, *, kubectl: str = "kubectl") -> ClusterInventory:

@@ -19,11 +19,14 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError
 
 from vf.commands.inventory.nodes import ObservedNode
 from vf.commands.inventory.read import ClusterInventory
 from vf.errors import VfError
 from vf.ir.capabilities import Known, Unknown
+from vf.textio.safe_read import Unreadable, read_regular
+from vf.textio.yaml_guard import MAX_INPUT_BYTES, amplified
 from vf.textio.yaml_read import reader
 
 UNKNOWN = "unknown"
@@ -118,12 +121,39 @@ def _environment(document: Any, name: str) -> CommentedMap:
     return env
 
 
+def _existing(yaml: YAML, path: Path) -> Any:
+    """The document already at ``path`` (None when there is none), read within vf.yaml's
+    bounds: a regular file of at most 1 MiB, nesting and aliases that fit its size."""
+    if not os.path.lexists(path):
+        return None
+    text = ""
+    try:
+        text = read_regular(path, limit=MAX_INPUT_BYTES, follow=True).decode("utf-8")
+        document = yaml.load(text)
+    except (Unreadable, UnicodeDecodeError, YAMLError, RecursionError) as exc:
+        why = "it nests too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise VfError(
+            "VF_CONFIG_SYNTAX",
+            f"{path.name} cannot be read: {why.splitlines()[0] if why else type(exc).__name__}",
+            "fix the file, or pass --out to a new one",
+            str(path),
+        ) from None
+    if document is not None and amplified(document, text_length=len(text)):
+        raise VfError(
+            "VF_CONFIG_ALIASES",
+            f"{path.name}'s aliases (*name) expand it far beyond its own size",
+            "write the repeated values out, or pass --out to a new file",
+            str(path),
+        )
+    return document
+
+
 def merged_text(
     path: Path, *, environment: str, inventory: ClusterInventory
 ) -> tuple[str, list[str]]:
     """The new text of ``path`` (created when missing) and the warnings."""
     yaml = _yaml()
-    document = yaml.load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    document = _existing(yaml, path)
     if document is None:
         document = CommentedMap()
     if not isinstance(document, CommentedMap):

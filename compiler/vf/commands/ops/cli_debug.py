@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from vf.commands.ops import dlq
-from vf.commands.ops.decode import blob_ref, describe, parse, read_envelope
+from vf.commands.ops.decode import MAX_INPUT_BYTES, blob_ref, describe, parse, read_envelope
 from vf.commands.ops.options import execute, redis_option
 from vf.commands.ops.output import FORMATS, emit, fields_text
 from vf.commands.ops.session import Broker, fetch_blob, with_broker
@@ -23,10 +23,14 @@ def debug_group() -> None:
 
 
 def _read(source: str) -> bytes:
-    if source == "-":
-        return sys.stdin.buffer.read()
+    """At most ``MAX_INPUT_BYTES`` of stdin or of the file (a pipe or a device too: the
+    user named it), never more: ``/dev/zero`` is refused once the bound is passed."""
     try:
-        return Path(source).read_bytes()
+        if source == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with Path(source).open("rb") as handle:
+                data = handle.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
         raise VfError(
             "VF_DECODE_INPUT",
@@ -34,6 +38,14 @@ def _read(source: str) -> bytes:
             "pass a file holding the message, or - to read it from stdin",
             source,
         ) from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise VfError(
+            "VF_DECODE_INPUT",
+            f"{source} holds more than {MAX_INPUT_BYTES} bytes, more than any message",
+            "pass the one message to decode (nats stream get writes one)",
+            source,
+        )
+    return data
 
 
 def _letter_bytes(letter_id: str, nats_url: str | None, timeout: float) -> bytes:

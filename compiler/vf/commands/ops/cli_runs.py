@@ -77,11 +77,10 @@ def _selection(
     run: str | None,
     generation: str | None,
     superseded: bool,
-    tree: Path | None,
+    deployed: set[tuple[str, str]] | None,
     flow: str,
 ) -> teardown.Selection:
     if superseded:
-        deployed = teardown.tree_runs(tree, flow) if tree is not None else None
         return teardown.select_superseded(runs, deployed)
     assert run is not None
     return teardown.select_run(runs, Selector(flow=flow, run=run, generation=generation))
@@ -186,7 +185,14 @@ def teardown_command(
 
     def action() -> int:
         _check_request(run, superseded, tree, generation)
-        options = {"run": run, "generation": generation, "superseded": superseded, "tree": tree}
+        # the tree is read before the broker is touched: a tree vf cannot use changes nothing
+        deployed = teardown.tree_runs(tree, flow) if tree is not None else None
+        options = {
+            "run": run,
+            "generation": generation,
+            "superseded": superseded,
+            "deployed": deployed,
+        }
         report = with_broker(
             nats_url, lambda b: _teardown(b, flow, options, yes=yes, force=force), timeout=timeout
         )

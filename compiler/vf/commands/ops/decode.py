@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 import struct
 from collections.abc import Mapping
 from typing import Any
 
 from vf.errors import VfError
+from vf.textio.safe_read import load_json
 from vf_runtime.wire import BLOB_REF, Envelope, WireError, decode_envelope, decode_payload
 from vf_runtime.wire.payloads import BlobRef, Detections, Frame, RawPayload, Tensor, Tracks
 
 FIRST_VALUES = 8
+RECORD_DEPTH = 8  # a JSON record nests a few levels at most
+MAX_INPUT_BYTES = 64 * 1024 * 1024  # above any message a broker stores
 TEXT_LIMIT = 200
 _HEX = re.compile(rb"^(?:[0-9a-fA-F]{2})+$")
 _B64 = re.compile(rb"^[A-Za-z0-9+/=_-]+$")
@@ -48,8 +50,8 @@ def _convert(text: bytes, encoding: str) -> bytes:
         padded = text + b"=" * (-len(text) % 4)
         url_safe = b"-" in text or b"_" in text
         return base64.b64decode(padded, altchars=b"-_" if url_safe else None, validate=True)
-    if encoding == "json":
-        return base64.b64decode(json.loads(text)["data_b64"])
+    if encoding == "json":  # a record of vf run-local's copy: {"data_b64": ...}
+        return base64.b64decode(load_json(text, max_depth=RECORD_DEPTH)["data_b64"])
     return text
 
 

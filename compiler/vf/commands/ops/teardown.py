@@ -9,7 +9,6 @@ deleting, the broker is asked again: whatever is still there is reported by name
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +18,9 @@ from nats.js.errors import NotFoundError
 from vf.commands.ops.runs import RunState, flow_runs
 from vf.commands.ops.select import Selector
 from vf.errors import VfError
+from vf.textio.safe_read import load_json, read_regular
+
+MAX_PLAN_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,9 +55,11 @@ def tree_runs(tree: Path, flow_id: str) -> set[tuple[str, str]]:
         )
     runs = set()
     for path in plans:
-        try:
-            plan = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        try:  # a planted link, FIFO or endless nesting is refused by name
+            plan = load_json(read_regular(path, limit=MAX_PLAN_BYTES))
+            if not isinstance(plan, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
             raise VfError(
                 "VF_TEARDOWN_TREE",
                 f"cannot read {path.name}: {exc}",
