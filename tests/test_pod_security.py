@@ -146,7 +146,7 @@ def test_namespace_labels_are_an_opt_in_component(
 def test_a_namespace_is_never_pruned_or_uninstalled() -> None:
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}}
     kustomize = with_sync_waves(namespace)["metadata"]["annotations"]
-    assert kustomize[SYNC_OPTIONS] == "Prune=false"
+    assert kustomize[SYNC_OPTIONS] == "Prune=false,Delete=false"
     assert kustomize[FLUX_PRUNE] == "disabled"
     assert with_helm_hooks(namespace)["metadata"]["annotations"] == {HELM_RESOURCE_POLICY: "keep"}
 

@@ -58,15 +58,20 @@ def _annotated(obj: Mapping[str, Any], *, annotations: Mapping[str, str]) -> Obj
 
 
 def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
-    """A copy for the Kustomize tree: its Argo CD wave.
+    """A copy for the Kustomize tree: its Argo CD wave, and when Argo CD may remove it.
 
     Jobs need no force or replace rule: a Job whose pod template changes gets a new name
-    (``plan_jobs``), so every tool creates the new one and prunes the old.
+    (``plan_jobs``), so every tool creates the new one and prunes the old. Argo CD prunes an
+    old Job in its own wave, as the new ones start (ADR 151): ``PruneLast`` would keep the
+    old generation running until the new one has completed. Everything else is pruned last.
+    The Namespace is never pruned, nor deleted with the Application (other flows live in it).
     """
     annotations = {SYNC_WAVE: sync_wave(obj)}
-    if obj.get("kind") == "Namespace":  # never delete a namespace (and all in it) on prune
-        annotations[SYNC_OPTIONS] = "Prune=false"
+    if obj.get("kind") == "Namespace":
+        annotations[SYNC_OPTIONS] = "Prune=false,Delete=false"
         annotations[FLUX_PRUNE] = "disabled"
+    elif obj.get("kind") != "Job":
+        annotations[SYNC_OPTIONS] = "PruneLast=true"
     return _annotated(obj, annotations=annotations)
 
 

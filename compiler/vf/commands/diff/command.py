@@ -204,8 +204,9 @@ def _as_run(old: Mapping[Key, Obj], *, renames: _Renames) -> dict[Key, tuple[str
 _REPLACED = {
     "Job": (
         "job",
-        "a Job's pod template is immutable, so its name carries the template's tag): the "
-        "sync creates it, the prune removes the old one, and the work runs again",
+        "a Job's pod template is immutable, so its name carries the template's tag): Argo "
+        "CD, Flux and Helm create it and delete the old one at once, so a batch still "
+        "running is stopped and the work runs again from the start",
     ),
     "ResourceClaimTemplate": (
         "gpu",

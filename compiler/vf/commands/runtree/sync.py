@@ -1,8 +1,9 @@
 """Apply a rendered tree the way a sync tool does: kubectl applies everything at once, Flux
-as the tree's Kustomizations or HelmRelease say, Argo CD by sync wave, each healthy before
-the next, and Argo CD and Helm run Helm's ``post-install``/``post-upgrade`` hooks after the
-rest. Argo CD, Flux and Helm prune last
-(Helm: what left the release; hooks are not part of a release, so never pruned); ``kubectl
+as the tree's Kustomizations or HelmRelease say (``flux_sync``), Argo CD by sync wave, each
+healthy before the next (a Job once it has completed), pruning each old object in its
+wave or last as gitops-engine does (``argocd_sync``); Argo CD and Helm run Helm's
+``post-install``/``post-upgrade`` hooks after the rest. Flux and Helm prune last (Helm:
+what left the release; hooks are not part of a release, so never pruned); ``kubectl
 apply`` without ``--prune`` leaves what left the tree in place."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from vf.commands.runtree.argocd_sync import application, options, prune_waves
 from vf.commands.runtree.cluster import Cluster, wave_of
 from vf.commands.runtree.flux_chart import helm_release
 from vf.commands.runtree.flux_sync import healthy as flux_healthy
@@ -201,21 +203,61 @@ def _sync(
     waves: dict[int, list[Obj]] = {}
     for obj in plain:
         waves.setdefault(wave_of(obj) if mode == "argocd" else 0, []).append(obj)
-    for wave in sorted(waves):
+    prunes: dict[int, list[Key]] = {}
+    if mode == "argocd":  # each prune in its wave, or last (vf.commands.runtree.argocd_sync)
+        live = {k: cluster.objects[k] for k in _prunable(cluster, objects, app=app, mode=mode)}
+        prunes = prune_waves(live, app=application(tree.tree, env=tree.env), apply_waves=waves)
+    for wave in sorted(set(waves) | set(prunes)):
+        if prunes.get(wave):
+            cluster.log(f"wave {wave}: prunes {', '.join(k[2] for k in prunes[wave])}")
+            cluster.delete(prunes[wave])
+        if wave not in waves:
+            continue
         errors += apply(waves[wave])
-        if mode == "argocd" or hooks:
-            healthy = functools.partial(_healthy, cluster, _keys(waves[wave]), jobs=jobs)
-            cluster.run_until(healthy, timeout=timeout)
+        healthy = functools.partial(_healthy, cluster, _keys(waves[wave]), jobs=jobs)
+        if (mode == "argocd" or hooks) and not cluster.run_until(healthy, timeout=timeout):
+            failed = _failed_jobs(cluster, _keys(waves[wave]))
+            if mode == "argocd" and failed:  # Degraded: the sync fails, no later wave runs
+                return [*errors, f"argocd: sync failed in wave {wave}: Job {failed[0]} failed"]
+            if mode == "argocd":  # the operation is still Running: later waves wait
+                cluster.log(f"argocd: wave {wave} not healthy after {timeout:g}s; sync Running")
+                return errors
     errors += _run_hooks(cluster, hooks, apply=apply, timeout=timeout)
-    if mode in PRUNE_MODES:
+    if mode in PRUNE_MODES and mode != "argocd":
         _prune(cluster, objects, app=app, mode=mode)
     return errors
 
 
-def _prune(cluster: Cluster, objects: list[Obj], *, app: str, mode: str) -> None:
+def _failed_jobs(cluster: Cluster, keys: set[Key]) -> list[str]:
+    return sorted(
+        c.name
+        for k, c in cluster.controllers.items()
+        if k in keys and c.kind == "Job" and c.status == "Failed"
+    )
+
+
+def _prunable(cluster: Cluster, objects: list[Obj], *, app: str, mode: str) -> list[Key]:
+    """What ``app`` applied that left the tree, less hooks and what says never to prune it
+    (Argo CD's ``Prune=false``, Flux's ``prune: disabled``, Helm's ``keep``)."""
     wanted = _keys(objects)
-    cluster.delete(
+    return [
         k
         for k, owner in cluster.owner.items()
-        if owner == app and k not in wanted and not _is_hook(cluster.objects[k], mode)
+        if owner == app
+        and k not in wanted
+        and not _is_hook(cluster.objects[k], mode)
+        and not _kept(cluster.objects[k])
+    ]
+
+
+def _kept(obj: Obj) -> bool:
+    annotations = obj["metadata"].get("annotations") or {}
+    return (
+        "Prune=false" in options(obj)
+        or annotations.get("kustomize.toolkit.fluxcd.io/prune") == "disabled"
+        or annotations.get("helm.sh/resource-policy") == "keep"
     )
+
+
+def _prune(cluster: Cluster, objects: list[Obj], *, app: str, mode: str) -> None:
+    cluster.delete(_prunable(cluster, objects, app=app, mode=mode))

@@ -38,7 +38,6 @@ _SEMVER_RANGE = re.compile(r"[<>=~^*]|(^|\.)[xX](\.|$)")  # >=1.0.0, ~1.2, 1.x
 ARGOCD_SYNC_OPTIONS = (
     "ApplyOutOfSyncOnly=true",
     "CreateNamespace=true",
-    "PruneLast=true",
     "RespectIgnoreDifferences=true",
     "ServerSideApply=true",
 )

@@ -1,0 +1,92 @@
+"""What Argo CD (gitops-engine) decides about pruning and deletion (ADR 151).
+
+- A sync runs its tasks wave by wave; a wave starts once every task of the previous one is
+  Healthy, and a Job is Healthy only once it has completed (Degraded once it has failed,
+  which fails the sync: no later wave runs).
+- A prune task runs in the wave of the live object it removes (prune waves mirrored, so
+  what was created last is pruned first); with ``PruneLast`` (the Application's sync
+  option, or the live object's ``sync-options`` annotation) it runs in a wave after every
+  other one. An object whose annotation says ``Prune=false`` is never pruned.
+- Deleting an Application (its resources finalizer) deletes every object it manages except
+  those that say ``Delete=false`` or carry Helm's ``resource-policy: keep``; deleting a
+  Namespace deletes everything in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from vf.commands.runtree.cluster import Cluster, wave_of
+from vf.textio.yaml_read import reader
+
+Obj = dict[str, Any]
+Key = tuple[str, str, str]
+SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+
+
+def application(tree: Path, *, env: str) -> Obj | None:
+    """The Application vf wrote for ``env``, or None when the tree has none."""
+    path = tree / "gitops" / "argocd" / f"application-{env}.yaml"
+    if not path.is_file():
+        return None
+    loaded = reader("safe").load(path.read_text(encoding="utf-8"))
+    return loaded if isinstance(loaded, dict) else None
+
+
+def options(obj: Mapping[str, Any]) -> set[str]:
+    """The object's ``argocd.argoproj.io/sync-options``."""
+    text = str((obj.get("metadata", {}).get("annotations") or {}).get(SYNC_OPTIONS, ""))
+    return {o.strip() for o in text.split(",") if o.strip()}
+
+
+def app_options(app: Obj | None) -> set[str]:
+    if app is None:
+        return set()
+    return set(((app.get("spec") or {}).get("syncPolicy") or {}).get("syncOptions") or [])
+
+
+def prune_waves(
+    live: Mapping[Key, Obj], *, app: Obj | None, apply_waves: Iterable[int]
+) -> dict[int, list[Key]]:
+    """The wave in which each live object the sync prunes is removed."""
+    prunable = {k: o for k, o in live.items() if "Prune=false" not in options(o)}
+    waves = sorted({wave_of(o) for o in prunable.values()})
+    mirrored = dict(zip(waves, reversed(waves), strict=True))
+    wave = {k: mirrored[wave_of(o)] for k, o in prunable.items()}
+    last = max([0, *apply_waves, *wave.values()]) + 1
+    prune_last = "PruneLast=true" in app_options(app)
+    out: dict[int, list[Key]] = {}
+    for k, o in sorted(prunable.items()):
+        at = last if prune_last or "PruneLast=true" in options(o) else wave[k]
+        out.setdefault(at, []).append(k)
+    return out
+
+
+def deletable(obj: Mapping[str, Any]) -> bool:
+    """What the Application's deletion removes: not ``Delete=false``, not Helm's keep."""
+    annotations = obj.get("metadata", {}).get("annotations") or {}
+    return "Delete=false" not in options(obj) and annotations.get("helm.sh/resource-policy") != (
+        "keep"
+    )
+
+
+def delete_application(cluster: Cluster, app: str, *, timeout: float = 60.0) -> list[Key]:
+    """Delete the Application ``app``: its objects, highest wave first, each wave's
+    processes gone before the next; a deleted Namespace takes everything in it. Returns
+    what was kept."""
+    owned = {k: o for k, o in cluster.objects.items() if cluster.owner.get(k) == app}
+    kept = sorted(k for k, o in owned.items() if not deletable(o))
+    doomed = {k for k in owned if k not in kept}
+    gone_namespaces = {k[2] for k in doomed if k[0] == "Namespace"}
+    doomed |= {k for k in cluster.objects if k[1] in gone_namespaces}
+    waves: dict[int, list[Key]] = {}
+    for k in doomed:
+        waves.setdefault(wave_of(cluster.objects[k]), []).append(k)
+    for wave in sorted(waves, reverse=True):
+        cluster.delete(waves[wave])
+        cluster.run_until(cluster.drained, timeout=timeout)
+    for k in kept:
+        cluster.owner.pop(k, None)  # no longer managed by the deleted Application
+    return kept

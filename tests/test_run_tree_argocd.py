@@ -1,0 +1,122 @@
+"""``vf run-tree --sync argocd`` prunes and deletes as gitops-engine does (ADR 151): a
+prune in the wave of the object it removes unless the object (or the Application) says
+``PruneLast``, no later wave once a Job has failed, and an Application's deletion that
+spares what says ``Delete=false``, while a deleted Namespace takes everything in it. Real
+nats-server and Redis-compatible store, started from the tree's own manifests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.test_run_tree_lifecycle import (
+    _streams,
+    applied,
+    cluster,  # noqa: F401  (the fixture)
+    compile_tree,
+    config,
+    finish,
+    report,
+    results,
+)
+from vf.commands.runtree.argocd_sync import delete_application, prune_waves
+from vf.commands.runtree.cluster import Cluster
+from vf.commands.runtree.command import RunTreeRequest, prepare
+from vf.commands.runtree.sync import sync
+
+FLOWS = Path(__file__).resolve().parent / "runtree_flows"
+COUNT = 20
+ARGOCD = "gitops:\n  repo_url: https://git.example.com/a/b.git\n  path: deploy\n  argocd: {}\n"
+OWNS_NAMESPACE = "    pod_security: {namespace_labels: true}\n"
+
+
+def _sync(into: Cluster, tree: Path, *, app: str, timeout: float = 60) -> list[str]:
+    request = RunTreeRequest(tree=tree, env="dev", app=FLOWS, sync="argocd")
+    rendered, resolver = prepare(request, log=print)
+    return sync(into, rendered, resolver, mode="argocd", app=app, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_deleting_the_application_that_labels_the_namespace_leaves_the_other_flow(
+    cluster: Cluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """flow-a writes the shared Namespace (Pod Security labels); deleting its Application
+    must not delete the Namespace, which would take flow-b's broker and store with it."""
+    sinks = {name: results(cluster, f"{name}.jsonl") for name in ("flow-a", "flow-b")}
+    for name in sinks:
+        owns = OWNS_NAMESPACE if name == "flow-a" else ""
+        settings = config(tmp_path, extra=owns + ARGOCD)
+        tree = compile_tree(
+            "batch.py",
+            tmp_path / name / "tree",
+            config=settings,
+            out=f"/results/{name}.jsonl",
+            count=str(COUNT),
+            tag=name,
+            flow=name,
+        )
+        assert _sync(cluster, tree, app=name) == []
+    finish(cluster)
+    assert any(k[0] == "Namespace" and cluster.owner[k] == "flow-a" for k in cluster.objects)
+    kept = delete_application(cluster, "flow-a")
+    brokers = [p for p in cluster.pods() if p.labels.get("vf.dev/infra") == "nats"]
+    print(f"kept {kept}; brokers left {[p.name for p in brokers]}")
+    assert [k[0] for k in kept] == ["Namespace"]
+    assert [p.labels.get("vf.dev/flow") for p in brokers] == ["flow-b"] and brokers[0].ready
+    assert _streams(cluster, "flow-b")
+    assert report("flow-b", applied(sinks["flow-b"], tag="flow-b"), COUNT) == (COUNT, 0, 0)
+
+
+@pytest.mark.slow
+def test_a_new_generation_stops_the_running_batch_under_argocd(
+    cluster: Cluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A commit that changes a running BATCH flow renames its Jobs. Argo CD prunes the old
+    Jobs as the new ones start, as Flux and Helm do: the old batch stops part-way and the
+    new one processes everything once; with PruneLast both would run side by side."""
+    sink = results(cluster, "sink.jsonl")
+    settings = config(tmp_path, extra=ARGOCD)
+    first = dict(out="/results/sink.jsonl", count=str(COUNT), interval="1", tag="a")
+    tree = compile_tree("batch.py", tmp_path / "tree", config=settings, **first)
+    assert _sync(cluster, tree, app="batch", timeout=8) == []  # Running: wave 0 is the batch
+    before = _jobs(cluster)
+    compile_tree("batch.py", tree, config=settings, **{**first, "tag": "b"})
+    assert _sync(cluster, tree, app="batch", timeout=8) == []  # Running: the new batch
+    during = _jobs(cluster)
+    print(f"Jobs before {sorted(before)}, while the new batch runs {sorted(during)}")
+    assert before and during and not before & during  # the old generation is gone
+    finish(cluster)
+    old = report("old generation", applied(sink, tag="a"), COUNT)
+    assert old[0] < COUNT  # stopped part-way
+    assert report("new generation", applied(sink, tag="b"), COUNT) == (COUNT, 0, 0)
+
+
+def _jobs(of: Cluster) -> set[str]:
+    return {k[2] for k in of.controllers if k[0] == "Job"}
+
+
+def test_prune_waves_follow_gitops_engine() -> None:
+    live = {
+        ("Job", "n", "old-worker"): _obj("Job", wave="0"),
+        ("Job", "n", "old-provision"): _obj("Job", wave="-1"),
+        ("ConfigMap", "n", "old-config"): _obj("ConfigMap", wave="-2", options="PruneLast=true"),
+        ("Namespace", "", "n"): _obj("Namespace", wave="-2", options="Prune=false"),
+    }
+    waves = prune_waves(live, app=None, apply_waves=[-2, -1, 0, 1])
+    assert waves == {  # the prune waves (-2, -1, 0) mirrored: created last, pruned first
+        -2: [("Job", "n", "old-worker")],
+        -1: [("Job", "n", "old-provision")],
+        2: [("ConfigMap", "n", "old-config")],  # PruneLast: after the last wave
+    }
+    app = {"spec": {"syncPolicy": {"syncOptions": ["PruneLast=true"]}}}
+    assert set(prune_waves(live, app=app, apply_waves=[0])) == {1}
+
+
+def _obj(kind: str, *, wave: str, options: str = "") -> dict[str, object]:
+    annotations = {"argocd.argoproj.io/sync-wave": wave}
+    if options:
+        annotations["argocd.argoproj.io/sync-options"] = options
+    return {"kind": kind, "metadata": {"annotations": annotations}}
