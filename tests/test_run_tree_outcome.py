@@ -4,17 +4,25 @@ nats-server and Redis-compatible store, real kubectl, the workers of the worker 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.support import require
+from vf.commands.runtree.cluster import Cluster, ClusterOptions
+from vf.commands.runtree.command import RunTreeRequest, prepare, workloads_done
+from vf.commands.runtree.outcome import run_names, run_status
+from vf.commands.runtree.sync import sync
+from vf_runtime.broker.client import BrokerError, announce_stop
+from vf_runtime.local.outcome import exit_code, settled
 
 REPO = Path(__file__).resolve().parent.parent
 FLOWS = Path(__file__).resolve().parent / "runtree_flows"
@@ -157,3 +165,43 @@ def test_run_local_agrees_with_run_tree(
     applied = _applied(folder / "sink.jsonl")
     assert applied == _applied(tmp / "rd" / "claims" / "lifecycle" / "results" / "sink.jsonl")
     assert list((local / "rd").glob("vf-dead-letters-*.jsonl"))
+
+
+def test_a_flow_stopped_before_its_work_was_done_is_a_stop_not_a_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop announced on the flow's control subject while its Jobs run, again at every
+    retry: each worker exits with the worker's stopped code, the Jobs fail on their
+    ``backoffLimit``, and the run reads as ``vf run-local`` reads a stopped run (exit 7),
+    not as a lost node."""
+    require(shutil.which("kubectl", path=_path()) is not None, "kubectl is not installed")
+    monkeypatch.setenv("PATH", _path())
+    project = _project(tmp_path)
+    slow = {**FLOW_ENV, "VF_TEST_COUNT": "400", "VF_TEST_INTERVAL": "0.05", "VF_TEST_REFUSE": "0"}
+    done = _vf("compile", "batch.py", "--out", str(tmp_path / "tree"), cwd=project, **slow)
+    assert done.returncode == 0, done.stderr
+    request = RunTreeRequest(tree=tmp_path / "tree", env="dev", app=project)
+    tree, resolver = prepare(request, log=print)
+    cluster = Cluster(ClusterOptions(run_dir=tmp_path / "run", backoff_base=0.2, grace_cap=10))
+    try:
+        assert sync(cluster, tree, resolver, mode="kubectl", app="stop", timeout=60) == []
+        last = 0.0
+
+        def stopped_or_done() -> bool:
+            nonlocal last
+            found = run_names(cluster, tree.plan)
+            if found is not None and time.monotonic() - last > 0.5:
+                last = time.monotonic()
+                with contextlib.suppress(BrokerError):  # the broker may not be ready yet
+                    announce_stop(*found)
+            return workloads_done(cluster, batch=True)
+
+        finished = cluster.run_until(stopped_or_done, timeout=120)
+        status = run_status(cluster, done=finished)
+        codes = sorted({c.exit_code for p in cluster.pods() for c in p.containers if c.exit_code})
+        print(f"status {status}, worker exit codes {codes}")
+        assert status.status == "stopped" and status.lost, status
+        assert exit_code(settled(status.status, None)) == 7
+    finally:
+        cluster.shutdown(timeout=20)
+    assert cluster.idle()

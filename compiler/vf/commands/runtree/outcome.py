@@ -32,32 +32,30 @@ _METRIC = re.compile(r'^vf_messages_(\w+)_total\{node="[^"]*"\} (\d+)$', re.MULT
 @dataclass(frozen=True, kw_only=True)
 class RunStatus:
     """How the workloads ended, in the words of ``vf run-local``'s outcome: ok, lost
-    (a Job failed), stopped (its pods failed because the flow was stopped), or stalled
-    (not done in time); ``lost`` names the Jobs that failed."""
+    (a Job failed), stopped (its failures began with a stop of the flow), or stalled (not
+    done in time); ``lost`` names the Jobs that failed."""
 
     status: str
     lost: tuple[str, ...] = ()
 
 
 def run_status(cluster: Cluster, *, done: bool) -> RunStatus:
-    """The status the workloads leave: a failed Job whose every failed pod's worker ended
-    with the worker's stopped code is a stop, as ``vf run-local`` reads it."""
+    """The status the workloads leave. A failed Job whose first failed pod's worker ended
+    with the worker's stopped code was stopped: ``vf run-local`` reads a stopped replica
+    so, and the Job's later pods fail only because that life had ended the generation
+    (``VF_GENERATION_FINISHED``). Any other failed Job is a lost node."""
     jobs = [c for c in cluster.controllers.values() if isinstance(c, JobController)]
-    failed = sorted(j.name for j in jobs if j.status == "Failed")
-    if failed:
-        codes = {
-            c.exit_code
-            for j in jobs
-            if j.status == "Failed"
-            for p in j.pods
-            if p.phase == "Failed"
-            for c in p.containers
-            if c.exit_code not in (0, None)
-        }
-        return RunStatus(
-            status="stopped" if codes == {WORKER_STOPPED} else "lost", lost=tuple(failed)
-        )
-    return RunStatus(status="ok" if done else "stalled")
+    failed = sorted((j for j in jobs if j.status == "Failed"), key=lambda j: j.name)
+    if not failed:
+        return RunStatus(status="ok" if done else "stalled")
+    names = tuple(j.name for j in failed)
+    return RunStatus(status="stopped" if all(map(_stopped, failed)) else "lost", lost=names)
+
+
+def _stopped(job: JobController) -> bool:
+    pods = sorted((p for p in job.pods if p.phase == "Failed"), key=lambda p: p.created)
+    codes = {c.exit_code for c in pods[0].containers if c.exit_code} if pods else set()
+    return codes == {WORKER_STOPPED}
 
 
 def _worker_containers(cluster: Cluster) -> Iterator[tuple[str, Container]]:
