@@ -11,7 +11,7 @@ from vf.commands.ops import teardown
 from vf.commands.ops.options import broker_options, execute, flow_option
 from vf.commands.ops.output import age, confirm_required, emit, now, table
 from vf.commands.ops.runs import RunState, flow_runs
-from vf.commands.ops.select import Selector, selector_option
+from vf.commands.ops.select import Selector, checked_many, selector_option
 from vf.commands.ops.session import Broker, with_broker
 from vf.errors import EnvironmentProblem, VfError
 
@@ -23,13 +23,21 @@ def run_row(run: RunState) -> dict[str, Any]:
         "streams": len(run.streams),
         "durables": len(run.durables),
         "live_readers": len(run.live_readers),
-        "state": "live" if run.live_readers else "idle",
+        "state": _state(run),
         "pending": run.pending,
         "messages": run.messages,
         "dead_letters": run.dead_letters,
         "age": age(run.age_seconds(now())),
         "created": None if run.created is None else run.created.isoformat(),
     }
+
+
+def _state(run: RunState) -> str:
+    """live (a replica reads it), finished (a BATCH generation done), or idle (neither:
+    stopped, or with Jobs waiting to be scheduled or in restart back-off)."""
+    if run.live_readers:
+        return "live"
+    return "finished" if run.finished else "idle"
 
 
 _COLUMNS = (
@@ -77,24 +85,31 @@ def _selection(
     run: str | None,
     generation: str | None,
     superseded: bool,
-    deployed: set[tuple[str, str]] | None,
+    deployed: teardown.Deployed | None,
+    unfinished: frozenset[str],
     flow: str,
 ) -> teardown.Selection:
     if superseded:
-        return teardown.select_superseded(runs, deployed)
+        return teardown.select_superseded(runs, deployed, unfinished=unfinished)
     assert run is not None
     return teardown.select_run(runs, Selector(flow=flow, run=run, generation=generation))
 
 
 def _check_request(
-    run: str | None, superseded: bool, tree: Path | None, generation: str | None
+    run: str | None,
+    superseded: bool,
+    tree: Path | None,
+    generation: str | None,
+    unfinished: tuple[str, ...],
 ) -> None:
-    misplaced = (tree is not None and not superseded) or (generation is not None and not run)
+    misplaced = ((tree is not None or unfinished) and not superseded) or (
+        generation is not None and not run
+    )
     if (run is None) == (not superseded) or misplaced:
         raise VfError(
             "VF_TEARDOWN_ARGS",
             "vf teardown needs exactly one of --run RUN or --superseded "
-            "(--tree goes with --superseded, --generation with --run)",
+            "(--tree and --unfinished go with --superseded, --generation with --run)",
             "name the run to remove, or pass --superseded [--tree DIR]",
             "vf teardown",
         )
@@ -123,8 +138,16 @@ def _teardown_text(report: dict[str, Any]) -> str:
         )
         lines += [f"  {name}" for name in run["stream_names"]]
     lines += [f"removed replica-slot bucket {n}" for n in report["removed"] if n.startswith("KV_")]
+    held = {(r["run"], r["generation"]): r for r in report["held"]}
     for run in report["kept"]:
-        lines.append(f"kept run {run['run']} generation {run['generation'] or '-'}")
+        line = f"kept run {run['run']} generation {run['generation'] or '-'}"
+        hold = held.get((run["run"], run["generation"]))
+        if hold is not None:
+            line += (
+                f": superseded but not finished ({hold['unfinished']}); its Jobs may be "
+                f"waiting or restarting. Pass --unfinished {run['generation']} to remove it"
+            )
+        lines.append(line)
     if report["remaining"]:
         lines.append("still on the broker: " + ", ".join(report["remaining"]))
     if not report["runs"]:
@@ -142,6 +165,7 @@ async def _teardown(
         "confirmed": yes,
         "runs": [{**run_row(r), "stream_names": r.streams} for r in selection.remove],
         "kept": [run_row(r) for r in selection.keep],
+        "held": [{**run_row(r), "unfinished": r.unfinished_reason()} for r in selection.held],
         "removed": [],
         "remaining": [],
     }
@@ -165,6 +189,14 @@ async def _teardown(
     metavar="DIR",
     help="The committed tree whose runs to keep (default: keep the newest run).",
 )
+@click.option(
+    "--unfinished",
+    multiple=True,
+    metavar="GEN",
+    callback=checked_many,
+    help="With --superseded: also remove this BATCH generation although it has not "
+    "finished (its Jobs may be waiting or restarting). Repeatable.",
+)
 @click.option("--yes", is_flag=True, help="Delete (nothing happens without it).")
 @click.option("--force", is_flag=True, help="Also remove runs whose readers are still live.")
 @broker_options
@@ -175,6 +207,7 @@ def teardown_command(
     generation: str | None,
     superseded: bool,
     tree: Path | None,
+    unfinished: tuple[str, ...],
     yes: bool,
     force: bool,
     nats_url: str,
@@ -184,7 +217,7 @@ def teardown_command(
     """Delete a run's streams and durables, or every superseded run of a flow. The DLQ stays."""
 
     def action() -> int:
-        _check_request(run, superseded, tree, generation)
+        _check_request(run, superseded, tree, generation, unfinished)
         # the tree is read before the broker is touched: a tree vf cannot use changes nothing
         deployed = teardown.tree_runs(tree, flow) if tree is not None else None
         options = {
@@ -192,6 +225,7 @@ def teardown_command(
             "generation": generation,
             "superseded": superseded,
             "deployed": deployed,
+            "unfinished": frozenset(unfinished),
         }
         report = with_broker(
             nats_url, lambda b: _teardown(b, flow, options, yes=yes, force=force), timeout=timeout

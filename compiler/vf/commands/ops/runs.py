@@ -17,6 +17,7 @@ from nats.js.errors import NotFoundError
 
 from vf_runtime.broker.inventory import Durable, all_streams, durables, owned_run
 from vf_runtime.broker.naming import RunNames
+from vf_runtime.broker.topology import META_FLOW, META_NODE
 
 
 @dataclass(kw_only=True)
@@ -31,6 +32,7 @@ class RunState:
     messages: int = 0
     created: datetime | None = None
     dead_letters: int = 0
+    unended: list[str] = field(default_factory=list)  # streams without a terminator (EOS-1)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -44,6 +46,26 @@ class RunState:
     def live_readers(self) -> list[Durable]:
         now = datetime.now(UTC)
         return [d for d in self.durables if d.live(now)]
+
+    @property
+    def finished(self) -> bool:
+        """A BATCH generation whose every stream holds a terminator and whose every reader
+        has acknowledged all it was given. Anything short of that may still run: its Jobs
+        can be waiting to be scheduled or in restart back-off, which leaves no live reader."""
+        return bool(self.generation) and not self.unended and self.pending == 0
+
+    def unfinished_reason(self) -> str:
+        """Why this generation does not count as finished ("" when it does)."""
+        if not self.generation:
+            return "a REALTIME run never finishes"
+        if self.unended:
+            return (
+                f"{len(self.unended)} of {len(self.streams)} stream(s) hold no end-of-stream "
+                "marker yet"
+            )
+        if self.pending:
+            return f"its readers still hold {self.pending} message(s)"
+        return ""
 
     @property
     def pending(self) -> int:
@@ -74,6 +96,8 @@ async def flow_runs(js: JetStreamContext, flow_id: str) -> list[RunState]:
         name = info.config.name or ""
         run.streams.append(name)
         run.durables.extend(await durables(js, name))
+        if key[1] and not await _ended(js, info):
+            run.unended.append(name)
         run.messages += int(info.state.messages or 0)
         created = _created(info)
         if created is not None and (run.created is None or created < run.created):
@@ -84,6 +108,22 @@ async def flow_runs(js: JetStreamContext, flow_id: str) -> list[RunState]:
     return sorted(
         runs.values(), key=lambda r: (r.created or datetime.min.replace(tzinfo=UTC), r.key)
     )
+
+
+async def _ended(js: JetStreamContext, info: StreamInfo) -> bool:
+    """Whether a BATCH stream holds a producer's end-of-stream marker (EOS-1)."""
+    meta = info.config.metadata or {}
+    key = owned_run(info, meta.get(META_FLOW, ""))
+    if key is None:
+        return False
+    names = RunNames(meta.get(META_FLOW, ""), *key)
+    try:
+        found = await js.stream_info(
+            info.config.name or "", subjects_filter=f"{names.eos_prefix(meta[META_NODE])}.>"
+        )
+    except (NotFoundError, KeyError):
+        return False
+    return bool(found.state.subjects)
 
 
 async def dead_letter_count(js: JetStreamContext, names: RunNames) -> int:

@@ -57,6 +57,15 @@ def _checked(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     return value
 
 
+def checked_many(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[str, ...]:
+    """A repeatable selector: each value is checked as one."""
+    for value in values:
+        _checked(ctx, param, value)
+    return values
+
+
 def selector_option(name: str, help_text: str, *, required: bool = False) -> Callable[[F], F]:
     """``--NAME VALUE``, checked as it is parsed."""
     return click.option(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
@@ -29,6 +30,7 @@ class Selection:
 
     remove: tuple[RunState, ...]
     keep: tuple[RunState, ...]
+    held: tuple[RunState, ...] = ()  # kept although superseded: they may still run
 
     @property
     def live(self) -> list[RunState]:
@@ -43,32 +45,68 @@ class Outcome:
     remaining: list[str] = field(default_factory=list)
 
 
-def tree_runs(tree: Path, flow_id: str) -> set[tuple[str, str]]:
-    """``(run, generation)`` of every environment of ``tree`` that deploys ``flow_id``."""
-    plans = sorted((tree / "plan").glob("*.json")) if (tree / "plan").is_dir() else []
-    if not plans:
+@dataclass(frozen=True)
+class Deployed:
+    """The runs a tree can deploy: each plan's run and generation, and every generation
+    the chart makes of it with ``--set image.tag=T`` (docs/gitops.md section 7): the
+    plan's first 7 characters, ``_`` and 8 hex digits of the tag's SHA-256, exactly as
+    ``vf.generation`` in the chart's ``_helpers.tpl`` writes it."""
+
+    runs: frozenset[tuple[str, str]]
+
+    def deploys(self, run_id: str, generation: str) -> bool:
+        if (run_id, generation) in self.runs:
+            return True
+        base, mark, tag = generation[:-9], generation[-9:-8], generation[-8:]
+        retagged = mark == "_" and len(tag) == 8 and all(c in _HEX for c in tag)
+        return retagged and any(run == run_id and gen and gen[:7] == base for run, gen in self.runs)
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _plan(path: Path) -> dict[str, Any]:
+    try:  # a planted link, FIFO or endless nesting is refused by name
+        plan = load_json(read_regular(path, limit=MAX_PLAN_BYTES))
+        if not isinstance(plan, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        raise VfError(
+            "VF_TEARDOWN_TREE",
+            f"cannot read {path.name}: {exc}",
+            "recompile the tree with this vf (vf compile GRAPH --out DIR)",
+            str(path),
+        ) from None
+    return plan
+
+
+def tree_runs(tree: Path, flow_id: str) -> Deployed:
+    """What every environment of ``tree`` deploys of ``flow_id``; a named error when
+    the tree holds no plan of that flow (a wrong path, a renamed flow)."""
+    paths = sorted((tree / "plan").glob("*.json")) if (tree / "plan").is_dir() else []
+    if not paths:
         raise VfError(
             "VF_TEARDOWN_TREE",
             f"{tree} holds no plan/<env>.json, so the runs it deploys are unknown",
             "pass the directory vf compile --out wrote (the committed tree)",
             str(tree),
         )
-    runs = set()
-    for path in plans:
-        try:  # a planted link, FIFO or endless nesting is refused by name
-            plan = load_json(read_regular(path, limit=MAX_PLAN_BYTES))
-            if not isinstance(plan, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as exc:
-            raise VfError(
-                "VF_TEARDOWN_TREE",
-                f"cannot read {path.name}: {exc}",
-                "recompile the tree with this vf (vf compile GRAPH --out DIR)",
-                str(path),
-            ) from None
-        if plan.get("flow_id") == flow_id:
-            runs.add((str(plan.get("run_id", "")), str(plan.get("generation") or "")))
-    return runs
+    plans = [_plan(path) for path in paths]
+    runs = frozenset(
+        (str(plan.get("run_id", "")), str(plan.get("generation") or ""))
+        for plan in plans
+        if plan.get("flow_id") == flow_id
+    )
+    if not runs:
+        others = sorted({str(plan.get("flow_id")) for plan in plans})
+        raise VfError(
+            "VF_TEARDOWN_TREE",
+            f"{tree} deploys no run of flow {flow_id} (its plans are of {', '.join(others)}); "
+            "every run of the flow would count as superseded, so nothing is removed",
+            f"pass the tree that deploys {flow_id}, or the flow id that tree deploys",
+            str(tree),
+        )
+    return Deployed(runs=runs)
 
 
 def select_run(runs: list[RunState], which: Selector) -> Selection:
@@ -77,12 +115,22 @@ def select_run(runs: list[RunState], which: Selector) -> Selection:
     return Selection(remove=tuple(chosen), keep=tuple(r for r in runs if r not in chosen))
 
 
-def select_superseded(runs: list[RunState], deployed: set[tuple[str, str]] | None) -> Selection:
-    """Every run but those ``deployed``; without a tree, every run but the newest."""
+def select_superseded(
+    runs: list[RunState], deployed: Deployed | None, *, unfinished: frozenset[str] = frozenset()
+) -> Selection:
+    """Every run but those ``deployed`` (without a tree, every run but the newest), and
+    but BATCH generations that have not finished unless ``unfinished`` names them: a
+    generation whose Jobs wait to be scheduled or restart has no live reader, yet runs."""
     if deployed is None:
-        deployed = {runs[-1].key} if runs else set()
-    keep = [r for r in runs if r.key in deployed]
-    return Selection(remove=tuple(r for r in runs if r.key not in deployed), keep=tuple(keep))
+        deployed = Deployed(runs=frozenset({runs[-1].key} if runs else ()))
+    superseded = [r for r in runs if not deployed.deploys(r.run_id, r.generation)]
+    held = [
+        r for r in superseded if r.generation and not r.finished and r.generation not in unfinished
+    ]
+    remove = [r for r in superseded if r not in held]
+    return Selection(
+        remove=tuple(remove), keep=tuple(r for r in runs if r not in remove), held=tuple(held)
+    )
 
 
 async def remove(js: JetStreamContext, selection: Selection, flow_id: str) -> Outcome:
