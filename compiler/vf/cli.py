@@ -127,7 +127,7 @@ def compile_command(
 
     def body() -> int:
         from vf.frontend.isolate import graph_loader
-        from vf.tree.write import TreeCheck, check_owned, staged_tree
+        from vf.tree.write import MANIFEST, TreeCheck, check_owned, staged_tree, stray_files
 
         _FAST_EXIT.add("compile")  # nothing after a compile needs the heap torn down
         if _EXECUTABLE:  # nor collected: re-enabled, the collector would first scan all the
@@ -156,6 +156,12 @@ def compile_command(
             )
         envs_done = ", ".join(compiled)
         click.echo(f"wrote {len(stage.files)} files to {out} ({envs_done})", err=True)
+        for rel in stray_files(out, known=[*stage.files, MANIFEST]):
+            click.echo(
+                f"warning[VF_OUTPUT_STRAY] {rel}: vf did not write it, and Helm renders "
+                "every file of chart/\n  = fix: delete it or move it out of the chart",
+                err=True,
+            )
         return 0
 
     run_body(body)

@@ -31,6 +31,9 @@ from vf.tree.swap import (
 )
 
 MANIFEST = ".vf-manifest.json"
+# Folders a tool reads whole, not file by file from a list vf wrote: Helm loads every file
+# of a chart (templates/, charts/, crds/ …), so a file there vf did not write is rendered.
+GLOB_READ = ("chart",)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BLOCK = 256 * 1024
 
@@ -94,6 +97,34 @@ def check_owned(out: Path) -> list[str]:
             )
         return []
     return [*owned, MANIFEST]
+
+
+def stray_files(out: Path, *, known: Iterable[str]) -> list[str]:
+    """Files (and links) under the folders of ``GLOB_READ`` in ``out`` that are not in
+    ``known``: vf did not write them, yet the tool reading the folder takes them in."""
+    wanted = set(known)
+    found: list[str] = []
+    for folder in GLOB_READ:
+        root = out / folder
+        if root.is_symlink() or not root.is_dir():
+            continue
+        for here, dirs, files in os.walk(root, followlinks=False):
+            base = Path(here).relative_to(out)
+            links = [d for d in dirs if (Path(here) / d).is_symlink()]
+            for name in [*files, *links]:
+                rel = (base / name).as_posix()
+                if rel not in wanted:
+                    found.append(rel)
+    return sorted(found)
+
+
+def stray_notes(strays: Iterable[str]) -> str:
+    """One line per stray file, as ``--check`` and ``vf diff --raw`` print them."""
+    return "".join(
+        f"Only in the tree: {rel} (vf did not write it, and Helm renders every file of "
+        "chart/: delete it or move it out of the chart)\n"
+        for rel in strays
+    )
 
 
 def write_tree(out: Path, tree: Mapping[str, str]) -> None:
@@ -366,6 +397,7 @@ class TreeCheck:
         self.owned = set(check_owned(out))
         self.files: dict[str, None] = {}
         self._chunks: dict[str, list[str]] = {}
+        self.strays: list[str] = []  # files under GLOB_READ vf did not write, once diffed
 
     def add(self, rel: str, text: FileText) -> None:
         """Compare one file (a path given twice is compared with the later text)."""
@@ -381,7 +413,9 @@ class TreeCheck:
             return f"{self.out} does not exist: vf compile would write {len(self.files)} files\n"
         for rel in self.owned - set(self.files):
             self._compare(rel, before=read_owned(self.out, rel), after=None)
-        return "".join(line for rel in sorted(self._chunks) for line in self._chunks[rel])
+        self.strays = stray_files(self.out, known=self.owned | set(self.files))
+        text = "".join(line for rel in sorted(self._chunks) for line in self._chunks[rel])
+        return text + stray_notes(self.strays)
 
     @property
     def chunks(self) -> Mapping[str, list[str]]:

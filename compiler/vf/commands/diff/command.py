@@ -21,7 +21,14 @@ from vf.emit.ordering import without_tool_annotations
 from vf.pipeline import CompileResult
 from vf.tree.owned_read import read_owned
 from vf.tree.read import build_overlay, committed_environments, committed_plan
-from vf.tree.write import MANIFEST, check_owned, diff_tree, with_manifest
+from vf.tree.write import (
+    MANIFEST,
+    check_owned,
+    diff_tree,
+    stray_files,
+    stray_notes,
+    with_manifest,
+)
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
@@ -59,6 +66,7 @@ class TreeDiff:
     environments: tuple[EnvDiff, ...]
     files: tuple[str, ...]
     raw: str
+    strays: tuple[str, ...] = ()  # files under chart/ vf did not write, which Helm renders
     flow: FlowChange | None = None  # the Markdown report's diagram; not in the JSON one
 
 
@@ -88,14 +96,17 @@ def diff_project(
     )
     text = diff_tree(out, fresh, keep=keep) if out.is_dir() else _all_new(fresh)
     files = [f for f in _changed_files(committed, fresh=fresh) if keep is None or keep(f)]
-    # With --env, only those environments decide; otherwise any generated file does.
+    strays = stray_files(out, known=[*committed, *fresh, MANIFEST]) if out.is_dir() else []
+    # With --env, only those environments decide; otherwise any generated file does. A
+    # file vf did not write where Helm renders every file always does.
     changed = any(r.status != "unchanged" for r in reports) if environments else bool(files)
     return TreeDiff(
         out=str(out),
-        changed=changed,
+        changed=changed or bool(strays),
         environments=reports,
         files=tuple(files),
-        raw=text if raw else "",
+        strays=tuple(strays),
+        raw=text + stray_notes(strays) if raw else "",
         flow=flow_change(committed, fresh, environments=wanted),
     )
 
@@ -326,7 +337,7 @@ def diff_json(report: TreeDiff) -> dict[str, Any]:
     return document
 
 
-_JSON_FIELDS = ("out", "changed", "environments", "files", "raw")
+_JSON_FIELDS = ("out", "changed", "environments", "files", "strays", "raw")
 
 
 def _plain(value: Any) -> Any:

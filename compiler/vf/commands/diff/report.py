@@ -58,6 +58,9 @@ def _other_folders(files: Sequence[str]) -> str:
     )
 
 
+_STRAYS = "files vf did not write, which Helm renders with the chart (delete them)"
+
+
 def render_text(report: TreeDiff) -> str:
     lines = [_summary(report)]
     for env in report.environments:
@@ -74,6 +77,9 @@ def render_text(report: TreeDiff) -> str:
     if folders:
         lines.append("")
         lines.append(f"other generated files that change: {folders}")
+    if report.strays:
+        lines.append("")
+        lines.append(f"{_STRAYS}: {', '.join(report.strays)}")
     if report.raw:
         lines.append("")
         lines.append(report.raw.rstrip("\n"))
@@ -110,6 +116,8 @@ def render_markdown(report: TreeDiff) -> str:
     folders = _other_folders(report.files)
     if folders:
         lines += ["", f"Other generated files that change: {folders}."]
+    if report.strays:
+        lines += ["", f"**{_STRAYS.capitalize()}**: {', '.join(_code(p) for p in report.strays)}."]
     if report.raw:
         lines += ["", "<details><summary>YAML diff</summary>", "", "```diff"]
         lines += [report.raw.rstrip("\n"), "```", "", "</details>"]
