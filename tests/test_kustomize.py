@@ -77,8 +77,13 @@ def test_overlays_differ_only_where_the_environments_do(
     compiled_examples: dict[str, CompileResult],
 ) -> None:
     tree = compiled_examples["batch_pipeline"].tree
-    dev = tree["overlays/dev/kustomization.yaml"]
-    assert "namespace: pipelines-dev" in dev
+    # each object names its namespace: no namespace transformer to run (ADR 180)
+    assert "namespace:" not in tree["overlays/dev/kustomization.yaml"]
+    resources = [p for p in tree if p.startswith("overlays/dev/resources/")]
+    assert resources
+    assert all("  namespace: pipelines-dev\n" in tree[p] for p in resources)
+    patches = [tree[p] for p in tree if p.startswith("overlays/dev/patches/")]
+    assert any("path: /metadata/namespace\n" in p for p in patches), "components"
     assert any(path.startswith("overlays/prod/patches/") for path in tree)  # components
     # several environments: each overlay holds its own objects, base/ none (test_churn.py)
     assert [path for path in tree if path.startswith("base/")] == ["base/kustomization.yaml"]

@@ -5,6 +5,11 @@ objects (``resources/``), so a change to one environment touches only its overla
 plan; what the environments share by construction are the shipped components (named for
 the flow), which each overlay patches. Building an overlay therefore gives exactly the
 objects of that environment's plan.
+
+Every object carries its namespace itself, and the shipped components get theirs from the
+overlay's patches: an overlay has no ``namespace:`` field, because kustomize's namespace
+transformer checks every object's new identity against every other object's, a cost that
+grows with the square of the objects (ADR 180).
 """
 
 from __future__ import annotations
@@ -81,10 +86,7 @@ def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]
         for env in names
     }
     indexed = {
-        env: {
-            _key(o): _without_namespace(o) for o in envs[env].objects if _key(o) not in owned[env]
-        }
-        for env in names
+        env: {_key(o): o for o in envs[env].objects if _key(o) not in owned[env]} for env in names
     }
     first = indexed[names[0]]
     # With several environments every object lives in its own overlay: an object shared
@@ -104,12 +106,13 @@ def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]
     )
     shapes = {c: objs for env in reversed(names) for c, objs in envs[env].shapes.items()}
     for component in sorted({c for env in names for c in envs[env].components}):
-        yield from _component_files(component, shapes[component]).items()
+        shipped = [_without_namespace(o) for o in shapes[component]]
+        yield from _component_files(component, shipped).items()
     for env in names:
         for component, objects in sorted(envs[env].generated.items()):
             yield from _component_files(component, objects).items()
     for env in names:
-        overlay = _Overlay(root=f"overlays/{env}", namespace=envs[env].namespace)
+        overlay = _Overlay(root=f"overlays/{env}")
         overlay.add_resources(indexed[env], exclude=set(common))
         for key in common:
             overlay.add_patch(key, first[key], indexed[env][key])
@@ -126,7 +129,7 @@ def _component_files(component: str, objects: Sequence[Obj]) -> Tree:
     root = f"components/{component}"
     tree: Tree = {}
     for obj in objects:
-        tree[f"{root}/{object_file(obj)}"] = yamlout.dump(_without_namespace(obj))
+        tree[f"{root}/{object_file(obj)}"] = yamlout.dump(obj)
     tree[f"{root}/kustomization.yaml"] = yamlout.dump(
         {
             "apiVersion": "kustomize.config.k8s.io/v1alpha1",
@@ -140,7 +143,6 @@ def _component_files(component: str, objects: Sequence[Obj]) -> Tree:
 @dataclass
 class _Overlay:
     root: str
-    namespace: str
     tree: Tree = field(default_factory=dict)
     resources: list[str] = field(default_factory=list)
     components: list[str] = field(default_factory=list)
@@ -168,15 +170,14 @@ class _Overlay:
         self, component: str, objects: Sequence[Obj], *, shapes: Sequence[Obj]
     ) -> None:
         self.components.append(f"../../components/{component}")
-        shipped = {_key(o): o for o in shapes}
+        shipped = {_key(o): _without_namespace(o) for o in shapes}
         for obj in objects:
-            self.add_patch(_key(obj), shipped[_key(obj)], _without_namespace(obj))
+            self.add_patch(_key(obj), shipped[_key(obj)], obj)
 
     def files(self) -> Tree:
         kustomization: Obj = {
             "apiVersion": KUSTOMIZE_API,
             "kind": "Kustomization",
-            "namespace": self.namespace,
             "resources": ["../../base", *sorted(self.resources)],
         }
         if self.components:

@@ -1,0 +1,272 @@
+"""Time what a GitOps controller does with the committed tree on every sync: render it.
+
+Argo CD's repo-server and Flux's kustomize-controller run a kustomize build of
+``overlays/<env>`` (Argo CD gives it 90 s by default, ``ARGOCD_EXEC_TIMEOUT``); Helm users
+and Flux's helm-controller run ``helm template``/install of ``chart/`` with
+``values-<env>.yaml``. This benchmark compiles the layered BATCH graphs of
+``bench/compile.py`` (its builders, imported) with one environment and with two, then
+renders each environment with the real ``kubectl kustomize`` and ``helm template``,
+alternating, each under a time cap: a render still running at the cap is stopped and
+reported as ``> cap``, not waited out. Renders run one at a time under ``nice``.
+
+It also reports what the API server would store for one environment of the flow: the
+objects of the render, per kind, their count and their bytes per node (compact JSON, the
+size etcd keeps before its own encoding).
+
+Results go to ``bench/results/render.json`` and to the render section of
+``docs/performance.md``.
+
+Usage: ``python bench/render.py [--sizes 1000,5000] [--repeat 3] [--cap 120] [--no-save]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compile import filesystem, shape, update_doc, write_project
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "render.json"
+MARKS = ("<!-- render-table:start -->", "<!-- render-table:end -->")
+TOOLS = ROOT / ".tools" / "bin"
+SIZES = (1000, 5000)
+NAMESPACES = {"dev": "peerbench-dev", "prod": "peerbench"}
+
+
+def tool(name: str) -> str:
+    found = TOOLS / name
+    return str(found) if found.exists() else (shutil.which(name) or name)
+
+
+def capped(argv: list[str], cwd: Path, cap: float, out: Path) -> dict[str, Any]:
+    """Run ``argv`` under ``nice`` with its standard output in ``out``: wall and CPU seconds,
+    peak RSS; stopped at ``cap`` seconds (``capped: true``)."""
+    with out.open("wb") as sink, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(["nice", "-n", "10", *argv], cwd=cwd, stdout=sink, stderr=err)
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            wall = time.perf_counter() - start
+            if pid:
+                break
+            if wall > cap:
+                proc.kill()
+                _, status, usage = os.wait4(proc.pid, 0)
+                return {"capped": True, "wall_s": round(cap, 1), "cpu_s": None}
+            time.sleep(0.05)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            err.seek(0)
+            raise RuntimeError(f"{argv} exited {code}: {err.read().decode()[-2000:]}")
+    return {
+        "capped": False,
+        "wall_s": round(wall, 3),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+    }
+
+
+def stored(rendered: Path, nodes: int) -> dict[str, Any]:
+    """Objects of one environment's render per kind: count and compact-JSON bytes."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    count: Counter[str] = Counter()
+    size: Counter[str] = Counter()
+    with rendered.open(encoding="utf-8") as text:
+        for obj in yaml.load_all(text, Loader=loader):
+            if obj:
+                count[obj["kind"]] += 1
+                size[obj["kind"]] += len(json.dumps(obj, separators=(",", ":")))
+    total = sum(size.values())
+    return {
+        "objects": sum(count.values()),
+        "bytes": total,
+        "objects_per_node": round(sum(count.values()) / nodes, 3),
+        "bytes_per_node": round(total / nodes),
+        "by_kind": {k: {"objects": count[k], "bytes": size[k]} for k in sorted(count)},
+    }
+
+
+def compile_tree(graph: Path, envs: list[str], out: Path) -> float:
+    argv = [str(Path(sys.executable).parent / "vf"), "compile", str(graph), "--out", str(out)]
+    start = time.perf_counter()
+    subprocess.run(
+        [*argv, *[f"--env={e}" for e in envs]],
+        cwd=graph.parent,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return round(time.perf_counter() - start, 3)
+
+
+def renders(tree: Path, env: str, cap: float, work: Path) -> dict[str, tuple[list[str], Path]]:
+    return {
+        "kustomize": ([tool("kubectl"), "kustomize", f"overlays/{env}"], work / f"k-{env}.yaml"),
+        "helm": (
+            [
+                tool("helm"),
+                "template",
+                "peerbench",
+                "chart",
+                "-f",
+                f"chart/values-{env}.yaml",
+                "--namespace",
+                NAMESPACES[env],
+            ],
+            work / f"h-{env}.yaml",
+        ),
+    }
+
+
+def spread(samples: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    if any(s["capped"] for s in samples):
+        return {"capped": True, "runs": [s[key] for s in samples]}
+    values = [float(s[key]) for s in samples]
+    return {
+        "capped": False,
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+        "runs": values,
+    }
+
+
+def measure(graph: Path, n: int, envs: list[str], repeat: int, cap: float) -> dict[str, Any]:
+    """Compile ``envs`` (all when empty), then render each environment ``repeat`` times,
+    kustomize and helm alternating."""
+    key = "two_envs" if not envs else "one_env"
+    tree = graph.parent / key / "deploy"
+    row: dict[str, Any] = {"compile_wall_s": compile_tree(graph, envs, tree)}
+    files = [p for p in tree.rglob("*") if p.is_file()]
+    kustomize_files = [p for p in files if p.relative_to(tree).parts[0] != "chart"]
+    row["tree"] = {
+        "files": len(files),
+        "kustomize_files": len(kustomize_files),
+        "kustomize_bytes": sum(p.stat().st_size for p in kustomize_files),
+    }
+    for env in envs or sorted(NAMESPACES):
+        cases: dict[str, list[dict[str, Any]]] = {}
+        runs = renders(tree, env, cap, graph.parent)
+        for _ in range(repeat):
+            for name, (argv, out) in runs.items():
+                cases.setdefault(name, []).append(capped(argv, tree, cap, out))
+                print(f"N={n} {key} {env} {name}: {cases[name][-1]}", file=sys.stderr)
+        result = {
+            name: {"wall_s": spread(s, "wall_s"), "cpu_s": spread(s, "cpu_s")}
+            for name, s in cases.items()
+        }
+        done = [name for name, s in cases.items() if not any(r["capped"] for r in s)]
+        if done:
+            result["stored"] = stored(runs[done[-1]][1], n)
+        row[env] = result
+    return row
+
+
+def _cell(s: dict[str, Any], cap: float) -> str:
+    if s["capped"]:
+        return f"> {cap:.0f}"
+    return f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
+
+
+def table(report: dict[str, Any]) -> str:
+    cap = report["cap_s"]
+    lines = [
+        "| N | envs | env | `kubectl kustomize` wall (s) | CPU (s) | `helm template` wall (s) "
+        "| CPU (s) | objects / node | bytes / node | tree files (kustomize) |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n, sizes in report["sizes"].items():
+        for key in ("one_env", "two_envs"):
+            row = sizes.get(key)
+            if row is None:
+                continue
+            for env in sorted(k for k in row if k in NAMESPACES):
+                r = row[env]
+                st = r.get("stored", {})
+                lines.append(
+                    f"| {n} | {1 if key == 'one_env' else 2} | {env} | "
+                    f"{_cell(r['kustomize']['wall_s'], cap)} | "
+                    f"{_cell(r['kustomize']['cpu_s'], cap)} | "
+                    f"{_cell(r['helm']['wall_s'], cap)} | {_cell(r['helm']['cpu_s'], cap)} | "
+                    f"{st.get('objects_per_node', '—')} | {st.get('bytes_per_node', '—'):,} | "
+                    f"{row['tree']['kustomize_files']} |"
+                )
+    m = report["machine"]
+    lines += [
+        "",
+        f"Medians of {report['repeat']} alternating renders, spread (min-max) in brackets, each "
+        f"capped at {cap:.0f} s; kustomize {report['versions']['kustomize']}, "
+        f"helm {report['versions']['helm']}. Machine: {m['cpu_count']} CPUs, {m['platform']}, "
+        f"load average {m['loadavg']} at the start; trees on {report['filesystem']}.",
+    ]
+    return "\n".join(lines)
+
+
+def versions() -> dict[str, str]:
+    out = subprocess.run(
+        [tool("kubectl"), "version", "--client"], check=True, capture_output=True, text=True
+    )
+    kustomize = next(
+        (line.split(":", 1)[1].strip() for line in out.stdout.splitlines() if "Kustomize" in line),
+        "unknown",
+    )
+    helm = subprocess.run(
+        [tool("helm"), "version", "--short"], check=True, capture_output=True, text=True
+    )
+    return {"kustomize": kustomize, "helm": helm.stdout.strip() or "unknown"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="e.g. 1000,5000")
+    parser.add_argument("--repeat", type=int, default=3, help="renders per environment")
+    parser.add_argument("--cap", type=float, default=120.0, help="seconds per render")
+    parser.add_argument("--envs", default="one,two", help="one, two or both")
+    parser.add_argument("--no-save", action="store_true", help="only print the table")
+    parser.add_argument("--tmp", type=Path, default=None, help="where graphs and trees go")
+    args = parser.parse_args()
+    report: dict[str, Any] = {
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": f"{platform.system()} {platform.release()}",
+            "python": platform.python_version(),
+            "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        },
+        "versions": versions(),
+        "cap_s": args.cap,
+        "repeat": args.repeat,
+        "filesystem": filesystem(args.tmp or Path(tempfile.gettempdir())),
+        "sizes": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="vf-render-", dir=args.tmp) as tmp:
+        for n in (int(s) for s in args.sizes.split(",") if s):
+            graph = write_project(Path(tmp), n)
+            row: dict[str, Any] = {"shape": shape(n)}
+            for key, envs in (("one_env", ["dev"]), ("two_envs", [])):
+                if key.split("_")[0] in args.envs.split(","):
+                    row[key] = measure(graph, n, envs, args.repeat, args.cap)
+            report["sizes"][str(n)] = row
+    text = table(report)
+    print(text)
+    if not args.no_save:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        update_doc(text, MARKS)
+
+
+if __name__ == "__main__":
+    main()
