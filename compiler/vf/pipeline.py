@@ -17,6 +17,7 @@ from vf.emit.delivery import chart_info, gitops_files
 from vf.emit.helm.chart import chart_files
 from vf.emit.helm.version import read_previous
 from vf.emit.kustomize.tree import EnvObjects, kustomize_files
+from vf.emit.prerequisites import prerequisites
 from vf.emit.readme import README, tree_readme
 from vf.errors import VfError
 from vf.frontend.graph_checks import graph_module_classes
@@ -203,6 +204,7 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
             for plan in plans
         }
     )
+    needs = {env: prerequisites(objs, env=env) for env, objs in objects.items()}
     gitops = gitops_files(planned.targets.gitops, plans=plans, objects=objects)
     paths = []
     for file, text in gitops:
@@ -213,7 +215,10 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
     for file, text in itertools.chain(chart_files(objects, info=info), kustomize):
         sink(file, text)
         paths.append(file)
-    sink(README, tree_readme(planned.views, gitops=planned.targets.gitops, paths=frozenset(paths)))
+    readme = tree_readme(
+        planned.views, gitops=planned.targets.gitops, paths=frozenset(paths), needs=needs
+    )
+    sink(README, readme)
 
 
 def plan_json_text(document: dict[str, Any]) -> str:

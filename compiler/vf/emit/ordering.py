@@ -70,6 +70,8 @@ def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
     if obj.get("kind") == "Namespace":
         annotations[SYNC_OPTIONS] = "Prune=false,Delete=false"
         annotations[FLUX_PRUNE] = "disabled"
+    elif obj.get("kind") == "ScaledObject":  # optional: without KEDA the rest still syncs
+        annotations[SYNC_OPTIONS] = "PruneLast=true,SkipDryRunOnMissingResource=true"
     elif obj.get("kind") != "Job":
         annotations[SYNC_OPTIONS] = "PruneLast=true"
     return _annotated(obj, annotations=annotations)

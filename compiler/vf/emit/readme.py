@@ -3,7 +3,7 @@ settings and how to apply it with Argo CD, Flux, Helm or ``kubectl apply -k``.""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from vf.ir.delivery import GitOps
@@ -55,8 +55,13 @@ def _source(gitops: GitOps | None, env: str) -> str:
 
 
 def _environment(
-    view: EnvView, *, gitops: GitOps | None, paths: Collection[str], replicas: str
-) -> dict[str, str]:
+    view: EnvView,
+    *,
+    gitops: GitOps | None,
+    paths: Collection[str],
+    replicas: str,
+    needs: Sequence[str],
+) -> dict[str, Any]:
     env = view.environment
     application = f"gitops/argocd/application-{env}.yaml"
     parts = ("gitrepository.yaml", f"kustomization-{env}-infra.yaml", f"kustomization-{env}.yaml")
@@ -72,11 +77,19 @@ def _environment(
         "argocd": application if application in paths else "",
         "flux": " ".join(f"-f {p}" for p in flux if p in paths),
         "source": _source(gitops, env),
+        "needs": list(needs),
     }
 
 
-def tree_readme(views: Sequence[EnvView], *, gitops: GitOps | None, paths: Collection[str]) -> str:
-    """The README of a compiled tree; ``paths`` are the tree's other files."""
+def tree_readme(
+    views: Sequence[EnvView],
+    *,
+    gitops: GitOps | None,
+    paths: Collection[str],
+    needs: Mapping[str, Sequence[str]] | None = None,
+) -> str:
+    """The README of a compiled tree; ``paths`` are the tree's other files, ``needs`` what
+    each environment's objects assume of its cluster (``vf.emit.prerequisites``)."""
     arrows = max((sum(len(n.parents) for n in v.nodes) for v in views), default=0)
     if arrows > MERMAID_MAX_EDGES:  # known too large: spare drawing it
         diagram, too_large = "", f"{arrows} arrows, over Mermaid's {MERMAID_MAX_EDGES}"
@@ -91,7 +104,13 @@ def tree_readme(views: Sequence[EnvView], *, gitops: GitOps | None, paths: Colle
         "too_large": too_large,
         "gitops": gitops is not None,
         "environments": [
-            _environment(v, gitops=gitops, paths=paths, replicas=replicas[v.environment])
+            _environment(
+                v,
+                gitops=gitops,
+                paths=paths,
+                replicas=replicas[v.environment],
+                needs=(needs or {}).get(v.environment, ()),
+            )
             for v in views
         ],
     }
