@@ -31,6 +31,9 @@ def poison(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> RunNam
         "poison.py", nats=servers.nats, redis=servers.redis, env={"VF_TEST_OUT": str(out)}
     )
     assert run.code == 6, run.output[-3000:]
+    # --nats names a server vf did not start for this run: the run says whose answered
+    said = f"[vf] using the broker at {servers.nats.url}: server_name {servers.nats.server_name}"
+    assert said in run.output, run.output[:2000]
     run_id, generation = run_identity(run, "poison")
     return RunNames("poison", run_id, generation)
 

@@ -55,18 +55,25 @@ def _endpoints(url: str) -> list[tuple[str, int]]:
     return found
 
 
-async def wait_for_port(url: str, *, timeout: float) -> None:
+async def wait_for_port(url: str, *, timeout: float, refused_fails: bool = False) -> None:
     """Return once any server of ``url`` accepts TCP; raise after ``timeout`` seconds.
 
     nats-py can block for minutes on a port nobody listens on, so vf never calls
-    ``connect`` before a listener is known to exist.
+    ``connect`` before a listener is known to exist. A worker waits for a broker that
+    starts after it; with ``refused_fails`` (an operator at a terminal) a refusal from
+    every server is an answer, given at once: only silence is waited out.
     """
     deadline = time.monotonic() + timeout
     endpoints = _endpoints(url)
     while True:
-        for host, port in endpoints:
-            if await asyncio.to_thread(_accepts, host, port):
-                return
+        answers = [await asyncio.to_thread(_accepts, host, port) for host, port in endpoints]
+        if OPEN in answers:
+            return
+        if refused_fails and answers and all(a == REFUSED for a in answers):
+            raise BrokerError(
+                "VF_BROKER_UNAVAILABLE",
+                f"the connection to {url} was refused: no server listens there",
+            )
         if time.monotonic() >= deadline:
             raise BrokerError(
                 "VF_BROKER_UNAVAILABLE",
@@ -75,23 +82,35 @@ async def wait_for_port(url: str, *, timeout: float) -> None:
         await asyncio.sleep(0.2)
 
 
-def _accepts(host: str, port: int) -> bool:
+OPEN, REFUSED, SILENT = "open", "refused", "silent"
+
+
+def _accepts(host: str, port: int) -> str:
+    """Whether ``host:port`` takes a TCP connection, refuses it, or says nothing in time."""
     try:
         with socket.create_connection((host, port), timeout=0.5):
-            return True
+            return OPEN
+    except ConnectionRefusedError:
+        return REFUSED
     except OSError:
-        return False
+        return SILENT
 
 
 async def connect(
-    url: str, *, timeout: float, name: str, on_reconnect: Callable[[], None] | None = None
+    url: str,
+    *,
+    timeout: float,
+    name: str,
+    on_reconnect: Callable[[], None] | None = None,
+    refused_fails: bool = False,
 ) -> Client:
     """A connected client with JetStream reachable, or :class:`BrokerError`.
 
     ``on_reconnect`` runs after every reconnection: requests that were in flight
     when the connection dropped will never be answered, and their owners re-issue them.
+    ``refused_fails``: see :func:`wait_for_port`.
     """
-    await wait_for_port(url, timeout=timeout)
+    await wait_for_port(url, timeout=timeout, refused_fails=refused_fails)
 
     async def reconnected() -> None:
         log.info("reconnected to the broker")

@@ -9,7 +9,9 @@ else from ``PATH`` (``nats-server``; ``redis-server`` or ``valkey-server``);
 
 from __future__ import annotations
 
+import json
 import random
+import secrets
 import shutil
 import socket
 import subprocess
@@ -143,6 +145,8 @@ class LocalServer:
     process: subprocess.Popen[bytes]
     binary: ServerBinary | None = None  # what was started, for printing
     log: Path | None = None
+    # the name a NATS server vf started was given: the one that answers must carry it
+    server_name: str | None = None
 
     def ready(self) -> LocalServer:
         """Wait until it listens; stop it and raise RuntimeError if it does not."""
@@ -163,17 +167,58 @@ class LocalServer:
 
 def _wait_listening(server: LocalServer, log: Path | None) -> None:
     deadline = time.monotonic() + START_TIMEOUT
+    stranger: dict[str, object] = {}
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
             raise RuntimeError(f"{server.name} exited at start:\n{tail}")
         try:
             with socket.create_connection(("127.0.0.1", server.port), timeout=0.5):
-                return
+                pass
         except OSError:
             time.sleep(0.05)
+            continue
+        if server.server_name is None:
+            return
+        answered = nats_identity(server.url, timeout=0.5)
+        if answered.get("server_name") == server.server_name:
+            return
+        stranger = answered  # another process holds the port; ours fails to bind, or waits
+        time.sleep(0.05)
     server.stop()
+    if stranger:
+        raise RuntimeError(
+            f"port {server.port} is answered by another NATS server ({describe_nats(stranger)}), "
+            f"not the {server.name} vf started"
+        )
     raise RuntimeError(f"{server.name} did not listen on port {server.port} in {START_TIMEOUT}s")
+
+
+def nats_identity(url: str, *, timeout: float = 2.0) -> dict[str, object]:
+    """What the NATS server at ``url`` says it is (the INFO line every server sends first:
+    server_id, server_name, version); empty when what answers is not a NATS server."""
+    host, _, port = url.split("://", 1)[-1].rsplit("@", 1)[-1].rstrip("/").rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            line = conn.makefile("rb").readline(65536)
+    except (OSError, ValueError):
+        return {}
+    if not line.startswith(b"INFO "):
+        return {}
+    try:
+        info = json.loads(line[5:])
+    except ValueError:
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def describe_nats(info: dict[str, object]) -> str:
+    """``server_name N, server_id ID, version V`` of an INFO; "not a NATS server" when empty."""
+    if not info:
+        return "not a NATS server"
+    keys = ("server_name", "server_id", "version")
+    return ", ".join(f"{key} {info[key]}" for key in keys if info.get(key))
 
 
 def _spawn(command: list[str], group: int | None) -> subprocess.Popen[bytes]:
@@ -215,12 +260,14 @@ def launch_nats(
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "nats-server.log"
     path = nats_server_binary()
-    command = [path, "-js", "-a", "127.0.0.1", "-p", str(port)]
+    name = f"vf-local-{secrets.token_hex(6)}"  # how vf tells its server from another
+    command = [path, "-js", "-a", "127.0.0.1", "-p", str(port), "--server_name", name]
     command += ["-sd", str(directory / "jetstream"), "-l", str(log)]
     process = _spawn(command, group)
     # its version is asked while it starts
     binary = _described("nats", path, process)
-    return LocalServer("nats-server", f"nats://127.0.0.1:{port}", port, process, binary, log)
+    url = f"nats://127.0.0.1:{port}"
+    return LocalServer("nats-server", url, port, process, binary, log, server_name=name)
 
 
 def launch_redis(

@@ -10,6 +10,7 @@ on the control subject every 2 s until every child has exited.
 from __future__ import annotations
 
 import _thread
+import http.client
 import os
 import re
 import signal
@@ -17,7 +18,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -29,7 +29,8 @@ STOP_REPEAT = 2.0
 EXIT_STOPPED = 4  # a BATCH worker stopped before its work was done (vf_runtime.worker.replica)
 _NOT_LOST = (0, EXIT_STOPPED, None)
 PROGRESS_EVERY = 5.0
-_COUNTER = re.compile(r'^vf_messages_(\w+)_total\{node="[^"]*"\} (\d+)$', re.MULTILINE)
+_COUNTER = re.compile(r'^vf_messages_(\w+)_total\{node="((?:[^"\\]|\\.)*)"\} (\d+)$', re.MULTILINE)
+METRICS_LIMIT = 1 << 20  # a worker's /metrics is a few hundred bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,7 +172,7 @@ class Supervisor:
         processed: dict[str, int] = {}
         for child in self.children:
             # an exited replica keeps the last counts it reported
-            counts = scrape(child.port) or child.counts
+            counts = scrape(child.port, child.spec.node) or child.counts
             child.counts = counts
             total += sum(counts.values())
             node = child.spec.node
@@ -242,13 +243,23 @@ class Supervisor:
                 child.done.wait(timeout=STOP_REPEAT / len(self.children))
 
 
-def scrape(port: int) -> dict[str, int]:
-    """A worker's message counters from its /metrics endpoint; empty when unreachable."""
+def scrape(port: int, node: str) -> dict[str, int]:
+    """Node ``node``'s message counters from the /metrics endpoint on ``port``; empty when
+    nothing answers there, or something else does: another process took the port (a NATS
+    server answers with a line that is not HTTP), or a worker of another node does. A
+    worker is recognised by the node its counters name, never by the port alone."""
     if port <= 0:
         return {}
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=0.5)
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=0.5) as response:
-            text = response.read().decode()
-    except OSError:
+        connection.request("GET", "/metrics")
+        response = connection.getresponse()
+        if response.status != 200:
+            return {}
+        text = response.read(METRICS_LIMIT).decode("utf-8")
+    except (OSError, http.client.HTTPException, ValueError):
         return {}
-    return {name: int(value) for name, value in _COUNTER.findall(text)}
+    finally:
+        connection.close()
+    label = node.replace("\\", "\\\\").replace('"', '\\"')
+    return {name: int(value) for name, owner, value in _COUNTER.findall(text) if owner == label}

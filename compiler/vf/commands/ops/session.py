@@ -50,7 +50,8 @@ def _unreachable(code: str, url: str, why: str) -> EnvironmentProblem:
 async def _converse(
     url: str, redis_url: str | None, timeout: float, body: Callable[[Broker], Awaitable[T]]
 ) -> T:
-    client = await connect(url, timeout=timeout, name="vf-operator")
+    # a refused connection is an answer: fail at once, wait only for silence
+    client = await connect(url, timeout=timeout, name="vf-operator", refused_fails=True)
     store = (
         Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5) if redis_url else None
     )

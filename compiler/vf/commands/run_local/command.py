@@ -44,7 +44,15 @@ from vf_runtime.broker.provision import RunTopology, provision_run
 from vf_runtime.broker.topology import NodeTopology
 from vf_runtime.local.deadletters import DeadLetterReport
 from vf_runtime.local.guardian import Guardian
-from vf_runtime.local.infra import LocalServer, MissingTool, free_port, launch_nats, launch_redis
+from vf_runtime.local.infra import (
+    LocalServer,
+    MissingTool,
+    describe_nats,
+    free_port,
+    launch_nats,
+    launch_redis,
+    nats_identity,
+)
 from vf_runtime.local.outcome import exit_code, report_dead_letters, settled
 from vf_runtime.local.supervisor import (
     Outcome,
@@ -54,6 +62,7 @@ from vf_runtime.local.supervisor import (
     Supervisor,
 )
 from vf_runtime.local.zygote import Zygote
+from vf_runtime.redact import redact
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,6 +231,9 @@ def _start_services(
         out.write(f"[vf] started {server.name} at {server.url}{binary}\n")
     by_name = {s.name: s.url for s in started}
     urls["VF_NATS_URL"] = request.nats_url or by_name["nats-server"]
+    if request.nats_url is not None:  # not vf's server: say whose answered
+        answered = describe_nats(nats_identity(request.nats_url))
+        out.write(f"[vf] using the broker at {redact(request.nats_url)}: {answered}\n")
     redis = request.redis_url or by_name.get("redis-server")
     if redis is not None:
         urls["VF_BLOB_REDIS_URL"] = redis
