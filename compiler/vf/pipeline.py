@@ -17,6 +17,7 @@ from vf.emit.delivery import chart_info, gitops_files
 from vf.emit.helm.chart import chart_files
 from vf.emit.helm.version import read_previous
 from vf.emit.kustomize.tree import EnvObjects, kustomize_files
+from vf.emit.manifests import manifest_files, reads_manifests
 from vf.emit.prerequisites import prerequisites
 from vf.emit.readme import README, tree_readme
 from vf.errors import VfError
@@ -212,7 +213,11 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
         paths.append(file)
     info = chart_info(plans, previous=previous)
     plans.clear()
-    for file, text in itertools.chain(chart_files(objects, info=info), kustomize):
+    counts = {env: len(objs) for env, objs in objects.items()}
+    rendered = (
+        manifest_files(objects) if reads_manifests(planned.targets.gitops, counts=counts) else ()
+    )
+    for file, text in itertools.chain(chart_files(objects, info=info), kustomize, rendered):
         sink(file, text)
         paths.append(file)
     readme = tree_readme(

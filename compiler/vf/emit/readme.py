@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from vf.emit.manifests import MANIFESTS_DIR, MANIFESTS_OVER, source_path
 from vf.ir.delivery import GitOps
 from vf.render.diagram import Diagram, EnvView, diagram_of
 from vf.render.diagram_syntax import mermaid
@@ -48,10 +49,10 @@ def _differing_replicas(views: Sequence[EnvView]) -> dict[str, str]:
     return found
 
 
-def _source(gitops: GitOps | None, env: str) -> str:
+def _source(gitops: GitOps | None, env: str, *, manifests: bool = False) -> str:
     if gitops is None:
         return ""
-    return f"overlays/{env}" if gitops.path == "." else f"{gitops.path}/overlays/{env}"
+    return source_path(gitops, env=env, manifests=manifests)
 
 
 def _environment(
@@ -64,6 +65,7 @@ def _environment(
 ) -> dict[str, Any]:
     env = view.environment
     application = f"gitops/argocd/application-{env}.yaml"
+    manifests = any(p.startswith(f"{MANIFESTS_DIR}/") for p in paths)
     parts = ("gitrepository.yaml", f"kustomization-{env}-infra.yaml", f"kustomization-{env}.yaml")
     flux = [f"gitops/flux/{n}" for n in parts]
     return {
@@ -77,6 +79,8 @@ def _environment(
         "argocd": application if application in paths else "",
         "flux": " ".join(f"-f {p}" for p in flux if p in paths),
         "source": _source(gitops, env),
+        "argocd_source": _source(gitops, env, manifests=manifests),
+        "manifests": manifests,
         "needs": list(needs),
     }
 
@@ -103,6 +107,8 @@ def tree_readme(
         "diagram": diagram,
         "too_large": too_large,
         "gitops": gitops is not None,
+        "manifests": any(p.startswith(f"{MANIFESTS_DIR}/") for p in paths),
+        "manifests_over": f"{MANIFESTS_OVER:,}",
         "environments": [
             _environment(
                 v,

@@ -27,6 +27,7 @@ class ArgoCD:
     server: str = "https://kubernetes.default.svc"
     auto_sync: bool = True
     app_project: bool = False  # also emit the AppProject ``project``, locked to this flow
+    source: str = "auto"  # overlay, manifests or auto: what the Applications read (ADR 182)
 
 
 @dataclass(frozen=True, kw_only=True)

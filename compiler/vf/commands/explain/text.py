@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vf.emit.manifests import MANIFESTS_OVER, reads_manifests
 from vf.ir.plan import Plan
 from vf.ir.records import Peer
 from vf.ir.security import EgressRule
@@ -12,6 +13,7 @@ def explain(result: CompileResult) -> str:
     """Nodes, workload kinds, replicas, images, channels and warnings, per environment."""
     graph = result.graph
     lines = [f"flow {result.plans[0].flow_id} ({graph.flow_type}), {len(graph.nodes)} nodes"]
+    lines.extend(_delivery_lines(result))
     for plan in result.plans:
         lines.append("")
         lines.append(
@@ -38,6 +40,22 @@ def explain(result: CompileResult) -> str:
         for warning in plan.warnings:
             lines.append(f"  warning: {warning}")
     return "\n".join(lines) + "\n"
+
+
+def _delivery_lines(result: CompileResult) -> list[str]:
+    """What Argo CD reads, when vf.yaml has Applications: the overlays or ``manifests/``."""
+    gitops = result.targets.gitops
+    if gitops is None or gitops.argocd is None:
+        return []
+    counts = {env: len(objects) for env, objects in result.objects.items()}
+    most = max(counts.values(), default=0)
+    if not reads_manifests(gitops, counts=counts):
+        return [f"Argo CD reads overlays/<env> (kustomize builds; at most {most} objects)"]
+    why = f"gitops.argocd.source: {gitops.argocd.source}"
+    if gitops.argocd.source == "auto":
+        why = f"{most} objects in an environment, over {MANIFESTS_OVER}: a kustomize build "
+        why += "grows with the square of the objects"
+    return [f"Argo CD reads manifests/<env>, plain files without a kustomize build ({why})"]
 
 
 def _admission_lines(plan: Plan) -> list[str]:

@@ -1,6 +1,7 @@
 """Emit ``gitops/``: an Argo CD Application and a Flux Kustomization per environment.
 
-Both point at ``overlays/<env>`` in the repository the tree is committed to. Deployments
+Both point at ``overlays/<env>`` in the repository the tree is committed to, or the
+Applications at ``manifests/<env>`` when ``vf.emit.manifests`` writes it. Deployments
 that KEDA scales carry no ``spec.replicas``; the Applications also ignore that field on
 them, so a controller never reports the autoscaler's work as drift.
 """
@@ -15,6 +16,7 @@ from vf import names
 from vf.emit.gitops.argocd_project import app_project
 from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release
 from vf.emit.gitops.flux_parts import INFRA, WORKERS, part_spec
+from vf.emit.manifests import reads_manifests, source_path
 from vf.ir.delivery import ArgoCD, Flux, GitOps
 from vf.ir.plan import Plan
 from vf.textio import yamlout
@@ -43,11 +45,6 @@ ARGOCD_SYNC_OPTIONS = (
 )
 
 
-def overlay_path(gitops: GitOps, *, env: str) -> str:
-    """The overlay of ``env`` relative to the repository root."""
-    return f"overlays/{env}" if gitops.path == "." else f"{gitops.path}/overlays/{env}"
-
-
 def scaled_deployments(objects: Sequence[Mapping[str, Any]]) -> list[str]:
     """Names of the Deployments a ScaledObject targets (KEDA owns their replicas)."""
     return sorted(
@@ -63,12 +60,15 @@ def emit_gitops(
         return {}
     tree: Tree = {}
     if gitops.argocd is not None:
+        counts = {env: len(objs) for env, objs in objects.items()}
+        manifests = reads_manifests(gitops, counts=counts)
         files = {
             f"application-{plan.environment}.yaml": _application(
                 gitops,
                 argocd=gitops.argocd,
                 plan=plan,
                 scaled=scaled_deployments(objects[plan.environment]),
+                manifests=manifests,
             )
             for plan in plans
         }
@@ -108,7 +108,9 @@ def _labels(plan: Plan) -> dict[str, str]:
     }
 
 
-def _application(gitops: GitOps, *, argocd: ArgoCD, plan: Plan, scaled: list[str]) -> Obj:
+def _application(
+    gitops: GitOps, *, argocd: ArgoCD, plan: Plan, scaled: list[str], manifests: bool
+) -> Obj:
     dest = gitops.destination(plan.environment)
     destination: Obj = {"namespace": plan.namespace}
     if dest.cluster is not None:
@@ -118,13 +120,16 @@ def _application(gitops: GitOps, *, argocd: ArgoCD, plan: Plan, scaled: list[str
     sync: Obj = {"syncOptions": list(ARGOCD_SYNC_OPTIONS)}
     if argocd.auto_sync:
         sync["automated"] = {"prune": True, "selfHeal": True}
+    source: Obj = {
+        "repoURL": gitops.repo_url,
+        "targetRevision": gitops.revision,
+        "path": source_path(gitops, env=plan.environment, manifests=manifests),
+    }
+    if manifests:
+        source["directory"] = {"recurse": False}  # plain files: no kustomize build
     spec: Obj = {
         "project": argocd.project,
-        "source": {
-            "repoURL": gitops.repo_url,
-            "targetRevision": gitops.revision,
-            "path": overlay_path(gitops, env=plan.environment),
-        },
+        "source": source,
         "destination": destination,
         "syncPolicy": sync,
     }
