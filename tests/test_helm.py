@@ -119,15 +119,35 @@ def test_helm_lint_strict_passes(example: str, env: str, trees: dict[str, Path],
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
-def test_default_values_render_the_first_environment(
+def test_the_chart_without_an_environments_values_is_refused(
     example: str, trees: dict[str, Path], compiled_examples: dict[str, CompileResult], helm: str
 ) -> None:
+    """``helm install x ./chart`` without ``-f`` once installed whichever environment sorted
+    first; now the chart refuses, naming the values files."""
     chart = trees[example] / "chart"
-    first = compiled_examples[example].plans[0].environment
     plain = helm_template(helm, chart, "-n", "ns")
-    explicit = helm_template(helm, chart, "-n", "ns", "-f", str(chart / f"values-{first}.yaml"))
-    assert plain.returncode == 0 and explicit.returncode == 0, plain.stderr + explicit.stderr
-    assert _identity(_parse(plain.stdout)) == _identity(_parse(explicit.stdout))
+    assert plain.returncode != 0
+    for plan in compiled_examples[example].plans:
+        assert f"-f values-{plan.environment}.yaml" in plain.stderr
+
+
+def test_a_replica_count_the_chart_cannot_follow_is_refused(
+    trees: dict[str, Path], helm: str
+) -> None:
+    """``--set nodes.<node>.replicas`` works for a Deployment (ADR 88); for a Job (its count
+    is part of its name's tag) and a partitioned worker (its parents' readers, the
+    topology) the schema holds the planned count, and no node runs zero replicas."""
+    chart = trees["batch_pipeline"] / "chart"
+    values = ("-n", "ns", "-f", str(chart / "values-dev.yaml"))
+    assert helm_template(helm, chart, *values).returncode == 0
+    for setting in ("nodes.merge.replicas=3", "nodes.double.replicas=2"):
+        refused = helm_template(helm, chart, *values, "--set", setting)
+        assert refused.returncode != 0 and "/replicas" in refused.stderr, setting
+    cameras = trees["realtime_cameras"] / "chart"
+    dev = ("-n", "ns", "-f", str(cameras / "values-dev.yaml"))
+    assert helm_template(helm, cameras, *dev, "--set", "nodes.alerts.replicas=3").returncode == 0
+    zero = helm_template(helm, cameras, *dev, "--set", "nodes.alerts.replicas=0")
+    assert zero.returncode != 0 and "/nodes/alerts/replicas" in zero.stderr
 
 
 def test_provision_job_is_a_helm_hook_only_in_the_chart(
@@ -155,13 +175,14 @@ def test_provision_job_is_a_helm_hook_only_in_the_chart(
 
 def test_schema_is_strict_but_allows_global(trees: dict[str, Path], helm: str) -> None:
     chart = trees["realtime_cameras"] / "chart"
-    typo = helm_template(helm, chart, "--set", "imagePullPolicyy=Always")
+    dev = ("-f", str(chart / "values-dev.yaml"))
+    typo = helm_template(helm, chart, *dev, "--set", "imagePullPolicyy=Always")
     assert typo.returncode != 0
     assert "imagePullPolicyy" in typo.stderr
-    wrong = helm_template(helm, chart, "--set", "imagePullPolicy=Sometimes")
+    wrong = helm_template(helm, chart, *dev, "--set", "imagePullPolicy=Sometimes")
     assert wrong.returncode != 0
     shared = helm_template(
-        helm, chart, "--set", "global.registry=example.com", "--set", "enabled=true"
+        helm, chart, *dev, "--set", "global.registry=example.com", "--set", "enabled=true"
     )
     assert shared.returncode == 0, shared.stderr
     schema = json.loads((chart / "values.schema.json").read_text(encoding="utf-8"))
@@ -174,7 +195,8 @@ def test_schema_is_strict_but_allows_global(trees: dict[str, Path], helm: str) -
 
 def test_an_operator_can_change_an_image_per_release(trees: dict[str, Path], helm: str) -> None:
     chart = trees["realtime_cameras"] / "chart"
-    done = helm_template(helm, chart, "--set", "nodes.alerts.image=registry.example.com/a:2")
+    dev = ("-f", str(chart / "values-dev.yaml"))
+    done = helm_template(helm, chart, *dev, "--set", "nodes.alerts.image=registry.example.com/a:2")
     assert done.returncode == 0, done.stderr
     alerts = next(
         o

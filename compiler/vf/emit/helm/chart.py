@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import marshal
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -50,7 +51,7 @@ from vf.emit.ordering import with_helm_hooks, without_tool_annotations
 from vf.textio import yamlout
 from vf.textio.filetext import Chunks, FileText, whole
 from vf.textio.jsontext import json_chunks
-from vf_runtime.labels import MANAGED_BY
+from vf_runtime.labels import MANAGED_BY, NODE_LABEL
 
 Obj = dict[str, Any]
 Tree = dict[str, str]
@@ -134,11 +135,15 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
         makers[f"templates/rows/{shape.name}.yaml"] = partial(shape_template, shape)
     rows = {shape.name: list(shape.rows) for shape in shapes}
     default = values[envs[0]]
-    makers["values.yaml"] = partial(yamlout.dump, {**default, **({"rows": rows} if rows else {})})
+    # values.yaml names no environment: an install without -f values-<env>.yaml is refused
+    # by the schema instead of installing whichever environment sorts first
+    base = {**default, "environment": None, **({"rows": rows} if rows else {})}
+    makers["values.yaml"] = partial(yamlout.dump, base)
     del shapes, singles, rows
     for env in envs:
         makers[f"values-{env}.yaml"] = partial(_env_values, default, env=values[env])
-    makers["values.schema.json"] = partial(_schema_text, values)
+    makers["templates/environment.yaml"] = partial(_environment_guard, envs)
+    makers["values.schema.json"] = partial(_schema_text, values, fixed=_fixed(per_env, values))
     makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
     context = _context(info, templates=templates, envs=envs)
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
@@ -150,8 +155,39 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
 
 
-def _schema_text(values: Mapping[str, Obj]) -> Chunks:
-    return Chunks(json_chunks(values_schema(values), ascii=True))
+def _environment_guard(envs: Sequence[str]) -> str:
+    """A template that renders nothing, or refuses a release whose values name no
+    environment (``helm install x ./chart`` without ``-f values-<env>.yaml``)."""
+    files = " or ".join(f"-f values-{env}.yaml" for env in envs)
+    message = f"this chart renders one environment of the flow: give its values, {files}"
+    return (
+        "{{- if not .Values.environment }}\n"
+        f"{{{{- fail {json.dumps(message)} }}}}\n"
+        "{{- end }}\n"
+    )
+
+
+def _schema_text(values: Mapping[str, Obj], *, fixed: Mapping[str, Mapping[str, int]]) -> Chunks:
+    return Chunks(json_chunks(values_schema(values, fixed=fixed), ascii=True))
+
+
+def _fixed(
+    per_env: Mapping[str, Sequence[Obj]], values: Mapping[str, Obj]
+) -> dict[str, dict[str, int]]:
+    """Per environment, the planned count of each node whose workload is a Job or a
+    StatefulSet: a Job's count is part of its name's tag and its pods' indexes, a
+    partitioned worker's of its parents' readers and the topology (ADR 154)."""
+    out: dict[str, dict[str, int]] = {}
+    for env, objects in per_env.items():
+        nodes = values[env].get("nodes") or {}
+        for obj in objects:
+            node = str((obj["metadata"].get("labels") or {}).get(NODE_LABEL))
+            if obj.get("kind") not in ("Job", "StatefulSet") or node not in nodes:
+                continue
+            count = (nodes[node] or {}).get("replicas")
+            if isinstance(count, int):
+                out.setdefault(env, {})[node] = count
+    return out
 
 
 class _Digest:

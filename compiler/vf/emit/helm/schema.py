@@ -32,10 +32,36 @@ _PULL = {
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
 
 
-def values_schema(values: Mapping[str, Obj]) -> Obj:
-    """The JSON Schema (draft-07) every environment's values satisfy."""
+def values_schema(
+    values: Mapping[str, Obj], *, fixed: Mapping[str, Mapping[str, int]] | None = None
+) -> Obj:
+    """The JSON Schema (draft-07) every environment's values satisfy. ``fixed``: per
+    environment, the nodes whose replica count a ``--set`` cannot change consistently (a
+    Job's, a partitioned worker's): the schema holds each to its planned count."""
     trees = [values[env] for env in sorted(values)]
     root = _object((), trees=trees)
+    pinned = [
+        {
+            "if": {"properties": {"environment": {"const": env}}, "required": ["environment"]},
+            "then": {
+                "properties": {
+                    "nodes": {
+                        "properties": {
+                            node: {"properties": {"replicas": {"const": count}}}
+                            for node, count in sorted(nodes.items())
+                        }
+                    }
+                }
+            },
+        }
+        for env, nodes in sorted((fixed or {}).items())
+        if nodes
+    ]
+    if pinned:
+        root["allOf"] = pinned
+    # values.yaml names no environment (Helm drops a null key): the chart's own guard then
+    # refuses to render, naming the values files, which a schema error could not
+    root["required"] = [k for k in root.get("required", []) if k != "environment"]
     root["properties"]["global"] = {
         "type": "object",
         "description": "Values a parent chart shares with its subcharts.",
@@ -53,9 +79,10 @@ def values_schema(values: Mapping[str, Obj]) -> Obj:
         },
     }
     root["properties"]["environment"] = {
-        "enum": sorted(values),
+        "enum": [*sorted(values), None],
         "description": "The environment of vf.yaml these values are for: it decides which "
-        "objects only some environments have are rendered.",
+        "objects only some environments have are rendered. values.yaml names none, and the "
+        "chart refuses to render without one: install with -f values-<environment>.yaml.",
     }
     root["properties"]["rows"] = {
         "type": "object",
@@ -160,7 +187,13 @@ _EXACT: dict[ValueKey, Obj] = {
 _BY_LAST: dict[str, Obj] = {
     "image": {"type": "string", "minLength": 1, "description": "Container image (tag or digest)."},
     "resources": _RESOURCES,
-    "replicas": {"type": "integer", "minimum": 0, "description": "Planned replicas."},
+    "replicas": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "Planned replicas. A Deployment's may be set here; a Job's or a "
+        "partitioned worker's only through vf.yaml (recompile): its count is part of other "
+        "objects.",
+    },
     "runtimeClassName": {"type": "string", "minLength": 1, "description": "GPU runtime class."},
 }
 _BY_SECTION: dict[str, Obj] = {
