@@ -32,15 +32,9 @@ _PULL = {
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
 
 
-def values_schema(
-    values: Mapping[str, Obj], *, fixed: Mapping[str, Mapping[str, int]] | None = None
-) -> Obj:
-    """The JSON Schema (draft-07) every environment's values satisfy. ``fixed``: per
-    environment, the nodes whose replica count a ``--set`` cannot change consistently (a
-    Job's, a partitioned worker's): the schema holds each to its planned count."""
-    trees = [values[env] for env in sorted(values)]
-    root = _object((), trees=trees)
-    pinned = [
+def _pinned(fixed: Mapping[str, Mapping[str, int]]) -> list[Obj]:
+    """Per environment, ``nodes.<node>.replicas`` held to the planned count."""
+    return [
         {
             "if": {"properties": {"environment": {"const": env}}, "required": ["environment"]},
             "then": {
@@ -54,9 +48,20 @@ def values_schema(
                 }
             },
         }
-        for env, nodes in sorted((fixed or {}).items())
+        for env, nodes in sorted(fixed.items())
         if nodes
     ]
+
+
+def values_schema(
+    values: Mapping[str, Obj], *, fixed: Mapping[str, Mapping[str, int]] | None = None
+) -> Obj:
+    """The JSON Schema (draft-07) every environment's values satisfy. ``fixed``: per
+    environment, the nodes whose replica count a ``--set`` cannot change consistently (a
+    Job's, a partitioned worker's): the schema holds each to its planned count."""
+    trees = [values[env] for env in sorted(values)]
+    root = _object((), trees=trees)
+    pinned = _pinned(fixed or {})
     if pinned:
         root["allOf"] = pinned
     # values.yaml names no environment (Helm drops a null key): the chart's own guard then
