@@ -5,6 +5,7 @@ holds ``--out`` (the nearest folder above it with a ``.git``), else under the fo
 ``gitops.path`` says the tree sits in (``--out`` is ``ROOT/deploy/batch`` for
 ``path: deploy/batch``), else beside ``--out``. The walk follows no link, skips hidden and
 dependency folders, stops inside a vf tree, and looks at a bounded number of folders.
+Without a repository root, only the folders beside ``--out`` are looked at.
 
 Nothing of a neighbour is trusted: each file is read through ``vf.textio.safe_read``
 (a regular file only, no link followed, bounded size and nesting), and a file that cannot
@@ -88,22 +89,25 @@ class Search:
     notes: list[str] = field(default_factory=list)
 
 
-def search_root(out: Path, gitops_path: str | None) -> Path:
-    """The folder whose trees are compared with ``out`` (see the module's docstring)."""
+def search_root(out: Path, gitops_path: str | None) -> tuple[Path, int]:
+    """The folder whose trees are compared with ``out``, and how deep to look in it: a
+    repository's root is searched; without one, only the folders beside ``out`` (a home
+    directory is not walked)."""
     for folder in out.parents:
         if os.path.lexists(folder / ".git"):
-            return folder
+            return folder, MAX_DEPTH
     if gitops_path and gitops_path != ".":
         parts = Path(gitops_path).parts
         if out.parts[-len(parts) :] == parts and len(out.parts) > len(parts):
-            return Path(*out.parts[: -len(parts)])
-    return out.parent
+            return Path(*out.parts[: -len(parts)]), MAX_DEPTH
+    return out.parent, 1
 
 
 def find_trees(out: Path, gitops_path: str | None) -> Search:
     """Every vf tree under the search root but ``out``, in path order."""
     here = out.resolve() if out.exists() else out.absolute()
-    search = Search(root=search_root(here, gitops_path))
+    root, deepest = search_root(here, gitops_path)
+    search = Search(root=root)
     pending: list[tuple[Path, int]] = [(search.root, 0)]
     seen = 0
     while pending:
@@ -125,7 +129,7 @@ def find_trees(out: Path, gitops_path: str | None) -> Search:
             if folder != here and manifest.is_file(follow_symlinks=False):
                 search.trees.append(folder)
             continue  # a tree's own folders hold no trees
-        if depth >= MAX_DEPTH:
+        if depth >= deepest:
             continue
         for entry in reversed(entries):
             if _descend(entry):
