@@ -31,7 +31,9 @@ def parse_pod_options(raw: dict[str, Any] | None) -> PodOptions:
     )
 
 
-def pod_problems(env: str, *, options: PodOptions, priority_class: str | None) -> list[Problem]:
+def pod_problems(
+    env: str, *, options: PodOptions, priority_class: str | None, where: str = ""
+) -> list[Problem]:
     if options.priority_class_value is None or priority_class is not None:
         return []
     return [
@@ -40,6 +42,6 @@ def pod_problems(env: str, *, options: PodOptions, priority_class: str | None) -
             what=f"environments.{env}.pods.priority_class_value: there is no priority_class "
             "to create",
             remedy=f"set environments.{env}.priority_class to the PriorityClass's name",
-            where=f"vf.yaml (environment '{env}')",
+            where=where or f"vf.yaml (environment '{env}')",
         )
     ]

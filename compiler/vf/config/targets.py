@@ -69,13 +69,17 @@ class Environment:
     workloads: WorkloadOptions = field(default_factory=WorkloadOptions)
     pod_security: PodSecurity = field(default_factory=PodSecurity)
     pods: PodOptions = field(default_factory=PodOptions)
-    # Where each node-keyed entry is in vf.yaml: ("replicas.double", "vf.yaml:12").
+    # Where entries are in the config file: ("replicas.double", "vf.yaml:12"), each
+    # section of the environment ("gpu", ...) and the environment itself ("").
     places: tuple[tuple[str, str], ...] = ()
+    source: str = CONFIG_NAME  # the config file's name (--config's, when given)
 
-    def place_of(self, entry: str) -> str:
-        """``vf.yaml:LINE (environment 'NAME')`` of an entry such as ``replicas.double``."""
-        where = dict(self.places).get(entry, "vf.yaml")
-        return f"{where} (environment '{self.name}')"
+    def place_of(self, entry: str = "") -> str:
+        """``FILE:LINE (environment 'NAME')`` of an entry such as ``replicas.double``, else
+        of its section, else of the environment."""
+        places = dict(self.places)
+        where = places.get(entry) or places.get(entry.partition(".")[0]) or places.get("")
+        return f"{where or self.source} (environment '{self.name}')"
 
 
 NODE_SECTIONS = (
@@ -129,7 +133,7 @@ def load_targets(path: Path | None) -> Targets:
     plain: dict[str, Any] = json.loads(json.dumps(document, default=str))
     envs = plain.get("environments") or {DEFAULT_ENV: {}}
     environments = tuple(
-        replace(env, places=_places(document, env.name, path.name))
+        replace(env, places=_places(document, env.name, path.name), source=path.name)
         for env in _environments(envs, path.name)
     )
     gitops, problems = parse_gitops(plain.get("gitops"), environments=envs, source=path.name)
@@ -324,6 +328,12 @@ def _quantity(value: Any) -> str | None:
 def _places(document: Any, env: str, source: str) -> tuple[tuple[str, str], ...]:
     """The line of each node-keyed entry of environment ``env`` (see ``Environment``)."""
     found: list[tuple[str, str]] = []
+    declared = (document.get("environments") or {}).get(env)
+    if isinstance(declared, dict):
+        found.append(("", f"{source}:{_line_of(document, ['environments', env])}"))
+        for key in declared:
+            line = _line_of(document, ["environments", env, key])
+            found.append((str(key), f"{source}:{line}"))
     section: Any
     for parts in NODE_SECTIONS:
         section = (document.get("environments") or {}).get(env) or {}

@@ -25,6 +25,7 @@ from vf.ir.admission import (
 )
 from vf.ir.capabilities import (
     INLINE_PAYLOAD_BYTES,
+    REDIS_PROFILES,
     Known,
     MessagingCapabilities,
     PayloadCapabilities,
@@ -178,7 +179,14 @@ def _need(value: Any, want: Any, what: str) -> tuple[Verdict, str] | None:
         return WARNING, f"{what} is unknown ({value.reason})"
     assert isinstance(value, Known)
     ok = want(value.value) if callable(want) else value.value == want
-    return None if ok else (REJECTED, f"{what} is {value.value!r}")
+    return None if ok else (REJECTED, f"{what} is {_shown(value.value)}")
+
+
+def _shown(value: Any) -> str:
+    """A value as vf.yaml writes it: ``true``, ``false``, ``null``, numbers, text."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    return str(value)
 
 
 def _profile_checks(profile: str, ctx: _Context) -> list[tuple[Verdict, str] | None]:
@@ -341,24 +349,54 @@ def admit(graph: Graph, env: Environment, *, flags: tuple[tuple[str, str], ...] 
 
 
 def admission_problems(admission: Admission, *, environment: str) -> list[Problem]:
-    """One problem per rejection of ``environment``."""
+    """One problem per rejected channel of ``environment``, with all its reasons."""
+    grouped: dict[str, list[Finding]] = {}
+    for finding in admission.rejections:
+        grouped.setdefault(finding.subject, []).append(finding)
     return [
         Problem(
             code="VF_ADMISSION_REJECTED",
-            what=f"{f.subject}: {f.reason}",
-            remedy=_remedy(f),
+            what=f"{subject}: {_reasons([f.reason for f in findings])}",
+            remedy=_remedy(findings),
             where=f"environment '{environment}'",
         )
-        for f in admission.rejections
+        for subject, findings in grouped.items()
     ]
 
 
-def _remedy(finding: Finding) -> str:
-    if "exactly_once" in finding.subject:
-        return "drop exactly_once_effects and make the sink idempotent"
-    if "REALTIME" in finding.reason or "BATCH" in finding.reason:
-        return "change the flow type, or require a profile that matches it"
-    return (
-        "choose a broker/payload_store profile that offers it, "
-        "or declare the external service's capabilities"
-    )
+def _reasons(reasons: list[str]) -> str:
+    """``profile: a; b`` for reasons that all start with the same ``profile: ``."""
+    heads = {reason.partition(": ")[0] for reason in reasons}
+    if len(reasons) > 1 and len(heads) == 1 and all(": " in r for r in reasons):
+        return f"{heads.pop()}: " + "; ".join(r.partition(": ")[2] for r in reasons)
+    return "; ".join(dict.fromkeys(reasons))
+
+
+def _keeping_stores() -> str:
+    """The payload-store profiles that keep every payload (durable, never evicting)."""
+    kept = [p for p, t in REDIS_PROFILES.items() if t["durable"] and not t["evictable"]]
+    return " or ".join(kept)
+
+
+def _remedy(findings: list[Finding]) -> str:
+    fixes: list[str] = []
+    for finding in findings:
+        reason = finding.reason
+        if "exactly_once" in finding.subject:
+            fix = "drop exactly_once_effects and make the sink idempotent"
+        elif "REALTIME" in reason or "BATCH" in reason:
+            fix = "change the flow type, or require a profile that matches it"
+        elif "payload store" in reason or "runtime store" in reason:
+            fix = (
+                f"set payload_store.profile to {_keeping_stores()} (durable, never evicting), "
+                "or declare an external store's capabilities"
+            )
+        elif "archive" in reason:
+            fix = "set broker.profile to durable (the broker profile that archives)"
+        else:
+            fix = (
+                "choose a broker profile that offers it, or declare the external broker's "
+                "capabilities"
+            )
+        fixes.append(fix)
+    return "; ".join(dict.fromkeys(fixes))

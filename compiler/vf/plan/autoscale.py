@@ -38,18 +38,19 @@ def ineligible_reason(node: NodeIR, *, workload: Workload, settings: Autoscaling
 
 
 def plan_autoscaling(
-    graph: Graph, *, plan: Plan, settings: Autoscaling | None
+    graph: Graph, *, plan: Plan, settings: Autoscaling | None, where: str = ""
 ) -> tuple[Scaler, ...]:
-    """The scalers of one environment; raise when a requested node cannot be scaled."""
+    """The scalers of one environment; raise when a requested node cannot be scaled.
+    ``where``: the autoscaling block's place in the config file."""
     if settings is None or not settings.enabled:
         return ()
-    where = f"vf.yaml (environment '{plan.environment}')"
+    where = where or f"vf.yaml (environment '{plan.environment}')"
     problems: list[Problem] = []
     known = {node.name for node in graph.nodes}
     for name in settings.nodes:
         if name not in known:
             problems.append(_problem(plan, what=f"names unknown node {name!r}", where=where))
-    endpoint = _endpoint(plan, settings=settings, problems=problems)
+    endpoint = _endpoint(plan, settings=settings, problems=problems, where=where)
     scalers = []
     for workload in plan.workloads:
         node = graph.node(workload.node)
@@ -87,7 +88,7 @@ def _problem(plan: Plan, *, what: str, where: str) -> Problem:
     )
 
 
-def _endpoint(plan: Plan, *, settings: Autoscaling, problems: list[Problem]) -> str:
+def _endpoint(plan: Plan, *, settings: Autoscaling, problems: list[Problem], where: str) -> str:
     """The broker's monitoring endpoint: declared, or the one vf's own broker serves."""
     if settings.monitoring_endpoint is not None:
         return settings.monitoring_endpoint
@@ -103,7 +104,7 @@ def _endpoint(plan: Plan, *, settings: Autoscaling, problems: list[Problem]) -> 
             "does not know its monitoring endpoint",
             remedy="set autoscaling.monitoring_endpoint to the NATS monitoring host:port "
             "(for example nats.messaging.svc:8222)",
-            where=f"vf.yaml (environment '{plan.environment}')",
+            where=where,
         )
     )
     return ""

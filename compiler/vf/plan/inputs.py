@@ -20,7 +20,7 @@ def resolve_replicas(graph: Graph, env: Environment, problems: list[Problem]) ->
                     code="VF_CONFIG_REPLICAS",
                     what=f"environments.{env.name}.replicas.{name}: producers run one replica",
                     remedy="remove the entry; replicate the processors after the producer instead",
-                    where=f"vf.yaml (environment '{env.name}')",
+                    where=env.place_of(f"replicas.{name}"),
                 )
             )
         elif len(node.parents) > 1 and count > 1 and node.partition_by is None:

@@ -68,7 +68,12 @@ def _checked_inputs(graph: Graph, env: Environment) -> tuple[dict[str, int], dic
     replicas = resolve_replicas(graph, env, problems)
     images = resolve_images(graph, env, problems)
     check_config_nodes(graph, env, problems)
-    problems += pod_problems(env.name, options=env.pods, priority_class=env.priority_class)
+    problems += pod_problems(
+        env.name,
+        options=env.pods,
+        priority_class=env.priority_class,
+        where=env.place_of("pods"),
+    )
     raise_if(problems)
     return replicas, images
 
@@ -145,7 +150,9 @@ def plan_environment(
         pods=None if env.pods == PodOptions() else env.pods,
         warnings=_warnings(graph, images, admission) + security_warnings(security),
     )
-    scalers = plan_autoscaling(graph, plan=plan, settings=env.autoscaling)
+    scalers = plan_autoscaling(
+        graph, plan=plan, settings=env.autoscaling, where=env.place_of("autoscaling")
+    )
     return replace(plan, autoscaling=scalers) if scalers else plan
 
 
@@ -392,7 +399,7 @@ def _rollout_problems(env: Environment, workloads: tuple[Workload, ...]) -> list
             what=f"environments.{env.name}.rollout.{node}: node '{node}' runs as a "
             f"{kinds[node]}, which is not rolled by a rollout policy",
             remedy="remove the entry; drain and surge apply to Deployments only",
-            where=f"vf.yaml (environment '{env.name}')",
+            where=env.place_of(f"rollout.{node}"),
         )
         for node, _ in env.workloads.rollout
         if node in kinds and kinds[node] != "Deployment"

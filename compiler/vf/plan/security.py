@@ -53,7 +53,7 @@ def plan_security(env: Environment, *, workloads: Sequence[Workload], flow_id: s
                     f"{', '.join(host_path_nodes)}",
                     remedy="mount a PersistentVolumeClaim (claim:/path) instead of a host path, "
                     "or drop pod_security.namespace_labels",
-                    where=f"vf.yaml (environment '{env.name}')",
+                    where=env.place_of("pod_security"),
                 )
             ]
         )

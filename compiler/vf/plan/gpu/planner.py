@@ -28,7 +28,7 @@ def _problem(ctx: PlanContext, what: str, remedy: str, where: str = "") -> Probl
         code="VF_GPU_INFEASIBLE",
         what=f"environment '{ctx.env.name}': {what}",
         remedy=remedy,
-        where=where or f"vf.yaml (environment '{ctx.env.name}', gpu)",
+        where=where or ctx.env.place_of("gpu"),
     )
 
 
