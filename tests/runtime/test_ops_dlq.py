@@ -251,6 +251,27 @@ def test_an_undecodable_dead_letter_is_shown_and_never_replayed(
     assert replay.code == 3 and replay.json()["records"][0]["reason"].startswith("VF_WIRE_DECODE")
 
 
+def test_export_writes_the_records_whole_for_a_repair_run(
+    servers: Servers, poison: RunNames, tmp_path: Path
+) -> None:
+    """A finished generation's dead letters are not replayed into it (ADR 0162); they are
+    exported, bytes and all, in the form vf debug decode --encoding json reads."""
+    out = tmp_path / "letters.jsonl"
+    done = vf(
+        "dlq", "export", "--flow", "poison", "--node", "scale", "--code", "VF_NODE_VALUEERROR",
+        "--out", str(out), nats_url=servers.nats.url,
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    lines = out.read_text().splitlines()
+    record = json.loads(lines[0])
+    print(f"[dlq export] {len(lines)} record(s); first {record['id']} of run {record['run']}")
+    assert len(lines) == 1 and record["run"] == poison.run_id and record["node"] == "scale"
+    decoded = vf("debug", "decode", "-", "--encoding", "json", "--format", "json",
+                 stdin=lines[0].encode())  # fmt: skip
+    assert decoded.code == 0, decoded.err
+    assert decoded.json()["payload"] == {"i": 3}
+
+
 def test_purge_needs_yes_and_empties_only_what_it_names(servers: Servers, poison: RunNames) -> None:
     url = servers.nats.url
 

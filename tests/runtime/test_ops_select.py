@@ -5,6 +5,7 @@ before any broker is touched, and ``vf dlq ls``, ``show``, ``replay``, ``purge``
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ SELECTORS = {
     ("dlq", "show"): ("--run", "--generation", "--node", "--code"),
     ("dlq", "replay"): ("--flow", "--run", "--generation", "--node", "--code"),
     ("dlq", "purge"): ("--flow", "--run", "--generation", "--node", "--code"),
+    ("dlq", "export"): ("--flow", "--run", "--generation", "--node", "--code"),
     ("runs",): ("--flow",),
     ("teardown",): ("--flow", "--run", "--generation"),
 }
@@ -163,6 +165,7 @@ def test_every_command_selects_the_same_records_for_the_same_options(
             nats_url=url,
         )
         purge = vf("dlq", "purge", "--flow", "sel", *options, "--format", "json", nats_url=url)
+        export = vf("dlq", "export", "--flow", "sel", *options, nats_url=url)
         shown = {
             i: vf("dlq", "show", i, *options, "--format", "json", nats_url=url).code for i in ids
         }
@@ -170,6 +173,7 @@ def test_every_command_selects_the_same_records_for_the_same_options(
         assert [r["id"] for r in listed.json()["dead_letters"]] == expected, chosen
         assert [r["id"] for r in replay.json()["records"]] == expected, chosen
         assert purge.json()["selected"] == expected, chosen
+        assert [json.loads(line)["id"] for line in export.out.splitlines()] == expected, chosen
         assert {i for i, code in shown.items() if code == 0} == set(expected), chosen
         assert {code for i, code in shown.items() if i not in expected} <= {2}, chosen
         if "run" in chosen and not {"node", "code"} & set(chosen):

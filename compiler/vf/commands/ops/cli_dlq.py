@@ -22,7 +22,7 @@ def dlq_group() -> None:
     """A flow's dead letters: list, show, replay, purge."""
 
 
-def _selectors(func: Any) -> Any:
+def selectors(func: Any) -> Any:
     """``--run``, ``--generation``, ``--node``, ``--code``: the same on every dlq command."""
     for name, text in reversed(
         (
@@ -64,7 +64,7 @@ def _more(found: list[DeadLetter], limit: int) -> tuple[list[DeadLetter], bool]:
 
 @dlq_group.command("ls")
 @flow_option
-@_selectors
+@selectors
 @_limit
 @broker_options
 def ls_command(*, limit: int, nats_url: str, timeout: float, fmt: str, **chosen: str) -> None:
@@ -121,7 +121,7 @@ async def _record(letter: DeadLetter, broker: Broker) -> dict[str, Any]:
 
 @dlq_group.command("show")
 @click.argument("letter_id", metavar="ID")
-@_selectors
+@selectors
 @redis_option
 @broker_options
 def show_command(
@@ -219,7 +219,7 @@ def _replay_text(report: dict[str, Any]) -> str:
 
 @dlq_group.command("replay")
 @flow_option
-@_selectors
+@selectors
 @_limit
 @click.option(
     "--yes", is_flag=True, help="Republish the dead letters (nothing happens without it)."
@@ -261,7 +261,7 @@ def replay_command(
 
 @dlq_group.command("purge")
 @flow_option
-@_selectors
+@selectors
 @click.option("--yes", is_flag=True, help="Delete the dead letters (nothing happens without it).")
 @broker_options
 def purge_command(*, yes: bool, nats_url: str, timeout: float, fmt: str, **chosen: str) -> None:
@@ -294,3 +294,13 @@ def purge_command(*, yes: bool, nats_url: str, timeout: float, fmt: str, **chose
         return EXIT_ENVIRONMENT if left else 0
 
     execute(action)
+
+
+def _add_export() -> None:
+    """``vf dlq export`` lives in its own module; it is one of this group's commands."""
+    from vf.commands.ops.cli_export import export_command
+
+    dlq_group.add_command(export_command)
+
+
+_add_export()

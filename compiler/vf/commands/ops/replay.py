@@ -69,7 +69,8 @@ async def judge(js: JetStreamContext, letter: DeadLetter, store: Redis | None) -
         problem = (
             f"BATCH generation {letter.generation or '-'} no longer reads node {letter.node}'s "
             "input: a finished generation does not run again (PROTOCOL GEN-7); fix the cause "
-            "and run the flow again (a new generation processes every item)"
+            "and run the flow again (a new generation processes every item), or export the "
+            "records (vf dlq export) for a repair run (docs/operations.md)"
         )
     return Verdict(letter=letter, subject=names.subject(envelope.producer), refused=problem)
 
