@@ -22,13 +22,17 @@ VF = str(Path(sys.executable).with_name("vf"))
 SOURCE = Path(example_graph("batch_pipeline")).parent
 
 
-def _flow(tmp: Path, name: str, *, cluster: str | None = None, double: int = 1) -> str:
+def _flow(
+    tmp: Path, name: str, *, cluster: str | None = None, double: int = 1, flow: str = ""
+) -> str:
     """A copy of examples/batch_pipeline; ``cluster`` names the cluster of every
     environment, ``double`` changes the dev plan."""
     folder = tmp / "src" / name
     shutil.copytree(SOURCE, folder)
     config = folder / "vf.yaml"
     text = config.read_text().replace("      double: 1\n", f"      double: {double}\n")
+    if flow:
+        text = text.replace("flow_id: batch-demo\n", f"flow_id: {flow}\n")
     if cluster is not None:
         for namespace in ("pipelines-dev", "pipelines"):
             line = f"    namespace: {namespace}\n"
@@ -148,3 +152,15 @@ def test_trees_found_through_the_gitops_path_layout(tmp_path: Path) -> None:
     assert _compile(first, repo / "elsewhere" / "old")[0] == 0
     code, output = _compile(second, repo / "deploy" / "batch")
     assert code == 2 and "error[VF_FLOW_COLLISION]" in output, output
+
+
+def test_two_flows_labelling_one_namespace_of_one_cluster_are_refused(tmp_path: Path) -> None:
+    """prod of both flows labels namespace 'pipelines' for Pod Security: one Namespace
+    object, two owners, in the cluster both name."""
+    first = _flow(tmp_path, "first", cluster="prod")
+    second = _flow(tmp_path, "second", cluster="prod", flow="batch-other")
+    assert _compile(first, tmp_path / "deploy" / "a")[0] == 0
+    code, output = _compile(second, tmp_path / "deploy" / "b")
+    print(output)
+    assert code == 2 and "error[VF_FLOW_COLLISION]" in output
+    assert "labelled by two flows" in output and "environment 'prod'" in output
