@@ -111,6 +111,8 @@ def test_every_example_tree_runs(
             "1",
             "--run-dir",
             str(run_dir),
+            "--runtime",
+            "process",
             *args,
         )
     finally:
@@ -212,6 +214,8 @@ def test_the_worker_image_lacks_what_only_the_compiler_has(tmp_path: Path) -> No
         "90",
         "--backoff",
         "0.2",
+        "--runtime",
+        "process",
     )
     assert done.returncode == 4, done.stderr[-2000:]
     assert "BackoffLimitExceeded" in done.stderr
@@ -246,7 +250,7 @@ def test_an_interrupt_stops_everything_it_started(
     scratch.mkdir()
     env = {**os.environ, "PATH": _tools_path(), "TMPDIR": str(scratch)}
     command = [*VF, "run-tree", str(trees["realtime_cameras"]), "--env", "dev"]
-    command += ["--app", str(app), "--for", "120", "--backoff", "1"]
+    command += ["--app", str(app), "--for", "120", "--backoff", "1", "--runtime", "process"]
     with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as proc:
         assert proc.stderr is not None
         for line in proc.stderr:

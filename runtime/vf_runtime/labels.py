@@ -18,6 +18,7 @@ FLOW_LABEL, RUN_LABEL, NODE_LABEL, INFRA_LABEL, ENVIRONMENT_LABEL, METRICS_LABEL
 OWNER_KEY, ROLE_KEY = f"{DOMAIN}/owner", f"{DOMAIN}/role"  # stream metadata only
 GENERATION_KEY = f"{DOMAIN}/generation"  # a pod template annotation, and stream metadata
 CONFIG_HASH_KEY = f"{DOMAIN}/config-hash"  # a pod template annotation
+RUN_TREE_LABEL = f"{DOMAIN}/run-tree"  # a container's label: the vf run-tree run that started it
 
 PART_OF, NAME, INSTANCE, COMPONENT, MANAGED_BY = (
     f"app.kubernetes.io/{key}" for key in ("part-of", "name", "instance", "component", "managed-by")

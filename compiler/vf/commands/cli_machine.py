@@ -137,6 +137,20 @@ def run_local_command(
     metavar="DIR",
     help="Keep pod logs, volumes and claims here (default: a temporary folder, removed).",
 )
+@click.option(
+    "--runtime",
+    type=click.Choice(["auto", "podman", "process"]),
+    default="auto",
+    show_default=True,
+    help="podman: the worker and provision containers run as OCI containers from the tree's "
+    "image (security contexts, limits, mounts applied); process: every container a local "
+    "process; auto: podman where it is installed.",
+)
+@click.option(
+    "--no-build",
+    is_flag=True,
+    help="--runtime podman: never build the worker image; a missing one is an error.",
+)
 def run_tree_command(
     *,
     tree: Path,
@@ -149,8 +163,10 @@ def run_tree_command(
     hold: float,
     backoff: float,
     run_dir: Path | None,
+    runtime: str,
+    no_build: bool,
 ) -> None:
-    """Run the committed tree DIR as a cluster would: every pod a local process."""
+    """Run the committed tree DIR as a cluster would: worker pods as containers or processes."""
 
     def body() -> int:
         from vf.commands.runtree.command import RunTreeRequest, run_tree
@@ -166,6 +182,8 @@ def run_tree_command(
             hold=hold,
             backoff=backoff,
             run_dir=run_dir,
+            runtime=runtime,
+            build=not no_build,
         )
         return run_tree(request)
 

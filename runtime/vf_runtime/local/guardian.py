@@ -16,11 +16,17 @@ A caller whose processes need groups of their own (``vf run-tree``: each contain
 signalled as a group, as a kubelet does) instead tells the guardian each new group's id
 on the pipe (``adopt``); those groups are ended the same way. A SIGKILL landing between
 such a fork and its ``adopt`` is the one moment this cannot cover.
+
+What lives outside any process group of the run (a container, which podman's monitor
+keeps running after the ``podman run`` that started it is gone) is ended by a command the
+caller registers (``on_close``): the guardian runs each such command once the groups are
+ended, before it removes the run directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -33,6 +39,7 @@ from pathlib import Path
 
 GRACE_SECONDS = 5.0
 CLOSE_TIMEOUT = 20.0
+CLEANUP_TIMEOUT = 60.0
 _POLL = 0.05
 
 
@@ -88,6 +95,10 @@ class Guardian:
     def release(self, group: int) -> None:
         """``group``'s leader has exited and been waited for: its id may be reused, forget it."""
         self._tell(f"-{group}")
+
+    def on_close(self, command: list[str]) -> None:
+        """Have the guardian run ``command`` when the run ends, after the groups are ended."""
+        self._tell("!" + json.dumps(command))
 
     def _tell(self, line: str) -> None:
         if self.process.stdin is not None:
@@ -170,16 +181,36 @@ def reap(groups: list[int], grace: float = GRACE_SECONDS) -> None:
         _wait_gone(groups, grace)
 
 
-def _read_adopted() -> list[int]:
-    """The groups adopted (``+id``) and not released (``-id``) when standard input ends."""
+def _read_adopted() -> tuple[list[int], list[list[str]]]:
+    """The groups adopted (``+id``) and not released (``-id``) when standard input ends,
+    and the cleanup commands registered (``!["argv", ...]``)."""
     groups: set[int] = set()
+    commands: list[list[str]] = []
     pending = b""
     while chunk := os.read(0, 65536):
         *lines, pending = (pending + chunk).split(b"\n")
         for line in lines:
             if line[1:].isdigit():
                 (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
-    return sorted(groups)
+            elif line[:1] == b"!":
+                with contextlib.suppress(ValueError):
+                    command = json.loads(line[1:])
+                    if isinstance(command, list) and command not in commands:
+                        commands.append([str(part) for part in command])
+    return sorted(groups), commands
+
+
+def _clean_up(commands: list[list[str]]) -> None:
+    for command in commands:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=CLEANUP_TIMEOUT,
+                check=False,
+            )
 
 
 def main() -> int:
@@ -187,11 +218,13 @@ def main() -> int:
         signal.signal(sig, signal.SIG_IGN)  # only the end of vf's pipe ends the guardian
     directory = tempfile.mkdtemp(prefix=sys.argv[1] if len(sys.argv) > 1 else "vf-run-")
     adopted: list[int] = []
+    commands: list[list[str]] = []
     try:
         with contextlib.suppress(OSError):  # vf may be gone before it read the path
             os.write(1, (directory + "\n").encode())
-            adopted = _read_adopted()
+            adopted, commands = _read_adopted()
         reap([os.getpgrp(), *adopted])
+        _clean_up(commands)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return 0

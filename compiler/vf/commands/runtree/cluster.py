@@ -16,16 +16,20 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vf.commands.runtree.controllers import CONTROLLERS, Controller, template_hash
 from vf.commands.runtree.images import ImageResolver, pod_template
 from vf.commands.runtree.manifests import key
 from vf.commands.runtree.network import AddressBook, ServiceProxies, dns_names, env_links
 from vf.commands.runtree.pods import Pod
-from vf.commands.runtree.podspec import Sources, decoded_secret
+from vf.commands.runtree.podspec import ContainerLaunch, Sources, decoded_secret
+from vf.commands.runtree.runtime import ContainerRuntime, ProcessRuntime
 from vf_runtime.local.guardian import Guardian
 from vf_runtime.local.infra import free_port
+
+if TYPE_CHECKING:
+    from vf.commands.runtree.podman_runtime import PodmanRuntime
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]
@@ -45,6 +49,7 @@ class ClusterOptions:
     log: Callable[[str], None] = print
     guardian: Guardian | None = None  # ends every container's group if vf itself is killed
     keep_volumes: bool = False  # --run-dir: a deleted pod's emptyDirs stay for inspection
+    oci: PodmanRuntime | None = None  # --runtime podman: the worker image's containers
 
 
 @dataclass
@@ -58,6 +63,7 @@ class Cluster:
 
     def __init__(self, options: ClusterOptions) -> None:
         self.options = options
+        self.processes = ProcessRuntime(guardian=options.guardian)
         self.objects: dict[Key, Obj] = {}
         self.controllers: dict[Key, Controller] = {}
         self.owner: dict[Key, str] = {}
@@ -199,7 +205,11 @@ class Cluster:
             self.log(f"still running after {timeout:g}s, killed: {left}")
         for pod in self.pods():
             pod.kill()
-        self.log("every process stopped")
+        if self.options.oci is not None:
+            self.options.oci.close()
+            self.log("every process and container stopped")
+        else:
+            self.log("every process stopped")
         self.proxies.shutdown()
 
     def log(self, text: str) -> None:
@@ -313,6 +323,12 @@ class Cluster:
         if controller.kind == "Deployment":
             return f"{name}-{template_hash(controller.obj)}-{_suffix()}"
         return f"{name}-{index}-{_suffix()}" if index is not None else f"{name}-{_suffix()}"
+
+    def runtime_for(self, launch: ContainerLaunch) -> ContainerRuntime:
+        """The runtime that starts ``launch``: podman's for the worker image's containers
+        under ``--runtime podman``, else a local process."""
+        oci = self.options.oci
+        return oci if oci is not None and oci.takes(launch) else self.processes
 
     def next_incarnation(self) -> int:
         self._incarnation += 1

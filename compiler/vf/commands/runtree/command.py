@@ -23,10 +23,12 @@ from vf.commands.runtree.cluster import Cluster, ClusterOptions
 from vf.commands.runtree.controllers import JobController
 from vf.commands.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
 from vf.commands.runtree.manifests import TreeEnvironment, render
-from vf.commands.runtree.notice import not_emulated
+from vf.commands.runtree.notice import not_emulated, runtime_notice
 from vf.commands.runtree.outcome import dead_letters, node_counts, run_status, summary_lines
+from vf.commands.runtree.podman_runtime import select_runtime
 from vf.commands.runtree.podspec import decoded_secret, missing_secrets
 from vf.commands.runtree.sync import sync
+from vf.commands.runtree.validation import invalid_paths
 from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem, VfError
 from vf_runtime.local.guardian import Guardian
 from vf_runtime.local.outcome import exit_code, settled
@@ -47,6 +49,8 @@ class RunTreeRequest:
     hold: float = 0.0
     backoff: float = 10.0
     run_dir: Path | None = None
+    runtime: str = "auto"  # podman | process | auto (podman where it is installed)
+    build: bool = True  # --runtime podman: build a missing worker image from --app
     output: TextIO = sys.stderr
 
 
@@ -111,7 +115,7 @@ def prepare(
         for o in tree.objects
         if pod_template(o) is not None
     ]
-    problems = missing_secrets(templates, given)
+    problems = invalid_paths(templates) + missing_secrets(templates, given)
     if problems:
         raise VfError.collect(problems)
     resolver = ImageResolver(image_context(tree, app=app, log=log))
@@ -183,9 +187,13 @@ def run_tree(request: RunTreeRequest) -> int:
     secrets = read_secrets(request.secrets)
     tree, resolver = prepare(request, log=log, secrets=secrets)
     batch = tree.plan["flow_type"] == "batch"
-    for line in not_emulated(tree.objects):
-        log(f"not emulated: {line}")
+    app = (request.app or Path.cwd()).resolve()
+    oci = select_runtime(request.runtime, resolver, app_dir=app, build=request.build, log=log)
+    for line in runtime_notice(oci, not_emulated(tree.objects, containers=oci is not None)):
+        log(line)
     guardian = _guardian()  # whatever starts next ends with this run, even on SIGKILL
+    if oci is not None:
+        oci.attach(guardian)  # the guardian removes the run's containers if vf is killed
     # absolute: every pod's files (a server's config among them) name it from their own cwd
     run_dir = request.run_dir.resolve() if request.run_dir else guardian.directory
     options = ClusterOptions(
@@ -194,6 +202,7 @@ def run_tree(request: RunTreeRequest) -> int:
         log=log,
         guardian=guardian,
         keep_volumes=request.run_dir is not None,
+        oci=oci,
     )
     cluster = Cluster(options)
     cluster.extra_secrets = {k: dict(v) for k, v in secrets.items()}

@@ -109,6 +109,7 @@ class JobController(Controller):
     failures: int = 0
     retry_at: float = 0.0
     counted: set[int] = field(default_factory=set)
+    last_failure: str = ""
 
     @property
     def indexed(self) -> bool:
@@ -150,8 +151,9 @@ class JobController(Controller):
     def _failed(self, now: float, pod: Pod) -> None:
         self.failures += 1
         container = pod.failed_container()
-        code = container.exit_code if container else "?"
-        self.events.append(f"pod {pod.name} failed (exit {code})")
+        what = container.exit_text() if container else "exit ?"
+        self.events.append(f"pod {pod.name} failed ({what})")
+        self.last_failure = what
         delay = min(pod.backoff_base * 2 ** (self.failures - 1), JOB_BACKOFF_CAP)
         self.retry_at = now + delay
 
@@ -159,7 +161,8 @@ class JobController(Controller):
         limit = int(self.spec.get("backoffLimit", 6))
         if self.failures > limit:
             self.status = "Failed"
-            self.events.append(f"failed: BackoffLimitExceeded ({self.failures} failures)")
+            last = f"; last: {self.last_failure}" if self.last_failure else ""
+            self.events.append(f"failed: BackoffLimitExceeded ({self.failures} failures{last})")
             self._stop_active(now)
             return
         done = (

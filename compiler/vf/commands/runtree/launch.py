@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vf.commands.runtree.controllers import Controller, template_hash
 from vf.commands.runtree.images import LocalImage, pod_template
+from vf.commands.runtree.ocispec import oci_spec
 from vf.commands.runtree.pods import DEFAULT_GRACE, Container, Pod
 from vf.commands.runtree.podspec import (
     ContainerLaunch,
@@ -93,20 +95,34 @@ def _listen(
     return argv
 
 
+@dataclass(frozen=True)
+class _PodContext:
+    meta: PodMeta
+    sources: Sources
+    folders: dict[str, Path]
+    pod_dir: Path
+    app: str
+    spec: Obj
+    claims: dict[str, str]
+
+
 def _container(
-    cluster: Cluster,
-    container: Obj,
-    *,
-    node: str | None,
-    ctx: tuple[PodMeta, Sources, dict[str, Path], Path, str],
+    cluster: Cluster, container: Obj, *, node: str | None, ctx: _PodContext
 ) -> tuple[ContainerLaunch, dict[str, Path]]:
-    meta, sources, folders, pod_dir, app = ctx
-    resolver = cluster.resolvers[app]
+    meta = ctx.meta
+    resolver = cluster.resolvers[ctx.app]
     image = resolver.resolve(str(container.get("image")), node=node)
+    oci = cluster.options.oci if image.role == "worker" else None
+    config = oci.image(image.image) if oci is not None else None
+    if config is not None:  # the image's own ENV and entry point, inside its own mounts
+        image = LocalImage(
+            role=image.role, image=config.ref, entrypoint=config.entrypoint, env=config.env
+        )
     where = f"pod {meta.name}, container {container.get('name')}"
-    env = container_env(container, image=image, meta=meta, sources=sources, where=where)
-    paths = mount_paths(container, folders)
-    if image.role in ("worker", "component"):
+    env = container_env(container, image=image, meta=meta, sources=ctx.sources, where=where)
+    mounts = mount_paths(container, ctx.folders)  # makes each subPath folder, as the kubelet
+    paths = mounts if config is None else {}  # a container's mounts are real: none translated
+    if image.role in ("worker", "component") and config is None:
         paths[resolver.ctx.image_app_dir] = resolver.ctx.app_dir
     translate = Translator(paths, cluster._book(meta.namespace).rewrite)
     # The image's own variables already hold local paths; translate only what the pod set.
@@ -127,12 +143,27 @@ def _container(
     for port in container.get("ports") or []:
         if port.get("name"):
             named[str(port["name"])] = local[int(port["containerPort"])]
-    cwd = Path(translate(container["workingDir"])) if container.get("workingDir") else pod_dir
+    cwd = Path(translate(container["workingDir"])) if container.get("workingDir") else ctx.pod_dir
     if image.role in ("worker", "component") and not container.get("workingDir"):
         cwd = resolver.ctx.app_dir
     launch = ContainerLaunch(
         name=str(container.get("name")), argv=argv, env=env, cwd=cwd, image=image, ports=named
     )
+    if config is not None:
+        launch.oci = oci_spec(
+            container,
+            ctx.spec,
+            image=config,
+            folders=ctx.folders,
+            claims=sorted(ctx.claims),
+            command=command,
+            args=args,
+            pod_name=meta.name,
+            namespace=meta.namespace,
+            hostname=meta.hostname,
+        )
+        launch.argv = launch.oci.command_line(config)
+        launch.cwd = ctx.pod_dir
     return launch, paths
 
 
@@ -155,7 +186,8 @@ def build_pod(cluster: Cluster, controller: Controller, *, index: int | None) ->
         spec, pod_dir=pod_dir, sources=sources, claims=_claims(controller, index)
     )
     node = meta.labels.get(NODE_LABEL)
-    ctx = (meta, sources, folders, pod_dir, app)
+    claims = _claims(controller, index)
+    ctx = _PodContext(meta, sources, folders, pod_dir, app, spec, claims)
     built: list[tuple[Obj, ContainerLaunch, dict[str, Path]]] = []
     for item in list(spec.get("initContainers") or []) + list(spec.get("containers") or []):
         launch, paths = _container(cluster, item, node=node, ctx=ctx)
@@ -170,7 +202,7 @@ def build_pod(cluster: Cluster, controller: Controller, *, index: int | None) ->
     inits: list[Container] = []
     for item, launch, _ in built:
         box = Container(
-            launch=launch, log=pod_dir / f"{launch.name}.log", guardian=cluster.options.guardian
+            launch=launch, log=pod_dir / f"{launch.name}.log", runtime=cluster.runtime_for(launch)
         )
         box.probe_specs = {
             k: item[k] for k in ("readinessProbe", "livenessProbe", "startupProbe") if k in item

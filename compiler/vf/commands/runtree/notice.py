@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vf.commands.runtree.images import pod_template
+from vf_runtime.labels import RUN_TREE_LABEL
+
+if TYPE_CHECKING:
+    from vf.commands.runtree.podman_runtime import PodmanRuntime
 
 Obj = dict[str, Any]
 _KINDS = {
@@ -25,7 +29,7 @@ _POD_FIELDS = {
 }
 
 
-def _pod_notes(template: Obj) -> Iterator[str]:
+def _pod_notes(template: Obj, *, containers: bool) -> Iterator[str]:
     spec = template.get("spec") or {}
     for name, note in _POD_FIELDS.items():
         if spec.get(name):
@@ -34,25 +38,49 @@ def _pod_notes(template: Obj) -> Iterator[str]:
         resources = container.get("resources") or {}
         if any("gpu" in k for part in resources.values() for k in (part or {})):
             yield "runtime classes and GPUs (no device is given to any process)"
-        if resources:
+        if resources and not containers:
             yield "resource requests and limits (not enforced)"
+        elif (resources.get("requests") or {}).get("memory"):
+            yield "memory requests (a scheduling input; limits and CPU shares are applied)"
     for volume in spec.get("volumes") or []:
         if "hostPath" in volume:
             yield "hostPath volumes (each is an empty local folder, not the node's files)"
 
 
-def not_emulated(objects: Sequence[Obj]) -> list[str]:
-    """One line per thing in these objects that runs differently here, in a stable order."""
-    notes: set[str] = {
-        "security contexts (runAsUser, read-only root filesystem) and image pulls",
-        "mount namespaces (mount paths are translated in env, args and mounted files)",
-    }
+def not_emulated(objects: Sequence[Obj], *, containers: bool = False) -> list[str]:
+    """One line per thing in these objects that runs differently here, in a stable order.
+    ``containers``: the worker image's containers run in podman (``--runtime podman``)."""
+    notes: set[str] = (
+        {
+            "image pulls (the worker image is built from --app into podman's local storage)",
+            "the broker and store pods run as local processes: their security contexts, "
+            "limits and mount namespaces are not applied",
+        }
+        if containers
+        else {
+            "security contexts (runAsUser, read-only root filesystem) and image pulls",
+            "mount namespaces (mount paths are translated in env, args and mounted files)",
+        }
+    )
     for obj in objects:
         if obj.get("kind") in _KINDS:
             notes.add(_KINDS[str(obj["kind"])])
         template = pod_template(obj)
         if template is not None:
-            notes.update(_pod_notes(template))
+            notes.update(_pod_notes(template, containers=containers))
         if obj.get("kind") == "StatefulSet" and obj.get("spec", {}).get("volumeClaimTemplates"):
             notes.add(_KINDS["PersistentVolumeClaim"])
     return sorted(notes)
+
+
+def runtime_notice(oci: PodmanRuntime | None, notes: Sequence[str]) -> list[str]:
+    """The run's opening lines: which runtime runs the pods, then what it cannot emulate."""
+    if oci is None:
+        head = "runtime: process (every container is a local process in the worker environment)"
+    else:
+        images = ", ".join(sorted(oci.images)) or "none"
+        head = (
+            f"runtime: podman (worker and provision containers run from {images}; "
+            f"containers labelled {RUN_TREE_LABEL}={oci.run_id})"
+        )
+    return [head, *(f"not emulated: {line}" for line in notes)]

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import http.client
-import os
 import shutil
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vf.commands.runtree.podspec import ContainerLaunch
-from vf_runtime.local.guardian import Guardian
+from vf.commands.runtree.runtime import ContainerRuntime, ProcessRuntime, Running, StartRefused
 
 Obj = dict[str, Any]
 RESTART_CAP = 300.0
@@ -34,6 +33,7 @@ class Probe:
     failures: int = 0
     next_at: float = 0.0
     passed: bool = False
+    wrap: Callable[[Sequence[str]], list[str]] = list  # where an exec probe's command runs
 
     def due(self, now: float) -> bool:
         delay = float(self.spec.get("initialDelaySeconds", 0))
@@ -41,7 +41,7 @@ class Probe:
 
     def run(self, now: float) -> bool:
         self.next_at = now + float(self.spec.get("periodSeconds", 10))
-        ok = check(self.spec, self.local_ports)
+        ok = check(self.spec, self.local_ports, wrap=self.wrap)
         if ok:
             self.successes, self.failures = self.successes + 1, 0
             if self.successes >= int(self.spec.get("successThreshold", 1)):
@@ -82,15 +82,18 @@ def _tcp(spec: Obj, ports: dict[str, int], timeout: float) -> bool:
         return False
 
 
-def _exec(spec: Obj, timeout: float) -> bool:
+def _exec(spec: Obj, timeout: float, wrap: Callable[[Sequence[str]], list[str]]) -> bool:
     try:
-        done = subprocess.run(spec["command"], capture_output=True, timeout=timeout, check=False)
+        argv = wrap([str(a) for a in spec["command"]])
+        done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
 
 
-def check(spec: Obj, ports: dict[str, int]) -> bool:
+def check(
+    spec: Obj, ports: dict[str, int], *, wrap: Callable[[Sequence[str]], list[str]] = list
+) -> bool:
     """Run an httpGet / tcpSocket / exec probe against the pod's local ports."""
     timeout = float(spec.get("timeoutSeconds", 1))
     if "httpGet" in spec:
@@ -98,65 +101,79 @@ def check(spec: Obj, ports: dict[str, int]) -> bool:
     if "tcpSocket" in spec:
         return _tcp(spec["tcpSocket"], ports, timeout)
     if "exec" in spec:
-        return _exec(spec["exec"], timeout)
+        return _exec(spec["exec"], timeout, wrap)
     return True
 
 
 @dataclass
 class Container:
-    """One container's process and history inside a pod."""
+    """One container's runs and history inside a pod."""
 
     launch: ContainerLaunch
     log: Path
-    guardian: Guardian | None = None  # ends this container's group if vf itself is killed
-    process: subprocess.Popen[bytes] | None = None
+    runtime: ContainerRuntime = field(default_factory=ProcessRuntime)
+    handle: Running | None = None
     exit_code: int | None = None
+    reason: str | None = None  # why the last run ended: Completed, Error, OOMKilled, ...
+    message: str = ""  # what explains the reason (``memory limit 64Mi``)
     restarts: int = 0
     restart_at: float | None = None
     started_at: float = 0.0
     probes: dict[str, Probe] = field(default_factory=dict)
     probe_specs: dict[str, Obj] = field(default_factory=dict)
 
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The local process of the current run (``podman run`` for a container)."""
+        return self.handle.process if self.handle is not None else None
+
     def start(self, now: float) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.exit_code, self.reason, self.message, self.handle = None, None, "", None
         with self.log.open("ab") as out:
             out.write(f"--- start {self.launch.argv!r}\n".encode())
             out.flush()
             try:
-                self.process = subprocess.Popen(
-                    self.launch.argv,
-                    env=self.launch.env,
-                    cwd=self.launch.cwd,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
+                self.handle = self.runtime.start(self.launch, log=out, attempt=self.restarts)
+            except StartRefused as exc:
+                out.write(f"{exc.reason}: {exc.message}\n".encode())
+                self.exit_code, self.reason, self.message = 128, exc.reason, exc.message
+                return
             except OSError as exc:
                 out.write(f"cannot start: {exc}\n".encode())
-                self.process, self.exit_code = None, 128
+                self.exit_code, self.reason = 128, "StartError"
                 return
-        if self.guardian is not None:
-            self.guardian.adopt(self.process.pid)
-        self.exit_code, self.started_at, self.restart_at = None, now, None
+        self.started_at, self.restart_at = now, None
         local = {k: v for k, v in self.launch.ports.items()}
-        self.probes = {k: Probe(k, spec, local, now) for k, spec in self.probe_specs.items()}
+        wrap = self.handle.exec_argv
+        self.probes = {
+            k: Probe(k, spec, local, now, wrap=wrap) for k, spec in self.probe_specs.items()
+        }
 
     def poll(self) -> int | None:
-        if self.process is not None and self.exit_code is None:
-            self.exit_code = self.process.poll()
-            if self.exit_code is not None and self.guardian is not None:
-                self.guardian.release(self.process.pid)
+        if self.handle is not None and self.exit_code is None:
+            self.exit_code = self.handle.poll()
+            if self.exit_code is not None:
+                self.reason, self.message = self.handle.finish()
+                if self.reason not in ("Completed", "Error"):
+                    with self.log.open("a", encoding="utf-8") as out:
+                        out.write(f"--- {self.exit_text()}\n")
         return self.exit_code
 
     @property
     def running(self) -> bool:
-        return self.process is not None and self.exit_code is None
+        return self.handle is not None and self.exit_code is None
 
     def signal(self, sig: int) -> None:
-        if self.running and self.process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, sig)
+        if self.running and self.handle is not None:
+            self.handle.signal(sig)
+
+    def exit_text(self) -> str:
+        """``exit N``, with the reason when it is not a plain exit (``OOMKilled``...)."""
+        if self.reason in (None, "Completed", "Error"):
+            return f"exit {self.exit_code}"
+        detail = f"container {self.launch.name}" + (f", {self.message}" if self.message else "")
+        return f"{self.reason}: {detail}, exit {self.exit_code}"
 
     def tail(self, lines: int = 15) -> str:
         try:
@@ -217,7 +234,7 @@ class Pod:
 
     def _step(self, container: Container, now: float) -> bool:
         """Start or restart ``container`` as the restart policy says; True while it runs."""
-        if container.process is None and container.exit_code is None:
+        if container.handle is None and container.exit_code is None:
             container.start(now)
             return True
         code = container.poll()
@@ -231,7 +248,6 @@ class Pod:
             container.restart_at = now + delay
         if container.restart_at is not None and now >= container.restart_at:
             container.restarts += 1
-            container.process = None
             container.start(now)
             return True
         if container in self.init and code != 0 and not self._restarts(code):
@@ -301,9 +317,9 @@ class Pod:
     def kill(self) -> None:
         for container in self.init + self.containers:
             container.signal(signal.SIGKILL)
-            if container.process is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    container.process.wait(timeout=5)
+            if container.handle is not None:
+                container.handle.wait(timeout=5)
+                container.poll()
 
     def failed_container(self) -> Container | None:
         for container in self.init + self.containers:

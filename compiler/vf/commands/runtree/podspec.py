@@ -16,10 +16,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vf.commands.runtree.images import LocalImage
 from vf.errors import Problem, VfError
+
+if TYPE_CHECKING:
+    from vf.commands.runtree.ocispec import OciSpec
 
 Obj = dict[str, Any]
 _EXPAND = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -60,6 +63,7 @@ class ContainerLaunch:
     image: LocalImage
     ports: dict[str, int] = field(default_factory=dict)  # port name or number → container port
     init: bool = False
+    oci: OciSpec | None = None  # run as an OCI container (--runtime podman), not a process
 
 
 class Translator:
