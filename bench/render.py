@@ -9,6 +9,12 @@ renders each environment with the real ``kubectl kustomize`` and ``helm template
 alternating, each under a time cap: a render still running at the cap is stopped and
 reported as ``> cap``, not waited out. Renders run one at a time under ``nice``.
 
+The projects get Argo CD Applications (a ``gitops:`` block with ``argocd: {}``), so vf
+writes ``manifests/<env>`` where ``gitops.argocd.source: auto`` chooses it (ADR 182): Argo
+CD then reads plain files instead of building the overlay. There is no Argo CD here; the
+benchmark reports that folder's files and the seconds Python's libyaml takes to parse them
+all, as a stand-in for the read.
+
 It also reports what the API server would store for one environment of the flow: the
 objects of the render, per kind, their count and their bytes per node (compact JSON, the
 size etcd keeps before its own encoding).
@@ -45,7 +51,13 @@ RESULTS = ROOT / "bench" / "results" / "render.json"
 MARKS = ("<!-- render-table:start -->", "<!-- render-table:end -->")
 TOOLS = ROOT / ".tools" / "bin"
 SIZES = (1000, 5000)
+KUSTOMIZE_DIRS = frozenset({"base", "components", "overlays"})
 NAMESPACES = {"dev": "peerbench-dev", "prod": "peerbench"}
+GITOPS = """gitops:
+  repo_url: https://git.example.com/peerbench-deploy.git
+  path: deploy
+  argocd: {}
+"""
 
 
 def tool(name: str) -> str:
@@ -78,6 +90,24 @@ def capped(argv: list[str], cwd: Path, cap: float, out: Path) -> dict[str, Any]:
         "wall_s": round(wall, 3),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+    }
+
+
+def manifests_read(folder: Path) -> dict[str, Any] | None:
+    """Files of ``manifests/<env>`` and the seconds to parse them all; None when absent."""
+    if not folder.is_dir():
+        return None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    files = sorted(folder.iterdir())
+    start = time.perf_counter()
+    objects = sum(
+        1 for f in files for doc in yaml.load_all(f.read_text(encoding="utf-8"), Loader=loader)
+    )
+    return {
+        "files": len(files),
+        "objects": objects,
+        "bytes": sum(f.stat().st_size for f in files),
+        "parse_s": round(time.perf_counter() - start, 3),
     }
 
 
@@ -152,7 +182,7 @@ def measure(graph: Path, n: int, envs: list[str], repeat: int, cap: float) -> di
     tree = graph.parent / key / "deploy"
     row: dict[str, Any] = {"compile_wall_s": compile_tree(graph, envs, tree)}
     files = [p for p in tree.rglob("*") if p.is_file()]
-    kustomize_files = [p for p in files if p.relative_to(tree).parts[0] != "chart"]
+    kustomize_files = [p for p in files if p.relative_to(tree).parts[0] in KUSTOMIZE_DIRS]
     row["tree"] = {
         "files": len(files),
         "kustomize_files": len(kustomize_files),
@@ -169,6 +199,7 @@ def measure(graph: Path, n: int, envs: list[str], repeat: int, cap: float) -> di
             name: {"wall_s": spread(s, "wall_s"), "cpu_s": spread(s, "cpu_s")}
             for name, s in cases.items()
         }
+        result["manifests"] = manifests_read(tree / "manifests" / env)
         done = [name for name, s in cases.items() if not any(r["capped"] for r in s)]
         if done:
             result["stored"] = stored(runs[done[-1]][1], n)
@@ -186,8 +217,9 @@ def table(report: dict[str, Any]) -> str:
     cap = report["cap_s"]
     lines = [
         "| N | envs | env | `kubectl kustomize` wall (s) | CPU (s) | `helm template` wall (s) "
-        "| CPU (s) | objects / node | bytes / node | tree files (kustomize) |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| CPU (s) | objects / node | bytes / node | tree files (kustomize) "
+        "| Argo CD reads | `manifests/<env>` parse (s) |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for n, sizes in report["sizes"].items():
         for key in ("one_env", "two_envs"):
@@ -197,13 +229,16 @@ def table(report: dict[str, Any]) -> str:
             for env in sorted(k for k in row if k in NAMESPACES):
                 r = row[env]
                 st = r.get("stored", {})
+                plain = r.get("manifests")
+                reads = f"`manifests/{env}`" if plain else f"`overlays/{env}`"
+                parse = f"{plain['parse_s']:.2f}" if plain else "—"
                 lines.append(
                     f"| {n} | {1 if key == 'one_env' else 2} | {env} | "
                     f"{_cell(r['kustomize']['wall_s'], cap)} | "
                     f"{_cell(r['kustomize']['cpu_s'], cap)} | "
                     f"{_cell(r['helm']['wall_s'], cap)} | {_cell(r['helm']['cpu_s'], cap)} | "
                     f"{st.get('objects_per_node', '—')} | {st.get('bytes_per_node', '—'):,} | "
-                    f"{row['tree']['kustomize_files']} |"
+                    f"{row['tree']['kustomize_files']} | {reads} | {parse} |"
                 )
     m = report["machine"]
     lines += [
@@ -255,6 +290,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="vf-render-", dir=args.tmp) as tmp:
         for n in (int(s) for s in args.sizes.split(",") if s):
             graph = write_project(Path(tmp), n)
+            config = graph.parent / "vf.yaml"
+            config.write_text(config.read_text(encoding="utf-8") + GITOPS, encoding="utf-8")
             row: dict[str, Any] = {"shape": shape(n)}
             for key, envs in (("one_env", ["dev"]), ("two_envs", [])):
                 if key.split("_")[0] in args.envs.split(","):
