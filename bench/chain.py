@@ -26,6 +26,8 @@ import nats.errors
 from nats.js.api import DiscardPolicy, RetentionPolicy, StreamConfig
 
 from vf_runtime.broker.topology import BATCH_MAX_MSGS, DUPLICATE_WINDOW
+from vf_runtime.wire import DATA, Envelope, decode_envelope, decode_payload, encode_envelope
+from vf_runtime.wire import encode_payload as encode
 
 FETCH_BATCH = 64  # what vf's readers fetch at most; the raw readers get the same
 
@@ -113,10 +115,32 @@ async def _role(role: str, url: str, name: str, count: int, size: int) -> dict[s
     return {"began": began, "ended": ended, "cpu_s": cpu}
 
 
-async def raw_nats(url: str, *, count: int, size: int, pipelined: bool) -> dict[str, float]:
+def _v4_message(i: int, *, size: int) -> tuple[bytes, str]:
+    """The v4 envelope of a 1 KiB-like item as a vf worker sends it, and its message id."""
+    ptype, body = encode({"i": i, "t0": time.time(), "pad": b"x" * size})
+    envelope = Envelope(
+        type=DATA,
+        producer="raw",
+        flow_id="raw",
+        run_id="r0",
+        trace_id=f"t{i}",
+        seq=i,
+        event_ts=time.time(),
+        span_id=f"s{i}",
+        payload_type=ptype,
+        payload=body,
+    )
+    return encode_envelope(envelope), envelope.message_id
+
+
+async def raw_nats(
+    url: str, *, count: int, size: int, pipelined: bool, envelope: bool = False
+) -> dict[str, float]:
     """One nats-py process: a publisher task and a fetch-and-ack task on one stream with
     vf's BATCH settings, a ``Nats-Msg-Id`` on each publish, fetches as large as vf's
     largest prefetch. ``pipelined`` uses ``publish_async`` instead of awaiting each ack.
+    ``envelope``: each item is encoded into vf's v4 envelope by vf's own codec before its
+    publish and decoded (envelope and payload) after its fetch, as a vf hop does.
     """
     client = await nats.connect(url)
     js = client.jetstream()
@@ -137,11 +161,12 @@ async def raw_nats(url: str, *, count: int, size: int, pipelined: bool) -> dict[
 
     async def publish() -> None:
         for i in range(count):
-            headers = {"Nats-Msg-Id": f"m{i}"}
+            data, msg_id = _v4_message(i, size=size) if envelope else (payload, f"m{i}")
+            headers = {"Nats-Msg-Id": msg_id}
             if pipelined:
-                await js.publish_async(f"{name}.data", payload, headers=headers)
+                await js.publish_async(f"{name}.data", data, headers=headers)
             else:
-                await js.publish(f"{name}.data", payload, headers=headers)
+                await js.publish(f"{name}.data", data, headers=headers)
         await js.publish_async_completed()
 
     async def consume() -> None:
@@ -152,6 +177,9 @@ async def raw_nats(url: str, *, count: int, size: int, pipelined: bool) -> dict[
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
             for msg in batch:
+                if envelope:
+                    got = decode_envelope(msg.data)
+                    decode_payload(got.payload_type, got.payload)
                 await msg.ack()
             seen += len(batch)
 

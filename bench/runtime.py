@@ -187,6 +187,9 @@ def throughput(servers: Servers, *, work: Path, count: int, reps: int) -> dict[s
     for rep in range(reps):
         awaited = asyncio.run(raw_nats(servers[0].url, count=count, size=1024, pipelined=False))
         pipelined = asyncio.run(raw_nats(servers[0].url, count=count, size=1024, pipelined=True))
+        v4 = asyncio.run(
+            raw_nats(servers[0].url, count=count, size=1024, pipelined=True, envelope=True)
+        )
         chain = raw_chain(servers[0].url, count=count, size=1024)
         flow = vf_flow(servers, work=work, flow=f"tput{rep}", count=count, depth=1)
         vf = rate(flow["records"])
@@ -194,6 +197,8 @@ def throughput(servers: Servers, *, work: Path, count: int, reps: int) -> dict[s
             "raw_awaited_msgs_s": awaited["msgs_s"],
             "raw_pipelined_msgs_s": pipelined["msgs_s"],
             "raw_cpu_us_per_msg": pipelined["cpu_us_per_msg"],
+            "raw_v4_msgs_s": v4["msgs_s"],
+            "raw_v4_cpu_us_per_msg": v4["cpu_us_per_msg"],
             "raw_chain_msgs_s": chain["msgs_s"],
             "raw_chain_cpu_us_per_msg": chain["cpu_us_per_msg"],
             "vf_msgs_s": vf,
