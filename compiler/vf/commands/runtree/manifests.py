@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from typing import Any
 from ruamel.yaml.error import YAMLError
 
 from vf.commands.runtree.flux_chart import helm_release, packaged_chart
+from vf.commands.tools import find_tool, where_looked
 from vf.errors import EnvironmentProblem, VfError
 from vf.textio.yaml_read import reader
 
@@ -70,12 +70,14 @@ def check_tree(tree: Path, *, env: str) -> Obj:
 
 
 def _tool(name: str) -> str:
-    found = shutil.which(name)
+    found = find_tool(name)  # PATH, then the .tools/bin that make setup fills
     if found is None:
         raise EnvironmentProblem(
             "VF_RUN_TREE_TOOL",
-            f"{name} is not on PATH: vf run-tree renders the tree with the real tool",
-            f"install {name} (kubectl >= 1.27 for kustomize, helm >= 3.12) and put it on PATH",
+            f"{name} is not on PATH nor in a .tools/bin (looked in {where_looked(name)}): "
+            "vf run-tree renders the tree with the real tool",
+            f"run make setup (it puts {name} in .tools/bin), or install {name} "
+            "(kubectl >= 1.27 for kustomize, helm >= 3.12) and put it on PATH",
         )
     return found
 
