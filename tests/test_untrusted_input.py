@@ -149,3 +149,11 @@ def test_teardown_reads_a_tree_within_bounds(tmp_path: Path) -> None:
     done = _apart(*args, "--nats", "nats://127.0.0.1:1", "--timeout", "2")
     _named(done.returncode, done.stderr, "VF_TEARDOWN_TREE")
     assert json.dumps("dev.json")[1:-1] in done.stderr
+
+
+def test_a_committed_chart_yaml_nested_without_end_is_a_named_error(tmp_path: Path) -> None:
+    out = _tree(tmp_path)
+    (out / "chart" / "Chart.yaml").write_text("a: " + "[" * 100_000)
+    code, output = _invoke("compile", example_graph("batch_pipeline"), "--out", str(out))
+    print(output[:400])
+    _named(code, output, "VF_CHART_VERSION")

@@ -17,6 +17,7 @@ from pathlib import Path
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import VfError
+from vf.textio.safe_read import Unreadable, read_regular
 from vf.textio.yaml_read import reader
 from vf_runtime.labels import DOMAIN
 
@@ -45,6 +46,9 @@ def chart_version(previous: ChartRelease | None, *, digest: str) -> str:
     return f"{major}.{minor}.{patch + 1}"
 
 
+CHART_BYTES = 1024 * 1024  # vf writes a few hundred bytes
+
+
 def _problem(what: str, *, where: Path) -> VfError:
     return VfError(
         "VF_CHART_VERSION",
@@ -61,10 +65,11 @@ def read_previous(out: Path) -> ChartRelease | None:
     path = out / "chart" / "Chart.yaml"
     if not path.is_file():
         return None
-    try:
-        meta = reader("safe").load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, YAMLError) as exc:
-        raise _problem(f"the tree's Chart.yaml cannot be read: {exc}", where=path) from None
+    try:  # vf's own file: a regular one, small, not nested without end
+        meta = reader("safe").load(read_regular(path, limit=CHART_BYTES).decode("utf-8"))
+    except (Unreadable, UnicodeDecodeError, YAMLError, RecursionError) as exc:
+        why = "it nests deeper than vf writes" if isinstance(exc, RecursionError) else exc
+        raise _problem(f"the tree's Chart.yaml cannot be read: {why}", where=path) from None
     version = meta.get("version") if isinstance(meta, dict) else None
     if not isinstance(version, str) or not _VERSION.match(version):
         raise _problem(
