@@ -157,3 +157,50 @@ def test_a_committed_chart_yaml_nested_without_end_is_a_named_error(tmp_path: Pa
     code, output = _invoke("compile", example_graph("batch_pipeline"), "--out", str(out))
     print(output[:400])
     _named(code, output, "VF_CHART_VERSION")
+
+
+def _in_child(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=_limited,
+    )
+
+
+BOMB = "a: {k: &a [x, x, x, x, x, x, x, x, x]}\n" + "".join(
+    f"{chr(98 + i)}: {{k: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+    f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]}}\n"
+    for i in range(8)
+)  # every value a mapping, as a secrets file's are; 'i' stands for 9 * 8**8 values
+
+
+@pytest.mark.parametrize("kind", ["fifo", "aliases"])
+def test_run_tree_secrets_are_read_within_bounds(tmp_path: Path, kind: str) -> None:
+    secrets = tmp_path / "secrets.yaml"
+    if kind == "fifo":
+        os.mkfifo(secrets)
+    else:
+        secrets.write_text(BOMB)
+    done = _in_child(
+        "from pathlib import Path\n"
+        "from vf.commands.runtree.command import read_secrets\n"
+        "from vf.errors import VfError\n"
+        "try:\n"
+        f"    read_secrets(Path({str(secrets)!r}))\n"
+        "except VfError as exc:\n"
+        "    print(exc.code)\n"
+    )
+    assert done.stdout.strip() == "VF_RUN_TREE_SECRETS", done.stderr[-2000:]
+
+
+def test_run_tree_reads_a_tree_plan_within_bounds(tmp_path: Path) -> None:
+    from vf.commands.runtree.manifests import check_tree
+
+    out = _tree(tmp_path)
+    (out / "plan" / "dev.json").write_text(DEEP["lists"])
+    with pytest.raises(VfError) as caught:
+        check_tree(out, env="dev")
+    assert caught.value.code.startswith("VF_RUN_TREE"), caught.value

@@ -30,6 +30,8 @@ from vf.commands.runtree.podspec import decoded_secret, missing_secrets
 from vf.commands.runtree.sync import sync
 from vf.commands.runtree.validation import invalid_paths
 from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem, VfError
+from vf.textio.safe_read import read_regular
+from vf.textio.yaml_guard import MAX_INPUT_BYTES, amplified
 from vf_runtime.local.guardian import Guardian
 from vf_runtime.local.outcome import exit_code, settled
 
@@ -66,11 +68,15 @@ def read_secrets(path: Path | None) -> dict[str, dict[str, str]]:
         "write it as `my-secret: {url: nats://…}` (YAML or JSON)",
         str(path),
     )
-    try:
-        loaded = reader("safe").load(path.read_text(encoding="utf-8"))
+    text = ""
+    try:  # a regular file of at most 1 MiB: a FIFO or /dev/zero is refused, not waited on
+        text = read_regular(path, limit=MAX_INPUT_BYTES, follow=True).decode("utf-8")
+        loaded = reader("safe").load(text)
     except Exception:
         raise problem from None
     if not isinstance(loaded, dict) or not all(isinstance(v, dict) for v in loaded.values()):
+        raise problem
+    if amplified(loaded, text_length=len(text)):  # aliases standing for far more than the text
         raise problem
     return {str(k): {str(a): str(b) for a, b in v.items()} for k, v in loaded.items()}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -15,11 +14,14 @@ from ruamel.yaml.error import YAMLError
 from vf.commands.runtree.flux_chart import helm_release, packaged_chart
 from vf.commands.tools import find_tool, where_looked
 from vf.errors import EnvironmentProblem, VfError
+from vf.textio.safe_read import load_json, read_regular
 from vf.textio.yaml_read import reader
 
 Obj = dict[str, Any]
 RENDERERS = ("kustomize", "helm")
 _RENDER_TIMEOUT = 120.0
+
+TREE_FILE_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,8 +50,8 @@ def check_tree(tree: Path, *, env: str) -> Obj:
     if not tree.is_dir():
         raise _not_a_tree(tree, "no such directory")
     try:
-        owner = json.loads(manifest.read_text(encoding="utf-8")).get("generator")
-    except (OSError, ValueError, AttributeError):
+        owner = load_json(read_regular(manifest, limit=TREE_FILE_BYTES)).get("generator")
+    except (ValueError, AttributeError):  # a link, a FIFO, deep nesting: not vf's
         raise _not_a_tree(tree, ".vf-manifest.json is missing or unreadable") from None
     if owner != "vf":
         raise _not_a_tree(tree, ".vf-manifest.json was not written by vf")
@@ -63,9 +65,11 @@ def check_tree(tree: Path, *, env: str) -> Obj:
             str(tree / "overlays"),
         )
     try:
-        plan: Obj = json.loads(plan_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise _not_a_tree(tree, f"plan/{env}.json is unreadable") from None
+        plan = load_json(read_regular(plan_file, limit=TREE_FILE_BYTES))
+    except ValueError as exc:
+        raise _not_a_tree(tree, f"plan/{env}.json is unreadable: {exc}") from None
+    if not isinstance(plan, dict):
+        raise _not_a_tree(tree, f"plan/{env}.json is not a JSON object")
     return plan
 
 
