@@ -157,6 +157,12 @@ def test_an_unfinished_superseded_generation_is_kept_unless_named(
     assert held == [("gwait1", "2 of 2 stream(s) hold no end-of-stream marker yet")]
     text = vf("teardown", "--flow", FLOW, "--superseded", "--tree", str(tree), nats_url=url)
     assert "Pass --unfinished gwait1 to remove it" in text.out
+    typo = vf(
+        "teardown", "--flow", FLOW, "--superseded", "--tree", str(tree),
+        "--unfinished", "gwiat1", "--yes", nats_url=url,
+    )  # fmt: skip
+    assert typo.code == 2 and "error[VF_TEARDOWN_ARGS]" in typo.err and "gwiat1" in typo.err
+    assert waiting.stream("src") in stream_names(url), "a mistyped --unfinished removed something"
     named = vf(
         "teardown", "--flow", FLOW, "--superseded", "--tree", str(tree),
         "--unfinished", "gwait1", "--yes", nats_url=url,

@@ -115,6 +115,20 @@ def _check_request(
         )
 
 
+def _check_unfinished(named: frozenset[str], selection: teardown.Selection, flow: str) -> None:
+    """Every ``--unfinished`` names a superseded generation: a mistyped one would leave
+    the generation the operator meant in place while saying nothing."""
+    superseded = {r.generation for r in (*selection.remove, *selection.held)}
+    unknown = sorted(named - superseded)
+    if unknown:
+        raise VfError(
+            "VF_TEARDOWN_ARGS",
+            f"--unfinished {', '.join(unknown)} names no superseded generation of flow {flow}",
+            "name a generation the teardown keeps as unfinished (vf runs lists them)",
+            f"flow {flow}",
+        )
+
+
 def _refuse_live(selection: teardown.Selection, force: bool) -> None:
     live = selection.live
     if not live or force:
@@ -160,6 +174,7 @@ async def _teardown(
 ) -> dict[str, Any]:
     runs = await flow_runs(broker.js, flow)
     selection = _selection(runs, flow=flow, **options)
+    _check_unfinished(options["unfinished"], selection, flow)
     report: dict[str, Any] = {
         "flow": flow,
         "confirmed": yes,
