@@ -259,3 +259,16 @@ def test_mix_explains_geometry_and_labels(write_graph: Callable[..., Path]) -> N
     assert code == 0, output
     assert "3x1g.20gb" in output
     assert "nvidia.com/mig.config=" in output
+
+
+def test_a_mig_refusal_gives_its_arithmetic(write_graph: Callable[..., Path]) -> None:
+    """Eight 10 GiB slices on one 80 GiB H100: a 10 GiB request takes a 1g.20gb slice
+    (1g.10gb holds a little under 10 GiB), four fit, the fifth does not, and the error
+    says so with the card's memory and what it holds."""
+    code, output = _compile(
+        write_graph, "gpu_memory_gib=10, nb_tasks=8", _inventory(mode="mix", cards=1)
+    )
+    print(output)
+    assert code == 2 and "no MIG layout fits" in output
+    assert "placed 4 of 8 replica(s)" in output and "80 GiB" in output
+    assert "MIG 1g.20gb+1g.20gb+1g.20gb+1g.20gb" in output

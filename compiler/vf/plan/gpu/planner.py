@@ -183,13 +183,30 @@ def _plan_mix(ctx: PlanContext, nodes: list[NodeIR], problems: list[Problem]) ->
             _problem(
                 ctx,
                 f"no MIG layout fits: replica {pod.replica} of '{pod.workload}' needs {kind} "
-                "and no card has room under NVIDIA's placement rules",
+                "and no card has room under NVIDIA's placement rules; "
+                + _mix_arithmetic(result, total=len(pods)),
                 "lower replicas or gpu_memory_gib, "
                 "or add MIG-capable nodes (A30, A100, H100, H200)",
             )
         )
         return _base_plan(ctx, feasibility="infeasible (no layout)")
     return _mix_plan(ctx, nodes, result)
+
+
+def _mix_arithmetic(result: MixResult, *, total: int) -> str:
+    """What the cards hold when a layout fails: each node's cards and memory, how each
+    card is used, and how many replicas were placed before the one that did not fit."""
+    per_host: dict[str, list[str]] = {}
+    for card in result.cards:
+        family = card.family
+        size = f"{family.name} {family.memory_gib} GiB" if family else "no MIG (whole only)"
+        use = {"unused": "free", "whole": "whole-card pod"}.get(card.use, "")
+        if card.use == "mig":
+            use = "MIG " + "+".join(card.profiles)
+        per_host.setdefault(card.host, []).append(f"card {card.index} ({size}): {use}")
+    cards = "; ".join(f"{host}: {', '.join(items)}" for host, items in per_host.items())
+    placed = len(result.hosts)
+    return f"placed {placed} of {total} replica(s) before it; cards: {cards or 'none eligible'}"
 
 
 def _mix_plan(ctx: PlanContext, nodes: list[NodeIR], result: MixResult) -> GpuPlan:
