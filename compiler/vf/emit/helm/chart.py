@@ -20,7 +20,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from vf.emit.helm.generations import generations, matched, with_generation_names
+from vf.emit.helm.generations import (
+    generations,
+    keyed_by_generation,
+    matched,
+    stable,
+    with_generation_names,
+)
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
 from vf.emit.helm.replicas import with_replica_slots, worker_envs
 from vf.emit.helm.rows import Member, group, presence, shape_template
@@ -128,7 +134,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     makers: dict[str, Callable[[], FileText]] = {}
     for one in singles:
         guard = presence(one.present) if one.partial else None
-        makers[f"templates/{object_file(one.base)}"] = partial(
+        makers[f"templates/{object_file(stable(one.key))}"] = partial(
             object_template, one.base, slots=one.slots, guard=guard
         )
     for shape in shapes:
@@ -328,6 +334,7 @@ def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: 
     slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)
     slots = retagged(slots, versions=versions)
     slots = with_replica_slots(slots, versions=versions, workers=where.workers)
+    slots = keyed_by_generation(slots, base=base, key=key)
     if namespaced:
         slots.append(supplied(("metadata", "namespace"), envs=versions, key=RELEASE_NAMESPACE))
     return Member(
@@ -355,7 +362,7 @@ def _resolve_keys(templates: Sequence[Member], *, envs: Sequence[str]) -> list[M
             out.append(tpl)
             continue
         slots = tuple(
-            Slot(path=s.path, values=s.values, key=generated_key(tpl.base, path=s.path))
+            Slot(path=s.path, values=s.values, key=generated_key(stable(tpl.key), path=s.path))
             if s.key in clash
             else s
             for s in tpl.slots

@@ -10,20 +10,23 @@ broker ConfigMap and the pods' annotation already read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vf.emit.helm.slots import Slot
+from vf.emit.helm.slots import Slot, below
 from vf.emit.helm.text import GEN_NAME
 from vf_runtime.labels import BROKER_CONFIG, COMPONENT
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
-ANY_GENERATION = "*"  # no Kubernetes name holds it, so a matched key never meets a real one
+ANY_GENERATION = "*"
+GENERATED = "generated"  # no Kubernetes name holds it, so a matched key never meets a real one
 
 
 def generations(indexed: Mapping[str, Mapping[Key, Obj]]) -> dict[str, str]:
-    """Each environment's generation, when every environment has one and they differ."""
+    """Each environment's generation, when there are several environments and each has
+    one, equal or not: the chart is then the same whatever one environment's generation
+    is, so a change in dev leaves the templates, and the other environments' values, alone."""
     found: dict[str, str] = {}
     for env, objects in indexed.items():
         for (kind, _), obj in objects.items():
@@ -32,7 +35,7 @@ def generations(indexed: Mapping[str, Mapping[Key, Obj]]) -> dict[str, str]:
             broker = labels.get(COMPONENT) == BROKER_CONFIG
             if kind == "ConfigMap" and broker and isinstance(generation, str):
                 found[env] = generation
-    if len(found) < len(indexed) or len(set(found.values())) < 2:
+    if len(found) < len(indexed) or len(indexed) < 2:
         return {}
     return found
 
@@ -52,6 +55,7 @@ def with_generation_names(
     every environment rendered from the ``generation`` value."""
     if not gens:
         return slots
+    slots = _unchanged_names(slots, versions=versions, gens=gens)
     out = []
     for slot in slots:
         ends = all(
@@ -64,3 +68,69 @@ def with_generation_names(
         else:
             out.append(slot)
     return out
+
+
+def _strings(obj: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[Any, str]]:
+    if isinstance(obj, str):
+        yield path, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _strings(v, (*path, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _strings(v, (*path, i))
+
+
+def _at(obj: Any, path: tuple[str | int, ...]) -> Any:
+    try:
+        for part in path:
+            obj = obj[part]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return obj
+
+
+def _unchanged_names(
+    slots: list[Slot], *, versions: Mapping[str, Obj], gens: Mapping[str, str]
+) -> list[Slot]:
+    """``slots`` plus a slot for each name that ends in the generation and is the same in
+    every environment (no slot of its own yet): it too is rendered from ``generation``."""
+    if len(versions) < 2:
+        return slots
+    taken = [s.path for s in slots]
+    seen = set(taken)
+    out = list(slots)
+    first = versions[sorted(versions)[0]]
+    for path, text in _strings(first):
+        gen = gens[sorted(versions)[0]]
+        if path in seen or not text.endswith(gen) or below(path, taken):
+            continue
+        values = {env: _at(v, path) for env, v in versions.items()}
+        if all(value == text and gens[env] == gen for env, value in values.items()):
+            key: tuple[str, ...] = ("generation",) if text == gen else ("$same", text)
+            out.append(Slot(path=path, values=values, key=key))
+    return out
+
+
+def stable(key: Key) -> dict[str, Any]:
+    """The kind and name an object's chart file and generated values are named after: its
+    key, where a matched generation reads ``generation``."""
+    kind, name = key
+    if name.endswith(ANY_GENERATION):
+        name = name[: -len(ANY_GENERATION)] + "generation"
+    return {"kind": kind, "metadata": {"name": name}}
+
+
+def keyed_by_generation(slots: list[Slot], *, base: Obj, key: Key) -> list[Slot]:
+    """``slots`` whose generated keys name the object by ``stable(key)``, not by the first
+    environment's generation."""
+    if not key[1].endswith(ANY_GENERATION):
+        return slots
+    old = f"{base['kind']}/{base['metadata']['name']}"
+    new = f"{key[0]}/{stable(key)['metadata']['name']}"
+    return [
+        Slot(path=s.path, values=s.values, key=(GENERATED, new, *s.key[2:]))
+        if s.key[:2] == (GENERATED, old)
+        else s
+        for s in slots
+    ]
