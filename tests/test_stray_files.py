@@ -30,18 +30,25 @@ def test_a_file_vf_did_not_write_under_the_chart_is_reported(tmp_path: Path) -> 
     (out / "chart" / "charts").mkdir()
     (out / "chart" / "charts" / "extra.tgz").write_bytes(b"\x1f\x8b")
     (out / "notes.md").write_text("a file of the user's, outside the chart\n")
+    (out / "manifests" / "dev").mkdir(parents=True)  # Argo CD applies every file there
+    (out / "manifests" / "dev" / "extra.yaml").write_text(LEFTOVER)
 
     code, output = _vf("compile", graph, "--out", str(out), "--check")
     print(output)
     assert code == 1
     assert "Only in the tree: chart/templates/old-generation.yaml" in output
     assert "Only in the tree: chart/charts/extra.tgz" in output
+    assert "Only in the tree: manifests/dev/extra.yaml" in output
     assert "notes.md" not in output
 
     code, output = _vf("diff", graph, "--out", str(out), "--format", "json")
     report = json.loads(output)
     assert code == 1 and report["changed"] is True
-    assert report["strays"] == ["chart/charts/extra.tgz", "chart/templates/old-generation.yaml"]
+    assert report["strays"] == [
+        "chart/charts/extra.tgz",
+        "chart/templates/old-generation.yaml",
+        "manifests/dev/extra.yaml",
+    ]
     code, output = _vf("diff", graph, "--out", str(out))
     assert code == 1 and "chart/templates/old-generation.yaml" in output
     code, output = _vf("compile", graph, "--out", str(out))  # kept, and named

@@ -127,7 +127,14 @@ def compile_command(
 
     def body() -> int:
         from vf.frontend.isolate import graph_loader
-        from vf.tree.write import MANIFEST, TreeCheck, check_owned, staged_tree, stray_files
+        from vf.tree.write import (
+            MANIFEST,
+            TreeCheck,
+            check_owned,
+            staged_tree,
+            stray_files,
+            stray_reason,
+        )
 
         _FAST_EXIT.add("compile")  # nothing after a compile needs the heap torn down
         if _EXECUTABLE:  # nor collected: re-enabled, the collector would first scan all the
@@ -158,8 +165,8 @@ def compile_command(
         click.echo(f"wrote {len(stage.files)} files to {out} ({envs_done})", err=True)
         for rel in stray_files(out, known=[*stage.files, MANIFEST]):
             click.echo(
-                f"warning[VF_OUTPUT_STRAY] {rel}: vf did not write it, and Helm renders "
-                "every file of chart/\n  = fix: delete it or move it out of the chart",
+                f"warning[VF_OUTPUT_STRAY] {rel}: vf did not write it, and "
+                f"{stray_reason(rel)}\n  = fix: delete it or move it out of the tree",
                 err=True,
             )
         return 0

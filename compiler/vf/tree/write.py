@@ -31,9 +31,14 @@ from vf.tree.swap import (
 )
 
 MANIFEST = ".vf-manifest.json"
-# Folders a tool reads whole, not file by file from a list vf wrote: Helm loads every file
-# of a chart (templates/, charts/, crds/ …), so a file there vf did not write is rendered.
-GLOB_READ = ("chart",)
+# Folders a tool reads whole, not file by file from a list vf wrote, and what reads them:
+# Helm loads every file of a chart (templates/, charts/, crds/ …), and an Argo CD directory
+# source applies every YAML and JSON file of manifests/<env>/; a file there vf did not
+# write is applied with the flow.
+GLOB_READ = {
+    "chart": "Helm renders every file of chart/",
+    "manifests": ("Argo CD applies every file of manifests/<env>/"),
+}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BLOCK = 256 * 1024
 
@@ -118,11 +123,16 @@ def stray_files(out: Path, *, known: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
+def stray_reason(rel: str) -> str:
+    """Why a stray file matters: what reads its folder whole."""
+    return GLOB_READ.get(rel.split("/", 1)[0], "")
+
+
 def stray_notes(strays: Iterable[str]) -> str:
     """One line per stray file, as ``--check`` and ``vf diff --raw`` print them."""
     return "".join(
-        f"Only in the tree: {rel} (vf did not write it, and Helm renders every file of "
-        "chart/: delete it or move it out of the chart)\n"
+        f"Only in the tree: {rel} (vf did not write it, and {stray_reason(rel)}: delete it "
+        "or move it out of the tree)\n"
         for rel in strays
     )
 

@@ -58,7 +58,7 @@ def _other_folders(files: Sequence[str]) -> str:
     )
 
 
-_STRAYS = "files vf did not write, which Helm renders with the chart (delete them)"
+_STRAYS = "files vf did not write where Helm or Argo CD reads every file (delete them)"
 
 
 def render_text(report: TreeDiff) -> str:
