@@ -55,3 +55,15 @@ def test_a_switched_off_feature_is_no_prerequisite(
     without = [o for o in objects if o["kind"] != "ScaledObject"]  # autoscaling off
     assert any("KEDA" in item for item in prerequisites(objects, env="dev"))
     assert not any("KEDA" in item for item in prerequisites(without, env="dev"))
+
+
+def test_a_batch_trees_readme_says_what_a_new_generation_does(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    batch = compiled_examples["batch_pipeline"].tree["README.md"]
+    assert "a batch still\nrunning stops" in batch
+    assert "Do not delete a finished Job" in batch
+    assert (
+        "Do not delete a finished Job"
+        not in compiled_examples["realtime_cameras"].tree["README.md"]
+    )

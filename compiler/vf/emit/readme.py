@@ -103,6 +103,7 @@ def tree_readme(
     context = {
         "flow_id": views[0].flow_id,
         "flow_type": views[0].flow_type,
+        "batch": views[0].flow_type == "batch",
         "chart": views[0].flow_id,
         "diagram": diagram,
         "too_large": too_large,
