@@ -207,9 +207,9 @@ def measure(graph: Path, n: int, envs: list[str], repeat: int, cap: float) -> di
     return row
 
 
-def _cell(s: dict[str, Any], cap: float) -> str:
-    if s["capped"]:
-        return f"> {cap:.0f}"
+def _cell(s: dict[str, Any], cap: float, *, cpu: bool = False) -> str:
+    if s["capped"]:  # stopped at the cap: its wall time is the cap, its CPU time unknown
+        return "—" if cpu else f"> {cap:.0f}"
     return f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
 
 
@@ -235,8 +235,9 @@ def table(report: dict[str, Any]) -> str:
                 lines.append(
                     f"| {n} | {1 if key == 'one_env' else 2} | {env} | "
                     f"{_cell(r['kustomize']['wall_s'], cap)} | "
-                    f"{_cell(r['kustomize']['cpu_s'], cap)} | "
-                    f"{_cell(r['helm']['wall_s'], cap)} | {_cell(r['helm']['cpu_s'], cap)} | "
+                    f"{_cell(r['kustomize']['cpu_s'], cap, cpu=True)} | "
+                    f"{_cell(r['helm']['wall_s'], cap)} | "
+                    f"{_cell(r['helm']['cpu_s'], cap, cpu=True)} | "
                     f"{st.get('objects_per_node', '—')} | {st.get('bytes_per_node', '—'):,} | "
                     f"{row['tree']['kustomize_files']} | {reads} | {parse} |"
                 )
@@ -244,7 +245,8 @@ def table(report: dict[str, Any]) -> str:
     lines += [
         "",
         f"Medians of {report['repeat']} alternating renders, spread (min-max) in brackets, each "
-        f"capped at {cap:.0f} s; kustomize {report['versions']['kustomize']}, "
+        f"capped at {cap:.0f} s (a capped render's CPU time is not known: —); "
+        f"kustomize {report['versions']['kustomize']}, "
         f"helm {report['versions']['helm']}. Machine: {m['cpu_count']} CPUs, {m['platform']}, "
         f"load average {m['loadavg']} at the start; trees on {report['filesystem']}.",
     ]
