@@ -4,10 +4,42 @@ the vf.yaml setting that does without each; an optional kind (KEDA's ScaledObjec
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 from ruamel.yaml import YAML
 
-from vf.emit.prerequisites import prerequisites
-from vf.pipeline import CompileResult
+from vf.pipeline import CompileRequest, CompileResult, compile_project
+
+GRAPH = """
+from vf import REALTIME, Consumer, Flow, Processor, Producer
+
+
+class Src(Producer):
+    def next(self):
+        return 1
+
+
+class Work(Processor):
+    def process(self, x):
+        return x
+
+
+class Sink(Consumer):
+    def consume(self, x):
+        pass
+
+
+def build_flow():
+    work = Work(name="work")(Src(name="src"))
+    return Flow([Sink(name="sink")(work)], flow_type=REALTIME, flow_id="needs")
+"""
+CONFIG = """environments:
+  dev:
+    namespace: needs-dev
+    images: {{default: r.io/a:1}}
+    autoscaling: {{enabled: {enabled}}}
+"""
 
 
 def _section(readme: str, env: str) -> str:
@@ -48,13 +80,17 @@ def test_a_scaled_object_is_optional_to_argocd(
         assert "SkipDryRunOnMissingResource=true" in options.split(",")
 
 
-def test_a_switched_off_feature_is_no_prerequisite(
-    compiled_examples: dict[str, CompileResult],
+def test_the_vf_yaml_switch_takes_keda_off_the_list(
+    write_graph: Callable[..., Path],
 ) -> None:
-    objects = compiled_examples["realtime_cameras"].objects["dev"]
-    without = [o for o in objects if o["kind"] != "ScaledObject"]  # autoscaling off
-    assert any("KEDA" in item for item in prerequisites(objects, env="dev"))
-    assert not any("KEDA" in item for item in prerequisites(without, env="dev"))
+    for enabled in (True, False):
+        config = CONFIG.format(enabled=str(enabled).lower())
+        graph = write_graph(GRAPH, config)
+        readme = compile_project(CompileRequest(graph=str(graph))).tree["README.md"]
+        needs = _section(readme, "dev")
+        print(f"autoscaling.enabled {enabled}: {needs.splitlines()[2:4]}")
+        assert ("KEDA" in needs) is enabled
+        assert ("needs nothing beyond Kubernetes" in needs) is not enabled
 
 
 def test_a_batch_trees_readme_says_what_a_new_generation_does(
