@@ -105,7 +105,7 @@ def test_publish_acks_are_read_as_the_json_says(data: bytes, outcome: bool | Non
         inbox = AckInbox(_Recorder())
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         inbox.waiting["1"] = future
-        inbox._on_reply(Msg(_client=None, subject=inbox.prefix + "1", data=data))  # type: ignore[arg-type]
+        await inbox._on_reply(Msg(_client=None, subject=inbox.prefix + "1", data=data))  # type: ignore[arg-type]
         return future
 
     future = asyncio.run(read())

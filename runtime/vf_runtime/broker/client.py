@@ -22,7 +22,6 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
-from vf_runtime.broker.direct import DirectClient
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.redact import redact
 
@@ -121,7 +120,7 @@ async def connect(
         "connect_timeout": min(5.0, timeout),
         "reconnect_time_wait": 0.5,
     }
-    client = DirectClient()
+    client = Client()
     try:
         await asyncio.wait_for(
             client.connect(

@@ -18,7 +18,6 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.errors import APIError, NoStreamResponseError
 
-from vf_runtime.broker.direct import subscribe_direct, unsubscribe_direct
 from vf_runtime.broker.protocol import hpub
 
 # A plain ack reads {"stream":…,"seq":…}; one that is a duplicate or an error says so
@@ -37,7 +36,7 @@ class AckInbox:
         self.sub: Subscription | None = None
 
     async def start(self) -> None:
-        self.sub = await subscribe_direct(self.client, self.prefix + "*", self._on_reply)
+        self.sub = await self.client.subscribe(self.prefix + "*", cb=self._on_reply)
 
     async def publish(
         self, subject: str, data: bytes, *, headers: Mapping[str, str]
@@ -59,9 +58,9 @@ class AckInbox:
     async def stop(self) -> None:
         if self.sub is not None:
             sub, self.sub = self.sub, None
-            await unsubscribe_direct(self.client, sub)
+            await sub.unsubscribe()
 
-    def _on_reply(self, msg: Msg) -> None:
+    async def _on_reply(self, msg: Msg) -> None:
         future = self.waiting.pop(msg.subject[len(self.prefix) :], None)
         if future is None or future.done():
             return

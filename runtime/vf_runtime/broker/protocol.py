@@ -4,20 +4,21 @@
 schedules a flush, once per message; a worker sends two or three messages per item
 (an output, its input's ack) to subjects it built itself or the broker gave it. The
 functions here queue the same ``PUB``/``HPUB`` bytes on the client's outgoing buffer
-and kick its flusher once per batch, so the broker sees exactly what it would have
-seen. While the client is not connected, or where a client lacks the buffer these
-functions write to, they fall back to ``Client.publish``, which buffers or refuses
-during a reconnection as it always does.
+and kick its flusher once per batch (through ``vf_runtime.broker.nats_internals``), so
+the broker sees exactly what it would have seen. While the client is not connected, or
+where the installed nats-py lacks what that module checks for, they fall back to
+``Client.publish``, which buffers or refuses during a reconnection as it always does.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from nats.aio.client import Client
 from nats.errors import MaxPayloadError
+
+from vf_runtime.broker import nats_internals
 
 log = logging.getLogger("vf.worker")
 _CRLF = b"\r\n"
@@ -34,19 +35,8 @@ def header_block(headers: Mapping[str, str]) -> bytes:
 
 
 def _direct(client: Client) -> bool:
-    """Whether the buffer can be written to directly (connected, and the attributes exist)."""
-    if not client.is_connected or client.is_draining:
-        return False
-    return all(hasattr(client, name) for name in ("_send_command", "_flush_pending", "stats"))
-
-
-async def _kick(client: Any, size: int, count: int) -> None:
-    """Account for ``count`` queued messages and wake the flusher as ``publish`` does."""
-    client.stats["out_msgs"] += count
-    client.stats["out_bytes"] += size
-    flush_queue = getattr(client, "_flush_queue", None)
-    if flush_queue is not None and flush_queue.empty():
-        await client._flush_pending()
+    """Whether to write to the buffer: connected, and nats-py has what vf writes through."""
+    return nats_internals.AVAILABLE and client.is_connected and not client.is_draining
 
 
 async def hpub(
@@ -60,9 +50,9 @@ async def hpub(
         raise MaxPayloadError
     block = header_block(headers)
     command = f"HPUB {subject} {reply} {len(block)} {len(block) + len(data)}\r\n".encode()
-    raw: Any = client
-    await raw._send_command(b"".join((command, block, data, _CRLF)))
-    await _kick(raw, len(data), 1)
+    await nats_internals.queue(
+        client, b"".join((command, block, data, _CRLF)), messages=1, size=len(data)
+    )
 
 
 async def publish_empty(client: Client, subjects: Iterable[str]) -> None:
@@ -81,9 +71,8 @@ async def publish_empty(client: Client, subjects: Iterable[str]) -> None:
             except Exception as exc:
                 log.warning("could not ack a message: %s", exc)
         return
-    raw: Any = client
+    lines = b"".join(b"PUB %s  0\r\n\r\n" % s.encode() for s in targets)
     try:
-        await raw._send_command(b"".join(b"PUB %s  0\r\n\r\n" % s.encode() for s in targets))
-        await _kick(raw, 0, len(targets))
+        await nats_internals.queue(client, lines, messages=len(targets), size=0)
     except Exception as exc:
         log.warning("could not ack %d message(s): %s", len(targets), exc)

@@ -11,6 +11,8 @@ restarted, the connection moved), the requests are presumed lost and re-issued.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -20,7 +22,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from vf_runtime.broker.direct import drain_direct, subscribe_direct
+from vf_runtime.broker import nats_internals
 
 log = logging.getLogger("vf.worker")
 EXPIRES = 5.0
@@ -56,7 +58,7 @@ class PullFeed:
         self.body = ""
 
     async def start(self) -> None:
-        self.sub = await subscribe_direct(self.client, self.inbox, self._on_message)
+        self.sub = await self.client.subscribe(self.inbox, cb=self._on_message)
         expires = int(EXPIRES * 1e9)
         self.body = json.dumps({"expires": expires, "idle_heartbeat": int(HEARTBEAT * 1e9)})[1:]
 
@@ -89,9 +91,9 @@ class PullFeed:
         counts as delivered reaches ``deliver``, so its owner can hand it back."""
         if self.sub is not None:
             sub, self.sub = self.sub, None
-            await drain_direct(self.client, sub, timeout=DRAIN_TIMEOUT)
+            await drain_quietly(self.client, sub, timeout=DRAIN_TIMEOUT)
 
-    def _on_message(self, msg: Msg) -> None:
+    async def _on_message(self, msg: Msg) -> None:
         self.heard = time.monotonic()
         headers = msg.headers
         status = headers.get(_STATUS) if headers else None
@@ -113,3 +115,34 @@ class PullFeed:
             log.info(
                 "pull request on %s ended: %s %s", self.durable, status, headers.get(_DESCRIPTION)
             )
+
+
+async def drain_quietly(client: Client, sub: Subscription, *, timeout: float) -> None:
+    """End ``sub`` once the broker has gone quiet on it, its callback given every message
+    that was already on its way (DELIV-10).
+
+    A plain unsubscribe drops those: for a JetStream pull inbox, messages the broker
+    counts as delivered and that stay leased until their ack wait. The broker hands a
+    pull consumer's messages to the connection from another goroutine than the one that
+    answers a ping, so one round trip (all ``Subscription.drain`` waits for) is no proof
+    that none is left: the broker is told to stop first, and the subscription drains after
+    a round trip in which the client received nothing. Past ``timeout`` (the broker is
+    away, or never quiet), or where nats-py lacks the call that stops the broker without
+    ending the subscription, it drains at once.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        if nats_internals.AVAILABLE:
+            await nats_internals.stop_interest(client, sub)
+            while True:
+                seen = client.stats["in_msgs"]
+                await asyncio.wait_for(client.flush(), max(deadline - loop.time(), 0.001))
+                if client.stats["in_msgs"] == seen:
+                    break
+        ending = sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
+        await asyncio.wait_for(ending, max(deadline - loop.time(), 0.001))
+    except Exception as exc:  # closed, reconnecting or unanswered: nothing more will come
+        log.debug("ending a subscription before the broker went quiet: %s", exc)
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
