@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPILER = ROOT / "compiler" / "vf"
 RUNTIME = ROOT / "runtime" / "vf_runtime"
 # What stays at the top of vf: entry points, the facade, and what every stage shares.
-TOP_LEVEL = {"__init__", "__main__", "cli", "codes", "errors", "names", "pipeline", "resources"}
+TOP_LEVEL = {
+    "__init__", "__main__", "cli", "codes", "collector", "errors", "names", "pipeline", "resources"
+}  # fmt: skip
 STAGES = ("frontend", "config", "plan", "verify", "render", "emit", "textio", "tree", "commands")
 RUNTIME_PACKAGES = ("worker", "broker", "store", "wire", "local")
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from vf import __version__
+from vf.collector import collector_paused
 from vf.commands.cli_machine import register as register_machine_commands
 from vf.commands.cli_project import register as register_project_commands
 from vf.commands.exits import run_body
@@ -61,15 +62,8 @@ def _graph_options(func: F) -> F:
 def _request(
     graph: str, config: str | None, envs: tuple[str, ...], profiles: tuple[str, ...]
 ) -> CompileRequest:
-    # The compiler's modules import with the cycle collector paused: importing them builds
-    # thousands of long-lived objects and no garbage, so a collection meanwhile is wasted.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():  # importing the compiler makes no garbage (vf.collector)
         from vf.pipeline import CompileRequest
-    finally:
-        if collecting:
-            gc.enable()
     return CompileRequest(graph=graph, config=config, environments=envs, required_profiles=profiles)
 
 

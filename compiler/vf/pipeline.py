@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import gc
 import itertools
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from vf import names
+from vf.collector import collector_paused
 from vf.config.targets import Targets, find_config, load_targets, select_environments
 from vf.emit.delivery import chart_info, gitops_files
 from vf.emit.helm.chart import chart_files
@@ -108,7 +107,7 @@ def compile_project(request: CompileRequest) -> CompileResult:
     def keep(path: str, text: FileText) -> None:
         tree[path] = whole(text)
 
-    with _collector_paused():
+    with collector_paused():
         graph, path = load_graph(request.graph)
         planned = _plan(request, graph, path, sink=keep)
         plans = tuple(planned.plans)  # the tree frees its own list of them
@@ -127,26 +126,13 @@ def compile_tree(
     made, so a large compile never holds its graph, plans, objects and chart at once.
     ``loaded``: the wait for ``request.graph`` from ``graph_loader``, when the caller
     started building the graph before it imported this module."""
-    with _collector_paused():
+    with collector_paused():
         graph, path = (loaded or (lambda: load_graph(request.graph)))()
         planned = _plan(request, graph, path, sink=sink)
         del graph
         environments = tuple(plan.environment for plan in planned.plans)
         _emit(request, planned, sink=sink)
     return environments
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The compile builds many small, long-lived objects and no cycles worth collecting:
-    pausing the collector saves a large share of the time at thousands of nodes."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _plan(request: CompileRequest, graph: Graph, path: Path, *, sink: Sink) -> _Planned:

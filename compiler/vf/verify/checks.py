@@ -9,10 +9,8 @@ never be silently skipped.
 
 from __future__ import annotations
 
-import gc
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -120,9 +118,8 @@ def _cut_holder(sample: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]
 
 def plan_document(plan: Plan) -> tuple[dict[str, Any], list[Problem]]:
     """The plan's JSON form and every way it breaks the plan schema."""
-    with _paused_gc():
-        document = plan_to_json(plan)
-        schema_errors = plan_schema_errors(document)
+    document = plan_to_json(plan)  # with the collector paused by the compile (vf.collector)
+    schema_errors = plan_schema_errors(document)
     problems = [
         Problem(
             code="VF_PLAN_SCHEMA",
@@ -149,23 +146,6 @@ def verify(
     if enforce_admission:
         problems.extend(admission_problems(plan.admission, environment=plan.environment))
     raise_if(problems)
-
-
-@contextmanager
-def _paused_gc() -> Iterator[None]:
-    """Pause the cyclic collector while a large, acyclic document is built and walked.
-
-    Building a plan's JSON form allocates a few containers per field of every record; with
-    the collector on, each growth step of a large heap triggers a full collection that
-    rescans every object the compile holds, which cost more than the work itself.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _object_limits(plan: Plan, objects: Sequence[dict[str, Any]]) -> list[Problem]:
