@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from tests.support import example_graph
 from vf.ir.plan import plan_to_json
 from vf.pipeline import CompileResult
-from vf.textio.jsontext import json_chunks, json_size_bound, json_text
+from vf.textio.jsontext import json_chunks, json_text
 from vf.textio.schema_check import compile_schema
 from vf.verify.checks import (
     RECORD_ARRAYS,
@@ -211,33 +211,6 @@ def test_plan_json_text_is_json_dumps_byte_for_byte(document: Any) -> None:
     assert json_text(document, ascii=True) == escaped
     assert "".join(json_chunks(document)) == expected
     assert "".join(json_chunks(document, ascii=True)) == escaped
-
-
-@settings(max_examples=500, deadline=None)
-@given(document=json_documents)
-def test_the_json_size_bound_is_never_below_the_json(document: Any) -> None:
-    bound = json_size_bound(document)
-    assert bound is not None and bound >= len(json.dumps(document, separators=(",", ":")))
-
-
-@pytest.mark.parametrize(
-    "document",
-    [
-        [None] * 100,
-        [False] * 100,
-        "\x01" * 100,  # each a six-byte escape
-        "\U0001f600" * 100,  # each twelve bytes: a surrogate pair
-        {"": [{}, []] * 50},
-        [-(2**63), 2**200, -1.2345678901234567e-300, float("inf")],
-    ],
-)
-def test_the_json_size_bound_holds_where_json_is_longest(document: Any) -> None:
-    bound = json_size_bound(document)
-    assert bound is not None and bound >= len(json.dumps(document, separators=(",", ":")))
-
-
-def test_what_marshal_cannot_write_has_no_bound() -> None:
-    assert json_size_bound({"a": object()}) is None
 
 
 def test_plan_json_text_of_real_plans(plans: list[dict[str, Any]]) -> None:

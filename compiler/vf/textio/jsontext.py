@@ -9,7 +9,6 @@ strings go through the C encoder.
 from __future__ import annotations
 
 import json
-import marshal
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -109,20 +108,3 @@ def _chunks(value: Any, newline: str, encode: Callable[[str], str], depth: int) 
         yield ("," if i else "") + inner
         yield from _chunks(item, inner, encode, depth + 1)
     yield newline + "]"
-
-
-def json_size_bound(value: Any) -> int | None:
-    """At least the length of ``json.dumps(value, separators=(",", ":"))``, found at C
-    speed without writing the JSON; None when ``value`` holds what marshal cannot write.
-
-    marshal's version 2 writes every value in full (no back-references) and in at least a
-    sixth of the bytes JSON needs for it: a string takes 5 bytes and its UTF-8 (JSON: 2
-    quotes and at most 6 bytes a UTF-8 byte, as ``\\uXXXX``), an int at least 5 (JSON: 11
-    digits up to 32 bits, fewer a byte beyond), a float 9 (at most 24 characters), ``None``
-    and a bool 1 (at most 5), a container 2 or 5 bytes besides its items (JSON: brackets,
-    and a separator or two an item).
-    """
-    try:
-        return 6 * len(marshal.dumps(value, 2))
-    except ValueError:
-        return None

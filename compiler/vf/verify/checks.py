@@ -18,7 +18,6 @@ from vf.errors import Problem, raise_if
 from vf.ir.plan import Plan, plan_to_json
 from vf.plan.admission import admission_problems
 from vf.resources import schema_path
-from vf.textio.jsontext import json_size_bound
 from vf.textio.patterns import validator as schema_validator
 from vf.textio.schema_check import Check, try_compile
 
@@ -180,13 +179,9 @@ def _object_limits(plan: Plan, objects: Sequence[dict[str, Any]]) -> list[Proble
 
 def _object_size(obj: dict[str, Any]) -> tuple[int, int]:
     """(bytes, limit): a ConfigMap's data against 1 MiB; anything else, its JSON (an upper
-    bound: escapes are never shorter than the UTF-8 they stand for) against etcd's limit.
-    An object far below the limit is not serialised at all (``json_size_bound``)."""
+    bound: escapes are never shorter than the UTF-8 they stand for) against etcd's limit."""
     if obj["kind"] == "ConfigMap":
         data = obj.get("data") or {}
         size = sum(len(k) + len(str(v).encode("utf-8", "surrogatepass")) for k, v in data.items())
         return size, CONFIGMAP_MAX_BYTES
-    bound = json_size_bound(obj)
-    if bound is not None and bound <= OBJECT_MAX_BYTES:
-        return bound, OBJECT_MAX_BYTES
     return len(json.dumps(obj, separators=(",", ":"))), OBJECT_MAX_BYTES
