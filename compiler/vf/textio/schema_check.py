@@ -204,7 +204,6 @@ class _Compiler:
         extra = None if extra_schema is False else self.compile(extra_schema)
         required = tuple(schema.get("required", ()))
         names = self.compile(schema["propertyNames"]) if "propertyNames" in schema else None
-        named: set[Any] = set()  # keys ``names`` accepted: a plan repeats a few keys
 
         def check_object(value: Any, path: Where, errors: Found) -> None:
             if not isinstance(value, dict):
@@ -213,11 +212,8 @@ class _Compiler:
                 if key not in value:
                     errors.append((path, f"{key!r} is a required property"))
             for key, item in value.items():
-                if names is not None and key not in named:
-                    before = len(errors)
+                if names is not None:
                     names(key, path, errors)
-                    if len(errors) == before and len(named) < _REMEMBERED:
-                        named.add(key)
                 check = props.get(key, extra)
                 if check is None:
                     errors.append((path, f"additional property {key!r} is not allowed"))
@@ -315,9 +311,6 @@ def _combinator(keyword: str, subs: list[_Inner]) -> _Inner:
 
 
 _TEXT_KEYWORDS = frozenset({"type", "pattern", "minLength", "maxLength"})
-# Texts and keys a checker remembers having accepted, so that the labels and names a plan
-# repeats thousands of times cost one set lookup each; the bound keeps memory flat.
-_REMEMBERED = 256
 
 
 def _text_check(schema: Mapping[str, Any]) -> _Inner:
@@ -329,23 +322,14 @@ def _text_check(schema: Mapping[str, Any]) -> _Inner:
     sized = low is not None or high is not None
     length = f"should be between {low} and {high} characters long"
 
-    accepted: set[str] = set()  # a text's verdict depends on the text alone
-
     def check(value: Any, path: Where, errors: Found) -> None:
         if not isinstance(value, str):
             errors.append((path, f"{value!r:.80} is not of type 'string'"))
             return
-        if value in accepted:
-            return
-        fine = True
         if search is not None and not search(value):
-            fine = False
             errors.append((path, f"{value!r:.80} {unmatched}"))
         if sized and not _within(len(value), low, high):
-            fine = False
             errors.append((path, f"{value!r:.80} {length}"))
-        if fine and len(accepted) < _REMEMBERED:
-            accepted.add(value)
 
     return check
 
