@@ -54,17 +54,14 @@ def tag_jobs(
         grant = gpu.grant_for(w.node) if gpu is not None else None
         tag = template_tag((w, grant, pods), generation=generation)
         base = ("vf", flow_id, run_id, w.node)
-        name, configmap = tagged_name(*base, tag=tag), tagged_name(*base, "env", tag=tag)
-        out.append(_renamed(w, name=name, env_configmap=configmap))
+        out.append(
+            replace(
+                w,
+                name=tagged_name(*base, tag=tag),
+                env_configmap=tagged_name(*base, "env", tag=tag),
+            )
+        )
     return tuple(out)
-
-
-def _renamed(w: Workload, *, name: str, env_configmap: str) -> Workload:
-    """``replace(w, name=…, env_configmap=…)`` without running ``__init__`` again (a
-    Workload has no ``__post_init__``): a sixth of the cost, once per Job of a flow."""
-    new = object.__new__(Workload)
-    new.__dict__.update(w.__dict__, name=name, env_configmap=env_configmap)
-    return new
 
 
 def tag_provision(
