@@ -4,6 +4,7 @@ general code they stand in for."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
@@ -13,8 +14,16 @@ from nats.aio.msg import Msg
 
 from vf_runtime.broker.jsacks import AckInbox
 from vf_runtime.broker.protocol import hpub, publish_empty
-from vf_runtime.wire import DATA, Envelope, decode_envelope, encode_envelope, encode_payload
-from vf_runtime.wire.codec import data_envelope
+from vf_runtime.wire import (
+    ABORT,
+    DATA,
+    Envelope,
+    ErrorInfo,
+    decode_envelope,
+    encode_envelope,
+    encode_payload,
+)
+from vf_runtime.wire.codec import VERSION, _assemble, data_envelope
 from vf_runtime.worker.inputs import redelivered
 from vf_runtime.worker.nodethread import NodeThread
 from vf_runtime.worker.window import Window
@@ -132,6 +141,26 @@ def test_data_envelopes_equal_the_dataclass_built_ones() -> None:
     fast = data_envelope(**fields)
     assert fast == Envelope(type=DATA, **fields)
     assert decode_envelope(encode_envelope(fast)) == fast
+
+
+def test_assembled_envelopes_are_the_constructor_s_field_for_field() -> None:
+    """``_assemble`` fills an instance without ``__init__``: it must hold exactly the
+    fields the constructor sets, stay frozen, and compare and hash alike; so must what
+    the decoder (its other caller) builds."""
+    error = ErrorInfo(code="C", message="m", remedy="r", disposition="poison", node="n")
+    values: dict[str, Any] = {
+        "type": ABORT, "producer": "p", "flow_id": "f", "run_id": "r", "trace_id": "t",
+        "seq": 9, "event_ts": 2.5, "span_id": "s", "parent_span_id": "q", "replica_id": 1,
+        "metadata": {"k": 1}, "payload_type": "", "payload": b"", "error": error,
+        "version": VERSION,
+    }  # fmt: skip
+    assert set(values) == {f.name for f in dataclasses.fields(Envelope)}
+    built, fast = Envelope(**values), _assemble(**values)
+    assert vars(fast) == vars(built) and fast == built
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.seq = 10  # type: ignore[misc]
+    decoded = decode_envelope(encode_envelope(built))
+    assert vars(decoded) == vars(built)
 
 
 def test_node_thread_hands_back_each_result_as_its_call_returns() -> None:
