@@ -1,10 +1,12 @@
-# vf's two entry points: `make demo` (set up, then compile an example) and `make test`.
+# vf's entry points: `make demo` (set up, then compile an example), `make test` (the full
+# gate, what CI runs) and `make test-fast` (the inner loop: the tests marked neither slow,
+# container nor install; see README's "Tests").
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test check bench clean
+.PHONY: setup demo test test-fast check bench clean
 
 setup: $(STAMP)
 
@@ -21,6 +23,11 @@ demo: setup
 
 test: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/check
+
+FAST := not slow and not container and not install
+
+test-fast: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -m "$(FAST)" --durations=10
 
 bench: setup
 	$(BIN)/python bench/compile.py $(if $(wildcard /dev/shm),--tmp /dev/shm)

@@ -20,6 +20,8 @@ from tests.support import REPO, kustomize_build
 from vf.pipeline import CompileResult
 from vf.tree.write import write_tree
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 CHECKOV = REPO / ".tools" / "checkov" / "bin" / "checkov"
 CONFIG = REPO / "tests" / "checkov.yaml"
 SECURITY_DOC = REPO / "docs" / "security.md"

@@ -236,12 +236,14 @@ def test_the_base_document_compiles(project: Path) -> None:
     assert not isinstance(outcome, VfError), outcome.render()
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document=mutated_documents())
 def test_any_target_compiles_or_fails_by_name(project: Path, document: Any) -> None:
     check(compile_config(project, json.dumps(document)))
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=st.one_of(
@@ -321,6 +323,7 @@ def _string_places(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, .
 TRAILERS = ["\n", "\r\n", "\n\n", " \n", "\r", "\t"]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     place=st.sampled_from(_string_places(BASE)),
@@ -379,6 +382,7 @@ def disguised(draw: st.DrawFn, key: str) -> str:
     return "".join(chars)
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     key=st.sampled_from(CREDENTIAL_KEYS).flatmap(disguised),
@@ -451,6 +455,7 @@ def alias_bomb(*, depth: int, fan: int, merge: bool, indent: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     depth=st.integers(6, 10),
@@ -510,6 +515,7 @@ RESERVED = ["/", "//", "/tmp", "/tmp/", "//tmp", "/tmp/.", "/x/../tmp", "/etc/vf
 BAD_CLAIMS = ["..", ".", "-a", "a-", "Data", "a..b", "a_b", "a" * 254]
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     mount=st.one_of(

@@ -29,6 +29,8 @@ from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.tree.write import MANIFEST
 from vf.verify.checks import CONFIGMAP_MAX_BYTES
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 NODES_MODULE = '''"""Node classes and the interpreter of the fuzz tests' graph specs."""
 
 import math

@@ -254,6 +254,7 @@ damage = st.tuples(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edits=st.lists(damage, min_size=1, max_size=3))
 def test_damaged_modules_compile_or_fail_by_name(
@@ -329,6 +330,7 @@ def run_vf(tmp_path: Path, *args: str, timeout: float = 60) -> subprocess.Comple
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(HOSTILE_LOADS))
 @pytest.mark.parametrize("command", ["compile", "validate", "plan"])
 def test_a_graph_that_attacks_the_load_is_bounded_and_named(

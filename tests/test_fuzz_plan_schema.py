@@ -124,6 +124,7 @@ def test_real_plans_are_valid_both_ways(plans: list[dict[str, Any]]) -> None:
         assert _full_verdict(document)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_split_check_agrees_with_jsonschema(

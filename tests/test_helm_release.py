@@ -15,6 +15,8 @@ from tests.helm_release import SECRET_LIMIT, release_secret_bytes, write_layered
 from vf.pipeline import CompileRequest, compile_project
 from vf.tree.write import write_tree
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 SMALL, LARGE, TARGET = 100, 400, 5000
 
 

@@ -17,6 +17,8 @@ from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.plan.config_hash import config_hash
 from vf.tree.write import write_tree
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 Obj = dict[str, Any]
 JOIN = (
     NODES

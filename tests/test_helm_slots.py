@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
@@ -16,6 +17,8 @@ from ruamel.yaml import YAML
 from vf.emit.helm.chart import ChartInfo, emit_helm, may_contain
 from vf.emit.helm.slots import POD_SPEC, find_slots, knob_key, may_hold_knob
 from vf.pipeline import CompileResult
+
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
 
 Obj = dict[str, Any]
 ENVS = ("blue", "green")

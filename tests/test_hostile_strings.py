@@ -28,6 +28,8 @@ from vf.frontend.lower import BASE_KEYWORDS
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.tree.write import write_tree
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 GRAPH = '''"""One node of each kind, configured by the pickled spec next to this file."""
 
 import pickle

@@ -7,6 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.support import example_graph
 from vf.commands.diff.command import diff_project
 from vf.commands.diff.plan import BREAKING
@@ -39,6 +41,7 @@ def _diff_after(
     return found
 
 
+@pytest.mark.slow
 def test_a_changed_gpu_claim_is_a_new_claim_template_not_a_refused_edit(tmp_path: Path) -> None:
     project = _project(tmp_path, "video_analytics")
     edit = (project / "graph.py", "gpu_memory_gib=9", "gpu_memory_gib=12")
@@ -71,6 +74,7 @@ def test_a_claims_storage_class_and_shrink_are_named_with_what_to_do(tmp_path: P
     assert not broker  # only the store's claim changed
 
 
+@pytest.mark.slow
 def test_a_growing_claim_is_a_warning_about_volume_expansion(tmp_path: Path) -> None:
     project = _project(tmp_path, "batch_pipeline")
     config = project / "vf.yaml"

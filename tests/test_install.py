@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 from vf.commands.runtree.worker_env import STAMP_NAME, WorkerEnv, ensure_worker_env
 from vf.commands.scaffold import init_project
 
-pytestmark = pytest.mark.install
+pytestmark = [pytest.mark.install, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -58,6 +58,7 @@ def test_the_block_would_catch_a_compiler_import() -> None:
     assert done.returncode != 0
 
 
+@pytest.mark.slow
 def test_compile_loads_no_broker_client(tmp_path: Path) -> None:
     """The operator commands' nats-py and redis (about 0.2 s) load only when one runs, and
     Jinja2 only for ``vf init``: the compile renders its text templates itself (ADR 0134)."""
@@ -82,6 +83,7 @@ def test_compile_loads_no_broker_client(tmp_path: Path) -> None:
     assert (tmp_path / "deploy" / "plan" / "dev.json").is_file()
 
 
+@pytest.mark.slow
 def test_operator_commands_still_load_on_use() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "vf", "dlq", "--help"], capture_output=True, text=True, check=False
@@ -90,6 +92,7 @@ def test_operator_commands_still_load_on_use() -> None:
     assert "dead letters" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_worker_imports_numpy_only_for_a_tensor() -> None:
     """numpy costs a worker about 10 MiB; one that never decodes a tensor never loads it."""
     script = textwrap.dedent(

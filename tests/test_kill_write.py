@@ -19,6 +19,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 KILLS = 12
 NODES = 300  # about 600 files per tree: the write lasts long enough to be hit
 GRAPH = f'''"""A chain-and-fan graph big enough that writing its tree takes a while."""

@@ -14,6 +14,8 @@ from vf.emit.ordering import without_tool_annotations
 from vf.pipeline import CompileResult
 from vf.tree.write import write_tree
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 K8S_VERSIONS = ("1.31", "1.32", "1.33", "1.34", "1.35")
 DRA_V1 = "1.34"
 CUSTOM_GROUPS = ("keda.sh/",)

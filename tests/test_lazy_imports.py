@@ -74,6 +74,7 @@ def _compiled(write_graph: Callable[..., Path], device: str, config: str) -> tup
     return graph, out
 
 
+@pytest.mark.slow
 def test_a_cpu_flow_without_gitops_loads_neither_stage(write_graph: Callable[..., Path]) -> None:
     graph, out = _compiled(write_graph, "nb_tasks=1", CONFIG)
     code, modules = _loaded(graph, out)
@@ -81,6 +82,7 @@ def test_a_cpu_flow_without_gitops_loads_neither_stage(write_graph: Callable[...
     assert modules.isdisjoint(ON_DEMAND), sorted(modules.intersection(ON_DEMAND))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("device", "config", "stage"),
     [

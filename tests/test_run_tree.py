@@ -19,6 +19,8 @@ import pytest
 from tests.support import require
 from vf_runtime.local.infra import start_nats
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 VF = [sys.executable, "-m", "vf"]

@@ -25,6 +25,8 @@ from vf.commands.runtree.command import RunTreeRequest, prepare, workloads_done
 from vf.commands.runtree.controllers import JobController
 from vf.commands.runtree.sync import sync
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 REPO = Path(__file__).resolve().parent.parent
 FLOWS = Path(__file__).resolve().parent / "runtree_flows"
 NAMESPACE = "lifecycle"

@@ -29,6 +29,8 @@ from vf_runtime.broker.topology import BATCH_MAX_MSGS
 from vf_runtime.local.infra import LocalServer, free_port, start_nats, start_redis
 from vf_runtime.worker.replica import run_worker
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 SUMMARY = re.compile(r"\[(\w+/r\d+)\] .*summary: (.*)$", re.MULTILINE)
 
 

@@ -28,6 +28,8 @@ from vf_runtime.broker.naming import RunNames
 from vf_runtime.local.infra import LocalServer
 from vf_runtime.wire import decode_envelope, decode_payload
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 
 def _lines(path: Path) -> list[dict[str, Any]]:
     if not path.exists():

@@ -18,7 +18,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.runtime.support import FLOWS
+
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
 
 HOOK = """
 import os, sys, threading

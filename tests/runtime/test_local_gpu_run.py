@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests import gpu_fakes
 from tests.runtime.support import run_flow
 from vf_runtime.local.infra import LocalServer
+
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
 
 TWO_CARDS = gpu_fakes.host([gpu_fakes.card_row(0), gpu_fakes.card_row(1)])
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.runtime.support import run_flow
 from vf_runtime.local.infra import LocalServer
+
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
 
 
 def test_native_component_runs_its_local_command_and_delivers_everything(

@@ -92,6 +92,7 @@ def _flow(nats_server: LocalServer, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     return with_js(nats_server.url, body)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("available", [True, False], ids=["internals", "public-path"])
 def test_a_flow_runs_the_same_through_the_internals_and_the_public_path(
     nats_server: LocalServer,

@@ -17,6 +17,8 @@ from tests.runtime.support import finish_flow, run_flow, start_flow, wait_until
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.wire import BLOB_REF, DATA, Envelope, encode_envelope
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:

@@ -33,6 +33,8 @@ from vf_runtime.broker.topology import NodeTopology
 from vf_runtime.local.infra import LocalServer, free_port
 from vf_runtime.worker.slots import SlotLease
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 SRC = NodeTopology(
     name="src", parents=(), replicas=1, partitioned=False, has_children=True, max_deliver=1
 )

@@ -21,6 +21,8 @@ import pytest
 
 from tests.runtime.support import FLOWS, wait_until
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP, "SIGINT": signal.SIGINT}
 SIGNALS["SIGKILL"] = signal.SIGKILL
 POINTS = ("early", "run-dir", "broker-up", "flowing")

@@ -6,8 +6,12 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.runtime.support import FLOWS, run_flow
 from vf_runtime.local.infra import LocalServer
+
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
 
 
 def test_run_local_starts_without_any_image(

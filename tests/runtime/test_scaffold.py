@@ -7,9 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.runtime.support import RUN_TIMEOUT
 from vf.commands.scaffold import init_project
 from vf_runtime.local.infra import LocalServer
+
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
 
 
 def test_scaffold_runs_locally(

@@ -240,6 +240,7 @@ async def _has_consumers(js: JetStreamContext, stream: str) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_workers_need_no_provisioning_and_a_batch_producer_waits_for_readers(
     nats_server: LocalServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -355,6 +356,7 @@ def test_supervisor_reports_success_with_prefixed_logs() -> None:
     assert "[ok/r0] hello" in out.getvalue()
 
 
+@pytest.mark.slow
 def test_supervisor_stops_a_flow_that_makes_no_progress() -> None:
     out = io.StringIO()
     options = SuperviseOptions(
@@ -365,6 +367,7 @@ def test_supervisor_stops_a_flow_that_makes_no_progress() -> None:
     assert "no progress for 1s" in out.getvalue()
 
 
+@pytest.mark.slow
 def test_a_stop_asked_for_ends_the_run_even_when_its_interrupt_was_swallowed() -> None:
     """A signal's KeyboardInterrupt raised inside a weakref callback is only printed by
     Python; the stop it asked for is remembered, and the supervisor still stops the run."""

@@ -13,9 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.runtime.support import FLOWS
 from vf.pipeline import CompileRequest, compile_project
 from vf_runtime.local.infra import LocalServer
+
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
 
 WORKER = (sys.executable, "-m", "vf_runtime.worker.replica")
 

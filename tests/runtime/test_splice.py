@@ -57,6 +57,7 @@ def _both(obj: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[tuple[str, bytes],
     return spliced, plain
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(obj=values | frames)
 def test_a_spliced_payload_is_what_protobuf_writes(obj: Any) -> None:

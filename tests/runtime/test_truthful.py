@@ -21,6 +21,8 @@ from vf_runtime.broker.naming import RunNames
 from vf_runtime.local.infra import LocalServer
 from vf_runtime.wire import DATA, Envelope, encode_envelope, encode_payload
 
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
 COUNT = 16
 
 
