@@ -159,7 +159,10 @@ def main() -> None:
                 "max": round(max(ready), 3),
                 "pods": len(ready),
             },
-            "first_sync_s": {"median": round(statistics.median(syncs), 2), "all": syncs},
+            "first_sync_s": {
+                "median": round(statistics.median(syncs), 2),
+                "all": [round(s, 2) for s in syncs],
+            },
         }
         if "--suite" in sys.argv:
             report[kind]["lifecycle_suite_s"] = round(suite(kind), 1)

@@ -31,7 +31,6 @@ from vf_runtime.labels import RUN_TREE_LABEL
 REPO = Path(__file__).resolve().parent.parent
 APP = Path(__file__).resolve().parent / "runtree_podman"
 FLOW_IMAGES = ("registry.example.com/vf/tree-tests:1", "registry.example.com/vf/tree-tests:2")
-APP_IMAGE = "registry.example.com/vf/podman-tests:1"
 VF = [sys.executable, "-m", "vf"]
 
 container = [pytest.mark.container, pytest.mark.slow]
@@ -46,13 +45,18 @@ def _podman() -> PodmanRuntime:
     return PodmanRuntime(podman)
 
 
+_BUILT: set[str] = set()
+
+
 def _images(runtime: PodmanRuntime, app: Path, tags: tuple[str, ...]) -> None:
-    """Build the images the trees name from their project folder, once per machine."""
+    """Build the images the trees name from their project folder, once per test session
+    (the tests that use a Cluster directly do not go through vf run-tree's own build)."""
     from vf.commands.containers.build import ensure_pipeline_image
 
     for tag in tags:
-        if not runtime.podman.image_exists(tag):
+        if tag not in _BUILT:
             ensure_pipeline_image(runtime.podman, tag=tag, app_dir=app, log=print)
+            _BUILT.add(tag)
 
 
 def _listed(run_id: str) -> list[str]:
@@ -133,8 +137,7 @@ def _tree(graph: str, out: Path, *config: str) -> Path:
 
 
 def _run(tree: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    runtime = _podman()
-    _images(runtime, APP, (APP_IMAGE,))
+    _podman()
     done = _vf(
         "run-tree",
         str(tree),
@@ -208,8 +211,7 @@ def test_a_package_the_image_lacks_fails_with_the_workers_own_message(tmp_path: 
 def test_a_stopped_or_killed_run_leaves_no_container(tmp_path: Path, sig: signal.Signals) -> None:
     """SIGTERM: vf stops every pod and removes its containers. SIGKILL: the run's guardian
     ends the ``podman run`` processes and removes the containers. podman's listing says."""
-    runtime = _podman()
-    _images(runtime, lifecycle.FLOWS, FLOW_IMAGES[:1])
+    _podman()
     tree = lifecycle.compile_tree(
         "live.py",
         tmp_path / "tree",
@@ -240,12 +242,15 @@ def test_a_stopped_or_killed_run_leaves_no_container(tmp_path: Path, sig: signal
     assert _listed(run_id) == []
 
 
-@pytest.mark.slow
-def test_a_relative_run_dir_is_the_folder_under_the_current_directory(tmp_path: Path) -> None:
-    """nats-server reads its config file from the run directory: a relative --run-dir is
-    resolved before anything is written there, under either runtime."""
+@pytest.mark.container
+def test_no_build_and_no_image_is_refused_by_name_with_the_build_to_run(tmp_path: Path) -> None:
+    _podman()
+    absent = "absent-" + os.urandom(4).hex()
     tree = lifecycle.compile_tree(
-        "batch.py", tmp_path / "tree", out="/results/sink.jsonl", count="5", tag="a"
+        "batch.py",
+        tmp_path / "tree",
+        config=lifecycle.config(tmp_path, image=absent),
+        out="/results/sink.jsonl",
     )
     done = _vf(
         "run-tree",
@@ -255,22 +260,14 @@ def test_a_relative_run_dir_is_the_folder_under_the_current_directory(tmp_path: 
         "--app",
         str(lifecycle.FLOWS),
         "--runtime",
-        "process",
-        "--run-dir",
-        "rd",
-        "--timeout",
-        "90",
-        cwd=tmp_path,
+        "podman",
+        "--no-build",
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert (
-        len(
-            (tmp_path / "rd" / "claims" / "lifecycle" / "results" / "sink.jsonl")
-            .read_text()
-            .splitlines()
-        )
-        == 5
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"error[VF_RUN_TREE_NO_IMAGE] image 'registry.example.com/vf/tree-tests:{absent}'" in (
+        done.stderr
     )
+    assert f"podman build -t registry.example.com/vf/tree-tests:{absent}" in done.stderr
 
 
 def test_paths_the_api_server_refuses_are_refused_by_name() -> None:

@@ -149,7 +149,8 @@ def run_local_command(
 @click.option(
     "--no-build",
     is_flag=True,
-    help="--runtime podman: never build the worker image; a missing one is an error.",
+    help="--runtime podman: run the worker image podman already holds instead of building "
+    "it from --app (a missing one is an error).",
 )
 def run_tree_command(
     *,

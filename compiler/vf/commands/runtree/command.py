@@ -52,7 +52,7 @@ class RunTreeRequest:
     backoff: float = 10.0
     run_dir: Path | None = None
     runtime: str = "auto"  # podman | process | auto (podman where it is installed)
-    build: bool = True  # --runtime podman: build a missing worker image from --app
+    build: bool = True  # --runtime podman: build the worker image from --app (else reuse it)
     output: TextIO = sys.stderr
 
 

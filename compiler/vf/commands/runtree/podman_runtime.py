@@ -298,22 +298,23 @@ def prepare_images(
     build: bool,
     log: Callable[[str], None],
 ) -> None:
-    """Make every worker image the plan names exist locally (built from ``app_dir`` with
-    the node modules the plan names, unless ``build`` is off: a named error then), and
-    read its configuration. An image already there is used as it is (IfNotPresent)."""
+    """Build every worker image the plan names from ``app_dir``, with the node modules the
+    plan names (podman's layer cache makes an unchanged folder a quick rebuild), so the
+    containers run the code that is there now; with ``build`` off, use the image in local
+    storage as it is, and a missing one is a named error. Then read its configuration."""
     from vf.commands.containers.build import ensure_pipeline_image
 
     for ref, role in sorted(resolver.flow_images().items()):
         if role != "worker":
             continue
         local = local_reference(ref)
-        if not runtime.podman.image_exists(local):
-            if not build:
-                raise missing_image(ref, local)
+        if build:
             modules = node_modules(resolver.ctx.plan, ref) or None
             ensure_pipeline_image(
                 runtime.podman, tag=local, app_dir=app_dir, log=log, modules=modules
             )
+        elif not runtime.podman.image_exists(local):
+            raise missing_image(ref, local)
         runtime.image(ref)
 
 
