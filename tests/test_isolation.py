@@ -60,8 +60,7 @@ def test_the_block_would_catch_a_compiler_import() -> None:
 
 @pytest.mark.slow
 def test_compile_loads_no_broker_client(tmp_path: Path) -> None:
-    """The operator commands' nats-py and redis (about 0.2 s) load only when one runs, and
-    Jinja2 only for ``vf init``: the compile renders its text templates itself (ADR 0134)."""
+    """The operator commands' nats-py and redis (about 0.2 s) load only when one runs."""
     script = textwrap.dedent(
         """
         import sys
@@ -71,7 +70,7 @@ def test_compile_loads_no_broker_client(tmp_path: Path) -> None:
             cli.main(["compile", graph, "--out", out], prog_name="vf", standalone_mode=False)
         except SystemExit:
             pass
-        heavy = {"nats", "redis", "asyncio", "jinja2"}
+        heavy = {"nats", "redis", "asyncio"}
         print(sorted({m.split(".")[0] for m in sys.modules} & heavy))
         """
     )

@@ -28,10 +28,13 @@ def schema_path(name: str) -> Path:
     return resource_dir("schemas") / name
 
 
+@cache
 def templates(folder: str, *, trim: bool = True) -> jinja2.Environment:
     """Jinja2 over ``templates/<folder>`` with ``[[ ]]``/``[% %]``/``[# #]`` delimiters (so
     Helm's and GitHub's ``{{ }}`` pass through), strict about undefined names, keeping
-    trailing newlines; ``trim`` drops the line a block tag stands on."""
+    trailing newlines (every line ending written as ``\n``, whatever the checkout has);
+    ``trim`` drops the line a block tag stands on. One environment per folder and process:
+    it compiles each template once."""
     import jinja2  # only the commands that render templates pay for it
 
     return jinja2.Environment(
@@ -44,6 +47,7 @@ def templates(folder: str, *, trim: bool = True) -> jinja2.Environment:
         comment_end_string="#]",
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
+        newline_sequence="\n",
         trim_blocks=trim,
         lstrip_blocks=trim,
         autoescape=False,

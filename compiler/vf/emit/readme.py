@@ -10,7 +10,7 @@ from vf.emit.manifests import MANIFESTS_DIR, MANIFESTS_OVER, source_path
 from vf.ir.delivery import GitOps
 from vf.render.diagram import Diagram, EnvView, diagram_of
 from vf.render.diagram_syntax import mermaid
-from vf.textio.texttemplate import shipped
+from vf.resources import templates
 
 README = "README.md"
 # GitHub's Mermaid refuses larger diagrams (its maxTextSize and maxEdges defaults).
@@ -121,4 +121,4 @@ def tree_readme(
             for v in views
         ],
     }
-    return shipped("tree", "README.md").render(context)
+    return templates("tree").get_template("README.md.j2").render(context)

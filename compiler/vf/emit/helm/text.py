@@ -16,8 +16,8 @@ from typing import Any
 
 from vf.emit.helm.slots import PARENT_REPLICAS_KEY, Slot, ValueKey
 from vf.plan.config_hash import IN_PLACE
+from vf.resources import templates
 from vf.textio import yamlout
-from vf.textio.texttemplate import shipped
 
 Obj = dict[str, Any]
 RELEASE_NAMESPACE: ValueKey = ("$release-namespace",)
@@ -202,4 +202,6 @@ def _slot_lines(prefix: str, *, slot: Slot) -> list[str]:
 def render_text(name: str, *, context: Mapping[str, Any]) -> str:
     """One shipped text template (``templates/helm/<name>.j2``) rendered with ``context``;
     ``|go`` escapes user text for Go templates, so Helm's ``{{ }}`` passes through."""
-    return shipped("helm", name).render(context, filters={"go": escape_go})
+    environment = templates("helm")
+    environment.filters["go"] = escape_go
+    return environment.get_template(f"{name}.j2").render(context)
