@@ -307,9 +307,7 @@ def test_namespaces_are_kept_or_refused(project: Path, namespace: str) -> None:
         assert not is_dns_label(namespace)
         return
     assert is_dns_label(namespace), f"{namespace!r} was accepted"
-    namespaced = [
-        o for o in objects(outcome) if o["kind"] not in ("Namespace", "Kustomization")
-    ]
+    namespaced = [o for o in objects(outcome) if o["kind"] not in ("Namespace", "Kustomization")]
     assert namespaced
     assert {o["metadata"].get("namespace") for o in namespaced} == {namespace}
 
