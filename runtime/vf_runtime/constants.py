@@ -16,3 +16,6 @@ DEVICE_TYPES: Final = (CPU, GPU)
 
 ENVELOPE_VERSION: Final = 4
 HEALTH_PORT: Final = 8080
+# Seconds the broker waits for an ack before it redelivers: a consumer's ack_wait when
+# provisioned, and a worker's VF_ACK_WAIT_SECONDS when that is unset.
+DEFAULT_ACK_WAIT: Final = 60.0

@@ -53,8 +53,7 @@ from vf_runtime.broker.topology import (
     readers_of,
     stream_config,
 )
-from vf_runtime.constants import BATCH, FLOW_TYPES
-from vf_runtime.worker.config import DEFAULT_ACK_WAIT
+from vf_runtime.constants import BATCH, DEFAULT_ACK_WAIT, FLOW_TYPES
 
 EXIT_OK, EXIT_CONFIG, EXIT_BROKER = 0, 2, 3
 

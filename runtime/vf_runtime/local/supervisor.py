@@ -24,9 +24,9 @@ from typing import TextIO
 
 from vf_runtime.local.infra import free_port
 from vf_runtime.local.zygote import ForkedWorker, Zygote
+from vf_runtime.worker.exits import EXIT_STOPPED  # a BATCH worker stopped before its work was done
 
 STOP_REPEAT = 2.0
-EXIT_STOPPED = 4  # a BATCH worker stopped before its work was done (vf_runtime.worker.replica)
 _NOT_LOST = (0, EXIT_STOPPED, None)
 PROGRESS_EVERY = 5.0
 _COUNTER = re.compile(r'^vf_messages_(\w+)_total\{node="((?:[^"\\]|\\.)*)"\} (\d+)$', re.MULTILINE)

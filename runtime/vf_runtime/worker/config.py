@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from vf_runtime.broker.naming import RunNames, valid_generation
-from vf_runtime.constants import BATCH, ENVELOPE_VERSION, FLOW_TYPES
+from vf_runtime.constants import BATCH, DEFAULT_ACK_WAIT, ENVELOPE_VERSION, FLOW_TYPES
 from vf_runtime.errors import AuthoringError
 from vf_runtime.policies import DeliveryPolicy, JoinPolicy
 
 KINDS = ("producer", "processor", "consumer")
-DEFAULT_ACK_WAIT = 60.0
 DEFAULT_INLINE_LIMIT = 512 * 1024
 BLOB_TTL: dict[str, int] = {BATCH: 86400, "realtime": 3600}
 _ORDINAL = re.compile(r"-(\d+)$")

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 
 from vf_runtime.broker.naming import token
-from vf_runtime.worker.replica import EXIT_CONFIG
+from vf_runtime.worker.exits import EXIT_CONFIG
 
 
 def _profile_folder(directory: str) -> str | None:

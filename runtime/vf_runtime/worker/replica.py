@@ -38,6 +38,7 @@ from vf_runtime.store.blobstore import AppliedLog, BlobStore
 from vf_runtime.worker.build import build_node
 from vf_runtime.worker.config import ConfigError, WorkerConfig, load_worker_config
 from vf_runtime.worker.eos import EndOfStream, EosMismatch, record_loss
+from vf_runtime.worker.exits import EXIT_BROKER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EXIT_STOPPED
 from vf_runtime.worker.health import HealthServer, Metrics
 from vf_runtime.worker.inputs import Inputs
 from vf_runtime.worker.nodethread import NodeThread
@@ -49,7 +50,6 @@ from vf_runtime.worker.slots import SlotLease
 
 log = logging.getLogger("vf.worker")
 STOP_GRACE = 20.0  # below Kubernetes' default terminationGracePeriodSeconds (30)
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_BROKER, EXIT_STOPPED = 0, 1, 2, 3, 4
 
 
 class GenerationFinished(Exception):

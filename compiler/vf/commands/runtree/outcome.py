@@ -18,7 +18,7 @@ from vf_runtime.broker.naming import RunNames
 from vf_runtime.labels import NODE_LABEL
 from vf_runtime.local.deadletters import DeadLetterReport
 from vf_runtime.local.outcome import report_dead_letters
-from vf_runtime.local.supervisor import EXIT_STOPPED as WORKER_STOPPED
+from vf_runtime.worker.exits import EXIT_STOPPED as WORKER_STOPPED
 
 if TYPE_CHECKING:
     from vf.commands.runtree.cluster import Cluster

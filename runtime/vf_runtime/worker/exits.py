@@ -1,0 +1,4 @@
+"""A worker's exit codes (PROTOCOL.md LIFE-5), read by whatever supervises it: Kubernetes,
+``vf run-local`` and ``vf run-tree``."""
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_BROKER, EXIT_STOPPED = 0, 1, 2, 3, 4
