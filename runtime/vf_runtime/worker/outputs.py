@@ -61,6 +61,9 @@ TRANSIENT = (
 PUBLISH_TIMEOUT = 10.0
 LIFE_HEADER, GENERATION_HEADER, EXACT_HEADER = "VF-Life", "VF-Generation", "VF-Count-Exact"
 REALTIME_TIMEOUT = 2.0
+# How long a stopping replica tries its end-of-stream marker: its broker may be gone for good
+# (the whole tree deleted at once), and the pod's grace is 30 s.
+STOP_MARKER_PATIENCE = 5.0
 SAMPLE_WINDOW = 60.0
 
 
@@ -252,13 +255,28 @@ class Publisher:
             self._envelope(stamp=stamp, payload=("", b"")), type=kind, error=error
         )
         subject = self.names.eos_subject(self.config.node_name, replica=self.config.replica_id)
-        await self._send(
-            encode_envelope(envelope),
-            subject=subject,
-            msg_id=envelope.message_id,
-            always=True,
-            extra={EXACT_HEADER: "1" if self.exact else "0"},
-        )
+        stopping = self.stopping()
+        deadline = time.monotonic() + STOP_MARKER_PATIENCE if stopping else None
+        try:
+            await self._send(
+                encode_envelope(envelope),
+                subject=subject,
+                msg_id=envelope.message_id,
+                always=True,
+                extra={EXACT_HEADER: "1" if self.exact else "0"},
+                deadline=deadline,
+            )
+        except TRANSIENT as exc:
+            if not stopping or (isinstance(exc, APIError) and not _retryable(exc)):
+                raise
+            log.warning(
+                "end-of-stream marker of '%s' replica %d not published: the broker did not "
+                "take it within %gs of the stop (%s); its readers do not see this replica end",
+                self.config.node_name,
+                self.config.replica_id,
+                STOP_MARKER_PATIENCE,
+                exc,
+            )
 
     async def _send(
         self,
@@ -268,14 +286,21 @@ class Publisher:
         msg_id: str,
         always: bool = False,
         extra: Mapping[str, str] | None = None,
+        deadline: float | None = None,
     ) -> bool:
-        """Publish with the flow type's patience; True unless the stream saw it already."""
+        """Publish with the flow type's patience; True unless the stream saw it already.
+
+        ``deadline`` (a ``time.monotonic()`` instant) ends the patience: the last failure
+        is raised once no attempt fits before it.
+        """
         headers = {"Nats-Msg-Id": msg_id, "VF-Env": "4", **self.stamp, **(extra or {})}
         patient = self.config.flow_type == BATCH or always
         attempt = 0
         while True:
             try:
                 timeout = PUBLISH_TIMEOUT if patient else REALTIME_TIMEOUT
+                if deadline is not None:
+                    timeout = max(min(timeout, deadline - time.monotonic()), 0.1)
                 ack = await self.js.publish(subject, raw, timeout=timeout, headers=headers)
                 if self.held_back:
                     log.warning("publishing to %s resumed", subject)
@@ -289,8 +314,11 @@ class Publisher:
                     raise
                 if self.stopping() and not always:
                     raise
+                pause = BACKOFF[min(attempt, len(BACKOFF) - 1)]
+                if deadline is not None and time.monotonic() + pause >= deadline:
+                    raise
                 self._held_back(exc)
-                await asyncio.sleep(BACKOFF[min(attempt, len(BACKOFF) - 1)])
+                await asyncio.sleep(pause)
                 attempt += 1
 
 

@@ -91,9 +91,11 @@ class Worker:
         finally:
             if client is not None:
                 # flush (acks are fire-and-forget publishes), then close; draining would
-                # wait on fetch inboxes that nobody reads any more
-                with contextlib.suppress(Exception):
-                    await client.flush(timeout=2)
+                # wait on fetch inboxes that nobody reads any more. Without a connection
+                # there is nothing to flush to: a broker gone for good would cost the wait.
+                if client.is_connected:
+                    with contextlib.suppress(Exception):
+                        await client.flush(timeout=2)
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(client.close(), timeout=5)
             if self.blobs is not None:
