@@ -34,8 +34,9 @@ sys.path.insert(0, str(REPO))
 
 from tests import test_run_tree_lifecycle as lifecycle  # noqa: E402
 
-from vf.commands.runtree.cluster import Cluster, ClusterOptions  # noqa: E402
+from vf.commands.runtree.cluster import Cluster  # noqa: E402
 from vf.commands.runtree.command import workloads_done  # noqa: E402
+from vf.commands.runtree.podhost import ClusterOptions  # noqa: E402
 from vf.commands.runtree.podman_runtime import PodmanRuntime  # noqa: E402
 
 ROUNDS = 3

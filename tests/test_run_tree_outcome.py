@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import require
-from vf.commands.runtree.cluster import Cluster, ClusterOptions
+from vf.commands.runtree.cluster import Cluster
 from vf.commands.runtree.command import RunTreeRequest, prepare, workloads_done
 from vf.commands.runtree.outcome import run_names, run_status
+from vf.commands.runtree.podhost import ClusterOptions
 from vf.commands.runtree.sync import sync
 from vf_runtime.broker.client import BrokerError, announce_stop
 from vf_runtime.local.outcome import exit_code, settled

@@ -23,7 +23,8 @@ import pytest
 
 from tests import test_run_tree_lifecycle as lifecycle
 from tests.support import require
-from vf.commands.runtree.cluster import Cluster, ClusterOptions
+from vf.commands.runtree.cluster import Cluster
+from vf.commands.runtree.podhost import ClusterOptions
 from vf.commands.runtree.podman_runtime import PodmanRuntime
 from vf.commands.runtree.validation import invalid_paths
 from vf_runtime.labels import RUN_TREE_LABEL

@@ -16,40 +16,26 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vf.commands.runtree.controllers import CONTROLLERS, Controller, template_hash
 from vf.commands.runtree.images import ImageResolver, pod_template
+from vf.commands.runtree.launch import build_pod
 from vf.commands.runtree.manifests import key
 from vf.commands.runtree.network import AddressBook, ServiceProxies, dns_names, env_links
+from vf.commands.runtree.podhost import ClusterOptions, Key
 from vf.commands.runtree.pods import Pod
 from vf.commands.runtree.podspec import ContainerLaunch, Sources, decoded_secret
 from vf.commands.runtree.runtime import ContainerRuntime, ProcessRuntime
-from vf_runtime.local.guardian import Guardian
 from vf_runtime.local.infra import free_port
 
-if TYPE_CHECKING:
-    from vf.commands.runtree.podman_runtime import PodmanRuntime
-
 Obj = dict[str, Any]
-Key = tuple[str, str, str]
 SYNC_MODES = ("kubectl", "argocd", "flux", "helm")
 _ALPHABET = string.ascii_lowercase + string.digits
 
 
 def _suffix() -> str:
     return "".join(random_names.choice(_ALPHABET) for _ in range(5))
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClusterOptions:
-    run_dir: Path
-    backoff_base: float = 10.0
-    grace_cap: float | None = None
-    log: Callable[[str], None] = print
-    guardian: Guardian | None = None  # ends every container's group if vf itself is killed
-    keep_volumes: bool = False  # --run-dir: a deleted pod's emptyDirs stay for inspection
-    oci: PodmanRuntime | None = None  # --runtime podman: the worker image's containers
 
 
 @dataclass
@@ -216,7 +202,7 @@ class Cluster:
         self.options.log(f"[{time.monotonic() - self.started:6.1f}s] {text}")
 
     # --- services -----------------------------------------------------------------------
-    def _book(self, namespace: str) -> AddressBook:
+    def address_book(self, namespace: str) -> AddressBook:
         return self.books.setdefault(namespace, AddressBook())
 
     def port_for(self, namespace: str, pod: str, container_port: int) -> int:
@@ -243,7 +229,7 @@ class Cluster:
                 functools.partial(self._endpoints, meta["namespace"], selector, target)
             )
             service.proxies.append(local)
-            self._book(meta["namespace"]).add(
+            self.address_book(meta["namespace"]).add(
                 dns_names(meta["name"], meta["namespace"]), int(port["port"]), local
             )
         return service
@@ -260,7 +246,7 @@ class Cluster:
         return ports
 
     def _headless_names(self, namespace: str) -> None:
-        book = self._book(namespace)
+        book = self.address_book(namespace)
         for obj in self.objects.values():
             if obj["kind"] != "StatefulSet" or obj["metadata"]["namespace"] != namespace:
                 continue
@@ -290,7 +276,7 @@ class Cluster:
         return list(env_links(table))
 
     # --- pods ---------------------------------------------------------------------------
-    def _sources(self, namespace: str, *, links: bool) -> Sources:
+    def pod_sources(self, namespace: str, *, links: bool) -> Sources:
         config_maps = {
             k[2]: {str(a): str(b) for a, b in (o.get("data") or {}).items()}
             for k, o in self.objects.items()
@@ -312,8 +298,6 @@ class Cluster:
         )
 
     def _make_pod(self, controller: Controller, *, index: int | None) -> Pod:
-        from vf.commands.runtree.launch import build_pod
-
         return build_pod(self, controller, index=index)
 
     def pod_name(self, controller: Controller, index: int | None) -> str:

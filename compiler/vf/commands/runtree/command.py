@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from vf.commands.runtree.cluster import Cluster, ClusterOptions
+from vf.commands.runtree.cluster import Cluster
 from vf.commands.runtree.controllers import JobController
 from vf.commands.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
 from vf.commands.runtree.manifests import TreeEnvironment, render
 from vf.commands.runtree.notice import not_emulated, runtime_notice
 from vf.commands.runtree.outcome import dead_letters, node_counts, run_status, summary_lines
+from vf.commands.runtree.podhost import ClusterOptions
 from vf.commands.runtree.podman_runtime import select_runtime
 from vf.commands.runtree.podspec import decoded_secret, missing_secrets
 from vf.commands.runtree.sync import sync

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vf.commands.runtree.controllers import Controller, template_hash
 from vf.commands.runtree.images import LocalImage, pod_template
 from vf.commands.runtree.ocispec import oci_spec
+from vf.commands.runtree.podhost import PodHost
 from vf.commands.runtree.pods import DEFAULT_GRACE, Container, Pod
 from vf.commands.runtree.podspec import (
     ContainerLaunch,
@@ -23,14 +24,11 @@ from vf.commands.runtree.podspec import (
 )
 from vf_runtime.labels import NODE_LABEL
 
-if TYPE_CHECKING:
-    from vf.commands.runtree.cluster import Cluster
-
 Obj = dict[str, Any]
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
-def _identity(cluster: Cluster, controller: Controller, index: int | None) -> PodMeta:
+def _identity(cluster: PodHost, controller: Controller, index: int | None) -> PodMeta:
     template = pod_template(controller.obj) or {}
     meta = template.get("metadata") or {}
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
@@ -107,7 +105,7 @@ class _PodContext:
 
 
 def _container(
-    cluster: Cluster, container: Obj, *, node: str | None, ctx: _PodContext
+    cluster: PodHost, container: Obj, *, node: str | None, ctx: _PodContext
 ) -> tuple[ContainerLaunch, dict[str, Path]]:
     meta = ctx.meta
     resolver = cluster.resolvers[ctx.app]
@@ -124,7 +122,7 @@ def _container(
     paths = mounts if config is None else {}  # a container's mounts are real: none translated
     if image.role in ("worker", "component") and config is None:
         paths[resolver.ctx.image_app_dir] = resolver.ctx.app_dir
-    translate = Translator(paths, cluster._book(meta.namespace).rewrite)
+    translate = Translator(paths, cluster.address_book(meta.namespace).rewrite)
     # The image's own variables already hold local paths; translate only what the pod set.
     env = {k: v if image.env.get(k) == v else translate(v) for k, v in env.items()}
     command = [translate(expand(str(a), env)) for a in container.get("command") or []]
@@ -167,7 +165,7 @@ def _container(
     return launch, paths
 
 
-def build_pod(cluster: Cluster, controller: Controller, *, index: int | None) -> Pod:
+def build_pod(cluster: PodHost, controller: Controller, *, index: int | None) -> Pod:
     """A new pod of ``controller`` (its processes start on the pod's first tick)."""
     meta = _identity(cluster, controller, index)
     template = pod_template(controller.obj) or {}
@@ -180,7 +178,7 @@ def build_pod(cluster: Cluster, controller: Controller, *, index: int | None) ->
         / (f"{meta.name}.{cluster.next_incarnation()}")
     )
     links = spec.get("enableServiceLinks", True) is not False
-    sources = cluster._sources(meta.namespace, links=links)
+    sources = cluster.pod_sources(meta.namespace, links=links)
     where = f"{controller.kind.lower()}/{controller.name}"
     folders, deferred = materialize_volumes(
         spec, pod_dir=pod_dir, sources=sources, claims=_claims(controller, index)
@@ -193,7 +191,7 @@ def build_pod(cluster: Cluster, controller: Controller, *, index: int | None) ->
         launch, paths = _container(cluster, item, node=node, ctx=ctx)
         built.append((item, launch, paths))
     all_paths = {k: v for _, _, paths in built for k, v in paths.items()}
-    translate = Translator(all_paths, cluster._book(meta.namespace).rewrite)
+    translate = Translator(all_paths, cluster.address_book(meta.namespace).rewrite)
     write_config_volumes(
         deferred, folders=folders, sources=sources, translate=translate, where=where
     )
