@@ -341,7 +341,7 @@ def test_run_local_refuses_a_local_command_that_is_not_there(tmp_path: Path) -> 
 def test_local_command_placeholders_resolve_against_the_descriptor(tmp_path: Path) -> None:
     import sys
 
-    from vf.commands.run_local.components import local_command
+    from vf.frontend.component_descriptor import local_command
 
     graph = _project(tmp_path, _with(runtime={"localCommand": ["{python}", "{dir}/x.py", "a"]}))
     spec = _compile(graph).graph.node("upper").component

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -258,3 +260,21 @@ def build_spec(document: dict[str, Any], *, directory: Path) -> ComponentSpec:
         local_command=None if local is None else tuple(local),
         directory=str(directory),
     )
+
+
+def local_command(spec: ComponentSpec) -> tuple[str, ...] | None:
+    """The argv that runs ``spec`` on this machine, or None when it declares none.
+
+    ``{python}`` in ``runtime.localCommand`` is the interpreter running vf and ``{dir}`` the
+    descriptor's folder; a relative program path (``bin/tool``) is relative to that folder.
+    """
+    if spec.local_command is None:
+        return None
+    argv = [
+        arg.replace("{python}", sys.executable).replace("{dir}", spec.directory)
+        for arg in spec.local_command
+    ]
+    program = argv[0]
+    if not os.path.isabs(program) and "/" in program:
+        argv[0] = str(Path(spec.directory) / program)
+    return tuple(argv)

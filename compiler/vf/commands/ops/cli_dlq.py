@@ -12,7 +12,7 @@ from vf.commands.ops.decode import blob_ref, describe, parse
 from vf.commands.ops.dlq import DeadLetter
 from vf.commands.ops.options import broker_options, execute, flow_option, redis_option
 from vf.commands.ops.output import age, confirm_required, emit, fields_text, now, table
-from vf.commands.ops.select import Selector, selector_option
+from vf.commands.ops.select import Selector, selectors
 from vf.commands.ops.session import Broker, with_broker
 from vf.errors import EXIT_ENVIRONMENT, VfError
 
@@ -20,20 +20,6 @@ from vf.errors import EXIT_ENVIRONMENT, VfError
 @click.group("dlq")
 def dlq_group() -> None:
     """A flow's dead letters: list, show, replay, purge."""
-
-
-def selectors(func: Any) -> Any:
-    """``--run``, ``--generation``, ``--node``, ``--code``: the same on every dlq command."""
-    for name, text in reversed(
-        (
-            ("run", "Only this run id."),
-            ("generation", "Only this generation of the run."),
-            ("node", "Only this origin node."),
-            ("code", "Only this error code."),
-        )
-    ):
-        func = selector_option(name, text)(func)
-    return func
 
 
 def _limit(func: Any) -> Any:

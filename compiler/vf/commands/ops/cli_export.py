@@ -20,10 +20,9 @@ from typing import Any
 import click
 
 from vf.commands.ops import dlq
-from vf.commands.ops.cli_dlq import selectors
 from vf.commands.ops.dlq import DeadLetter
 from vf.commands.ops.options import broker_options, execute, flow_option
-from vf.commands.ops.select import Selector
+from vf.commands.ops.select import Selector, selectors
 from vf.commands.ops.session import with_broker
 from vf.errors import VfError
 

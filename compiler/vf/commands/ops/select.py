@@ -79,6 +79,20 @@ def selector_option(name: str, help_text: str, *, required: bool = False) -> Cal
     )
 
 
+def selectors(func: Any) -> Any:
+    """``--run``, ``--generation``, ``--node``, ``--code``: the same on every dlq command."""
+    for name, text in reversed(
+        (
+            ("run", "Only this run id."),
+            ("generation", "Only this generation of the run."),
+            ("node", "Only this origin node."),
+            ("code", "Only this error code."),
+        )
+    ):
+        func = selector_option(name, text)(func)
+    return func
+
+
 @dataclass(frozen=True, kw_only=True)
 class Selector:
     """The records a command is about; a field left None matches every value."""

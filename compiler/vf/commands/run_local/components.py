@@ -1,34 +1,16 @@
-"""How ``vf run-local`` starts native components: their ``runtime.localCommand``.
-
-``{python}`` in the command is the interpreter running vf and ``{dir}`` the descriptor's
-folder; a relative program path (``bin/tool``) is relative to that folder too. A component
-without a local command needs its image, which vf cannot run here: a named error (exit 3).
+"""How ``vf run-local`` starts native components: their ``runtime.localCommand``, as
+:func:`vf.frontend.component_descriptor.local_command` expands it. A component without a
+local command needs its image, which vf cannot run here: a named error (exit 3).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
-from pathlib import Path
 
 from vf.errors import EnvironmentProblem, Problem
+from vf.frontend.component_descriptor import local_command
 from vf.ir.graph import Graph
-from vf_runtime.components import ComponentSpec
-
-
-def local_command(spec: ComponentSpec) -> tuple[str, ...] | None:
-    """The argv that runs ``spec`` on this machine, or None when it declares none."""
-    if spec.local_command is None:
-        return None
-    argv = [
-        arg.replace("{python}", sys.executable).replace("{dir}", spec.directory)
-        for arg in spec.local_command
-    ]
-    program = argv[0]
-    if not os.path.isabs(program) and "/" in program:
-        argv[0] = str(Path(spec.directory) / program)
-    return tuple(argv)
 
 
 def _runnable(program: str) -> bool:

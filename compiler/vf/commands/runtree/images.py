@@ -110,7 +110,7 @@ def find_descriptors(app_dir: Path) -> dict[str, ComponentSpec]:
 
 
 def _component(workload: Obj, image: str, ctx: ImageContext) -> LocalImage:
-    from vf.commands.run_local.components import local_command
+    from vf.frontend.component_descriptor import local_command
 
     ref = workload["component"]["ref"]
     spec = find_descriptors(ctx.app_dir).get(ref)
