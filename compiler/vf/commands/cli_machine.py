@@ -12,7 +12,12 @@ from vf.commands.exits import run_body
 @click.command("run-local")
 @click.argument("graph", metavar="GRAPH")
 @click.option("--config", default=None, metavar="FILE", help="vf.yaml (default: next to GRAPH).")
-@click.option("--env", default=None, metavar="NAME", help="Environment to run (default: first).")
+@click.option(
+    "--env",
+    default=None,
+    metavar="NAME",
+    help="Environment to run (default: the first vf.yaml lists).",
+)
 @click.option("--nats", "nats_url", default=None, metavar="URL", help="Use this NATS JetStream.")
 @click.option("--redis", "redis_url", default=None, metavar="URL", help="Use this payload store.")
 @click.option(
@@ -40,6 +45,12 @@ from vf.commands.exits import run_body
     help="Keep the claim folders (DIR/claims/NAMESPACE/CLAIM) and a copy of the dead letters "
     "here (default: a temporary folder, removed).",
 )
+@click.option(
+    "--oversubscribe",
+    is_flag=True,
+    help="Start the run even when it cannot fit this machine (more than 64 worker processes "
+    "a CPU core, or more than its available memory holds).",
+)
 def run_local_command(
     *,
     graph: str,
@@ -50,6 +61,7 @@ def run_local_command(
     stall: float,
     gpu_policy: str,
     run_dir: Path | None,
+    oversubscribe: bool,
 ) -> None:
     """Run GRAPH on this machine: one process per replica, embedded NATS and Redis."""
 
@@ -65,6 +77,7 @@ def run_local_command(
             stall_seconds=stall or None,
             gpu_policy=gpu_policy,
             run_dir=run_dir,
+            oversubscribe=oversubscribe,
         )
         return run_local(request)
 
@@ -152,6 +165,12 @@ def run_local_command(
     help="--runtime podman: run the worker image podman already holds instead of building "
     "it from --app (a missing one is an error).",
 )
+@click.option(
+    "--oversubscribe",
+    is_flag=True,
+    help="Start the run even when it cannot fit this machine (more than 64 containers a CPU "
+    "core, or more than its available memory holds).",
+)
 def run_tree_command(
     *,
     tree: Path,
@@ -166,6 +185,7 @@ def run_tree_command(
     run_dir: Path | None,
     runtime: str,
     no_build: bool,
+    oversubscribe: bool,
 ) -> None:
     """Run the committed tree DIR as a cluster would: worker pods as containers or processes."""
 
@@ -185,6 +205,7 @@ def run_tree_command(
             run_dir=run_dir,
             runtime=runtime,
             build=not no_build,
+            oversubscribe=oversubscribe,
         )
         return run_tree(request)
 

@@ -93,12 +93,15 @@ NODE_SECTIONS = (
 
 @dataclass(frozen=True, kw_only=True)
 class Targets:
-    """Every environment of a pipeline, sorted by name, and the file they came from."""
+    """Every environment of a pipeline, sorted by name, and the file they came from;
+    ``declared``: the environments' names in the file's order (its first is the default
+    of ``vf run-local``)."""
 
     flow_id: str | None
     environments: tuple[Environment, ...]
     source: str
     gitops: GitOps | None = None
+    declared: tuple[str, ...] = ()
 
 
 @cache
@@ -126,7 +129,12 @@ def find_config(graph_path: Path, explicit: str | None) -> Path | None:
 def load_targets(path: Path | None) -> Targets:
     """Parse and validate a vf.yaml; without one there is a single ``default`` environment."""
     if path is None:
-        return Targets(flow_id=None, environments=(Environment(name=DEFAULT_ENV),), source="")
+        return Targets(
+            flow_id=None,
+            environments=(Environment(name=DEFAULT_ENV),),
+            source="",
+            declared=(DEFAULT_ENV,),
+        )
     document = read_yaml(path)
     _check_text(document, path)
     _validate(document, path)
@@ -143,6 +151,7 @@ def load_targets(path: Path | None) -> Targets:
         environments=environments,
         source=path.name,
         gitops=gitops,
+        declared=tuple(str(name) for name in envs),
     )
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+from vf.commands.capacity import Demand, check_fit, demand
 from vf.commands.run_local.components import local_commands
 from vf.commands.run_local.gpus import read_host
 from vf.commands.run_local.grants import gpu_requests, grant_local_gpus
@@ -80,6 +81,7 @@ class RunLocalRequest:
     gpu_policy: str = "shared"
     generation: str | None = None  # None: a fresh one (a caller that must know it names it)
     run_dir: Path | None = None  # keeps the claims and the dead letters (None: removed at the end)
+    oversubscribe: bool = False  # start a run that cannot fit this machine (ADR 0190)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +94,14 @@ class _Launch:
 
 def _prepare(plan: Plan, graph: Graph, request: RunLocalRequest) -> _Launch:
     """Everything decided before any server or worker starts, so a refusal leaves nothing."""
+    check_fit(
+        plan_demand(plan),
+        way_out=f"run fewer replicas (vf.yaml's replicas: of environment {plan.environment}) "
+        "or a subset of the nodes (a graph of those alone), or deploy this environment to a "
+        "cluster and run a smaller one here (--env NAME)",
+        oversubscribe=request.oversubscribe,
+        warn=request.output.write,
+    )
     commands = local_commands(graph)
     requests = gpu_requests(plan, graph)
     grants = grant_local_gpus(
@@ -105,13 +115,42 @@ def _prepare(plan: Plan, graph: Graph, request: RunLocalRequest) -> _Launch:
 def _plan(request: RunLocalRequest) -> tuple[Plan, Graph]:
     from vf.pipeline import CompileRequest, compile_project  # while the zygote imports
 
-    envs = (request.environment,) if request.environment else ()
+    env = request.environment or default_environment(request)
     result = compile_project(
         CompileRequest(
-            graph=request.graph, config=request.config, environments=envs, images_optional=True
+            graph=request.graph, config=request.config, environments=(env,), images_optional=True
         )
     )
     return result.plans[0], result.graph
+
+
+def default_environment(request: RunLocalRequest) -> str:
+    """The environment a run without ``--env`` takes: the first vf.yaml lists (said on the
+    output, with the way to run another); ``default`` without a vf.yaml."""
+    from vf.config.targets import find_config, load_targets
+    from vf.frontend.load import split_target
+
+    targets = load_targets(find_config(split_target(request.graph)[0], request.config))
+    first = targets.declared[0]
+    where = f"the first in {targets.source}" if targets.source else "no vf.yaml"
+    others = [name for name in targets.declared if name != first]
+    choice = f"; --env {others[0]} runs another" if others else ""
+    request.output.write(f"[vf] environment {first} ({where}{choice})\n")
+    return first
+
+
+def plan_demand(plan: Plan) -> Demand:
+    """One worker process per replica, with its workload's requests and limits."""
+    return demand(
+        (
+            w.replicas,
+            {
+                "requests": {"cpu": w.resources.cpu, "memory": w.resources.memory},
+                "limits": {"memory": w.resources.memory_limit},
+            },
+        )
+        for w in plan.workloads
+    )
 
 
 def fresh_generation() -> str:

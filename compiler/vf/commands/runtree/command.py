@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from vf.commands.capacity import check_fit, pod_demand
 from vf.commands.runtree.cluster import Cluster
 from vf.commands.runtree.controllers import JobController
 from vf.commands.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
@@ -54,6 +55,7 @@ class RunTreeRequest:
     run_dir: Path | None = None
     runtime: str = "auto"  # podman | process | auto (podman where it is installed)
     build: bool = True  # --runtime podman: build the worker image from --app (else reuse it)
+    oversubscribe: bool = False  # start a run that cannot fit this machine (ADR 0190)
     output: TextIO = sys.stderr
 
 
@@ -106,6 +108,13 @@ def prepare(
     ``secrets`` are those of ``--secrets`` (read from ``request.secrets`` when None)."""
     secrets = read_secrets(request.secrets) if secrets is None else secrets
     tree = render(request.tree, env=request.env, renderer=request.renderer, sync=request.sync)
+    check_fit(
+        pod_demand(tree.objects),
+        way_out=f"lower the replicas of environment {request.env} in vf.yaml and compile "
+        "again, or deploy this environment to a cluster and run a smaller one here (--env NAME)",
+        oversubscribe=request.oversubscribe,
+        warn=request.output.write,
+    )
     app = request.app or Path.cwd()
     if not app.is_dir():
         raise VfError(
