@@ -25,15 +25,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "compiler"), str(ROOT / "runtime")]
 
-from vf.commands.containers.build import (  # noqa: E402
+from vf.commands.scaffold import init_project  # noqa: E402
+from vf.containers.build import (  # noqa: E402
     GPU_PYTHON,
     ensure_base_image,
     ensure_image,
     ensure_pipeline_image,
     ensure_worker_image,
 )
-from vf.commands.containers.engine import Podman, require_podman  # noqa: E402
-from vf.commands.scaffold import init_project  # noqa: E402
+from vf.containers.engine import Podman, require_podman  # noqa: E402
 
 PIPELINE = "localhost/vf-bench:pipeline"
 

@@ -34,10 +34,10 @@ sys.path.insert(0, str(REPO))
 
 from tests import test_run_tree_lifecycle as lifecycle  # noqa: E402
 
-from vf.commands.runtree.cluster import Cluster  # noqa: E402
-from vf.commands.runtree.command import workloads_done  # noqa: E402
-from vf.commands.runtree.podhost import ClusterOptions  # noqa: E402
-from vf.commands.runtree.podman_runtime import PodmanRuntime  # noqa: E402
+from vf.runtree.cluster import Cluster  # noqa: E402
+from vf.runtree.command import workloads_done  # noqa: E402
+from vf.runtree.podhost import ClusterOptions  # noqa: E402
+from vf.runtree.podman_runtime import PodmanRuntime  # noqa: E402
 
 ROUNDS = 3
 IMAGE = "registry.example.com/vf/tree-tests:1"
@@ -47,8 +47,8 @@ REPLICAS = 4  # numbers, double x2, sink
 def _runtime(kind: str) -> PodmanRuntime | None:
     if kind == "process":
         return None
-    from vf.commands.containers.build import ensure_pipeline_image
-    from vf.commands.containers.engine import find_podman
+    from vf.containers.build import ensure_pipeline_image
+    from vf.containers.engine import find_podman
 
     podman = find_podman()
     if podman is None:

@@ -1,7 +1,7 @@
 """The worker images in docker/, checked without a container engine (none exists here):
 their user is the pod's runAsUser, their entry point is a console script of the worker
 distribution, their health port is the workers', what they copy exists, and they install
-the worker distribution the way ``vf.commands.runtree.worker_env`` does."""
+the worker distribution the way ``vf.runtree.worker_env`` does."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from vf.commands.containers.appfiles import init_dockerfile, node_files
-from vf.commands.containers.engine import find_podman, require_podman
-from vf.commands.runtree.worker_env import CONSTRAINTS_NAME, IMAGE_ENV
+from vf.containers.appfiles import init_dockerfile, node_files
+from vf.containers.engine import find_podman, require_podman
 from vf.errors import EXIT_ENVIRONMENT, VfError
 from vf.render.objects import RUN_AS
+from vf.runtree.worker_env import CONSTRAINTS_NAME, IMAGE_ENV
 from vf_runtime.constants import HEALTH_PORT
 
 REPO = Path(__file__).resolve().parent.parent

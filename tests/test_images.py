@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import require
-from vf.commands.containers.build import (
+from vf.commands.scaffold import init_project
+from vf.containers.build import (
     GPU_PYTHON,
     base_reference,
     ensure_base_image,
@@ -23,11 +24,10 @@ from vf.commands.containers.build import (
     ensure_worker_image,
     prune_superseded,
 )
-from vf.commands.containers.engine import Podman, find_podman
-from vf.commands.runtree.worker_env import IMAGE_ENV
-from vf.commands.scaffold import init_project
+from vf.containers.engine import Podman, find_podman
 from vf.errors import EXIT_USER, VfError
 from vf.render.objects import RUN_AS
+from vf.runtree.worker_env import IMAGE_ENV
 
 PIPELINE_TAG = "localhost/vf-images-test:own-dockerfile"
 SCAFFOLD_TAG = "localhost/vf-images-test:init-dockerfile"

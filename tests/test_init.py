@@ -10,11 +10,11 @@ from click.testing import CliRunner
 
 from vf import __version__
 from vf.cli import cli
-from vf.commands.runtree.worker_env import IMAGE_ENV
 from vf.commands.scaffold import init_project
 from vf.errors import EXIT_USER
 from vf.pipeline import CompileRequest, compile_project
 from vf.render.objects import RUN_AS
+from vf.runtree.worker_env import IMAGE_ENV
 
 
 def test_scaffold_writes_the_project_and_a_current_tree(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from vf.commands.runtree.worker_env import STAMP_NAME, WorkerEnv, ensure_worker_env
 from vf.commands.scaffold import init_project
+from vf.runtree.worker_env import STAMP_NAME, WorkerEnv, ensure_worker_env
 
 pytestmark = [pytest.mark.install, pytest.mark.slow]
 

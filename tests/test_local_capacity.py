@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from vf.cli import cli
-from vf.commands.capacity import GIB, Demand, Host, check_fit, fit, pod_demand
 from vf.errors import EnvironmentProblem
+from vf.runtree.capacity import GIB, Demand, Host, check_fit, fit, pod_demand
 
 FLOWS = Path(__file__).resolve().parent / "runtree_flows"
 SMALL = Host(cores=2, memory=8 * GIB)

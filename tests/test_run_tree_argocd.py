@@ -20,10 +20,10 @@ from tests.test_run_tree_lifecycle import (
     report,
     results,
 )
-from vf.commands.runtree.argocd_sync import delete_application, prune_waves
-from vf.commands.runtree.cluster import Cluster
-from vf.commands.runtree.command import RunTreeRequest, prepare
-from vf.commands.runtree.sync import sync
+from vf.runtree.argocd_sync import delete_application, prune_waves
+from vf.runtree.cluster import Cluster
+from vf.runtree.command import RunTreeRequest, prepare
+from vf.runtree.sync import sync
 
 FLOWS = Path(__file__).resolve().parent / "runtree_flows"
 COUNT = 20

@@ -19,11 +19,11 @@ from tests.test_run_tree_lifecycle import (
     report,
     results,
 )
-from vf.commands.runtree.cluster import Cluster
-from vf.commands.runtree.command import RunTreeRequest, prepare
-from vf.commands.runtree.flux_sync import job_reader
-from vf.commands.runtree.manifests import render
-from vf.commands.runtree.sync import sync
+from vf.runtree.cluster import Cluster
+from vf.runtree.command import RunTreeRequest, prepare
+from vf.runtree.flux_sync import job_reader
+from vf.runtree.manifests import render
+from vf.runtree.sync import sync
 
 FLOWS = Path(__file__).resolve().parent / "runtree_flows"
 COUNT = 20

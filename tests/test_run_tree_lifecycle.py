@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from vf.commands.runtree.cluster import Cluster
-from vf.commands.runtree.command import RunTreeRequest, prepare, workloads_done
-from vf.commands.runtree.controllers import JobController
-from vf.commands.runtree.podhost import ClusterOptions
-from vf.commands.runtree.sync import sync
+from vf.runtree.cluster import Cluster
+from vf.runtree.command import RunTreeRequest, prepare, workloads_done
+from vf.runtree.controllers import JobController
+from vf.runtree.podhost import ClusterOptions
+from vf.runtree.sync import sync
 
 pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import require
-from vf.commands.runtree.cluster import Cluster
-from vf.commands.runtree.command import RunTreeRequest, prepare, workloads_done
-from vf.commands.runtree.outcome import run_names, run_status
-from vf.commands.runtree.podhost import ClusterOptions
-from vf.commands.runtree.sync import sync
+from vf.runtree.cluster import Cluster
+from vf.runtree.command import RunTreeRequest, prepare, workloads_done
+from vf.runtree.outcome import run_names, run_status
+from vf.runtree.podhost import ClusterOptions
+from vf.runtree.sync import sync
 from vf_runtime.broker.client import BrokerError, announce_stop
 from vf_runtime.local.outcome import exit_code, settled
 

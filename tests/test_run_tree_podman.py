@@ -23,10 +23,10 @@ import pytest
 
 from tests import test_run_tree_lifecycle as lifecycle
 from tests.support import require
-from vf.commands.runtree.cluster import Cluster
-from vf.commands.runtree.podhost import ClusterOptions
-from vf.commands.runtree.podman_runtime import PodmanRuntime
-from vf.commands.runtree.validation import invalid_paths
+from vf.runtree.cluster import Cluster
+from vf.runtree.podhost import ClusterOptions
+from vf.runtree.podman_runtime import PodmanRuntime
+from vf.runtree.validation import invalid_paths
 from vf_runtime.labels import RUN_TREE_LABEL
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ container = [pytest.mark.container, pytest.mark.slow]
 
 
 def _podman() -> PodmanRuntime:
-    from vf.commands.containers.engine import find_podman
+    from vf.containers.engine import find_podman
 
     podman = find_podman()
     require(podman is not None, "podman is not installed (apt-get install podman runc)")
@@ -52,7 +52,7 @@ _BUILT: set[str] = set()
 def _images(runtime: PodmanRuntime, app: Path, tags: tuple[str, ...]) -> None:
     """Build the images the trees name from their project folder, once per test session
     (the tests that use a Cluster directly do not go through vf run-tree's own build)."""
-    from vf.commands.containers.build import ensure_pipeline_image
+    from vf.containers.build import ensure_pipeline_image
 
     for tag in tags:
         if tag not in _BUILT:

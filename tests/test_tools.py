@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from vf.commands.runtree import manifests
-from vf.commands.runtree.manifests import render_command
-from vf.commands.tools import TOOLS_DIR
 from vf.errors import VfError
+from vf.runtree import manifests
+from vf.runtree.manifests import render_command
+from vf.runtree.tools import TOOLS_DIR
 
 
 def _fake(folder: Path, name: str) -> Path:

@@ -186,7 +186,7 @@ def test_run_tree_secrets_are_read_within_bounds(tmp_path: Path, kind: str) -> N
         secrets.write_text(BOMB)
     done = _in_child(
         "from pathlib import Path\n"
-        "from vf.commands.runtree.command import read_secrets\n"
+        "from vf.runtree.command import read_secrets\n"
         "from vf.errors import VfError\n"
         "try:\n"
         f"    read_secrets(Path({str(secrets)!r}))\n"
@@ -197,7 +197,7 @@ def test_run_tree_secrets_are_read_within_bounds(tmp_path: Path, kind: str) -> N
 
 
 def test_run_tree_reads_a_tree_plan_within_bounds(tmp_path: Path) -> None:
-    from vf.commands.runtree.manifests import check_tree
+    from vf.runtree.manifests import check_tree
 
     out = _tree(tmp_path)
     (out / "plan" / "dev.json").write_text(DEEP["lists"])

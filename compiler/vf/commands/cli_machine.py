@@ -190,7 +190,7 @@ def run_tree_command(
     """Run the committed tree DIR as a cluster would: worker pods as containers or processes."""
 
     def body() -> int:
-        from vf.commands.runtree.command import RunTreeRequest, run_tree
+        from vf.runtree.command import RunTreeRequest, run_tree
 
         request = RunTreeRequest(
             tree=tree,

@@ -30,7 +30,6 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from vf.commands.capacity import Demand, check_fit, demand
 from vf.commands.run_local.components import local_commands
 from vf.commands.run_local.gpus import read_host
 from vf.commands.run_local.grants import gpu_requests, grant_local_gpus
@@ -39,6 +38,7 @@ from vf.errors import EnvironmentProblem
 from vf.ir.capabilities import Known
 from vf.ir.graph import Graph
 from vf.ir.plan import Plan
+from vf.runtree.capacity import Demand, check_fit, demand
 from vf_runtime.broker.client import BrokerError, announce_stop
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import RunTopology, provision_run

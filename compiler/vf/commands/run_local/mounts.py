@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from vf.commands.runtree.podspec import Translator
 from vf.ir.plan import Plan, Workload
+from vf.runtree.podspec import Translator
 
 
 def claim_folder(run_dir: Path, namespace: str, claim: str) -> Path:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vf import __version__
-from vf.commands.containers import appfiles
-from vf.commands.containers.engine import Podman
+from vf.containers import appfiles
+from vf.containers.engine import Podman
 from vf.errors import EnvironmentProblem, VfError
 
 Log = Callable[[str], None]
@@ -83,7 +83,7 @@ GPU_PYTHON = Recipe(
     "CUDA_IMAGE",
     "GPU worker image's Python layer (without CUDA)",
 )
-_REPO = Path(__file__).resolve().parents[4]
+_REPO = Path(__file__).resolve().parents[3]  # the checkout: compiler/vf/containers/build.py
 
 
 def default_cache_dir() -> Path:

@@ -8,15 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from vf.commands.runtree.controllers import Controller
-from vf.commands.runtree.images import ImageResolver
-from vf.commands.runtree.network import AddressBook
-from vf.commands.runtree.podspec import ContainerLaunch, Sources
-from vf.commands.runtree.runtime import ContainerRuntime
+from vf.runtree.controllers import Controller
+from vf.runtree.images import ImageResolver
+from vf.runtree.network import AddressBook
+from vf.runtree.podspec import ContainerLaunch, Sources
+from vf.runtree.runtime import ContainerRuntime
 from vf_runtime.local.guardian import Guardian
 
 if TYPE_CHECKING:
-    from vf.commands.runtree.podman_runtime import PodmanRuntime
+    from vf.runtree.podman_runtime import PodmanRuntime
 
 Key = tuple[str, str, str]
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vf.commands.runtree.podspec import ContainerLaunch
-from vf.commands.runtree.runtime import ContainerRuntime, ProcessRuntime, Running, StartRefused
+from vf.runtree.podspec import ContainerLaunch
+from vf.runtree.runtime import ContainerRuntime, ProcessRuntime, Running, StartRefused
 
 Obj = dict[str, Any]
 RESTART_CAP = 300.0

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vf.commands.runtree.controllers import CONTROLLERS, Controller, template_hash
-from vf.commands.runtree.images import ImageResolver, pod_template
-from vf.commands.runtree.launch import build_pod
-from vf.commands.runtree.manifests import key
-from vf.commands.runtree.network import AddressBook, ServiceProxies, dns_names, env_links
-from vf.commands.runtree.podhost import ClusterOptions, Key
-from vf.commands.runtree.pods import Pod
-from vf.commands.runtree.podspec import ContainerLaunch, Sources, decoded_secret
-from vf.commands.runtree.runtime import ContainerRuntime, ProcessRuntime
+from vf.runtree.controllers import CONTROLLERS, Controller, template_hash
+from vf.runtree.images import ImageResolver, pod_template
+from vf.runtree.launch import build_pod
+from vf.runtree.manifests import key
+from vf.runtree.network import AddressBook, ServiceProxies, dns_names, env_links
+from vf.runtree.podhost import ClusterOptions, Key
+from vf.runtree.pods import Pod
+from vf.runtree.podspec import ContainerLaunch, Sources, decoded_secret
+from vf.runtree.runtime import ContainerRuntime, ProcessRuntime
 from vf_runtime.local.infra import free_port
 
 Obj = dict[str, Any]

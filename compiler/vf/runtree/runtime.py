@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
-from vf.commands.runtree.podspec import ContainerLaunch
+from vf.runtree.podspec import ContainerLaunch
 from vf_runtime.local.guardian import Guardian
 
 

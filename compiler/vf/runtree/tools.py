@@ -17,7 +17,7 @@ TOOLS_DIR = Path(".tools") / "bin"
 
 def tool_folders() -> list[Path]:
     """Where vf looks after PATH, in order."""
-    checkout = Path(__file__).resolve().parents[3]  # compiler/vf/commands/tools.py
+    checkout = Path(__file__).resolve().parents[3]  # compiler/vf/runtree/tools.py
     found: list[Path] = []
     for folder in (Path.cwd() / TOOLS_DIR, checkout / TOOLS_DIR):
         if folder not in found:

@@ -12,19 +12,19 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vf.commands.runtree.argocd_sync import application, options, prune_waves
-from vf.commands.runtree.cluster import Cluster, wave_of
-from vf.commands.runtree.flux_chart import helm_release
-from vf.commands.runtree.flux_sync import healthy as flux_healthy
-from vf.commands.runtree.flux_sync import (
+from vf.runtree.argocd_sync import application, options, prune_waves
+from vf.runtree.cluster import Cluster, wave_of
+from vf.runtree.flux_chart import helm_release
+from vf.runtree.flux_sync import healthy as flux_healthy
+from vf.runtree.flux_sync import (
     job_reader,
     kustomizations,
     part_objects,
     seconds,
     wait_set,
 )
-from vf.commands.runtree.images import ImageResolver
-from vf.commands.runtree.manifests import TreeEnvironment
+from vf.runtree.images import ImageResolver
+from vf.runtree.manifests import TreeEnvironment
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]
@@ -98,7 +98,7 @@ def sync(
 ) -> list[str]:
     """Apply the tree as ``mode`` does: kubectl at once; Argo CD by sync waves, each healthy
     before the next; Flux as the tree's HelmRelease or Kustomizations say
-    (``vf.commands.runtree.flux_sync``); Argo CD and Helm run Helm hooks after the rest;
+    (``vf.runtree.flux_sync``); Argo CD and Helm run Helm hooks after the rest;
     prune last."""
     if mode == "flux":
         release = helm_release(tree.tree, env=tree.env) if tree.renderer == "helm" else None
@@ -204,7 +204,7 @@ def _sync(
     for obj in plain:
         waves.setdefault(wave_of(obj) if mode == "argocd" else 0, []).append(obj)
     prunes: dict[int, list[Key]] = {}
-    if mode == "argocd":  # each prune in its wave, or last (vf.commands.runtree.argocd_sync)
+    if mode == "argocd":  # each prune in its wave, or last (vf.runtree.argocd_sync)
         live = {k: cluster.objects[k] for k in _prunable(cluster, objects, app=app, mode=mode)}
         prunes = prune_waves(live, app=application(tree.tree, env=tree.env), apply_waves=waves)
     for wave in sorted(set(waves) | set(prunes)):

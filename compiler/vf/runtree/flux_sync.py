@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vf.commands.runtree.controllers import Controller
+from vf.runtree.controllers import Controller
 from vf.textio.yaml_read import reader
 
 Obj = dict[str, Any]

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vf.commands.runtree.controllers import Controller, template_hash
-from vf.commands.runtree.images import LocalImage, pod_template
-from vf.commands.runtree.ocispec import oci_spec
-from vf.commands.runtree.podhost import PodHost
-from vf.commands.runtree.pods import DEFAULT_GRACE, Container, Pod
-from vf.commands.runtree.podspec import (
+from vf.runtree.controllers import Controller, template_hash
+from vf.runtree.images import LocalImage, pod_template
+from vf.runtree.ocispec import oci_spec
+from vf.runtree.podhost import PodHost
+from vf.runtree.pods import DEFAULT_GRACE, Container, Pod
+from vf.runtree.podspec import (
     ContainerLaunch,
     PodMeta,
     Sources,

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from vf.commands.runtree.cluster import Cluster, wave_of
+from vf.runtree.cluster import Cluster, wave_of
 from vf.textio.yaml_read import reader
 
 Obj = dict[str, Any]

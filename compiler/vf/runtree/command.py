@@ -19,19 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from vf.commands.capacity import check_fit, pod_demand
-from vf.commands.runtree.cluster import Cluster
-from vf.commands.runtree.controllers import JobController
-from vf.commands.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
-from vf.commands.runtree.manifests import TreeEnvironment, render
-from vf.commands.runtree.notice import not_emulated, runtime_notice
-from vf.commands.runtree.outcome import dead_letters, node_counts, run_status, summary_lines
-from vf.commands.runtree.podhost import ClusterOptions
-from vf.commands.runtree.podman_runtime import select_runtime
-from vf.commands.runtree.podspec import decoded_secret, missing_secrets
-from vf.commands.runtree.sync import sync
-from vf.commands.runtree.validation import invalid_paths
 from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem, VfError
+from vf.runtree.capacity import check_fit, pod_demand
+from vf.runtree.cluster import Cluster
+from vf.runtree.controllers import JobController
+from vf.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
+from vf.runtree.manifests import TreeEnvironment, render
+from vf.runtree.notice import not_emulated, runtime_notice
+from vf.runtree.outcome import dead_letters, node_counts, run_status, summary_lines
+from vf.runtree.podhost import ClusterOptions
+from vf.runtree.podman_runtime import select_runtime
+from vf.runtree.podspec import decoded_secret, missing_secrets
+from vf.runtree.sync import sync
+from vf.runtree.validation import invalid_paths
 from vf.textio.safe_read import read_regular
 from vf.textio.yaml_guard import MAX_INPUT_BYTES, amplified
 from vf_runtime.local.guardian import Guardian
@@ -85,7 +85,7 @@ def read_secrets(path: Path | None) -> dict[str, dict[str, str]]:
 
 
 def image_context(tree: TreeEnvironment, *, app: Path, log: Callable[[str], None]) -> ImageContext:
-    from vf.commands.runtree.worker_env import APP_DIR, IMAGE_ENV, ensure_worker_env
+    from vf.runtree.worker_env import APP_DIR, IMAGE_ENV, ensure_worker_env
 
     worker = ensure_worker_env(log=log)
     return ImageContext(

@@ -1,4 +1,4 @@
-"""``python -m vf.commands.containers [--gpu] [--app DIR --tag REF]``: build vf's images.
+"""``python -m vf.containers [--gpu] [--app DIR --tag REF]``: build vf's images.
 
 Builds, with podman, the Debian base and the worker image (each once per digest of its
 inputs); with ``--gpu`` the GPU image's Python layer (docker/Dockerfile.gpu on the Debian
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from vf.commands.containers.build import (
+from vf.containers.build import (
     GPU_PYTHON,
     ensure_base_image,
     ensure_image,
@@ -22,7 +22,7 @@ from vf.commands.containers.build import (
     ensure_worker_image,
     prune_superseded,
 )
-from vf.commands.containers.engine import require_podman
+from vf.containers.engine import require_podman
 from vf.errors import VfError
 
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vf.commands.runtree.images import LocalImage
 from vf.errors import Problem, VfError
+from vf.runtree.images import LocalImage
 
 if TYPE_CHECKING:
-    from vf.commands.runtree.ocispec import OciSpec
+    from vf.runtree.ocispec import OciSpec
 
 Obj = dict[str, Any]
 _EXPAND = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")

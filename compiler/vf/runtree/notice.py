@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from vf.commands.runtree.images import pod_template
+from vf.runtree.images import pod_template
 from vf_runtime.labels import RUN_TREE_LABEL
 
 if TYPE_CHECKING:
-    from vf.commands.runtree.podman_runtime import PodmanRuntime
+    from vf.runtree.podman_runtime import PodmanRuntime
 
 Obj = dict[str, Any]
 _KINDS = {

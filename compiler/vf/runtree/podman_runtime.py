@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from vf.commands.containers.engine import Podman, find_podman, require_podman
-from vf.commands.runtree.images import ImageResolver
-from vf.commands.runtree.ocispec import ImageConfig, OciSpec, Volume, entrypoint_flag
-from vf.commands.runtree.podspec import ContainerLaunch
-from vf.commands.runtree.runtime import Running, StartRefused, exit_reason
+from vf.containers.engine import Podman, find_podman, require_podman
 from vf.errors import VfError
+from vf.runtree.images import ImageResolver
+from vf.runtree.ocispec import ImageConfig, OciSpec, Volume, entrypoint_flag
+from vf.runtree.podspec import ContainerLaunch
+from vf.runtree.runtime import Running, StartRefused, exit_reason
 from vf_runtime.labels import RUN_TREE_LABEL
 from vf_runtime.local.guardian import Guardian
 
@@ -302,7 +302,7 @@ def prepare_images(
     plan names (podman's layer cache makes an unchanged folder a quick rebuild), so the
     containers run the code that is there now; with ``build`` off, use the image in local
     storage as it is, and a missing one is a named error. Then read its configuration."""
-    from vf.commands.containers.build import ensure_pipeline_image
+    from vf.containers.build import ensure_pipeline_image
 
     for ref, role in sorted(resolver.flow_images().items()):
         if role != "worker":

@@ -47,7 +47,7 @@ CONSTRAINTS_NAME = "worker-constraints.txt"
 STAMP_NAME = ".vf-worker-env-complete"
 INSTALL_TIMEOUT = 900.0
 
-_PACKAGE_DIR = Path(__file__).resolve().parents[2]
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the vf package: vf/runtree/worker_env.py
 _REPO = _PACKAGE_DIR.parent.parent
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from ruamel.yaml.error import YAMLError
 
-from vf.commands.runtree.flux_chart import helm_release, packaged_chart
-from vf.commands.tools import find_tool, where_looked
 from vf.errors import EnvironmentProblem, VfError
+from vf.runtree.flux_chart import helm_release, packaged_chart
+from vf.runtree.tools import find_tool, where_looked
 from vf.textio.safe_read import load_json, read_regular
 from vf.textio.yaml_read import reader
 
@@ -90,7 +90,7 @@ def render_command(
     tree: Path, *, env: str, renderer: str, namespace: str, chart: Path | None = None
 ) -> list[str]:
     """The command a GitOps controller's renderer runs for this environment; ``chart`` is a
-    chart Flux packaged with its values (``vf.commands.runtree.flux_chart``), used as is."""
+    chart Flux packaged with its values (``vf.runtree.flux_chart``), used as is."""
     if renderer == "kustomize":
         return [_tool("kubectl"), "kustomize", str(tree / "overlays" / env)]
     if chart is not None:

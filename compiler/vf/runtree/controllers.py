@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vf.commands.runtree.pods import Pod
+from vf.runtree.pods import Pod
 
 Obj = dict[str, Any]
 JOB_BACKOFF_CAP = 360.0

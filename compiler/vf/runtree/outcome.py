@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from vf.commands.runtree.controllers import JobController
-from vf.commands.runtree.pods import Container
+from vf.runtree.controllers import JobController
+from vf.runtree.pods import Container
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.labels import NODE_LABEL
 from vf_runtime.local.deadletters import DeadLetterReport
@@ -21,7 +21,7 @@ from vf_runtime.local.outcome import report_dead_letters
 from vf_runtime.worker.exits import EXIT_STOPPED as WORKER_STOPPED
 
 if TYPE_CHECKING:
-    from vf.commands.runtree.cluster import Cluster
+    from vf.runtree.cluster import Cluster
 
 Obj = dict[str, Any]
 SHOWN = ("received", "processed")  # the counters the summary prints, beside the dead letters
