@@ -1,20 +1,26 @@
-# vf's entry points: `make demo` (set up, then compile an example), `make test` (the full
-# gate, what CI runs) and `make test-fast` (the inner loop: the tests marked neither slow,
-# container nor install; see README's "Tests").
+# vf's entry points: `make demo` (the venv and kubectl, then compile an example), `make test`
+# (the full gate, what CI runs) and `make test-fast` (the inner loop: the tests marked
+# neither slow, container nor install; see README's "Tests"). `make setup` is the full
+# set-up the tests need: the demo's, plus helm, checkov and the container tools.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: setup demo test test-fast check bench clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup
+$(STAMP): pyproject.toml scripts/setup scripts/fetch-tools scripts/fetch-checkov
 	PYTHON=$(PYTHON) bash scripts/setup
-	touch $(STAMP)
+	touch $(DEMO_STAMP) $(STAMP)
 
-demo: setup
+$(DEMO_STAMP): pyproject.toml scripts/setup
+	PYTHON=$(PYTHON) bash scripts/setup --demo
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/vf compile examples/batch_pipeline/graph.py --out deploy/batch_pipeline
 	$(BIN)/vf compile examples/realtime_cameras/graph.py --out deploy/realtime_cameras
 	$(BIN)/vf explain examples/batch_pipeline/graph.py
