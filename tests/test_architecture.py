@@ -18,7 +18,10 @@ RUNTIME = ROOT / "runtime" / "vf_runtime"
 TOP_LEVEL = {
     "__init__", "__main__", "cli", "codes", "collector", "errors", "names", "pipeline", "resources"
 }  # fmt: skip
-STAGES = ("frontend", "config", "plan", "verify", "render", "emit", "textio", "tree", "commands")
+STAGES = (
+    "frontend", "config", "plan", "verify", "render", "emit", "textio", "tree", "commands",
+    "runtree", "containers",
+)  # fmt: skip
 RUNTIME_PACKAGES = ("worker", "broker", "store", "wire", "local")
 
 
