@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.support import require
 from vf.cli import cli
 from vf.errors import EnvironmentProblem
 from vf.runtree.capacity import GIB, Demand, Host, check_fit, fit, pod_demand
+from vf.runtree.tools import find_tool
 
 FLOWS = Path(__file__).resolve().parent / "runtree_flows"
 SMALL = Host(cores=2, memory=8 * GIB)
@@ -118,3 +120,23 @@ def test_run_local_runs_the_first_environment_of_vf_yaml_and_refuses_what_cannot
     assert "vf.yaml's replicas: of environment staging" in done.output
     assert "--oversubscribe" in done.output
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_run_tree_refuses_a_tree_that_cannot_fit_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require(find_tool("kubectl") is not None, "kubectl is not installed (make setup)")
+    monkeypatch.setenv("VF_TEST_OUT", "/results/out.jsonl")
+    replicas = 64 * Host.this_machine().cores + 1
+    folder = _project(tmp_path, replicas)
+    tree = tmp_path / "tree"
+    compiled = CliRunner().invoke(cli, ["compile", str(folder / "batch.py"), "--out", str(tree)])
+    assert compiled.exit_code == 0, compiled.output
+    run_dir = tmp_path / "run"
+    argv = ["run-tree", str(tree), "--env", "staging", "--app", str(folder)]
+    done = CliRunner().invoke(cli, [*argv, "--run-dir", str(run_dir)])
+    print(done.output)
+    assert done.exit_code == 3 and "error[VF_LOCAL_CAPACITY]" in done.output
+    assert f"containers on {Host.this_machine().cores} CPU core(s)," in done.output
+    assert "lower the replicas of environment staging" in done.output
+    assert not run_dir.exists()
