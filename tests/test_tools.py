@@ -41,4 +41,5 @@ def test_a_missing_tool_names_where_vf_looked(
         manifests._tool("vf-absent-tool")  # the checkout's own .tools/bin may hold kubectl
     message = caught.value.render()
     assert caught.value.code == "VF_RUN_TREE_TOOL"
-    assert str(tmp_path / TOOLS_DIR / "vf-absent-tool") in message and "make setup" in message
+    assert str(tmp_path / TOOLS_DIR / "vf-absent-tool") in message
+    assert "run scripts/fetch-tools (or make setup" in message

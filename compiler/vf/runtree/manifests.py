@@ -80,7 +80,8 @@ def _tool(name: str) -> str:
             "VF_RUN_TREE_TOOL",
             f"{name} is not on PATH nor in a .tools/bin (looked in {where_looked(name)}): "
             "vf run-tree renders the tree with the real tool",
-            f"run make setup (it puts {name} in .tools/bin), or install {name} "
+            f"run scripts/fetch-tools (or make setup, which runs it; make demo does not) to "
+            f"put {name} in .tools/bin, or install {name} "
             "(kubectl >= 1.27 for kustomize, helm >= 3.12) and put it on PATH",
         )
     return found
