@@ -245,6 +245,8 @@ def test_strict_admits_sharers_within_declared_memory_plus_headroom(fake_host: A
             VF_GPU_HEADROOM_BYTES=str(2 << 30),
         )
     assert "declares 12 GiB" in caught.value.render()
+    # the arithmetic: 24 GiB - 0.5 in use - 10 placed - 2 headroom leaves 11.5, under 12
+    assert "24.0 GiB, 0.5 in use, 10.0 placed, 11.5 left" in caught.value.render()
 
 
 def test_strict_places_sharers_on_mig_devices(fake_host: Any) -> None:

@@ -234,8 +234,25 @@ def _place_sharers(
                 picks[(request.node, request.replica)] = [device]
                 break
         else:
+            rooms = "; ".join(
+                _room(d, placed=placed.get(d.key, 0), headroom=headroom) for d in free
+            )
             problems.append(
                 f"node '{request.node}' replica {request.replica} declares "
                 f"{request.memory_gib:g} GiB and no idle device has that much free beyond "
-                f"the {headroom / MIB:g} MiB headroom ({HEADROOM_ENV})"
+                f"the {headroom / MIB:g} MiB headroom ({HEADROOM_ENV}): {rooms or 'none idle'}"
             )
+
+
+def _room(device: LocalDevice, *, placed: int, headroom: int) -> str:
+    """A device's memory arithmetic for a refusal: its size, what is in use and placed."""
+    name = f"GPU {device.ordinal}" + (f" MIG {device.profile}" if device.profile else "")
+    if device.used_mib is None:
+        return f"{name} ({device.name}): its memory in use cannot be read"
+    gib = 1024 * MIB
+    left = device.memory_mib * MIB - device.used_mib * MIB - headroom - placed
+    return (
+        f"{name} ({device.name}): {device.memory_mib * MIB / gib:.1f} GiB, "
+        f"{device.used_mib * MIB / gib:.1f} in use, {placed / gib:.1f} placed, "
+        f"{max(left, 0) / gib:.1f} left"
+    )
