@@ -255,13 +255,13 @@ def test_workers_need_nothing_from_the_provision_job(
     for plan in result.plans:
         objects = result.objects[plan.environment]
         topology = set(plan.provision.topology_configmaps)
-        configmaps = {o["metadata"]["name"]: o for o in _kind(objects, "ConfigMap")}
         readers = {c.node: len(c.readers) for c in plan.channels}
         for workload in plan.workloads:
             text = json.dumps(next(o for o in objects if o["metadata"]["name"] == workload.name))
             assert plan.provision.job not in text and not any(t in text for t in topology)
             assert "initContainers" not in text
-            env = configmaps[workload.env_configmap]["data"]
+            pod = json.loads(text)["spec"]["template"]["spec"]
+            env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
             for var in ("VF_FLOW_ID", "VF_RUN_ID", "VF_NODE_NAME", "VF_PARENT_NAMES"):
                 assert var in env, (workload.node, var)
             if workload.node in readers:  # a BATCH producer waits for this many durables

@@ -65,7 +65,7 @@ def test_tagging_a_job_changes_its_two_names_and_nothing_else(generation: str | 
         pods=plan.pods or PodOptions(),
     )
     assert any(w.kind == "Job" for w in plan.workloads), "the example has Jobs"
-    renamed = {"name", "env_configmap"}
+    renamed = {"name"}
     for before, after in zip(plan.workloads, tagged, strict=True):
         if before.kind != "Job":
             assert after is before
@@ -75,7 +75,4 @@ def test_tagging_a_job_changes_its_two_names_and_nothing_else(generation: str | 
         assert kept == {k: v for k, v in vars(before).items() if k not in renamed}
         tag = generation or after.name.rpartition("-")[2]
         assert after.name == f"vf-f-r1-{before.node}-{tag}"
-        assert after.env_configmap == f"vf-f-r1-{before.node}-env-{tag}"
-        assert after == dataclasses.replace(
-            before, name=after.name, env_configmap=after.env_configmap
-        )
+        assert after == dataclasses.replace(before, name=after.name)

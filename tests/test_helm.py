@@ -246,6 +246,11 @@ environments:
 """
 
 
+def _envs(obj: Obj) -> list[Obj]:
+    pod = obj.get("spec", {}).get("template", {}).get("spec", {})
+    return [e for c in pod.get("containers", []) for e in c.get("env", [])]
+
+
 def test_user_text_cannot_inject_go_templates(
     write_graph: Callable[..., Path], tmp_path: Path, helm: str
 ) -> None:
@@ -256,15 +261,16 @@ def test_user_text_cannot_inject_go_templates(
     done = helm_template(helm, out / "chart", "-f", str(out / "chart" / "values-prod.yaml"))
     assert done.returncode == 0, done.stderr
     rendered = {(o["kind"], o["metadata"]["name"]): o for o in _parse(done.stdout)}
-    for env_objects in (result.objects["prod"],):
-        for obj in env_objects:
-            if obj["kind"] == "ConfigMap":
-                got = rendered[(obj["kind"], obj["metadata"]["name"])]
-                assert got["data"] == obj["data"]
+    for obj in result.objects["prod"]:
+        if obj["kind"] in ("ConfigMap", "Deployment", "Job"):
+            got = rendered[(obj["kind"], obj["metadata"]["name"])]
+            assert got.get("data") == obj.get("data")
+            assert _envs(got) == _envs(obj)
     params = [
-        o["data"]["VF_NODE_PARAMS_JSON"]
+        entry["value"]
         for o in rendered.values()
-        if o["kind"] == "ConfigMap" and "VF_NODE_PARAMS_JSON" in o.get("data", {})
+        for entry in _envs(o)
+        if entry["name"] == "VF_NODE_PARAMS_JSON"
     ]
     assert any('{{ .Release.Name }} {{- fail \\"boom\\" }} }}' in p for p in params), params
 

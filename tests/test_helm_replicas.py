@@ -76,8 +76,24 @@ def _hash(obj: Obj) -> str:
 
 
 def _env_of(objects: dict[tuple[str, str], Obj], workload: Obj) -> dict[str, str]:
-    name = workload["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]
-    return dict(objects[("ConfigMap", name["configMapRef"]["name"])]["data"])
+    """The worker's variables, a value read by reference looked up in its ConfigMap."""
+    out = {}
+    for entry in workload["spec"]["template"]["spec"]["containers"][0]["env"]:
+        ref = (entry.get("valueFrom") or {}).get("configMapKeyRef")
+        if ref is not None:
+            out[entry["name"]] = objects[("ConfigMap", ref["name"])]["data"][ref["key"]]
+        elif "value" in entry:
+            out[entry["name"]] = entry["value"]
+    return out
+
+
+def _node(objects: dict[tuple[str, str], Obj], node: str) -> Obj:
+    return next(
+        v
+        for v in objects.values()
+        if v["kind"] in ("Deployment", "Job")
+        and (v["metadata"].get("labels") or {}).get("vf.dev/node") == node
+    )
 
 
 def _assert_hashes_follow_the_env(objects: dict[tuple[str, str], Obj]) -> int:
@@ -105,14 +121,11 @@ def test_set_replicas_renders_what_a_recompile_renders(tmp_path: Path, helm: str
     assert sorted(with_set) == sorted(recompiled)
     for key, obj in recompiled.items():
         assert _as_overlay(with_set[key]) == _as_overlay(obj), key
-    a_env = next(v for k, v in with_set.items() if k[1].endswith("-a-env"))
-    join_env = next(v for k, v in with_set.items() if k[1].endswith("-join-env"))
-    assert a_env["data"]["VF_NB_TASKS"] == "3"
-    assert join_env["data"]["VF_PARENT_REPLICAS"] == "a=3,b=1"
-    assert (
-        "VF_PARENT_REPLICAS"
-        not in next(v for k, v in plain.items() if k[1].endswith("-join-env"))["data"]
-    )
+    assert _env_of(with_set, _node(with_set, "a"))["VF_NB_TASKS"] == "3"
+    assert _env_of(with_set, _node(with_set, "join"))["VF_PARENT_REPLICAS"] == "a=3,b=1"
+    assert _env_of(plain, _node(plain, "join"))["VF_PARENT_REPLICAS"] == "a=1,b=1"
+    # a scales in place: its count is read by reference, its pod template stays as it was
+    assert _node(with_set, "a")["spec"]["template"] == _node(plain, "a")["spec"]["template"]
     assert _assert_hashes_follow_the_env(with_set) == 5
 
 

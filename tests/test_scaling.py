@@ -51,4 +51,4 @@ def test_vf_diff_says_which_replica_changes_restart_pods(
     report = render_text(diff_project(_compile(tmp_path / "flow", replicas=3), out=Path("deploy")))
     assert "replicas 1 → 3: scales in place, its pods keep running" in report
     counted = "restarts its pods: it counts its parents' replicas"
-    assert f"{counted} (VF_PARENT_REPLICAS - → a=3,b=1)" in report
+    assert f"{counted} (VF_PARENT_REPLICAS a=1,b=1 → a=3,b=1)" in report

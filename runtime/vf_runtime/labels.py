@@ -28,6 +28,7 @@ POD_SECURITY = "pod-security.kubernetes.io"  # the prefix of the Pod Security ad
 MANAGER = "vf"  # the value of managed-by, and of a stream's owner
 PROVISION = "provision"  # the component of the provision Job
 BROKER_CONFIG = "broker-config"  # the component of the provision topology ConfigMap
+REPLICA_COUNTS = "replica-counts"  # the ConfigMap of the replica counts read by reference
 
 
 def labels_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:

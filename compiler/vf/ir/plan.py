@@ -50,7 +50,10 @@ class Workload:
     node_kind: NodeKind
     kind: WorkloadKind
     name: str
-    env_configmap: str
+    # the flow's ConfigMap this worker reads VF_NB_TASKS from, when it scales in place (a
+    # change of its replicas must leave its pod template alone); None: every variable of
+    # ``env`` is in the pod template
+    replicas_configmap: str | None
     headless_service: str | None
     pdb: str | None
     replicas: int

@@ -44,8 +44,8 @@ def tag_jobs(
     gpu: GpuPlan | None,
     pods: PodOptions,
 ) -> tuple[Workload, ...]:
-    """Each Job, and the ConfigMap only it reads, named with its template tag (which
-    covers the Job's GPU grant: its pods name the claim template)."""
+    """Each Job named with its template tag (which covers the Job's GPU grant: its pods
+    name the claim template)."""
     out = []
     for w in workloads:
         if w.kind != "Job":
@@ -53,14 +53,7 @@ def tag_jobs(
             continue
         grant = gpu.grant_for(w.node) if gpu is not None else None
         tag = template_tag((w, grant, pods), generation=generation)
-        base = ("vf", flow_id, run_id, w.node)
-        out.append(
-            replace(
-                w,
-                name=tagged_name(*base, tag=tag),
-                env_configmap=tagged_name(*base, "env", tag=tag),
-            )
-        )
+        out.append(replace(w, name=tagged_name("vf", flow_id, run_id, w.node, tag=tag)))
     return tuple(out)
 
 

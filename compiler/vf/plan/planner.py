@@ -30,7 +30,7 @@ from vf.ir.records import PodOptions
 from vf.plan.admission import admit
 from vf.plan.autoscale import plan_autoscaling
 from vf.plan.component import component_resources, component_run
-from vf.plan.config_hash import config_hash
+from vf.plan.config_hash import config_hash, scales_in_place
 from vf.plan.context import PlanContext
 from vf.plan.infra import plan_infra, plan_provision
 from vf.plan.inputs import check_config_nodes, resolve_images, resolve_replicas
@@ -254,7 +254,11 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str, gpu: GpuPlan | None) -
         node_kind=node.kind,
         kind=kind,
         name=names.k8s_name(*base, limit=limit),
-        env_configmap=names.k8s_name(*base, "env"),
+        replicas_configmap=(
+            names.k8s_name("vf", ctx.flow_id, ctx.run_id, "replicas")
+            if scales_in_place(dict(env), kind=kind)
+            else None
+        ),
         headless_service=names.k8s_name(*base, "hl") if kind == "StatefulSet" else None,
         pdb=names.k8s_name(*base, "pdb") if long_running and replicas > 1 else None,
         replicas=replicas,
@@ -331,7 +335,7 @@ def _worker_env(ctx: PlanContext, node: NodeIR, grant: GpuGrant | None) -> Pairs
         env["VF_DLQ"] = node.delivery.dlq
         if node.delivery.on_error is not None:
             env["VF_ON_ERROR"] = node.delivery.on_error
-    if any(ctx.replicas[p] > 1 for p in node.parents):
+    if node.parents:  # always, so a replica change alters a value, never the variables
         env["VF_PARENT_REPLICAS"] = ",".join(f"{p}={ctx.replicas[p]}" for p in node.parents)
     if grant is not None:
         env["VF_GPU_COUNT"] = str(grant.count)

@@ -14,13 +14,21 @@ from vf.render.infra import flow_component, render_infra
 from vf.render.pods import apply_pod_options, metrics_objects, priority_class
 from vf.render.security import namespace_object, network_policies
 from vf_runtime.constants import HEALTH_PORT
-from vf_runtime.labels import BROKER_CONFIG, COMPONENT, CONFIG_HASH_KEY, FLOW_LABEL, GENERATION_KEY
+from vf_runtime.labels import (
+    BROKER_CONFIG,
+    COMPONENT,
+    CONFIG_HASH_KEY,
+    FLOW_LABEL,
+    GENERATION_KEY,
+    REPLICA_COUNTS,
+)
 
 Obj = dict[str, Any]
 TMP_VOLUME = "tmp"
 GENERATION_ANNOTATION = GENERATION_KEY
 TOPOLOGY_DIR = "/etc/vf/topology"
 RUN_AS = 65532
+NB_TASKS = "VF_NB_TASKS"
 
 
 def render_components(plan: Plan) -> dict[str, list[Obj]]:
@@ -62,8 +70,8 @@ def render_plan(plan: Plan) -> list[Obj]:
         objects.extend(claim_templates(plan, plan.gpu))
     objects.extend(_topology_configmaps(plan))
     objects.append(_provision_job(plan))
+    objects.extend(_replicas_configmap(plan))
     for workload in plan.workloads:
-        objects.append(_env_configmap(plan, workload))
         if workload.headless_service is not None:
             objects.append(_headless_service(plan, workload))
         objects.append(_workload(plan, workload))
@@ -225,13 +233,37 @@ def _job_pod_metadata(plan: Plan, annotations: dict[str, str], labels: Pairs) ->
     return dict(sorted(metadata.items()))
 
 
-def _env_configmap(plan: Plan, workload: Workload) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(plan, workload.env_configmap, workload.labels),
-        "data": dict(workload.env),
-    }
+def _replicas_configmap(plan: Plan) -> list[Obj]:
+    """The replica counts of the workers that scale in place, one key per node: read by
+    reference, so a change of one leaves every pod template as it was (ADR 183)."""
+    counts = {w.node: w.replicas for w in plan.workloads if w.replicas_configmap is not None}
+    names = {w.replicas_configmap for w in plan.workloads} - {None}
+    if not names:
+        return []
+    (name,) = names
+    assert name is not None
+    labels = (*plan.run_labels, (COMPONENT, REPLICA_COUNTS))
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(plan, name, labels),
+            "data": {node: str(count) for node, count in sorted(counts.items())},
+        }
+    ]
+
+
+def _worker_env(workload: Workload) -> list[Obj]:
+    """The worker's own variables as the pod template's values: a change of one rolls the
+    pods by itself. A worker that scales in place reads its count by reference instead."""
+    out: list[Obj] = []
+    for name, value in workload.env:
+        if name == NB_TASKS and workload.replicas_configmap is not None:
+            ref = {"name": workload.replicas_configmap, "key": workload.node}
+            out.append({"name": name, "valueFrom": {"configMapKeyRef": ref}})
+        else:
+            out.append({"name": name, "value": value})
+    return out
 
 
 def _headless_service(plan: Plan, workload: Workload) -> Obj:
@@ -272,17 +304,15 @@ def _worker_container(plan: Plan, workload: Workload) -> Obj:
         "image": workload.image,
         "imagePullPolicy": plan.image_pull_policy,
         "command": ["vf-worker"],
-        "envFrom": [
-            {"configMapRef": {"name": workload.env_configmap}},
-            {"configMapRef": {"name": plan.broker_configmap}},
-        ],
+        "env": sorted(
+            _worker_env(workload) + _secret_env(plan) + _replica_env(workload),
+            key=lambda entry: str(entry["name"]),
+        ),
+        "envFrom": [{"configMapRef": {"name": plan.broker_configmap}}],
         "resources": _resources(workload.resources),
         "securityContext": _container_security(),
         "volumeMounts": [{"name": TMP_VOLUME, "mountPath": "/tmp"}, *_volume_mounts(workload)],
     }
-    env = _secret_env(plan) + _replica_env(workload)
-    if env:
-        container["env"] = env
     if workload.probes:
         container["ports"] = [{"name": "health", "containerPort": HEALTH_PORT}]
         container["readinessProbe"] = _probe("/readyz", initialDelaySeconds=2, periodSeconds=5)

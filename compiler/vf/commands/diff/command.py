@@ -178,7 +178,6 @@ def _names(plan: Mapping[str, Any]) -> dict[str, str]:
     out = {"broker": plan.get("broker_configmap"), "provision": provision.get("job")}
     for w in plan.get("workloads") or []:
         out[f"node {w['node']}"] = w.get("name")
-        out[f"env {w['node']}"] = w.get("env_configmap")
     for g in (plan.get("gpu") or {}).get("grants") or []:
         out[f"claim {g['node']}"] = g.get("claim_template")
     return {role: str(name) for role, name in out.items() if name}

@@ -21,7 +21,7 @@ from vf.tree.read import committed_environments, committed_plan
 Obj = Mapping[str, Any]
 # Workload fields that carry names or digests of names: a new run changes them all.
 _NAMED = frozenset(
-    {"name", "env_configmap", "headless_service", "pdb", "labels", "selector", "config_hash"}
+    {"name", "replicas_configmap", "headless_service", "pdb", "labels", "selector", "config_hash"}
 )
 # Variables a run or a neighbour sets: a change shows where it is made, not downstream.
 _DERIVED_VARIABLES = frozenset(

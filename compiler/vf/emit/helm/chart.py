@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from vf.emit.helm.envlist import aligned
 from vf.emit.helm.generations import (
     generations,
     keyed_by_generation,
@@ -329,6 +330,7 @@ _PRESENT: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple for each set 
 
 def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> Member:
     names = tuple(sorted(versions))
+    versions = aligned(versions)
     base = versions[names[0]]  # read, never changed: object_template copies
     found = with_generation_names(find_slots(versions), versions=versions, gens=where.gens)
     slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)

@@ -2,11 +2,12 @@
 
 ``nodes.<node>.replicas`` is a value of every worker. The chart derives from it, instead
 of copying the plan's numbers: the workload's replicas (``completions``/``parallelism`` of
-a Job), the worker's ``VF_NB_TASKS``, every child's ``VF_PARENT_REPLICAS`` (present when a
-parent runs more than one replica, as the plan writes it), and the replica part of the
-pods' ``vf.dev/config-hash`` (``vf.plan.config_hash``). A hand ``--set`` therefore renders what
-a recompile with that replica count renders for those fields, and a join never waits for
-fewer end-of-stream markers than its parents' replicas send.
+a Job), the worker's ``VF_NB_TASKS`` (in its pod template, or in the flow's replicas
+ConfigMap for a worker that scales in place), every child's ``VF_PARENT_REPLICAS``, and the
+replica part of the pods' ``vf.dev/config-hash`` (``vf.plan.config_hash``). A hand
+``--set`` therefore renders what a recompile with that replica count renders for those
+fields, and a join never waits for fewer end-of-stream markers than its parents' replicas
+send.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from vf.emit.helm.slots import (
     ABSENT,
     PARENT_REPLICAS_KEY,
+    POD_SPEC,
     Slot,
     ValueKey,
     below,
@@ -26,11 +28,12 @@ from vf.emit.helm.slots import (
 )
 from vf.emit.helm.text import CONFIG_HASH, HASH_IN_PLACE, HASH_RESTART, LITERAL, NB_TASKS_KEY
 from vf.plan.config_hash import NB_TASKS, PARENT_REPLICAS, scales_in_place
-from vf_runtime.labels import CONFIG_HASH_KEY
+from vf_runtime.labels import COMPONENT, CONFIG_HASH_KEY, REPLICA_COUNTS, labels_of
 
 Obj = dict[str, Any]
 Path = tuple[str | int, ...]
 HASH_PATH: Path = ("spec", "template", "metadata", "annotations", CONFIG_HASH_KEY)
+ENV_PATH: Path = (*POD_SPEC, "containers", 0, "env")  # vf's worker is the pod's one container
 REPLICA_PATHS: dict[str, tuple[Path, ...]] = {
     "Deployment": (("spec", "replicas"),),
     "StatefulSet": (("spec", "replicas"),),
@@ -39,14 +42,20 @@ REPLICA_PATHS: dict[str, tuple[Path, ...]] = {
 
 
 def worker_envs(per_env: Mapping[str, Sequence[Obj]]) -> dict[str, Mapping[str, str]]:
-    """Each node's worker environment (its env ConfigMap's data) in the first environment
-    that has the node; what the chart needs of it (parents, flow type) is the same in all."""
+    """Each node's worker environment (the values of its worker container's ``env``) in the
+    first environment that has the node; what the chart needs of it (parents, flow type) is
+    the same in all."""
     out: dict[str, Mapping[str, str]] = {}
     for env in sorted(per_env):
         for obj in per_env[env]:
-            data = obj.get("data") or {}
-            if obj.get("kind") == "ConfigMap" and NB_TASKS in data and "VF_NODE_NAME" in data:
-                out.setdefault(str(data["VF_NODE_NAME"]), data)
+            if obj.get("kind") not in REPLICA_PATHS or owner(obj) is None:
+                continue
+            entries = _at(obj, ENV_PATH)
+            if not isinstance(entries, list):
+                continue
+            values = {str(e["name"]): str(e["value"]) for e in entries if "value" in e}
+            if "VF_NODE_NAME" in values:
+                out.setdefault(values["VF_NODE_NAME"], values)
     return out
 
 
@@ -55,19 +64,17 @@ def with_replica_slots(
 ) -> list[Slot]:
     """``slots`` with the fields a worker's replica count decides derived from the values."""
     first = versions[sorted(versions)[0]]
+    if first.get("kind") == "ConfigMap" and labels_of(first).get(COMPONENT) == REPLICA_COUNTS:
+        return _counts_slots(slots, versions=versions)
     base = owner(first)
     if base is None or base[0] != "nodes":
         return slots
     node = base[1]
     env = workers.get(node)
-    if env is None:
+    if env is None or first.get("kind") not in REPLICA_PATHS:
         return slots
-    kind = str(first.get("kind"))
-    if kind == "ConfigMap" and (first.get("data") or {}).get("VF_NODE_NAME") == node:
-        return _env_slots(slots, versions=versions, node=node, parents=_parents(env))
-    if kind in REPLICA_PATHS:
-        return _workload_slots(slots, versions=versions, node=node, env=env)
-    return slots
+    slots = _env_slots(slots, versions=versions, node=node, parents=_parents(env))
+    return _workload_slots(slots, versions=versions, node=node, env=env)
 
 
 def _parents(env: Mapping[str, str]) -> str:
@@ -88,21 +95,59 @@ def _replace(slots: list[Slot], news: list[Slot]) -> list[Slot]:
 
 def _at(obj: Any, path: Path) -> Any:
     for part in path:
-        if not isinstance(obj, dict) or part not in obj:
+        found = isinstance(obj, dict) and part in obj
+        if not (found or (isinstance(obj, list) and isinstance(part, int) and part < len(obj))):
             return ABSENT
         obj = obj[part]
     return obj
 
 
+def _counts_slots(slots: list[Slot], *, versions: Mapping[str, Obj]) -> list[Slot]:
+    """The replicas ConfigMap: each count a node's ``nodes.<node>.replicas``, where every
+    environment has it (elsewhere the plan's numbers stay values of their own)."""
+    datas = {e: v.get("data") or {} for e, v in versions.items()}
+    nodes = set.intersection(*(set(d) for d in datas.values()))
+    news = [
+        Slot(
+            path=("data", node),
+            values=shared({e: int(d[node]) for e, d in datas.items()}),
+            key=(NB_TASKS_KEY, node),
+        )
+        for node in sorted(nodes)
+    ]
+    return _replace(slots, news)
+
+
+def _entry(versions: Mapping[str, Obj], name: str) -> int | None:
+    """The index of the worker's ``env`` entry ``name`` with a value, the same in every
+    environment (the chart aligns the entries by name, ``vf.emit.helm.envlist``)."""
+    found = set()
+    for version in versions.values():
+        entries = _at(version, ENV_PATH)
+        if not isinstance(entries, list):
+            return None
+        at = [i for i, e in enumerate(entries) if isinstance(e, dict) and e.get("name") == name]
+        if len(at) != 1 or "value" not in entries[at[0]]:
+            return None
+        found.add(at[0])
+    return found.pop() if len(found) == 1 else None
+
+
 def _env_slots(
     slots: list[Slot], *, versions: Mapping[str, Obj], node: str, parents: str
 ) -> list[Slot]:
-    nb = {e: int(_at(v, ("data", NB_TASKS))) for e, v in versions.items()}
-    news = [Slot(path=("data", NB_TASKS), values=shared(nb), key=(NB_TASKS_KEY, node))]
-    if parents:
-        seen = {e: _at(v, ("data", PARENT_REPLICAS)) for e, v in versions.items()}
+    news: list[Slot] = []
+    nb = _entry(versions, NB_TASKS)
+    if nb is not None:
+        path = (*ENV_PATH, nb, "value")
+        counts = {e: int(_at(v, path)) for e, v in versions.items()}
+        news.append(Slot(path=path, values=shared(counts), key=(NB_TASKS_KEY, node)))
+    theirs = _entry(versions, PARENT_REPLICAS) if parents else None
+    if theirs is not None:
+        path = (*ENV_PATH, theirs, "value")
+        seen = {e: _at(v, path) for e, v in versions.items()}
         key: ValueKey = (PARENT_REPLICAS_KEY, parents)
-        news.append(Slot(path=("data", PARENT_REPLICAS), values=shared(seen), key=key))
+        news.append(Slot(path=path, values=shared(seen), key=key))
     return _replace(slots, news)
 
 

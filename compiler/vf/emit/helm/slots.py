@@ -28,7 +28,7 @@ Obj = dict[str, Any]
 Path = tuple[str | int, ...]
 ValueKey = tuple[str, ...]
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
-PARENT_REPLICAS_KEY = "$parent-replicas"  # ("$parent-replicas", "a,b"): absent unless any > 1
+PARENT_REPLICAS_KEY = "$parent-replicas"  # ("$parent-replicas", "a,b"): "a=<n>,b=<m>"
 POD_SPEC: Path = ("spec", "template", "spec")
 _WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
 _CONTAINER_KNOBS = frozenset({"image", "resources", "imagePullPolicy", "env"})
@@ -45,9 +45,7 @@ class Slot:
 
     @property
     def optional(self) -> bool:
-        """Whether the field may be missing: in some environment, or by what values say."""
-        if self.key[0] == PARENT_REPLICAS_KEY:
-            return True
+        """Whether the field may be missing in some environment."""
         return ABSENT in self.values.values()  # compared by identity: nothing equals it
 
 

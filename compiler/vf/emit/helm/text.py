@@ -93,7 +93,7 @@ def _derived(key: ValueKey) -> str | None:
     if key[0] == GEN_NAME:
         return f"(print {_part(key[1])} (index $.Values {_part('generation')}))"
     if key[0] == PARENT_REPLICAS_KEY:
-        return f'(include "vf.parentReplicas" (list $.Values.nodes {_part(key[1])}) | default nil)'
+        return f'(include "vf.parentReplicas" (list $.Values.nodes {_part(key[1])}))'
     if key[0] == CONFIG_HASH:
         mode, node, parents = key[1:4]
         own = go_string(IN_PLACE) if mode == HASH_IN_PLACE else _replicas(node)

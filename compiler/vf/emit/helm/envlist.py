@@ -1,0 +1,75 @@
+"""A container's ``env`` as the chart compares it: entries lined up by name.
+
+A worker's variables are its pod template's ``env`` (ADR 183), sorted by name, and some of
+them exist in one environment only (an Indexed Job's ``VF_REPLICA_ID``, a GPU grant's
+variables, a URL read from a Secret). Compared by position, one extra entry would shift
+every later one and make the whole list a value. Lined up by name, each environment's list
+holds every name of any of them, ``ABSENT`` where it lacks one: an entry present
+everywhere is verbatim or a slot of its own, and an entry some environment lacks is one
+optional list item in the template.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vf.emit.helm.slots import ABSENT, POD_SPEC
+
+Obj = dict[str, Any]
+_WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
+
+
+def aligned(versions: Mapping[str, Obj]) -> dict[str, Obj]:
+    """``versions`` with each container's ``env`` lined up by name, where the lists
+    differ in their names and each is sorted by unique names; the objects given are left
+    unchanged (the paths changed are copies)."""
+    out = dict(versions)
+    first = out[sorted(out)[0]]
+    if len(out) < 2 or first.get("kind") not in _WORKLOADS:
+        return out
+    counts = {len(_containers(v)) for v in out.values()}
+    if len(counts) != 1:
+        return out
+    for index in range(counts.pop()):
+        lists = {e: _containers(v)[index].get("env") for e, v in out.items()}
+        names = {e: _names(entries) for e, entries in lists.items()}
+        known = [tuple(n) for n in names.values() if n is not None]
+        if len(known) < len(names) or len(set(known)) == 1:
+            continue
+        union = sorted(set().union(*known))
+        for env, entries in lists.items():
+            by_name = {str(e["name"]): e for e in entries or ()}
+            out[env] = _with_env(out[env], index=index, env=[by_name.get(n, ABSENT) for n in union])
+    return out
+
+
+def _containers(obj: Obj) -> list[Obj]:
+    node: Any = obj
+    for part in (*POD_SPEC, "containers"):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, list) else []
+
+
+def _names(entries: Any) -> list[str] | None:
+    """The entries' names when they are sorted and unique (the order vf renders), else None."""
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("name"), str) for e in entries
+    ):
+        return None
+    names = [str(e["name"]) for e in entries]
+    return names if names == sorted(set(names)) else None
+
+
+def _with_env(obj: Obj, *, index: int, env: list[Any]) -> Obj:
+    """``obj`` with container ``index``'s env replaced; only the path to it is copied."""
+    top = dict(obj)
+    node = top
+    for part in POD_SPEC:
+        child = dict(node[str(part)])
+        node[str(part)] = child
+        node = child
+    containers = list(node["containers"])
+    containers[index] = {**containers[index], "env": env}
+    node["containers"] = containers
+    return top
