@@ -331,3 +331,60 @@ def test_a_tree_with_a_subpath_out_of_its_volume_is_refused_before_anything_star
     assert done.returncode == 2, done.stderr[-2000:]
     assert "error[VF_RUN_TREE_INVALID]" in done.stderr and "must not contain '..'" in done.stderr
     assert "runtime:" not in done.stderr  # refused before the run began
+
+
+@pytest.mark.container
+@pytest.mark.slow
+def test_a_node_module_the_apps_own_dockerfile_leaves_out_is_a_named_error(
+    tmp_path: Path,
+) -> None:
+    """The --app folder's Dockerfile copies one node module of two: the image builds, and the
+    module the plan names is not in it. vf run-tree says which, before any pod starts."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "podman_nodes.py").write_text((APP / "podman_nodes.py").read_text())
+    image = "registry.example.com/vf/podman-forgot:1"  # a tag no other test builds
+    (app / "vf.yaml").write_text(
+        (APP / "vf.yaml").read_text().replace("registry.example.com/vf/podman-tests:1", image)
+    )
+    (app / "forgotten_nodes.py").write_text(
+        "from typing import Any\n\nfrom vf import Consumer\n\n\n"
+        "class Drop(Consumer):\n"
+        "    def consume(self, item: dict[str, Any]) -> None:\n"
+        "        return None\n"
+    )
+    (app / "forgot.py").write_text(
+        "from forgotten_nodes import Drop\nfrom podman_nodes import Count\n\n"
+        "from vf import BATCH, Flow\n\n\n"
+        "def build_flow() -> Flow:\n"
+        '    return Flow([Drop(name="drop")(Count(name="count"))], flow_type=BATCH, '
+        'flow_id="podman-forgot")\n'
+    )
+    (app / "Dockerfile").write_text(
+        "ARG PYTHON_IMAGE\nFROM ${PYTHON_IMAGE}\nCOPY --chown=65532:65532 podman_nodes.py /app/\n"
+    )
+    done = _vf("compile", str(app / "forgot.py"), "--out", str(tmp_path / "tree"), cwd=app)
+    assert done.returncode == 0, done.stderr
+    started = time.monotonic()
+    done = _vf(
+        "run-tree",
+        str(tmp_path / "tree"),
+        "--env",
+        "dev",
+        "--app",
+        str(app),
+        "--runtime",
+        "podman",
+        "--timeout",
+        "150",
+        "--run-dir",
+        str(tmp_path / "run"),
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "error[VF_PIPELINE_IMAGE]" in done.stderr and "Traceback" not in done.stderr
+    assert "lacks the node module 'forgotten_nodes' (node 'drop')" in done.stderr
+    assert "COPY --chown=65532:65532 forgotten_nodes.py /app/" in done.stderr
+    assert str(app / "Dockerfile") in done.stderr
+    assert not list((tmp_path / "run").rglob("worker.log"))  # refused before any pod ran
+    assert time.monotonic() - started < 120  # not the Job's four failed tries
+    _podman().podman.run(["rmi", "--force", image], timeout=120)

@@ -368,3 +368,43 @@ def ensure_pipeline_image(
             where=str(app_dir),
             kind=VfError,  # the app's Dockerfile or files: the user's to fix (exit 2)
         )
+
+
+_FIND_MODULES = (
+    "import importlib.util, sys\n"
+    "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))\n"
+)
+
+
+def check_node_modules(podman: Podman, *, tag: str, nodes: dict[str, str], app_dir: Path) -> None:
+    """Refuse a pipeline image whose Python cannot find a node module the plan names
+    (``nodes``: node → module), as its workers would, before any pod runs from it. Only
+    each module's top-level name is looked up, so nothing of the user's code runs here."""
+    tops = sorted({module.split(".")[0] for module in nodes.values()})
+    if not tops:
+        return
+    argv = ["run", "--rm", *podman.run_args(), "--network=none", "--entrypoint=python"]
+    done = podman.run([*argv, tag, "-c", _FIND_MODULES, *tops], timeout=120)
+    if done.returncode != 0:
+        raise _fail(
+            "VF_PIPELINE_IMAGE",
+            f"image {tag} cannot run python to look for its node modules (exit {done.returncode})",
+            f"fix the Dockerfile in {app_dir}: the image must be FROM vf's worker image",
+            str(app_dir),
+            tail=done.stdout + done.stderr,
+            kind=VfError,
+        )
+    absent = set(done.stdout.split())
+    if not absent:
+        return
+    lacking = sorted(f"'{m}' (node '{n}')" for n, m in nodes.items() if m.split(".")[0] in absent)
+    dockerfile = app_dir / "Dockerfile"
+    source = str(dockerfile) if dockerfile.is_file() else "the Dockerfile vf init writes"
+    raise VfError(
+        "VF_PIPELINE_IMAGE",
+        f"image {tag}, built from {source}, lacks the node module {', '.join(lacking)} "
+        "that the plan runs from it: its workers could not import their node class",
+        "copy each node module into the image under /app (e.g. `COPY --chown=65532:65532 "
+        f"{sorted(absent)[0]}.py /app/`), or put it on the image's PYTHONPATH",
+        str(dockerfile if dockerfile.is_file() else app_dir),
+    )

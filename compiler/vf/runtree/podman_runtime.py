@@ -278,16 +278,16 @@ def missing_image(ref: str, local: str) -> VfError:
     )
 
 
-def node_modules(plan: dict[str, Any], image: str) -> list[str]:
-    """The modules of the node classes the plan runs from ``image`` (``VF_NODE_CLASS``)."""
+def node_modules(plan: dict[str, Any], image: str) -> dict[str, str]:
+    """Node → module of the node classes the plan runs from ``image`` (``VF_NODE_CLASS``)."""
     found = {
-        str(w["env"]["VF_NODE_CLASS"]).rpartition(".")[0]
+        str(w["node"]): str(w["env"]["VF_NODE_CLASS"]).rpartition(".")[0]
         for w in plan.get("workloads") or []
         if w.get("image") == image
         and not w.get("component")
         and w.get("env", {}).get("VF_NODE_CLASS")
     }
-    return sorted(m for m in found if m)
+    return {node: module for node, module in sorted(found.items()) if module}
 
 
 def prepare_images(
@@ -301,20 +301,23 @@ def prepare_images(
     """Build every worker image the plan names from ``app_dir``, with the node modules the
     plan names (podman's layer cache makes an unchanged folder a quick rebuild), so the
     containers run the code that is there now; with ``build`` off, use the image in local
-    storage as it is, and a missing one is a named error. Then read its configuration."""
-    from vf.containers.build import ensure_pipeline_image
+    storage as it is, and a missing one is a named error. Then check that it holds the node
+    modules the plan names, and read its configuration."""
+    from vf.containers.build import check_node_modules, ensure_pipeline_image
 
     for ref, role in sorted(resolver.flow_images().items()):
         if role != "worker":
             continue
         local = local_reference(ref)
+        nodes = node_modules(resolver.ctx.plan, ref)
         if build:
-            modules = node_modules(resolver.ctx.plan, ref) or None
+            modules = sorted(set(nodes.values())) or None
             ensure_pipeline_image(
                 runtime.podman, tag=local, app_dir=app_dir, log=log, modules=modules
             )
         elif not runtime.podman.image_exists(local):
             raise missing_image(ref, local)
+        check_node_modules(runtime.podman, tag=local, nodes=nodes, app_dir=app_dir)
         runtime.image(ref)
 
 
