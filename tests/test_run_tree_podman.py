@@ -2,8 +2,7 @@
 OCI containers, from the image the tree names, on real nats-server and Valkey.
 
 The lifecycle scenarios of ``test_run_tree_lifecycle.py`` run here unchanged, through
-containers, and must count the same (all but the deletion of a running flow at once,
-below). Then what only a container shows: a read-only root
+containers, and must count the same. Then what only a container shows: a read-only root
 filesystem, a memory limit, a package the image lacks, and no container left behind
 when ``vf run-tree`` is stopped or killed.
 """
@@ -115,11 +114,11 @@ test_changed_graph_in_containers = _in_containers(
 test_two_flows_in_containers = _in_containers(
     lifecycle.test_two_flows_in_one_namespace_run_side_by_side_and_prune_apart
 )
-# Not here: deleting a running REALTIME flow at once. Its producer, signalled in the same
-# moment as the broker, publishes its end-of-stream marker with patience; when the broker
-# is gone first it waits out its stop grace (20 s), and the test's 10 s grace kills it. The
-# processes of --runtime process usually win that race; a container at the pod's CPU share
-# (100m: 102 shares against the broker process's 1024) often does not.
+# The broker is deleted with the workers: a producer that cannot publish its end-of-stream
+# marker says so and exits within the 10 s grace the cluster gives here (STOP-6).
+test_delete_at_once_in_containers = _in_containers(
+    lifecycle.test_deleting_a_running_flow_at_once_stops_every_process_promptly
+)
 
 
 def _vf(
