@@ -4,25 +4,30 @@ nats-server and Redis-compatible store, real kubectl, the workers of the worker 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import nats
 import pytest
 
 from tests.support import require
 from vf.runtree.cluster import Cluster
 from vf.runtree.command import RunTreeRequest, prepare, workloads_done
-from vf.runtree.outcome import run_names, run_status
+from vf.runtree.outcome import dead_letters, run_names, run_status
 from vf.runtree.podhost import ClusterOptions
 from vf.runtree.sync import sync
 from vf_runtime.broker.client import BrokerError, announce_stop
+from vf_runtime.broker.naming import RunNames
 from vf_runtime.local.outcome import exit_code, settled
 
 REPO = Path(__file__).resolve().parent.parent
@@ -206,3 +211,67 @@ def test_a_flow_stopped_before_its_work_was_done_is_a_stop_not_a_pass(
     finally:
         cluster.shutdown(timeout=20)
     assert cluster.idle()
+
+
+async def _delete_one_before_it_is_read(url: str, names: RunNames) -> None:
+    """Once the producer's marker is stored, delete its last data message from the stream."""
+    client = await nats.connect(url)
+    try:
+        js = client.jetstream()
+        stream = names.stream("numbers")
+        for _ in range(600):
+            try:
+                await js.get_last_msg(stream, names.eos_subject("numbers", replica=0))
+                break
+            except Exception:
+                await asyncio.sleep(0.05)
+        last = await js.get_last_msg(stream, names.subject("numbers"))
+        await js.delete_msg(stream, last.seq)
+    finally:
+        await client.close()
+
+
+def test_an_item_lost_before_its_reader_got_it_fails_the_node_as_run_local_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The producer's end-of-stream marker counts 40; one of its messages is deleted from the
+    stream before the sink reads anything. The sink's worker fails on VF_EOS_MISMATCH, its
+    restarts refuse a generation already consumed, the Job fails on its backoffLimit, and the
+    run reads as ``vf run-local`` reads it (tests/runtime/test_truthful.py): the node is
+    lost, exit 4, and the mismatch is among the dead letters, by name."""
+    require(shutil.which("kubectl", path=_path()) is not None, "kubectl is not installed")
+    monkeypatch.setenv("PATH", _path())
+    project = _project(tmp_path)
+    done = _vf("compile", "lossy.py", "--out", str(tmp_path / "tree"), cwd=project, **FLOW_ENV)
+    assert done.returncode == 0, done.stderr
+    request = RunTreeRequest(tree=tmp_path / "tree", env="dev", app=project)
+    tree, resolver = prepare(request, log=print)
+    cluster = Cluster(ClusterOptions(run_dir=tmp_path / "run", backoff_base=0.2, grace_cap=10))
+    out = io.StringIO()
+    try:
+        assert sync(cluster, tree, resolver, mode="kubectl", app="lossy", timeout=60) == []
+        assert cluster.run_until(lambda: run_names(cluster, tree.plan) is not None, timeout=60)
+        found = run_names(cluster, tree.plan)
+        assert found is not None
+        deleter = threading.Thread(
+            target=asyncio.run, args=(_delete_one_before_it_is_read(*found),)
+        )
+        deleter.start()
+        assert cluster.run_until(lambda: not deleter.is_alive(), timeout=60)
+        finished = cluster.run_until(lambda: workloads_done(cluster, batch=True), timeout=180)
+        status = run_status(cluster, done=finished)
+        letters = dead_letters(cluster, tree.plan, out=out, copy_dir=tmp_path)
+        logs = "\n".join(
+            c.log.read_text(errors="replace")
+            for p in cluster.pods()
+            if p.labels.get("vf.dev/node") == "sink"
+            for c in p.containers
+        )
+    finally:
+        cluster.shutdown(timeout=20)
+    print(out.getvalue(), status)
+    assert status.status == "lost" and len(status.lost) == 1, status
+    assert "-sink-" in status.lost[0]
+    assert exit_code(settled(status.status, letters)) == 4
+    assert "error[VF_EOS_MISMATCH]" in logs and "error[VF_GENERATION_FINISHED]" in logs
+    assert re.search(r"^\[vf\]\s+VF_EOS_MISMATCH: 'sink' replica", out.getvalue(), re.MULTILINE)

@@ -44,12 +44,16 @@ class Refused(Exception):
 
 class Record(Consumer):
     """Appends one JSON line per applied item to ``path``, with the pod that applied it;
-    refuses item ``refuse`` (none when 0)."""
+    refuses item ``refuse`` (none when 0); ``open_delay`` seconds pass before it reads."""
 
-    def __init__(self, path: str, refuse: int = 0, **kw: Any) -> None:
+    def __init__(self, path: str, refuse: int = 0, open_delay: float = 0.0, **kw: Any) -> None:
         super().__init__(**kw)
         self.path = path
         self.refuse = refuse
+        self.open_delay = open_delay
+
+    def open(self) -> None:
+        time.sleep(self.open_delay)
 
     def consume(self, item: dict[str, Any]) -> None:
         if self.refuse and item["i"] == self.refuse:
