@@ -41,15 +41,16 @@ def test_a_realtime_producer_stopped_with_its_broker_gone_exits_promptly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VF_TEST_OUT", str(tmp_path / "unused.jsonl"))  # the graph reads it
-    server = start_nats(tmp_path / "nats", port=free_port())
     plan = compile_project(CompileRequest(graph=str(FLOWS / "live.py"))).plans[0]
     (camera,) = (w for w in plan.workloads if w.node == "camera")
     env = {**os.environ, **dict(camera.env), "PYTHONPATH": str(FLOWS)}
+    server = start_nats(tmp_path / "nats", port=free_port())  # stopped below, whatever happens
     env.update(VF_NATS_URL=server.url, VF_HEALTH_PORT="0", PYTHONUNBUFFERED="1")
     log = tmp_path / "camera.log"
-    with log.open("wb") as out:
-        worker = subprocess.Popen(WORKER, env=env, stdout=out, stderr=subprocess.STDOUT)
+    worker: subprocess.Popen[bytes] | None = None
     try:
+        with log.open("wb") as out:
+            worker = subprocess.Popen(WORKER, env=env, stdout=out, stderr=subprocess.STDOUT)
         stream = RunNames(env["VF_FLOW_ID"], env["VF_RUN_ID"]).stream("camera")
         wait_until(
             lambda: _published(server.url, stream) >= 20,
@@ -63,7 +64,7 @@ def test_a_realtime_producer_stopped_with_its_broker_gone_exits_promptly(
         code = worker.wait(timeout=30)
         took = time.monotonic() - started
     finally:
-        if worker.poll() is None:
+        if worker is not None and worker.poll() is None:
             worker.kill()
             worker.wait()
         server.stop()
