@@ -189,14 +189,16 @@ def objects(result: CompileResult) -> list[dict[str, Any]]:
 
 
 def work_env(objs: list[dict[str, Any]]) -> dict[str, str]:
-    """The data of the Work node's env ConfigMap, as the tree holds it."""
-    maps = [
-        o["data"]
+    """The Work node's variables, as its workload's container env holds them."""
+    envs = [
+        {entry["name"]: entry["value"] for entry in container.get("env") or [] if "value" in entry}
         for o in objs
-        if o["kind"] == "ConfigMap" and (o.get("data") or {}).get("VF_NODE_KIND") == "processor"
+        if o["kind"] in {"Job", "Deployment", "StatefulSet"}
+        for container in o["spec"]["template"]["spec"]["containers"]
     ]
-    assert len(maps) == 1
-    data: dict[str, str] = maps[0]
+    found = [env for env in envs if env.get("VF_NODE_KIND") == "processor"]
+    assert len(found) == 1
+    data = found[0]
     assert all(key.startswith("VF_") for key in data)
     return data
 
