@@ -248,6 +248,14 @@ def test_infeasible_gpu_requests_are_errors(
     assert message in output
 
 
+def test_a_whole_card_refusal_gives_its_arithmetic(write_graph: Callable[..., Path]) -> None:
+    code, output = _compile(write_graph, "gpu_count=2, nb_tasks=3", _inventory(cards=4))
+    assert code == 2, output
+    flat = " ".join(output.split())
+    assert "6 card(s) asked in all, 4 declared" in flat
+    assert "replica 2 of 'infer' (2 card(s)) found no node after 2 replica(s) were placed" in flat
+
+
 def test_without_inventory_feasibility_is_unknown(write_graph: Callable[..., Path]) -> None:
     code, output = _compile(write_graph, "gpu_count=2", "gpu: {mode: exclusive}")
     assert code == 0, output

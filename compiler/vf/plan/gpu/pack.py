@@ -34,10 +34,13 @@ class Bin:
 
 @dataclass(frozen=True, kw_only=True)
 class Packing:
-    """Where each pod goes; ``proven`` tells whether a failure is a proof."""
+    """Where each pod goes; ``proven`` tells whether a failure is a proof. On a failure,
+    ``stuck`` is the first pod first-fit-decreasing could not place, after ``placed`` others."""
 
     hosts: dict[tuple[str, int], str] | None
     proven: bool
+    stuck: Pod | None = None
+    placed: int = 0
 
 
 def _order(pods: list[Pod]) -> list[Pod]:
@@ -49,17 +52,20 @@ def pack_whole(pods: list[Pod], bins: list[Bin]) -> Packing:
     order = _order(pods)
     free = {b.host: b.cards for b in bins}
     placed: dict[tuple[str, int], str] = {}
+    stuck = None
     for pod in order:
         host = next((b.host for b in bins if free[b.host] >= pod.cards and _allowed(pod, b)), None)
         if host is None:
+            stuck = pod
             break
         free[host] -= pod.cards
         placed[(pod.workload, pod.replica)] = host
     else:
         return Packing(hosts=placed, proven=True)
     if len(order) <= EXHAUSTIVE_MAX_PODS and len(bins) <= EXHAUSTIVE_MAX_NODES:
-        return Packing(hosts=_exhaustive(order, bins), proven=True)
-    return Packing(hosts=None, proven=False)
+        found = _exhaustive(order, bins)
+        return Packing(hosts=found, proven=True, stuck=stuck, placed=len(placed))
+    return Packing(hosts=None, proven=False, stuck=stuck, placed=len(placed))
 
 
 def _allowed(pod: Pod, target: Bin) -> bool:

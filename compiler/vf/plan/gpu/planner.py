@@ -16,7 +16,7 @@ from vf.ir.plan import record_to_json
 from vf.plan.context import PlanContext
 from vf.plan.gpu.dra import judge_features
 from vf.plan.gpu.mig import family_of
-from vf.plan.gpu.pack import Bin, Card, MixResult, Pod, pack_whole, solve_mix
+from vf.plan.gpu.pack import Bin, Card, MixResult, Packing, Pod, pack_whole, solve_mix
 from vf.plan.jobs import tagged_name
 from vf_runtime.constants import GPU
 
@@ -127,7 +127,7 @@ def _plan_exclusive(ctx: PlanContext, nodes: list[NodeIR], problems: list[Proble
     ]
     packing = pack_whole(_pods(ctx, nodes), bins)
     if packing.hosts is None and packing.proven:
-        problems.append(_unplaceable(ctx, nodes, bins))
+        problems.append(_unplaceable(ctx, nodes, bins, packing))
         return _base_plan(ctx, grants=grants, feasibility="infeasible (proven)")
     if packing.hosts is None:
         return _base_plan(
@@ -145,13 +145,25 @@ def _plan_exclusive(ctx: PlanContext, nodes: list[NodeIR], problems: list[Proble
     )
 
 
-def _unplaceable(ctx: PlanContext, nodes: list[NodeIR], bins: list[Bin]) -> Problem:
+def _unplaceable(
+    ctx: PlanContext, nodes: list[NodeIR], bins: list[Bin], packing: Packing
+) -> Problem:
     demand = ", ".join(f"{n.name} {ctx.replicas[n.name]}x{n.gpu_count}" for n in nodes)
     supply = ", ".join(f"{b.host}:{b.cards}" for b in bins) or "no eligible node"
+    asked = sum(ctx.replicas[n.name] * n.gpu_count for n in nodes)
+    held = sum(b.cards for b in bins)
+    stuck = ""
+    if packing.stuck is not None:
+        pod = packing.stuck
+        stuck = (
+            f"; placing the largest first, replica {pod.replica} of '{pod.workload}' "
+            f"({pod.cards} card(s)) found no node after {packing.placed} replica(s) were placed"
+        )
     return _problem(
         ctx,
         f"the GPU pods ({demand}) cannot be packed onto the nodes ({supply}); "
-        "every replica's cards must sit on one node",
+        f"{asked} card(s) asked in all, {held} declared; "
+        f"every replica's cards must sit on one node{stuck}",
         "lower replicas or gpu_count, or add GPU nodes to gpu.inventory",
     )
 
@@ -319,7 +331,7 @@ def _plan_dra(ctx: PlanContext, nodes: list[NodeIR], problems: list[Problem]) ->
         bins = [Bin(host=n.name, cards=n.cards) for n in _eligible(target, ("dra-owned",))]
         packing = pack_whole(_pods(ctx, nodes), bins)
         if packing.hosts is None and packing.proven:
-            problems.append(_unplaceable(ctx, nodes, bins))
+            problems.append(_unplaceable(ctx, nodes, bins, packing))
         feasibility = "proven: every claim fits on one node" if packing.hosts else "not proven"
     return _base_plan(ctx, grants=tuple(grants), claims=tuple(claims), feasibility=feasibility)
 
