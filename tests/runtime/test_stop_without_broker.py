@@ -73,6 +73,7 @@ def test_a_realtime_producer_stopped_with_its_broker_gone_exits_promptly(
     assert took < PROMPT, f"took {took:.1f} s to stop\n{text[-3000:]}"
     assert "end-of-stream marker" in text and "not published" in text, text[-3000:]
     assert "stop grace" not in text, text[-3000:]
+    assert "SIGTERM received" in text and "before the source ended" in text, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
 
 

@@ -87,7 +87,7 @@ class ProducerLoop:
             while sent and self.publisher is not None:
                 await self.publisher.confirm(*sent.popleft())
         if stop.is_set():
-            log.info("stopped by the control subject after %d items", self.count)
+            log.info("stopped after %d items, before the source ended", self.count)
         else:
             log.info("source ended after %d items", self.count)
 

@@ -421,7 +421,7 @@ async def run_worker(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, functools.partial(_stop_within, worker, loop, env))
+            loop.add_signal_handler(sig, functools.partial(_stop_within, worker, loop, env, sig))
     try:
         return await worker.run()
     except BrokerError as exc:
@@ -442,7 +442,9 @@ async def run_worker(
         return EXIT_FAILED
 
 
-def _stop_within(worker: Worker, loop: asyncio.AbstractEventLoop, env: Mapping[str, str]) -> None:
+def _stop_within(
+    worker: Worker, loop: asyncio.AbstractEventLoop, env: Mapping[str, str], sig: signal.Signals
+) -> None:
     """Stop cleanly, but exit within the stop grace even if the broker or store is gone and
     in-flight work cannot settle: it was not acked, so it is delivered again (STOP-6)."""
     if worker.stop.is_set():
@@ -452,6 +454,7 @@ def _stop_within(worker: Worker, loop: asyncio.AbstractEventLoop, env: Mapping[s
         grace = float(env.get("VF_STOP_GRACE_SECONDS", STOP_GRACE))
     except ValueError:
         grace = STOP_GRACE
+    log.info("%s received; stopping, at most %gs from now", sig.name, grace)
 
     def give_up() -> None:
         log.warning("stop grace of %gs exceeded; exiting with unsettled work unacked", grace)
