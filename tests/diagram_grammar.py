@@ -1,4 +1,4 @@
-"""Checkers of our own for the diagrams vf writes, run in CI where Graphviz is absent.
+"""Checkers of our own for the diagrams vf writes, run everywhere, real Graphviz or not.
 
 Mermaid, as GitHub's renderer parses a ``flowchart`` (mermaid.js.org/syntax/flowchart.html
 and its config schema, mermaid.js.org/config/schema-docs/config.html):

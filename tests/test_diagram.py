@@ -1,8 +1,9 @@
 """The flow as a diagram: ``vf explain --format mermaid|dot|svg``, goldens of every example,
 the grammar rules of ``tests/diagram_grammar.py``, and hostile node names (a fuzz class).
 
-The real ``dot`` checks every DOT output where Graphviz is installed; CI machines have no
-Graphviz, so there those tests skip and the grammar checker of our own is what runs.
+The real ``dot`` checks every DOT output where Graphviz is installed (``scripts/setup``
+installs it as root; under ``CI=true`` its absence fails those tests), and the grammar checker
+of our own checks every output everywhere.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from syrupy.location import PyTestLocation
 from syrupy.types import SnapshotIndex
 
 from tests.diagram_grammar import check_dot, check_mermaid
-from tests.support import EXAMPLE_NAMES, example_graph
+from tests.support import EXAMPLE_NAMES, example_graph, require
 from tests.test_hostile_strings import GRAPH, compile_work, hostile
 from vf import names as vf_names
 from vf.cli import cli
@@ -33,9 +34,14 @@ from vf.render.diagram_syntax import Highlight, dot, mermaid, printable
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "diagrams"
 DOT = shutil.which("dot")
-needs_dot = pytest.mark.skipif(
-    DOT is None, reason="Graphviz's dot is not on PATH (apt-get install graphviz)"
-)
+
+
+@pytest.fixture(scope="module")
+def real_dot() -> None:
+    require(DOT is not None, "Graphviz's dot is not on PATH (apt-get install graphviz)")
+
+
+needs_dot = pytest.mark.usefixtures("real_dot")
 HOSTILE = [
     "end", "END", "graph", "subgraph", "flowchart", "class", "o1", "x-ray", "1st", "0",
     'say "hi"', "a[b]", "(x)", "{y}", "a|b", "a;b", "#35;", "#quot;", "&amp;", "<b>x</b>",
