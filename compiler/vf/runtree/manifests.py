@@ -95,13 +95,22 @@ def render_command(
     if renderer == "kustomize":
         return [_tool("kubectl"), "kustomize", str(tree / "overlays" / env)]
     if chart is not None:
-        return [_tool("helm"), "template", "vf", str(chart), "--namespace", namespace]
+        return [
+            _tool("helm"),
+            "template",
+            "vf",
+            str(chart),
+            "--skip-tests",
+            "--namespace",
+            namespace,
+        ]
     values = tree / "chart" / f"values-{env}.yaml"
     return [
         _tool("helm"),
         "template",
         "vf",
         str(tree / "chart"),
+        "--skip-tests",  # helm test's hooks: never part of an install or upgrade
         "--namespace",
         namespace,
         "-f",

@@ -7,10 +7,13 @@ what the knobs mean (images, pull policy, resources, replicas) or else by the va
 
 from __future__ import annotations
 
+import copy
 import json
 import marshal
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from vf.emit.helm.overrides import OVERRIDE_SCHEMAS
 
 Obj = dict[str, Any]
 ValueKey = tuple[str, ...]
@@ -94,11 +97,25 @@ def values_schema(
         "description": "What differs between objects that share a template (generated; "
         "recompile to change).",
     }
+    root["properties"].update(copy.deepcopy(OVERRIDE_SCHEMAS))
+    _with_node_overrides(root["properties"].get("nodes"))
     root["properties"]["enabled"] = {
         "type": "boolean",
         "description": "Read by a parent chart's dependency condition; unused here.",
     }
     return {"$schema": DRAFT_07, "title": "vf chart values", **root}
+
+
+def _with_node_overrides(nodes: Obj | None) -> None:
+    """Every node's schema takes the pod overrides, each optional."""
+    if not nodes:
+        return
+    each = nodes.get("additionalProperties")
+    schemas = [each] if isinstance(each, dict) else list((nodes.get("properties") or {}).values())
+    for schema in schemas:
+        props = schema.setdefault("properties", {})
+        for name, override in OVERRIDE_SCHEMAS.items():
+            props[name] = {k: v for k, v in override.items() if k != "description"}
 
 
 def _object(prefix: ValueKey, *, trees: Sequence[Any]) -> Obj:

@@ -31,6 +31,7 @@ NB_TASKS_KEY = "$nb-tasks"  # ("$nb-tasks", node): nodes.<node>.replicas as text
 CONFIG_HASH = "$config-hash"  # (it, mode, node, "a,b", *head): head + the replicas' digest
 HASH_IN_PLACE, HASH_RESTART = "$in-place", "$restart"  # whether own replicas count
 GEN_NAME = "$gen-name"  # ("$gen-name", prefix): the prefix and the BATCH generation
+POD = "$pod"  # ("$pod", name, mode, node, *have): a pod override (vf.emit.helm.overrides)
 HELM_CHART_LABEL: ValueKey = ("$helm-chart",)
 RELEASE_SERVICE: ValueKey = ("$release-service",)
 _BUILT_IN = {
@@ -129,8 +130,8 @@ def values_key(key: ValueKey) -> ValueKey | None:
         return values_key(key[2:])
     if key[0] == NB_TASKS_KEY:
         return ("nodes", key[1], "replicas")
-    if key[0] == CONFIG_HASH:
-        return values_key(key[4:])
+    if key[0] == CONFIG_HASH or key[0] == POD:
+        return values_key(key[4:]) if len(key) > 4 else None
     return None if key[0].startswith("$") else key
 
 
@@ -186,7 +187,34 @@ def _skeleton(base: Obj, *, markers: Mapping[str, Slot]) -> Obj:
     return root
 
 
+def _pod_lines(prefix: str, *, key: ValueKey) -> list[str]:
+    """The lines of a pod override: the whole field, the user's keys beside vf's own in a
+    map, or the user's items after vf's own in a list (``vf.pod`` in ``_helpers.tpl``)."""
+    name, mode, node = key[1:4]
+    indent = prefix[: len(prefix) - len(prefix.lstrip(" "))]
+    if mode == "extra":
+        own = key[4]
+        call = f"(list $.Values {go_string(name)} {_part(node)} nil {go_string(mode)} {_part(own)})"
+        return [
+            '{{- range $vfk, $vfv := (include "vf.pod" ' + call + " | fromJson) }}",
+            indent + "{{ toJson $vfk }}: {{ toJson $vfv }}",
+            "{{- end }}",
+        ]
+    if mode == "append":
+        call = f'(list $.Values {go_string(name)} {_part(node)} nil {go_string(mode)} "")'
+        return [
+            '{{- range (include "vf.pod" ' + call + " | fromJsonArray) }}",
+            indent + "- {{ toJson . }}",
+            "{{- end }}",
+        ]
+    have = values_expr(key[4:]) if len(key) > 4 else "nil"
+    call = f'(list $.Values {go_string(name)} {_part(node)} {have} {go_string(mode)} "")'
+    return ['{{- with (include "vf.pod" ' + call + ") }}", prefix + "{{ . }}", "{{- end }}"]
+
+
 def _slot_lines(prefix: str, *, slot: Slot) -> list[str]:
+    if slot.key[0] == POD:
+        return _pod_lines(prefix, key=slot.key)
     expr = values_expr(slot.key)
     action = "{{ toJson " + expr + " }}"
     if not slot.optional:
