@@ -16,7 +16,8 @@ COMPILER = ROOT / "compiler" / "vf"
 RUNTIME = ROOT / "runtime" / "vf_runtime"
 # What stays at the top of vf: entry points, the facade, and what every stage shares.
 TOP_LEVEL = {
-    "__init__", "__main__", "cli", "codes", "collector", "errors", "names", "pipeline", "resources"
+    "__init__", "__main__", "cli", "codes", "collector", "errors", "memo", "names", "pipeline",
+    "resources",
 }  # fmt: skip
 STAGES = (
     "frontend", "config", "plan", "verify", "render", "emit", "textio", "tree", "commands",

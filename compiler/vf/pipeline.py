@@ -24,6 +24,7 @@ from vf.frontend.graph_checks import graph_module_classes
 from vf.frontend.isolate import load_graph
 from vf.ir.graph import Graph
 from vf.ir.plan import Plan
+from vf.memo import compiling
 from vf.plan.admission import parse_profile_flags
 from vf.plan.planner import plan_environment
 from vf.render.diagram import EnvView, env_view
@@ -107,7 +108,7 @@ def compile_project(request: CompileRequest) -> CompileResult:
     def keep(path: str, text: FileText) -> None:
         tree[path] = whole(text)
 
-    with collector_paused():
+    with collector_paused(), compiling():
         graph, path = load_graph(request.graph)
         planned = _plan(request, graph, path, sink=keep)
         plans = tuple(planned.plans)  # the tree frees its own list of them
@@ -126,7 +127,7 @@ def compile_tree(
     made, so a large compile never holds its graph, plans, objects and chart at once.
     ``loaded``: the wait for ``request.graph`` from ``graph_loader``, when the caller
     started building the graph before it imported this module."""
-    with collector_paused():
+    with collector_paused(), compiling():
         graph, path = (loaded or (lambda: load_graph(request.graph)))()
         planned = _plan(request, graph, path, sink=sink)
         del graph

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
 import os
@@ -66,7 +65,6 @@ def site_of(node: Node, *, wired: bool = False) -> str:
     return f"{_display_path(path, os.getcwd())}:{line}"
 
 
-@functools.lru_cache(maxsize=256)
 def _display_path(path: str, cwd: str) -> str:
     """``path`` relative to ``cwd`` when it lies below it, else as given."""
     rel = os.path.relpath(path, cwd)

@@ -14,9 +14,9 @@ from functools import cache
 from typing import Any
 
 
-@cache
 def schema_pattern(pattern: str) -> re.Pattern[str]:
-    """``pattern`` compiled so that ``$`` matches only at the very end of the text."""
+    """``pattern`` compiled so that ``$`` matches only at the very end of the text (``re``
+    keeps the compiled patterns; a compile asks for about fifty)."""
     out: list[str] = []
     escaped = in_class = False
     for char in pattern:

@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vf.memo import current
+
 _FIRST_KEYS = ("apiVersion", "kind", "metadata")
 _PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./@=+ -]*(:[A-Za-z0-9_./@=+-]+)*$")
 _RESERVED = frozenset(
@@ -21,10 +23,10 @@ _RESERVED = frozenset(
 )
 _NUMBERISH = re.compile(r"^[-+]?(\.?[0-9]|\.(inf|nan)$)", re.IGNORECASE)
 # Keys and common values repeat across thousands of objects; long, unique strings do not.
-# Bounded so a long-lived process (a language server, a test session) cannot grow it forever.
+# A compile remembers the text of short ones (``CompileMemo.yaml_scalars``), at most this
+# many: a bound on what one large compile spends on them.
 _RENDERED_MAX = 1 << 16
 _RENDERED_LEN = 64
-_RENDERED: dict[str, str] = {}
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
@@ -47,7 +49,7 @@ def scalar(value: Any) -> str:
             text = f"{mantissa}.0e{exponent}"
         return text
     if isinstance(value, str):
-        return _text(value)
+        return _plain_or_quoted(value)
     raise TypeError(f"cannot write {type(value).__name__} to YAML")
 
 
@@ -90,13 +92,18 @@ def _wide_escape(match: re.Match[str]) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
-def _text(text: str) -> str:
-    """A string scalar, memoised: keys and label values repeat across thousands of objects."""
-    rendered = _RENDERED.get(text)
+def _plain_or_quoted(text: str) -> str:
+    return text if _is_plain(text) else quote(text)
+
+
+def _text(text: str, scalars: dict[str, str]) -> str:
+    """A string scalar, remembered in ``scalars``: keys and label values repeat across
+    thousands of objects."""
+    rendered = scalars.get(text)
     if rendered is None:
-        rendered = text if _is_plain(text) else quote(text)
-        if len(_RENDERED) < _RENDERED_MAX and len(text) <= _RENDERED_LEN:
-            _RENDERED[text] = rendered
+        rendered = _plain_or_quoted(text)
+        if len(scalars) < _RENDERED_MAX and len(text) <= _RENDERED_LEN:
+            scalars[text] = rendered
     return rendered
 
 
@@ -107,10 +114,10 @@ def _keys(mapping: Mapping[str, Any], top: bool) -> list[str]:
     return first + sorted(k for k in mapping if k not in _FIRST_KEYS)
 
 
-def _inline(value: Any) -> str:
+def _inline(value: Any, scalars: dict[str, str]) -> str:
     """A value written on its own line's end: a scalar, or an empty ``{}`` / ``[]``."""
     if type(value) is str:
-        return _text(value)
+        return _text(value, scalars)
     if isinstance(value, Mapping):
         return "{}"
     if isinstance(value, list | tuple):
@@ -118,66 +125,76 @@ def _inline(value: Any) -> str:
     return scalar(value)
 
 
-# ``indent + key + ":"`` of each string key met at each indent (keys repeat in every object).
-_HEADS: dict[str, dict[str, str]] = {}
+# A compile also remembers ``indent + key + ":"`` of each string key met at each indent
+# (``CompileMemo.yaml_heads``): keys repeat in every object.
+_Heads = dict[str, dict[str, str]]
 
 
-def _mapping(mapping: Mapping[str, Any], indent: str, out: list[str], keys: list[str]) -> None:
-    """Append the block lines of a non-empty mapping; sequences under a key are not indented."""
-    cache, child = _RENDERED, indent + "  "
-    heads = _HEADS.get(indent)
+def _mapping(
+    mapping: Mapping[str, Any],
+    indent: str,
+    out: list[str],
+    keys: list[str],
+    memo: tuple[dict[str, str], _Heads],
+) -> None:
+    """Append the block lines of a non-empty mapping; sequences under a key are not indented.
+    ``memo``: the compile's scalars and heads."""
+    cache, child = memo[0], indent + "  "
+    heads = memo[1].get(indent)
     if heads is None:
-        heads = _HEADS[indent] = {}
+        heads = memo[1][indent] = {}
     for key in keys:
         value = mapping[key]
         head = heads.get(key) if type(key) is str else None
         if head is None:
-            head = f"{indent}{_text(key) if type(key) is str else scalar(key)}:"
+            head = f"{indent}{_text(key, cache) if type(key) is str else scalar(key)}:"
             if type(key) is str and len(key) <= _RENDERED_LEN and len(heads) < _RENDERED_MAX:
                 heads[key] = head
         kind = type(value)
         if kind is str:
-            out.append(f"{head} {cache.get(value) or _text(value)}")
+            out.append(f"{head} {cache.get(value) or _text(value, cache)}")
         elif kind is dict and value:
             out.append(head)
-            _mapping(value, child, out, sorted(value))
+            _mapping(value, child, out, sorted(value), memo)
         elif kind is int:  # the commoner scalars, before the abstract classes' slow checks
             out.append(f"{head} {int.__repr__(value)}")
         elif kind is bool:
             out.append(f"{head} {'true' if value else 'false'}")
         elif kind is list and value:
             out.append(head)
-            _sequence(value, indent, out)
+            _sequence(value, indent, out, memo)
         elif not value or not isinstance(value, Mapping | list | tuple):
-            out.append(f"{head} {_inline(value)}")
+            out.append(f"{head} {_inline(value, cache)}")
         elif isinstance(value, Mapping):
             out.append(head)
-            _mapping(value, child, out, sorted(value))
+            _mapping(value, child, out, sorted(value), memo)
         else:
             out.append(head)
-            _sequence(value, indent, out)
+            _sequence(value, indent, out, memo)
 
 
-def _sequence(items: Sequence[Any], indent: str, out: list[str]) -> None:
+def _sequence(
+    items: Sequence[Any], indent: str, out: list[str], memo: tuple[dict[str, str], _Heads]
+) -> None:
     """Append the block lines of a non-empty sequence; a nested block starts on the dash line."""
-    cache, dash, inner = _RENDERED, indent + "- ", indent + "  "
+    cache, dash, inner = memo[0], indent + "- ", indent + "  "
     cut = len(inner)
     for item in items:
         kind = type(item)
         if kind is str:
-            out.append(dash + (cache.get(item) or _text(item)))
+            out.append(dash + (cache.get(item) or _text(item, cache)))
         elif kind is dict and item:
             start = len(out)
-            _mapping(item, inner, out, sorted(item))
+            _mapping(item, inner, out, sorted(item), memo)
             out[start] = dash + out[start][cut:]
         elif not item or not isinstance(item, Mapping | list | tuple):
-            out.append(dash + _inline(item))
+            out.append(dash + _inline(item, cache))
         else:
             start = len(out)
             if isinstance(item, Mapping):
-                _mapping(item, inner, out, sorted(item))
+                _mapping(item, inner, out, sorted(item), memo)
             else:
-                _sequence(item, inner, out)
+                _sequence(item, inner, out, memo)
             out[start] = dash + out[start][cut:]
 
 
@@ -186,7 +203,7 @@ def dump(document: Mapping[str, Any]) -> str:
     if not document:
         return "{}\n"
     out: list[str] = []
-    _mapping(document, "", out, _keys(document, top=True))
+    _mapping(document, "", out, _keys(document, top=True), _memo())
     return "\n".join(out) + "\n"
 
 
@@ -200,5 +217,10 @@ def dump_sequence(items: Sequence[Any]) -> str:
     if not items:
         return "[]\n"
     out: list[str] = []
-    _sequence(items, "", out)
+    _sequence(items, "", out, _memo())
     return "\n".join(out) + "\n"
+
+
+def _memo() -> tuple[dict[str, str], _Heads]:
+    memo = current()
+    return memo.yaml_scalars, memo.yaml_heads

@@ -57,6 +57,7 @@ from vf.emit.helm.text import (
 from vf.emit.helm.version import DIGEST_ANNOTATION, ChartRelease, chart_version
 from vf.emit.kustomize.tree import object_file
 from vf.emit.ordering import with_helm_hooks, without_tool_annotations
+from vf.memo import current
 from vf.textio import yamlout
 from vf.textio.filetext import Chunks, FileText, whole
 from vf.textio.jsontext import json_chunks
@@ -331,9 +332,6 @@ class _Where:
     gens: Mapping[str, str]  # each environment's BATCH generation, when they differ
 
 
-_PRESENT: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple for each set of environments
-
-
 def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> Member:
     names = tuple(sorted(versions))
     versions = aligned(versions)
@@ -349,7 +347,7 @@ def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: 
         key=key,
         base=base,
         slots=tuple(slots),
-        present=_PRESENT.setdefault(names, names),
+        present=current().chart_envs.setdefault(names, names),  # one tuple for each set
         partial=len(versions) < len(where.envs),
     )
 

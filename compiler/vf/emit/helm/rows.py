@@ -18,6 +18,7 @@ from typing import Any
 
 from vf.emit.helm.slots import Slot, ValueKey, blank, kept
 from vf.emit.helm.text import ROW, WRAP, RowPart, go_string, object_template, values_expr
+from vf.memo import current
 
 Obj = dict[str, Any]
 Path = tuple[str | int, ...]
@@ -81,7 +82,7 @@ def _skeleton(member: Member) -> Any:
     root: Any = dict(member.base)
     fresh = {id(root)}
     above: Path = ()  # the last slot's parent path and container: the next often shares it
-    node = root
+    node, marks = root, current().chart_marks
     for index, slot in enumerate(member.slots):
         path = slot.path
         if path[:-1] != above:
@@ -93,17 +94,15 @@ def _skeleton(member: Member) -> Any:
                     fresh.add(id(child))
                     node[part] = child
                 node = child
-        node[path[-1]] = _mark(index, ("slot", _key_shape(slot.key), slot.optional))
+        node[path[-1]] = _mark(index, ("slot", _key_shape(slot.key), slot.optional), marks)
     return root
 
 
-_MARKS: dict[tuple[int, tuple[Any, ...]], _Mark] = {}
-
-
-def _mark(index: int, token: tuple[Any, ...]) -> _Mark:
-    """One mark for each index and token: thousands of objects' leaves hold the same few."""
-    found = _MARKS.get((index, token))
-    return found if found is not None else kept(_MARKS, (index, token), lambda: _Mark(index, token))
+def _mark(index: int, token: tuple[Any, ...], marks: dict[Any, _Mark]) -> _Mark:
+    """One mark for each index and token: thousands of objects' leaves hold the same few
+    (``marks``: the compile's table of them)."""
+    found = marks.get((index, token))
+    return found if found is not None else kept(marks, (index, token), lambda: _Mark(index, token))
 
 
 def _flatten(value: Any, signature: Callable[[Any], None], leaves: Callable[[Any], None]) -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any, TypeVar
 
+from vf.memo import current
 from vf_runtime.labels import (
     CONFIG_HASH_KEY,
     GENERATION_KEY,
@@ -49,13 +49,14 @@ class Slot:
         return ABSENT in self.values.values()  # compared by identity: nothing equals it
 
 
-_KEPT_MAX = 1 << 14  # what a table keeps: a long-lived process compiles many flows
+_KEPT_MAX = 1 << 14  # what a table keeps: a bound on what one large compile spends on it
 T = TypeVar("T")
 
 
 def kept(table: dict[Any, T], key: Any, make: Callable[[], T]) -> T:
     """``table[key]``, made by ``make`` the first time: one object where thousands of
-    slots hold equal ones (slots never change what they hold)."""
+    slots hold equal ones (slots never change what they hold). The tables are the
+    compile's (``vf.memo.CompileMemo``), so nothing is kept from one compile to the next."""
     found = table.get(key)
     if found is None:
         found = make()
@@ -64,50 +65,46 @@ def kept(table: dict[Any, T], key: Any, make: Callable[[], T]) -> T:
     return found
 
 
-_BLANKS: dict[tuple[str, ...], Mapping[str, Any]] = {}
-
-
 def blank(envs: Iterable[str]) -> Mapping[str, Any]:
     """``dict.fromkeys(envs, "")``, the values of a slot whose text the template makes, one
     mapping shared by every such slot of the same environments."""
     names = tuple(envs)
-    return kept(_BLANKS, names, lambda: dict.fromkeys(names, ""))
+    return kept(current().chart_blanks, names, lambda: dict.fromkeys(names, ""))
 
 
-_SUPPLIED: dict[tuple[Any, ...], Slot] = {}
-_PATHS: dict[Path, Path] = {}
-_SHARED: dict[tuple[Any, ...], Mapping[str, Any]] = {}
 _SCALARS = frozenset({str, int, bool, type(None), type(ABSENT)})
 
 
 def supplied(path: Path, *, envs: Iterable[str], key: ValueKey) -> Slot:
     """A slot whose text Helm or the template supplies (its values are ``blank``): one
     slot shared by every object with it at the same path in the same environments."""
-    names = tuple(envs)
-    return kept(
-        _SUPPLIED, (path, names, key), lambda: Slot(path=path, values=blank(names), key=key)
+    names, table = tuple(envs), current().chart_supplied
+    found: Slot = kept(
+        table, (path, names, key), lambda: Slot(path=path, values=blank(names), key=key)
     )
+    return found
 
 
 def _one(path: Path) -> Path:
     """``path``, or an equal path a slot already holds (objects of a kind share theirs)."""
-    return kept(_PATHS, path, lambda: path)
+    return kept(current().chart_paths, path, lambda: path)
 
 
 def shared(values: Mapping[str, Any]) -> Mapping[str, Any]:
     """``values``, or an equal mapping another slot already holds when every value is a
     scalar: thousands of slots hold ``{"dev": 1}`` or ``{"dev": ABSENT}``. Equal means of
     the same type too, as ``same`` compares them."""
+    table = current().chart_values
     if len(values) == 1:  # one environment: no generator to run
         ((env, value),) = values.items()
         kind = type(value)
         if kind not in _SCALARS:
             return values
-        found = _SHARED.get((env, kind, value))
-        return found if found is not None else kept(_SHARED, (env, kind, value), lambda: values)
+        found = table.get((env, kind, value))
+        return found if found is not None else kept(table, (env, kind, value), lambda: values)
     if any(type(v) not in _SCALARS for v in values.values()):
         return values
-    return kept(_SHARED, tuple((env, type(v), v) for env, v in values.items()), lambda: values)
+    return kept(table, tuple((env, type(v), v) for env, v in values.items()), lambda: values)
 
 
 def same(a: Any, *, other: Any) -> bool:
@@ -220,7 +217,6 @@ def _nowhere(path: Path) -> bool:
     return False
 
 
-@cache  # a pure test of a path; objects of one kind share their paths
 def _under_pod_spec(path: Path) -> bool:
     depth = len(POD_SPEC)
     if len(path) <= depth:
