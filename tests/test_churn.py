@@ -1,17 +1,22 @@
 """A change to one environment touches only that environment's files: its overlay and its
-plan (and the chart, one artifact for every environment). Measured on both flow types with
-a replica change in dev beside an unchanged staging."""
+plan (and the chart, one artifact for every environment), and none of the other
+environment's objects as the chart renders them. Measured on both flow types with a replica
+and a cpu change in dev beside an unchanged staging."""
 
 from __future__ import annotations
 
+import subprocess
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
 from tests.graph_sources import NODES
 from vf.pipeline import CompileRequest, compile_project
+from vf.tree.write import write_tree
 
 GRAPH = (
     NODES
@@ -63,3 +68,51 @@ def test_a_change_to_dev_touches_only_devs_files(
     outside = [p for p in touched if not p.startswith(("overlays/dev/", "chart/")) and p not in own]
     assert touched and not outside
     assert "chart/values-dev.yaml" in touched
+
+
+def _staging(helm: str, tree: Path) -> dict[tuple[str, str], Any]:
+    chart = tree / "chart"
+    args = ["-n", "churn-staging", "-f", str(chart / "values-staging.yaml")]
+    done = subprocess.run(
+        [helm, "template", "r", str(chart), *args], capture_output=True, text=True, check=True
+    )
+    docs = [d for d in YAML(typ="safe").load_all(done.stdout) if d is not None]
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+@pytest.mark.parametrize("kind", ["REALTIME", "BATCH"])
+@pytest.mark.parametrize(("field", "before", "after"), [("replicas", 1, 2), ("cpu", "1", "2")])
+def test_a_change_to_dev_changes_no_object_the_chart_renders_for_staging(
+    write_graph: Callable[..., Path],
+    tmp_path: Path,
+    helm: str,
+    kind: str,
+    field: str,
+    before: object,
+    after: object,
+) -> None:
+    """Compiled over the committed tree, so the chart's version counts on as it does in a
+    repository: staging's objects stay byte for byte what they were (before ADR 176 the
+    version in every object's ``helm.sh/chart`` label changed all of them, so a chart
+    delivery of staging saw a change), and staging's planned counts stay in its own values
+    file rather than in the schema both environments share."""
+    out = tmp_path / "deploy"
+    trees, rendered = [], []
+    for value in (before, after):
+        values = {"replicas": 1, "cpu": "1", field: value}
+        graph = write_graph(GRAPH.format(kind=kind), CONFIG.format(**values))
+        result = compile_project(CompileRequest(graph=str(graph), out=out, warn=lambda _: None))
+        write_tree(out, result.tree)
+        trees.append(result.tree)
+        rendered.append(_staging(helm, out))
+    old, new = trees
+    assert old["chart/Chart.yaml"] != new["chart/Chart.yaml"]  # the version counted on
+    changed = sorted(
+        k for k in set(rendered[0]) | set(rendered[1]) if rendered[0].get(k) != rendered[1].get(k)
+    )
+    count = f"{len(changed)} of {len(rendered[1])}"
+    print(f"{kind}, dev {field} {before} -> {after}: staging objects changed {count}")
+    assert rendered[0] and not changed, changed
+    if kind == "BATCH" and field == "replicas":  # a Job's planned count: dev's own values
+        assert "plannedReplicas" in new["chart/values-dev.yaml"]
+        assert '"const"' not in new["chart/values.schema.json"]

@@ -138,13 +138,16 @@ def test_a_replica_count_the_chart_cannot_follow_is_refused(
 ) -> None:
     """``--set nodes.<node>.replicas`` works for a Deployment (ADR 88); for a Job (its count
     is part of its name's tag) and a partitioned worker (its parents' readers, the
-    topology) the schema holds the planned count, and no node runs zero replicas."""
+    topology) the chart holds the count the environment's values plan (ADR 176), and no
+    node runs zero replicas (the schema)."""
     chart = trees["batch_pipeline"] / "chart"
     values = ("-n", "ns", "-f", str(chart / "values-dev.yaml"))
     assert helm_template(helm, chart, *values).returncode == 0
     for setting in ("nodes.merge.replicas=3", "nodes.double.replicas=2"):
         refused = helm_template(helm, chart, *values, "--set", setting)
-        assert refused.returncode != 0 and "/replicas" in refused.stderr, setting
+        node = setting.split(".")[1]
+        assert refused.returncode != 0, setting
+        assert f"nodes.{node}.replicas is {setting[-1]}" in refused.stderr, refused.stderr
     cameras = trees["realtime_cameras"] / "chart"
     dev = ("-n", "ns", "-f", str(cameras / "values-dev.yaml"))
     assert helm_template(helm, cameras, *dev, "--set", "nodes.alerts.replicas=3").returncode == 0
@@ -295,7 +298,7 @@ def test_the_chart_installs_into_any_namespace_with_helms_labels(
         for obj in objects:
             meta = obj["metadata"]
             assert meta.get("namespace", "team-b") == "team-b", meta
-            assert meta["labels"]["helm.sh/chart"].startswith(f"{plan.flow_id}-0.")
+            assert meta["labels"]["helm.sh/chart"] == plan.flow_id
             assert meta["labels"]["app.kubernetes.io/managed-by"] == "Helm"
     readme = result.tree["chart/README.md"]
     assert "--create-namespace" in readme

@@ -228,11 +228,24 @@ def test_helm_test_checks_the_charts_own_broker_and_store(
 def test_replica_counts_the_chart_cannot_follow_are_refused_with_real_helm(
     charts: dict[str, Path], helm: str
 ) -> None:
-    """A partitioned StatefulSet's count and any Job's, to zero or another number."""
+    """A partitioned StatefulSet's count and any Job's, to zero (the schema) or another
+    number (the chart, against the environment's plan)."""
     cameras = charts["realtime_cameras"]
-    for setting in ("nodes.tracker.replicas=4", "nodes.tracker.replicas=0"):
-        done = _render(helm, cameras, "prod", "--set", setting)
-        assert done.returncode != 0 and "/nodes/tracker/replicas" in done.stderr, setting
+    done = _render(helm, cameras, "prod", "--set", "nodes.tracker.replicas=4")
+    assert done.returncode != 0 and "nodes.tracker.replicas is 4" in done.stderr, done.stderr
+    assert "prod plans 3" in done.stderr
+    done = _render(helm, cameras, "prod", "--set", "nodes.tracker.replicas=0")
+    assert done.returncode != 0 and "/nodes/tracker/replicas" in done.stderr
     batch = charts["batch_pipeline"]
     done = _render(helm, batch, "prod", "--set", "nodes.record-reader.replicas=0")
     assert done.returncode != 0 and "/nodes/record-reader/replicas" in done.stderr
+
+
+def test_the_values_name_only_values(charts: dict[str, Path]) -> None:
+    """An override's slot reads the values and writes none: the values files hold the keys
+    the schema documents, nothing made of a template's own keys."""
+    for chart in charts.values():
+        schema = json.loads((chart / "values.schema.json").read_text(encoding="utf-8"))
+        for path in chart.glob("values*.yaml"):
+            keys = set(YAML(typ="safe").load(path.read_text(encoding="utf-8")))
+            assert keys <= set(schema["properties"]), (path.name, keys - set(schema["properties"]))

@@ -133,12 +133,14 @@ def test_set_replicas_on_a_batch_job_is_refused(
     compiled_examples: dict[str, CompileResult], tmp_path: Path, helm: str
 ) -> None:
     """A BATCH Job's count is part of its name's tag and its pods' indexes: a hand
-    ``--set`` would change an installed Job's template under the same name, so the schema
-    holds the planned count (ADR 154); vf.yaml and a recompile change it."""
+    ``--set`` would change an installed Job's template under the same name, so the chart
+    holds the planned count of the environment's values (ADR 154, 176); vf.yaml and a
+    recompile change it."""
     write_tree(tmp_path / "deploy", compiled_examples["batch_pipeline"].tree)
     chart = tmp_path / "deploy" / "chart"
     prod = ("-f", str(chart / "values-prod.yaml"))
     assert _render(helm, chart, *prod)
     with pytest.raises(subprocess.CalledProcessError) as refused:
         _render(helm, chart, *prod, "--set", "nodes.double.replicas=5")
-    assert "/nodes/double/replicas" in str(refused.value.stderr)
+    assert "nodes.double.replicas is 5" in str(refused.value.stderr)
+    assert "prod plans 3" in str(refused.value.stderr)

@@ -65,6 +65,7 @@ from vf_runtime.labels import MANAGED_BY, NODE_LABEL
 
 Obj = dict[str, Any]
 Tree = dict[str, str]
+PLANNED_REPLICAS = "plannedReplicas"  # per environment: counts a --set must keep
 File = tuple[str, FileText]
 Key = tuple[str, str]
 ROOT = "chart"
@@ -137,6 +138,10 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     values = {
         env: {**_values(templates, env=env), **IMAGE_TAG_VALUES, **OVERRIDE_VALUES} for env in envs
     }
+    planned = _planned(per_env, values)
+    if any(planned.values()):  # each environment's own counts, in its own values file
+        for env in envs:
+            values[env][PLANNED_REPLICAS] = planned.get(env, {})
     makers: dict[str, Callable[[], FileText]] = {}
     for one in singles:
         guard = presence(one.present) if one.partial else None
@@ -148,14 +153,14 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     rows = {shape.name: list(shape.rows) for shape in shapes}
     default = values[envs[0]]
     # values.yaml names no environment: an install without -f values-<env>.yaml is refused
-    # by the schema instead of installing whichever environment sorts first
+    # by the chart instead of installing whichever environment sorts first
     base = {**default, "environment": None, **({"rows": rows} if rows else {})}
     makers["values.yaml"] = partial(yamlout.dump, base)
     del shapes, singles, rows
     for env in envs:
         makers[f"values-{env}.yaml"] = partial(_env_values, default, env=values[env])
     makers["templates/environment.yaml"] = partial(_environment_guard, envs)
-    makers["values.schema.json"] = partial(_schema_text, values, fixed=_fixed(per_env, values))
+    makers["values.schema.json"] = partial(_schema_text, values)
     makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
     context = _context(info, templates=templates, envs=envs)
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
@@ -171,21 +176,33 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
 
 def _environment_guard(envs: Sequence[str]) -> str:
     """A template that renders nothing, or refuses a release whose values name no
-    environment (``helm install x ./chart`` without ``-f values-<env>.yaml``)."""
+    environment (``helm install x ./chart`` without ``-f values-<env>.yaml``), or set a
+    Job's or a partitioned worker's count other than its environment's plan (ADR 176)."""
     files = " or ".join(f"-f values-{env}.yaml" for env in envs)
     message = f"this chart renders one environment of the flow: give its values, {files}"
+    count = (
+        "nodes.%s.replicas is %v, but the count of a Job or a partitioned worker is part of "
+        "other objects (its Job's name and indexes, its parents' readers, the topology): "
+        "%s plans %v; change it in vf.yaml and compile again"
+    )
     return (
         "{{- if not .Values.environment }}\n"
         f"{{{{- fail {json.dumps(message)} }}}}\n"
         "{{- end }}\n"
+        f"{{{{- range $node, $count := .Values.{PLANNED_REPLICAS} }}}}\n"
+        '{{- $set := index $.Values.nodes $node "replicas" }}\n'
+        "{{- if ne (toString $set) (toString $count) }}\n"
+        f"{{{{- fail (printf {json.dumps(count)} $node $set $.Values.environment $count) }}}}\n"
+        "{{- end }}\n"
+        "{{- end }}\n"
     )
 
 
-def _schema_text(values: Mapping[str, Obj], *, fixed: Mapping[str, Mapping[str, int]]) -> Chunks:
-    return Chunks(json_chunks(values_schema(values, fixed=fixed), ascii=True))
+def _schema_text(values: Mapping[str, Obj]) -> Chunks:
+    return Chunks(json_chunks(values_schema(values), ascii=True))
 
 
-def _fixed(
+def _planned(
     per_env: Mapping[str, Sequence[Obj]], values: Mapping[str, Obj]
 ) -> dict[str, dict[str, int]]:
     """Per environment, the planned count of each node whose workload is a Job or a

@@ -35,38 +35,13 @@ _PULL = {
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
 
 
-def _pinned(fixed: Mapping[str, Mapping[str, int]]) -> list[Obj]:
-    """Per environment, ``nodes.<node>.replicas`` held to the planned count."""
-    return [
-        {
-            "if": {"properties": {"environment": {"const": env}}, "required": ["environment"]},
-            "then": {
-                "properties": {
-                    "nodes": {
-                        "properties": {
-                            node: {"properties": {"replicas": {"const": count}}}
-                            for node, count in sorted(nodes.items())
-                        }
-                    }
-                }
-            },
-        }
-        for env, nodes in sorted(fixed.items())
-        if nodes
-    ]
-
-
-def values_schema(
-    values: Mapping[str, Obj], *, fixed: Mapping[str, Mapping[str, int]] | None = None
-) -> Obj:
-    """The JSON Schema (draft-07) every environment's values satisfy. ``fixed``: per
-    environment, the nodes whose replica count a ``--set`` cannot change consistently (a
-    Job's, a partitioned worker's): the schema holds each to its planned count."""
+def values_schema(values: Mapping[str, Obj]) -> Obj:
+    """The JSON Schema (draft-07) every environment's values satisfy. It holds nothing of
+    one environment's that another's change could alter: each environment's planned Job and
+    partitioned counts are in its own values (``plannedReplicas``), which the chart checks
+    (ADR 176)."""
     trees = [values[env] for env in sorted(values)]
     root = _object((), trees=trees)
-    pinned = _pinned(fixed or {})
-    if pinned:
-        root["allOf"] = pinned
     # values.yaml names no environment (Helm drops a null key): the chart's own guard then
     # refuses to render, naming the values files, which a schema error could not
     root["required"] = [k for k in root.get("required", []) if k != "environment"]
@@ -99,6 +74,14 @@ def values_schema(
     }
     root["properties"].update(copy.deepcopy(OVERRIDE_SCHEMAS))
     _with_node_overrides(root["properties"].get("nodes"))
+    if "plannedReplicas" in root["properties"]:
+        root["properties"]["plannedReplicas"] = {
+            "type": "object",
+            "additionalProperties": {"type": "integer", "minimum": 1},
+            "description": "The environment's planned count of each Job and partitioned "
+            "worker (generated): the chart refuses another nodes.<node>.replicas for them; "
+            "recompile to change.",
+        }
     root["properties"]["enabled"] = {
         "type": "boolean",
         "description": "Read by a parent chart's dependency condition; unused here.",

@@ -32,11 +32,14 @@ CONFIG_HASH = "$config-hash"  # (it, mode, node, "a,b", *head): head + the repli
 HASH_IN_PLACE, HASH_RESTART = "$in-place", "$restart"  # whether own replicas count
 GEN_NAME = "$gen-name"  # ("$gen-name", prefix): the prefix and the BATCH generation
 POD = "$pod"  # ("$pod", name, mode, node, *have): a pod override (vf.emit.helm.overrides)
+POD_WHOLE = frozenset({"map", "list", "scalar"})  # modes that write the whole field
 HELM_CHART_LABEL: ValueKey = ("$helm-chart",)
 RELEASE_SERVICE: ValueKey = ("$release-service",)
 _BUILT_IN = {
     RELEASE_NAMESPACE: "$.Release.Namespace",
-    HELM_CHART_LABEL: '(printf "%s-%s" $.Chart.Name ($.Chart.Version | replace "+" "_"))',
+    # the chart's name without its version: a version counts every environment's change, and
+    # an object of another environment must not change with it (ADR 176)
+    HELM_CHART_LABEL: "$.Chart.Name",
     RELEASE_SERVICE: "$.Release.Service",
 }
 _encode_ascii = json.encoder.encode_basestring_ascii  # json.dumps(text) of a str, in C
@@ -130,8 +133,10 @@ def values_key(key: ValueKey) -> ValueKey | None:
         return values_key(key[2:])
     if key[0] == NB_TASKS_KEY:
         return ("nodes", key[1], "replicas")
-    if key[0] == CONFIG_HASH or key[0] == POD:
-        return values_key(key[4:]) if len(key) > 4 else None
+    if key[0] == CONFIG_HASH:
+        return values_key(key[4:])
+    if key[0] == POD:  # vf's own value at the field, when it differs by environment
+        return values_key(key[4:]) if key[2] in POD_WHOLE and len(key) > 4 else None
     return None if key[0].startswith("$") else key
 
 
