@@ -5,6 +5,7 @@ and a cpu change in dev beside an unchanged staging."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Callable
@@ -15,6 +16,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.graph_sources import NODES
+from tests.support import REPO
 from vf.pipeline import CompileRequest, compile_project
 from vf.tree.write import write_tree
 
@@ -116,3 +118,38 @@ def test_a_change_to_dev_changes_no_object_the_chart_renders_for_staging(
     if kind == "BATCH" and field == "replicas":  # a Job's planned count: dev's own values
         assert "plannedReplicas" in new["chart/values-dev.yaml"]
         assert '"const"' not in new["chart/values.schema.json"]
+
+
+def test_a_dev_job_count_in_the_example_leaves_every_prod_file_and_object(
+    tmp_path: Path, helm: str
+) -> None:
+    """The batch example's dev `double` 1 -> 2 (prod runs 3): before ADR 176 and 177 it
+    rewrote values-prod.yaml, the schema and the row templates, and relabeled all 19 prod
+    objects; now the chart changes only dev's values, values.yaml (the first environment's
+    values, which every values file overrides) and Chart.yaml's version."""
+    source = tmp_path / "src"
+    shutil.copytree(REPO / "examples" / "batch_pipeline", source)
+    config = source / "vf.yaml"
+    text = config.read_text(encoding="utf-8")
+    assert "      double: 1\n" in text
+    out = tmp_path / "deploy"
+    trees, prod = [], []
+    for edit in (text, text.replace("      double: 1\n", "      double: 2\n", 1)):
+        config.write_text(edit, encoding="utf-8")
+        request = CompileRequest(graph=str(source / "graph.py"), out=out, warn=lambda _: None)
+        result = compile_project(request)
+        write_tree(out, result.tree)
+        trees.append(result.tree)
+        chart = out / "chart"
+        args = ["-n", "pipelines", "-f", str(chart / "values-prod.yaml")]
+        done = subprocess.run(
+            [helm, "template", "r", str(chart), *args], capture_output=True, text=True, check=True
+        )
+        prod.append(done.stdout)
+    old, new = trees
+    touched = sorted(p for p in set(old) | set(new) if old.get(p) != new.get(p))
+    chart_files = [p for p in touched if p.startswith("chart/")]
+    print(f"dev double 1 -> 2: {len(touched)} files, chart: {chart_files}")
+    assert chart_files == ["chart/Chart.yaml", "chart/values-dev.yaml", "chart/values.yaml"]
+    assert not [p for p in touched if "prod" in p]
+    assert prod[0] == prod[1]

@@ -30,6 +30,7 @@ from vf.emit.helm.generations import (
     with_generation_names,
 )
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
+from vf.emit.helm.indexed import OTHER, derived, flipped, worker_job_node
 from vf.emit.helm.overrides import OVERRIDE_VALUES, with_overrides
 from vf.emit.helm.replicas import with_replica_slots, worker_envs
 from vf.emit.helm.rows import Member, group, presence, shape_template
@@ -351,9 +352,16 @@ class _Where:
 
 def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> Member:
     names = tuple(sorted(versions))
+    node = worker_job_node(versions[names[0]])
+    if node is not None:  # its mode and VF_REPLICA_ID: slots whatever the environments hold
+        versions = {**versions, OTHER: flipped(versions[names[0]])}
     versions = aligned(versions)
+    found = find_slots(versions)
+    if node is not None:
+        found = derived(found, node=node)
+        versions = {e: v for e, v in versions.items() if e != OTHER}
     base = versions[names[0]]  # read, never changed: object_template copies
-    found = with_generation_names(find_slots(versions), versions=versions, gens=where.gens)
+    found = with_generation_names(found, versions=versions, gens=where.gens)
     slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)
     slots = retagged(slots, versions=versions)
     slots = with_replica_slots(slots, versions=versions, workers=where.workers)

@@ -30,6 +30,9 @@ ValueKey = tuple[str, ...]
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
 PARENT_REPLICAS_KEY = "$parent-replicas"  # ("$parent-replicas", "a,b"): "a=<n>,b=<m>"
 POD_SPEC: Path = ("spec", "template", "spec")
+INDEXED = "$indexed"  # ("$indexed", node): "Indexed" above one replica, else absent
+REPLICA_ID = "$replica-id"  # ("$replica-id", node): VF_REPLICA_ID above one replica
+DERIVED_OPTIONAL = frozenset({INDEXED, REPLICA_ID})  # present or not by the values
 _WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
 _CONTAINER_KNOBS = frozenset({"image", "resources", "imagePullPolicy", "env"})
 _BROKER_DATA = {"VF_NATS_URL": ("broker", "natsUrl"), "VF_BLOB_REDIS_URL": ("payloadStore", "url")}
@@ -45,7 +48,9 @@ class Slot:
 
     @property
     def optional(self) -> bool:
-        """Whether the field may be missing in some environment."""
+        """Whether the field may be missing in some environment (or with some values)."""
+        if self.key[0] in DERIVED_OPTIONAL:
+            return True
         return ABSENT in self.values.values()  # compared by identity: nothing equals it
 
 

@@ -11,10 +11,11 @@ import copy
 import itertools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from vf.emit.helm.slots import PARENT_REPLICAS_KEY, Slot, ValueKey
+from vf.emit.helm.indexed import REPLICA_ID_ITEM
+from vf.emit.helm.slots import INDEXED, PARENT_REPLICAS_KEY, REPLICA_ID, Slot, ValueKey
 from vf.plan.config_hash import IN_PLACE
 from vf.resources import templates
 from vf.textio import yamlout
@@ -86,14 +87,32 @@ def _replicas(node: str) -> str:
     return f"(toString (index $.Values {_part('nodes')} {_part(node)} {_part('replicas')}))"
 
 
+def _indexed(key: ValueKey) -> str:
+    """A worker Job's completion mode or its VF_REPLICA_ID item: present above one replica,
+    as the plan makes them (ADR 177)."""
+    many = f"(gt (int (index $.Values {_part('nodes')} {_part(key[1])} {_part('replicas')})) 1)"
+    if key[0] == INDEXED:
+        return f'(ternary "Indexed" nil {many})'
+    item = go_string(json.dumps(REPLICA_ID_ITEM, sort_keys=True))
+    return f"(ternary (fromJson {item}) nil {many})"
+
+
+_ONE_NODE: dict[str, Callable[[ValueKey], str]] = {
+    NB_TASKS_KEY: lambda key: _replicas(key[1]),
+    INDEXED: _indexed,
+    REPLICA_ID: _indexed,
+}
+
+
 def _derived(key: ValueKey) -> str | None:
     """The expression of a value made of others: a name in the release's namespace, or
     what a worker's replica count decides (``vf.emit.helm.replicas``)."""
     if key[0] == IN_RELEASE_NAMESPACE:
         head, tail = (_part(part) for part in key[1:])
         return f'(printf "%s.%s.svc%s" {head} $.Release.Namespace {tail})'
-    if key[0] == NB_TASKS_KEY:
-        return _replicas(key[1])
+    simple = _ONE_NODE.get(key[0])
+    if simple is not None:  # what one node's replica count decides
+        return simple(key)
     if key[0] == GEN_NAME:
         return f"(print {_part(key[1])} (index $.Values {_part('generation')}))"
     if key[0] == PARENT_REPLICAS_KEY:
