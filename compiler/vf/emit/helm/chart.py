@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import marshal
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,6 +31,7 @@ from vf.emit.helm.generations import (
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
 from vf.emit.helm.indexed import OTHER, derived, flipped, worker_job_node
 from vf.emit.helm.overrides import OVERRIDE_VALUES, with_overrides
+from vf.emit.helm.planned import PLANNED_REPLICAS, environment_guard, planned_replicas
 from vf.emit.helm.replicas import with_replica_slots, worker_envs
 from vf.emit.helm.rows import Member, group, presence, shape_template
 from vf.emit.helm.schema import values_schema
@@ -62,11 +62,10 @@ from vf.memo import current
 from vf.textio import yamlout
 from vf.textio.filetext import Chunks, FileText, whole
 from vf.textio.jsontext import json_chunks
-from vf_runtime.labels import MANAGED_BY, NODE_LABEL
+from vf_runtime.labels import MANAGED_BY
 
 Obj = dict[str, Any]
 Tree = dict[str, str]
-PLANNED_REPLICAS = "plannedReplicas"  # per environment: counts a --set must keep
 File = tuple[str, FileText]
 Key = tuple[str, str]
 ROOT = "chart"
@@ -136,13 +135,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     del indexed
     templates = [with_overrides(t) for t in _resolve_keys(templates, envs=envs)]
     singles, shapes = group(templates)  # its working set is the chart's peak: values after
-    values = {
-        env: {**_values(templates, env=env), **IMAGE_TAG_VALUES, **OVERRIDE_VALUES} for env in envs
-    }
-    planned = _planned(per_env, values)
-    if any(planned.values()):  # each environment's own counts, in its own values file
-        for env in envs:
-            values[env][PLANNED_REPLICAS] = planned.get(env, {})
+    values = _all_values(templates, per_env=per_env, envs=envs)
     makers: dict[str, Callable[[], FileText]] = {}
     for one in singles:
         guard = presence(one.present) if one.partial else None
@@ -153,21 +146,21 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
         makers[f"templates/rows/{shape.name}.yaml"] = partial(shape_template, shape)
     rows = {shape.name: list(shape.rows) for shape in shapes}
     default = values[envs[0]]
-    # values.yaml names no environment: an install without -f values-<env>.yaml is refused
-    # by the chart instead of installing whichever environment sorts first
+    # values.yaml names no environment: the chart refuses to render without -f (ADR 154)
     base = {**default, "environment": None, **({"rows": rows} if rows else {})}
     makers["values.yaml"] = partial(yamlout.dump, base)
     del shapes, singles, rows
     for env in envs:
         makers[f"values-{env}.yaml"] = partial(_env_values, default, env=values[env])
-    makers["templates/environment.yaml"] = partial(_environment_guard, envs)
+    makers["templates/environment.yaml"] = partial(environment_guard, envs)
     makers["values.schema.json"] = partial(_schema_text, values)
     makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
     context = _context(info, templates=templates, envs=envs)
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
     makers["README.md"] = partial(render_text, "README.md", context=context)
-    test = partial(render_text, "test-connection.yaml", context=context)
-    makers["templates/tests/test-connection.yaml"] = test
+    makers["templates/tests/test-connection.yaml"] = partial(
+        render_text, "test-connection.yaml", context=context
+    )
     del templates  # each template's slots go as soon as its file is made
     digest = _Digest()
     for path in sorted(makers):
@@ -175,51 +168,23 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
 
 
-def _environment_guard(envs: Sequence[str]) -> str:
-    """A template that renders nothing, or refuses a release whose values name no
-    environment (``helm install x ./chart`` without ``-f values-<env>.yaml``), or set a
-    Job's or a partitioned worker's count other than its environment's plan (ADR 176)."""
-    files = " or ".join(f"-f values-{env}.yaml" for env in envs)
-    message = f"this chart renders one environment of the flow: give its values, {files}"
-    count = (
-        "nodes.%s.replicas is %v, but the count of a Job or a partitioned worker is part of "
-        "other objects (its Job's name and indexes, its parents' readers, the topology): "
-        "%s plans %v; change it in vf.yaml and compile again"
-    )
-    return (
-        "{{- if not .Values.environment }}\n"
-        f"{{{{- fail {json.dumps(message)} }}}}\n"
-        "{{- end }}\n"
-        f"{{{{- range $node, $count := .Values.{PLANNED_REPLICAS} }}}}\n"
-        '{{- $set := index $.Values.nodes $node "replicas" }}\n'
-        "{{- if ne (toString $set) (toString $count) }}\n"
-        f"{{{{- fail (printf {json.dumps(count)} $node $set $.Values.environment $count) }}}}\n"
-        "{{- end }}\n"
-        "{{- end }}\n"
-    )
+def _all_values(
+    templates: Sequence[Member], *, per_env: Mapping[str, Sequence[Obj]], envs: Sequence[str]
+) -> dict[str, Obj]:
+    """Every environment's complete values, its planned Job and partitioned counts among
+    them (in its own values file, not the schema every environment shares)."""
+    values = {
+        env: {**_values(templates, env=env), **IMAGE_TAG_VALUES, **OVERRIDE_VALUES} for env in envs
+    }
+    planned = planned_replicas(per_env, values)
+    if any(planned.values()):
+        for env in envs:
+            values[env][PLANNED_REPLICAS] = planned.get(env, {})
+    return values
 
 
 def _schema_text(values: Mapping[str, Obj]) -> Chunks:
     return Chunks(json_chunks(values_schema(values), ascii=True))
-
-
-def _planned(
-    per_env: Mapping[str, Sequence[Obj]], values: Mapping[str, Obj]
-) -> dict[str, dict[str, int]]:
-    """Per environment, the planned count of each node whose workload is a Job or a
-    StatefulSet: a Job's count is part of its name's tag and its pods' indexes, a
-    partitioned worker's of its parents' readers and the topology (ADR 154)."""
-    out: dict[str, dict[str, int]] = {}
-    for env, objects in per_env.items():
-        nodes = values[env].get("nodes") or {}
-        for obj in objects:
-            node = str((obj["metadata"].get("labels") or {}).get(NODE_LABEL))
-            if obj.get("kind") not in ("Job", "StatefulSet") or node not in nodes:
-                continue
-            count = (nodes[node] or {}).get("replicas")
-            if isinstance(count, int):
-                out.setdefault(env, {})[node] = count
-    return out
 
 
 class _Digest:

@@ -1,0 +1,61 @@
+"""What the chart checks before it renders: that the values name an environment, and that
+a Job's or a partitioned worker's count is the one its environment plans (ADR 154, 176).
+
+Each environment's planned counts are in its own values file (``plannedReplicas``), not in
+the schema every environment shares, so a change of one environment's counts changes no
+file of another's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vf_runtime.labels import NODE_LABEL
+
+Obj = dict[str, Any]
+PLANNED_REPLICAS = "plannedReplicas"  # per environment: counts a --set must keep
+
+
+def environment_guard(envs: Sequence[str]) -> str:
+    """A template that renders nothing, or refuses a release whose values name no
+    environment (``helm install x ./chart`` without ``-f values-<env>.yaml``), or set a
+    Job's or a partitioned worker's count other than its environment's plan (ADR 176)."""
+    files = " or ".join(f"-f values-{env}.yaml" for env in envs)
+    message = f"this chart renders one environment of the flow: give its values, {files}"
+    count = (
+        "nodes.%s.replicas is %v, but the count of a Job or a partitioned worker is part of "
+        "other objects (its Job's name and indexes, its parents' readers, the topology): "
+        "%s plans %v; change it in vf.yaml and compile again"
+    )
+    return (
+        "{{- if not .Values.environment }}\n"
+        f"{{{{- fail {json.dumps(message)} }}}}\n"
+        "{{- end }}\n"
+        f"{{{{- range $node, $count := .Values.{PLANNED_REPLICAS} }}}}\n"
+        '{{- $set := index $.Values.nodes $node "replicas" }}\n'
+        "{{- if ne (toString $set) (toString $count) }}\n"
+        f"{{{{- fail (printf {json.dumps(count)} $node $set $.Values.environment $count) }}}}\n"
+        "{{- end }}\n"
+        "{{- end }}\n"
+    )
+
+
+def planned_replicas(
+    per_env: Mapping[str, Sequence[Obj]], values: Mapping[str, Obj]
+) -> dict[str, dict[str, int]]:
+    """Per environment, the planned count of each node whose workload is a Job or a
+    StatefulSet: a Job's count is part of its name's tag and its pods' indexes, a
+    partitioned worker's of its parents' readers and the topology (ADR 154)."""
+    out: dict[str, dict[str, int]] = {}
+    for env, objects in per_env.items():
+        nodes = values[env].get("nodes") or {}
+        for obj in objects:
+            node = str((obj["metadata"].get("labels") or {}).get(NODE_LABEL))
+            if obj.get("kind") not in ("Job", "StatefulSet") or node not in nodes:
+                continue
+            count = (nodes[node] or {}).get("replicas")
+            if isinstance(count, int):
+                out.setdefault(env, {})[node] = count
+    return out
