@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from tests.support import require
 from vf.cli import cli
+from vf.commands.run_local import command as run_local_command
 from vf.errors import EnvironmentProblem
 from vf.runtree.capacity import GIB, Demand, Host, check_fit, fit, pod_demand
 from vf.runtree.tools import find_tool
@@ -106,6 +107,9 @@ def test_run_local_runs_the_first_environment_of_vf_yaml_and_refuses_what_cannot
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VF_TEST_OUT", str(tmp_path / "out.jsonl"))
+    # Imported before the runner swaps sys.stderr, as in any process that ran a command
+    # before: the notices still go to the stream of the call.
+    assert run_local_command.RunLocalRequest
     replicas = 64 * Host.this_machine().cores + 1
     folder = _project(tmp_path, replicas)
     done = CliRunner().invoke(cli, ["run-local", str(folder / "batch.py")])

@@ -15,7 +15,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -56,7 +56,7 @@ class RunTreeRequest:
     runtime: str = "auto"  # podman | process | auto (podman where it is installed)
     build: bool = True  # --runtime podman: build the worker image from --app (else reuse it)
     oversubscribe: bool = False  # start a run that cannot fit this machine (ADR 0190)
-    output: TextIO = sys.stderr
+    output: TextIO = field(default_factory=lambda: sys.stderr)  # the stream at the call
 
 
 def read_secrets(path: Path | None) -> dict[str, dict[str, str]]:

@@ -63,7 +63,7 @@ class SuperviseOptions:
     policy: SupervisionPolicy = SupervisionPolicy()
     stall_seconds: float | None = 120.0
     grace_seconds: float = 10.0  # after this, a child that ignores the stop gets SIGTERM
-    output: TextIO = sys.stderr
+    output: TextIO = field(default_factory=lambda: sys.stderr)  # the stream at the call
     group: int | None = None  # the process group workers join (a guardian's); None: own session
     zygote: Zygote | None = None  # forks the workers it serves (in ``group``), instead of exec
     # Whether a stop was asked for: a signal's KeyboardInterrupt that Python swallowed (one

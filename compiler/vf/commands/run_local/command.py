@@ -25,7 +25,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TextIO
@@ -77,7 +77,7 @@ class RunLocalRequest:
     redis_url: str | None = None
     stall_seconds: float | None = 120.0
     extra_env: tuple[tuple[str, str], ...] = ()
-    output: TextIO = sys.stderr
+    output: TextIO = field(default_factory=lambda: sys.stderr)  # the stream at the call
     gpu_policy: str = "shared"
     generation: str | None = None  # None: a fresh one (a caller that must know it names it)
     run_dir: Path | None = None  # keeps the claims and the dead letters (None: removed at the end)
