@@ -37,10 +37,11 @@ except SystemExit as done:
     code = done.code
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
+# shutil is not among them: Jinja2, which renders every compile's templates (ADR 0172),
+# imports it (jinja2.bccache -> tempfile -> shutil).
 ON_DEMAND = (
     "vf.plan.gpu.planner",
     "vf.emit.gitops.manifests",
-    "shutil",
     "ctypes",
     "difflib",
     "traceback",
