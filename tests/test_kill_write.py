@@ -24,7 +24,7 @@ import pytest
 pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
 
 KILLS = 12
-NODES = 300  # about 600 files per tree: the write lasts long enough to be hit
+NODES = 560  # about 600 files per tree (one a worker, ADR 183): a write long enough to hit
 GRAPH = f'''"""A chain-and-fan graph big enough that writing its tree takes a while."""
 
 from vf import BATCH, Consumer, Flow, Processor, Producer
