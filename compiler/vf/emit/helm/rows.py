@@ -16,8 +16,28 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vf.emit.helm.slots import Slot, ValueKey, blank, kept
-from vf.emit.helm.text import ROW, WRAP, RowPart, go_string, object_template, values_expr
+from vf.emit.helm.slots import (
+    INDEXED,
+    PARENT_REPLICAS_KEY,
+    REPLICA_ID,
+    Slot,
+    ValueKey,
+    blank,
+    kept,
+)
+from vf.emit.helm.text import (
+    CONFIG_HASH,
+    GEN_NAME,
+    LITERAL,
+    NB_TASKS_KEY,
+    POD,
+    ROW,
+    WRAP,
+    RowPart,
+    go_string,
+    object_template,
+    values_expr,
+)
 from vf.memo import current
 
 Obj = dict[str, Any]
@@ -60,7 +80,8 @@ def group(members: Sequence[Member]) -> tuple[list[Member], list[Shape]]:
     """The objects that stay one template each, and the shapes of two or more objects."""
     by_signature: dict[tuple[Any, ...], list[tuple[Member, list[Any]]]] = {}
     for member in members:
-        signature: list[Any] = [member.key[0]]
+        # the variables' names too: a column per variable name is no row a person reads
+        signature: list[Any] = [member.key[0], _env_names(member)]
         leaves: list[Any] = []
         _flatten(_skeleton(member), signature.append, leaves.append)
         by_signature.setdefault(tuple(signature), []).append((member, leaves))
@@ -75,6 +96,29 @@ def group(members: Sequence[Member]) -> tuple[list[Member], list[Shape]]:
         counts[kind] = counts.get(kind, 0) + 1
         shapes.append(_shape(f"{kind}-{counts[kind]}", members=same_shape))
     return singles, shapes
+
+
+def _env_names(member: Member) -> tuple[Any, ...]:
+    """The names of every container's variables; a variable that is a slot of its own (an
+    optional or derived one) counts as its slot, whatever its name in this version."""
+    spec = ((member.base.get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list):
+        return ()
+    slotted = {s.path for s in member.slots if len(s.path) == 7 and s.path[5] == "env"}
+    return tuple(
+        tuple(
+            None
+            if (*_CONTAINERS, i, "env", j) in slotted or not isinstance(e, dict)
+            else e.get("name")
+            for j, e in enumerate(c.get("env") or ())
+        )
+        for i, c in enumerate(containers)
+        if isinstance(c, dict)
+    )
+
+
+_CONTAINERS = ("spec", "template", "spec", "containers")
 
 
 def _skeleton(member: Member) -> Any:
@@ -191,12 +235,56 @@ def _columns(member: Member, leaves: Sequence[Any]) -> list[_Column]:
             key = member.slots[leaf.index].key
             for i, wanted in enumerate(_key_shape(key)):
                 if wanted is None:
-                    hint = key[i - 1].lstrip("$") if i else "key"
+                    hint = _part_hint(key, i, path=path)
                     out.append(_Column(path=path, leaf=leaf_index, part=i, name_hint=hint))
         elif not isinstance(leaf, dict | list):
-            hint = str(path[-1]) if path else "v"
+            hint = _leaf_hint(member.base, path)
             out.append(_Column(path=path, leaf=leaf_index, part=None, name_hint=hint))
     return out
+
+
+# what the parts of a derived value's key are, for its column's name
+_PART_NAMES: dict[str, tuple[str, ...]] = {
+    CONFIG_HASH: ("", "mode", "node", "parents"),
+    NB_TASKS_KEY: ("", "node"),
+    PARENT_REPLICAS_KEY: ("", "parents"),
+    POD: ("", "override", "how", "node", "own-keys"),
+    INDEXED: ("", "node"),
+    REPLICA_ID: ("", "node"),
+    GEN_NAME: ("", "name"),
+}
+_SECTION_PARTS = {"nodes": "node", "generated": "object", "infra": "service", "rows": "shape"}
+
+
+def _part_hint(key: ValueKey, i: int, *, path: Path) -> str:
+    """A readable name for the column a key's part ``i`` becomes: what the part is (a node,
+    its parents), or the field it stands for, never another row's value."""
+    if not i:
+        return "key"
+    names = _PART_NAMES.get(key[0], ())
+    if i < len(names) and names[i]:
+        return names[i]
+    previous = key[i - 1]
+    if previous == LITERAL:  # a text of vf's own: named after the field it fills
+        return str(path[-1]) if path else "text"
+    if previous in _SECTION_PARTS:
+        return _SECTION_PARTS[previous]
+    return previous.lstrip("$") if previous.startswith("$") else "part"
+
+
+def _leaf_hint(base: Obj, path: Path) -> str:
+    """A leaf's column name: its field, or a variable's name for the variable's value."""
+    if len(path) >= 3 and path[-3] == "env" and path[-1] == "value":
+        item: Any = base
+        for part in path[:-1]:
+            try:
+                item = item[part]
+            except (KeyError, IndexError, TypeError):
+                item = None
+                break
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            return str(item["name"])
+    return str(path[-1]) if path else "v"
 
 
 def _shape(name: str, *, members: Sequence[tuple[Member, list[Any]]]) -> Shape:
