@@ -70,6 +70,13 @@ def test_a_change_to_dev_touches_only_devs_files(
     outside = [p for p in touched if not p.startswith(("overlays/dev/", "chart/")) and p not in own]
     assert touched and not outside
     assert "chart/values-dev.yaml" in touched
+    # staging's values and the schema both environments share stay as they were (ADR 176,
+    # 177, 179); only a REALTIME replica change still touches shared templates (the
+    # provision Job's name carries the topology's digest; a PodDisruptionBudget appears)
+    chart = {p for p in touched if p.startswith("chart/")}
+    assert not chart & {"chart/values-staging.yaml", "chart/values.schema.json"}, chart
+    if not (kind == "REALTIME" and field == "replicas"):
+        assert chart == {"chart/Chart.yaml", "chart/values-dev.yaml", "chart/values.yaml"}
 
 
 def _staging(helm: str, tree: Path) -> dict[tuple[str, str], Any]:

@@ -55,6 +55,7 @@ from vf.emit.helm.text import (
     render_text,
     values_key,
 )
+from vf.emit.helm.topology import with_topology_slots
 from vf.emit.helm.version import DIGEST_ANNOTATION, ChartRelease, chart_version
 from vf.emit.kustomize.tree import object_file
 from vf.emit.ordering import with_helm_hooks, without_tool_annotations
@@ -325,6 +326,7 @@ def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: 
     if node is not None:
         found = derived(found, node=node)
         versions = {e: v for e, v in versions.items() if e != OTHER}
+    found = with_topology_slots(found, versions=versions, nodes=where.workers)
     base = versions[names[0]]  # read, never changed: object_template copies
     found = with_generation_names(found, versions=versions, gens=where.gens)
     slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)

@@ -32,6 +32,7 @@ PARENT_REPLICAS_KEY = "$parent-replicas"  # ("$parent-replicas", "a,b"): "a=<n>,
 POD_SPEC: Path = ("spec", "template", "spec")
 INDEXED = "$indexed"  # ("$indexed", node): "Indexed" above one replica, else absent
 REPLICA_ID = "$replica-id"  # ("$replica-id", node): VF_REPLICA_ID above one replica
+TOPOLOGY = "$topology"  # ("$topology", text, node, text, …): a shard from the counts
 DERIVED_OPTIONAL = frozenset({INDEXED, REPLICA_ID})  # present or not by the values
 _WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
 _CONTAINER_KNOBS = frozenset({"image", "resources", "imagePullPolicy", "env"})

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from vf.emit.helm.indexed import REPLICA_ID_ITEM
-from vf.emit.helm.slots import INDEXED, PARENT_REPLICAS_KEY, REPLICA_ID, Slot, ValueKey
+from vf.emit.helm.slots import INDEXED, PARENT_REPLICAS_KEY, REPLICA_ID, TOPOLOGY, Slot, ValueKey
 from vf.plan.config_hash import IN_PLACE
 from vf.resources import templates
 from vf.textio import yamlout
@@ -97,10 +97,17 @@ def _indexed(key: ValueKey) -> str:
     return f"(ternary (fromJson {item}) nil {many})"
 
 
-_ONE_NODE: dict[str, Callable[[ValueKey], str]] = {
+def _topology(key: ValueKey) -> str:
+    """A provision topology shard: its text with each node's count from the values."""
+    parts = [go_string(part) if i % 2 == 0 else _replicas(part) for i, part in enumerate(key[1:])]
+    return f"(print {' '.join(parts)})"
+
+
+_FROM_REPLICAS: dict[str, Callable[[ValueKey], str]] = {
     NB_TASKS_KEY: lambda key: _replicas(key[1]),
     INDEXED: _indexed,
     REPLICA_ID: _indexed,
+    TOPOLOGY: _topology,
 }
 
 
@@ -110,7 +117,7 @@ def _derived(key: ValueKey) -> str | None:
     if key[0] == IN_RELEASE_NAMESPACE:
         head, tail = (_part(part) for part in key[1:])
         return f'(printf "%s.%s.svc%s" {head} $.Release.Namespace {tail})'
-    simple = _ONE_NODE.get(key[0])
+    simple = _FROM_REPLICAS.get(key[0])
     if simple is not None:  # what one node's replica count decides
         return simple(key)
     if key[0] == GEN_NAME:
