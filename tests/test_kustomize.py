@@ -9,9 +9,9 @@ import kubernetes_validate
 import pytest
 from ruamel.yaml import YAML
 
-from tests.support import EXAMPLE_ENVS, kustomize_build
+from tests.support import EXAMPLE_ENVS, example_graph, kustomize_build
 from vf.emit.ordering import without_tool_annotations
-from vf.pipeline import CompileResult
+from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.tree.write import write_tree
 
 pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
@@ -90,6 +90,39 @@ def test_overlays_differ_only_where_the_environments_do(
     # several environments: each overlay holds its own objects, base/ none (test_churn.py)
     assert [path for path in tree if path.startswith("base/")] == ["base/kustomization.yaml"]
     assert any(path.startswith("overlays/prod/resources/job-") for path in tree)
+
+
+def test_shared_components_are_resources_not_kustomize_components(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    """A kustomize Component re-adds every object built so far to a new map; the folders
+    under components/ only hold objects, so the overlays list them as resources (ADR 186)."""
+    tree = compiled_examples["video_analytics"].tree
+    folders = [p for p in tree if p.startswith("components/") and p.endswith("/kustomization.yaml")]
+    assert folders
+    for path in folders:
+        assert "kind: Kustomization\n" in tree[path], path
+    for path in (p for p in tree if p.startswith("overlays/") and p.count("/") == 2):
+        if path.endswith("/kustomization.yaml"):
+            assert "components:" not in tree[path], path
+            assert '- "../../components/' in tree[path], path
+
+
+def test_one_environment_keeps_its_objects_in_its_overlay(kubectl: str, tmp_path: Path) -> None:
+    """One environment is laid out as several are: its objects in its overlay, base/ empty,
+    so kustomize adds each object to the build once (ADR 185)."""
+    request = CompileRequest(graph=example_graph("batch_pipeline"), environments=("dev",))
+    result = compile_project(request)
+    assert [p for p in result.tree if p.startswith("base/")] == ["base/kustomization.yaml"]
+    assert "resources: []" in result.tree["base/kustomization.yaml"]
+    jobs = [p for p in result.tree if p.startswith("overlays/dev/resources/job-")]
+    assert len(jobs) == len([o for o in result.objects["dev"] if o["kind"] == "Job"])
+    write_tree(tmp_path / "deploy", result.tree)
+    built = _by_identity(_parse(kustomize_build(kubectl, tmp_path / "deploy/overlays/dev")))
+    expected = _by_identity(result.objects["dev"])
+    assert sorted(built) == sorted(expected)
+    for key, obj in expected.items():
+        assert without_tool_annotations(built[key]) == obj, key
 
 
 def test_write_creates_every_overlay(

@@ -322,7 +322,7 @@ def test_a_tree_with_a_subpath_out_of_its_volume_is_refused_before_anything_star
     tree = lifecycle.compile_tree(
         "batch.py", tmp_path / "tree", out="/results/sink.jsonl", count="5", tag="a"
     )
-    job = next((tree / "base").glob("job-*-sink-*.yaml"))
+    job = next(tree.glob("overlays/*/resources/job-*-sink-*.yaml"))
     mount = "        - mountPath: /results\n"
     assert mount in job.read_text()
     job.write_text(job.read_text().replace(mount, mount + "          subPath: ../x\n"))

@@ -1,10 +1,11 @@
 """Emit the Kustomize tree: ``overlays/<env>/`` per environment, ``components/`` shared.
 
-With one environment its objects go to ``base/``. With several, each overlay holds its own
-objects (``resources/``), so a change to one environment touches only its overlay and its
-plan; what the environments share by construction are the shipped components (named for
-the flow), which each overlay patches. Building an overlay therefore gives exactly the
-objects of that environment's plan.
+Each overlay holds its environment's objects (``resources/``), with one environment as
+with several, and ``base/`` lists none: a change to one environment touches only its
+overlay and its plan, and a build reads the objects at one level (ADR 185). What the
+environments share by construction are the shipped components (named for the flow), plain
+kustomizations each overlay lists among its resources and patches (ADR 186). Building an
+overlay therefore gives exactly the objects of that environment's plan.
 
 Every object carries its namespace itself, and the shipped components get theirs from the
 overlay's patches: an overlay has no ``namespace:`` field, because kustomize's namespace
@@ -88,21 +89,12 @@ def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]
     indexed = {
         env: {_key(o): o for o in envs[env].objects if _key(o) not in owned[env]} for env in names
     }
-    first = indexed[names[0]]
-    # With several environments every object lives in its own overlay: an object shared
-    # through base/ moves out of it (and into the other overlays' patches) as soon as one
-    # environment changes it, so a one-environment change would touch the others' files.
-    common = list(first) if len(names) == 1 else []
-    base_files = []
-    for key in common:
-        name = object_file(first[key])
-        yield f"base/{name}", yamlout.dump(first[key])
-        base_files.append(name)
+    # Every object lives in its environment's overlay, with one environment as with several:
+    # an object shared through base/ would move out of it as soon as one environment changed
+    # it (ADR 85), and a build that reads base/ hands its objects up a level (ADR 185).
     yield (
         "base/kustomization.yaml",
-        yamlout.dump(
-            {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": sorted(base_files)}
-        ),
+        yamlout.dump({"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": []}),
     )
     shapes = {c: objs for env in reversed(names) for c, objs in envs[env].shapes.items()}
     for component in sorted({c for env in names for c in envs[env].components}):
@@ -113,9 +105,7 @@ def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]
             yield from _component_files(component, objects).items()
     for env in names:
         overlay = _Overlay(root=f"overlays/{env}")
-        overlay.add_resources(indexed[env], exclude=set(common))
-        for key in common:
-            overlay.add_patch(key, first[key], indexed[env][key])
+        overlay.add_resources(indexed[env])
         for component, objects in sorted(envs[env].components.items()):
             overlay.add_component(component, objects, shapes=shapes[component])
         for component in sorted(envs[env].generated):
@@ -125,15 +115,20 @@ def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]
 
 def _component_files(component: str, objects: Sequence[Obj]) -> Tree:
     """A component's folder: a shipped one named for the flow (``infra.flow_component``),
-    or one vf writes itself (its objects are exactly one environment's)."""
+    or one vf writes itself (its objects are exactly one environment's).
+
+    It is a plain kustomization the overlays list among their resources, not a kustomize
+    ``Component``: a component is applied by adding every object built so far to a new
+    map, one identity check against all the others each, and these folders only hold
+    objects, which a resource adds the same way for a few checks each (ADR 186)."""
     root = f"components/{component}"
     tree: Tree = {}
     for obj in objects:
         tree[f"{root}/{object_file(obj)}"] = yamlout.dump(obj)
     tree[f"{root}/kustomization.yaml"] = yamlout.dump(
         {
-            "apiVersion": "kustomize.config.k8s.io/v1alpha1",
-            "kind": "Component",
+            "apiVersion": KUSTOMIZE_API,
+            "kind": "Kustomization",
             "resources": sorted(object_file(o) for o in objects),
         }
     )
@@ -148,14 +143,11 @@ class _Overlay:
     components: list[str] = field(default_factory=list)
     patches: list[Obj] = field(default_factory=list)
 
-    def add_resources(
-        self, objects: Mapping[tuple[str, str], Obj], *, exclude: set[tuple[str, str]]
-    ) -> None:
-        for key, obj in objects.items():
-            if key not in exclude:
-                name = object_file(obj)
-                self.tree[f"{self.root}/resources/{name}"] = yamlout.dump(obj)
-                self.resources.append(f"resources/{name}")
+    def add_resources(self, objects: Mapping[tuple[str, str], Obj]) -> None:
+        for obj in objects.values():
+            name = object_file(obj)
+            self.tree[f"{self.root}/resources/{name}"] = yamlout.dump(obj)
+            self.resources.append(f"resources/{name}")
 
     def add_patch(self, key: tuple[str, str], old: Obj, new: Obj) -> None:
         ops = json_patch(old, new)
@@ -178,10 +170,8 @@ class _Overlay:
         kustomization: Obj = {
             "apiVersion": KUSTOMIZE_API,
             "kind": "Kustomization",
-            "resources": ["../../base", *sorted(self.resources)],
+            "resources": ["../../base", *self.components, *sorted(self.resources)],
         }
-        if self.components:
-            kustomization["components"] = self.components
         if self.patches:
             kustomization["patches"] = sorted(self.patches, key=lambda p: str(p["path"]))
         self.tree[f"{self.root}/kustomization.yaml"] = yamlout.dump(kustomization)
