@@ -22,7 +22,12 @@ size etcd keeps before its own encoding).
 Results go to ``bench/results/render.json`` and to the render section of
 ``docs/performance.md``.
 
-Usage: ``python bench/render.py [--sizes 1000,5000] [--repeat 3] [--cap 120] [--no-save]``
+Each size records its own repeat count, cap and load average, and ``--merge`` keeps the
+sizes of the saved results that this run does not measure: a size too slow to render three
+times can be measured once, with its own cap, beside the others.
+
+Usage: ``python bench/render.py [--sizes 1000,5000] [--repeat 3] [--cap 120] [--merge]
+[--no-save]``
 """
 
 from __future__ import annotations
@@ -210,18 +215,20 @@ def measure(graph: Path, n: int, envs: list[str], repeat: int, cap: float) -> di
 def _cell(s: dict[str, Any], cap: float, *, cpu: bool = False) -> str:
     if s["capped"]:  # stopped at the cap: its wall time is the cap, its CPU time unknown
         return "—" if cpu else f"> {cap:.0f}"
+    if len(s["runs"]) == 1:
+        return f"{s['median']:.2f}"
     return f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
 
 
 def table(report: dict[str, Any]) -> str:
-    cap = report["cap_s"]
     lines = [
         "| N | envs | env | `kubectl kustomize` wall (s) | CPU (s) | `helm template` wall (s) "
         "| CPU (s) | objects / node | bytes / node | tree files (kustomize) "
         "| Argo CD reads | `manifests/<env>` parse (s) |",
         "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
-    for n, sizes in report["sizes"].items():
+    for n, sizes in sorted(report["sizes"].items(), key=lambda item: int(item[0])):
+        cap = sizes.get("cap_s", report["cap_s"])
         for key in ("one_env", "two_envs"):
             row = sizes.get(key)
             if row is None:
@@ -242,13 +249,20 @@ def table(report: dict[str, Any]) -> str:
                     f"{row['tree']['kustomize_files']} | {reads} | {parse} |"
                 )
     m = report["machine"]
+    runs = "; ".join(
+        f"{n} nodes: {row.get('repeat', report['repeat'])} "
+        f"{'render' if row.get('repeat', report['repeat']) == 1 else 'alternating renders'} "
+        f"each, capped at {row.get('cap_s', report['cap_s']):.0f} s, "
+        f"load average {row.get('loadavg', m['loadavg'])} at the start"
+        for n, row in sorted(report["sizes"].items(), key=lambda item: int(item[0]))
+    )
     lines += [
         "",
-        f"Medians of {report['repeat']} alternating renders, spread (min-max) in brackets, each "
-        f"capped at {cap:.0f} s (a capped render's CPU time is not known: —); "
+        f"Medians, spread (min-max) in brackets, of {runs} (a capped render's CPU time is not "
+        f"known: —); CPU is user + system seconds of the render process. "
         f"kustomize {report['versions']['kustomize']}, "
         f"helm {report['versions']['helm']}. Machine: {m['cpu_count']} CPUs, {m['platform']}, "
-        f"load average {m['loadavg']} at the start; trees on {report['filesystem']}.",
+        f"shared with other work while it ran; trees on {report['filesystem']}.",
     ]
     return "\n".join(lines)
 
@@ -274,6 +288,9 @@ def main() -> None:
     parser.add_argument("--cap", type=float, default=120.0, help="seconds per render")
     parser.add_argument("--envs", default="one,two", help="one, two or both")
     parser.add_argument("--no-save", action="store_true", help="only print the table")
+    parser.add_argument(
+        "--merge", action="store_true", help="keep the saved sizes this run does not measure"
+    )
     parser.add_argument("--tmp", type=Path, default=None, help="where graphs and trees go")
     args = parser.parse_args()
     report: dict[str, Any] = {
@@ -294,11 +311,20 @@ def main() -> None:
             graph = write_project(Path(tmp), n)
             config = graph.parent / "vf.yaml"
             config.write_text(config.read_text(encoding="utf-8") + GITOPS, encoding="utf-8")
-            row: dict[str, Any] = {"shape": shape(n)}
+            row: dict[str, Any] = {
+                "shape": shape(n),
+                "repeat": args.repeat,
+                "cap_s": args.cap,
+                "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+            }
             for key, envs in (("one_env", ["dev"]), ("two_envs", [])):
                 if key.split("_")[0] in args.envs.split(","):
                     row[key] = measure(graph, n, envs, args.repeat, args.cap)
             report["sizes"][str(n)] = row
+    if args.merge and RESULTS.exists():
+        saved = json.loads(RESULTS.read_text(encoding="utf-8"))
+        kept = {n: row for n, row in saved["sizes"].items() if n not in report["sizes"]}
+        report["sizes"] = {**kept, **report["sizes"]}
     text = table(report)
     print(text)
     if not args.no_save:
