@@ -71,12 +71,18 @@ def test_a_change_to_dev_touches_only_devs_files(
     assert touched and not outside
     assert "chart/values-dev.yaml" in touched
     # staging's values and the schema both environments share stay as they were (ADR 176,
-    # 177, 179); only a REALTIME replica change still touches shared templates (the
-    # provision Job's name carries the topology's digest; a PodDisruptionBudget appears)
+    # 177, 179), and so do the templates: the provision Job's name, which carries the
+    # topology's digest, is a value (ADR 192). A REALTIME replica change above one still
+    # adds a PodDisruptionBudget's template (and the chart README counts it)
     chart = {p for p in touched if p.startswith("chart/")}
+    print(f"chart: {sorted(chart)}")
     assert not chart & {"chart/values-staging.yaml", "chart/values.schema.json"}, chart
-    if not (kind == "REALTIME" and field == "replicas"):
-        assert chart == {"chart/Chart.yaml", "chart/values-dev.yaml", "chart/values.yaml"}
+    own_chart = {"chart/Chart.yaml", "chart/values-dev.yaml", "chart/values.yaml"}
+    if kind == "REALTIME" and field == "replicas":
+        added = {p for p in chart - own_chart if p not in old}
+        assert {p.split("/")[-1].split("-")[0] for p in added} == {"poddisruptionbudget"}
+        chart -= {*added, "chart/README.md"}
+    assert chart == own_chart, chart
 
 
 def _staging(helm: str, tree: Path) -> dict[tuple[str, str], Any]:
@@ -127,28 +133,37 @@ def test_a_change_to_dev_changes_no_object_the_chart_renders_for_staging(
         assert '"const"' not in new["chart/values.schema.json"]
 
 
-def test_a_dev_job_count_in_the_example_leaves_every_prod_file_and_object(
-    tmp_path: Path, helm: str
+@pytest.mark.parametrize(
+    ("example", "line", "namespace"),
+    [
+        ("batch_pipeline", "      double: {}\n", "pipelines"),
+        ("realtime_cameras", "      detector: {}\n", "cameras"),
+    ],
+)
+def test_a_dev_replica_count_in_an_example_leaves_every_prod_file_and_object(
+    tmp_path: Path, helm: str, example: str, line: str, namespace: str
 ) -> None:
     """The batch example's dev `double` 1 -> 2 (prod runs 3): before ADR 176 and 177 it
     rewrote values-prod.yaml, the schema and the row templates, and relabeled all 19 prod
-    objects; now the chart changes only dev's values, values.yaml (the first environment's
-    values, which every values file overrides) and Chart.yaml's version."""
+    objects. The cameras example's dev `detector` 1 -> 2 (prod runs 4): before ADR 192 it
+    renamed dev's provision Job template (its name carries the topology's digest). Now the
+    chart changes only dev's values, values.yaml (the first environment's values, which
+    every values file overrides) and Chart.yaml's version."""
     source = tmp_path / "src"
-    shutil.copytree(REPO / "examples" / "batch_pipeline", source)
+    shutil.copytree(REPO / "examples" / example, source)
     config = source / "vf.yaml"
     text = config.read_text(encoding="utf-8")
-    assert "      double: 1\n" in text
+    assert line.format(1) in text
     out = tmp_path / "deploy"
     trees, prod = [], []
-    for edit in (text, text.replace("      double: 1\n", "      double: 2\n", 1)):
+    for edit in (text, text.replace(line.format(1), line.format(2), 1)):
         config.write_text(edit, encoding="utf-8")
         request = CompileRequest(graph=str(source / "graph.py"), out=out, warn=lambda _: None)
         result = compile_project(request)
         write_tree(out, result.tree)
         trees.append(result.tree)
         chart = out / "chart"
-        args = ["-n", "pipelines", "-f", str(chart / "values-prod.yaml")]
+        args = ["-n", namespace, "-f", str(chart / "values-prod.yaml")]
         done = subprocess.run(
             [helm, "template", "r", str(chart), *args], capture_output=True, text=True, check=True
         )
@@ -156,7 +171,7 @@ def test_a_dev_job_count_in_the_example_leaves_every_prod_file_and_object(
     old, new = trees
     touched = sorted(p for p in set(old) | set(new) if old.get(p) != new.get(p))
     chart_files = [p for p in touched if p.startswith("chart/")]
-    print(f"dev double 1 -> 2: {len(touched)} files, chart: {chart_files}")
+    print(f"{example}, dev 1 -> 2: {len(touched)} files, chart: {chart_files}")
     assert chart_files == ["chart/Chart.yaml", "chart/values-dev.yaml", "chart/values.yaml"]
     assert not [p for p in touched if "prod" in p]
     assert prod[0] == prod[1]

@@ -30,6 +30,7 @@ from vf.emit.helm.generations import (
 )
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
 from vf.emit.helm.indexed import OTHER, derived, flipped, worker_job_node
+from vf.emit.helm.job_tags import tag_matched, with_job_name
 from vf.emit.helm.overrides import OVERRIDE_VALUES, with_overrides
 from vf.emit.helm.planned import PLANNED_REPLICAS, environment_guard, planned_replicas
 from vf.emit.helm.replicas import with_replica_slots, worker_envs
@@ -114,13 +115,11 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     namespaced: set[Key] = set()
     prepared = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
     gens = generations(prepared)
-    indexed = {
-        env: {matched(k, generation=gens.get(env)): o for k, o in prepared[env].items()}
-        for env in envs
-    }
-    namespaced = {matched(k, generation=g) for k in namespaced for g in (*gens.values(), None)}
+    indexed, namespaced = _matched(prepared, gens=gens, namespaced=namespaced)
     del prepared
-    keys = list(dict.fromkeys(k for env in envs for k in indexed[env]))
+    # in key order, not each environment's: which environments have an object (a
+    # PodDisruptionBudget above one replica) leaves the rows' order and the shapes' numbers
+    keys = sorted({k for env in envs for k in indexed[env]})
     where = _Where(
         envs=tuple(envs), namespaces=info.namespaces, workers=worker_envs(per_env), gens=gens
     )
@@ -167,6 +166,25 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     for path in sorted(makers):
         yield f"{ROOT}/{path}", digest.of(path, makers.pop(path)())
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
+
+
+def _matched(
+    prepared: Mapping[str, Mapping[Key, Obj]], *, gens: Mapping[str, str], namespaced: set[Key]
+) -> tuple[dict[str, dict[Key, Obj]], set[Key]]:
+    """Each environment's objects keyed so that one object of every environment has one
+    key: a BATCH name without its generation (ADR 155), a Job's without its own digest
+    (ADR 192); and the keys of the namespaced ones."""
+    several = len(prepared) > 1 and not gens  # a BATCH Job's name ends in the generation
+    indexed: dict[str, dict[Key, Obj]] = {}
+    out: set[Key] = set()
+    for env, objects in prepared.items():
+        mine = indexed[env] = {}
+        for key, obj in objects.items():
+            to = tag_matched(matched(key, generation=gens.get(env)), obj, several=several)
+            mine[to] = obj
+            if key in namespaced:
+                out.add(to)
+    return indexed, out
 
 
 def _all_values(
@@ -329,6 +347,7 @@ def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: 
     found = with_topology_slots(found, versions=versions, nodes=where.workers)
     base = versions[names[0]]  # read, never changed: object_template copies
     found = with_generation_names(found, versions=versions, gens=where.gens)
+    found = with_job_name(found, versions=versions, key=key)
     slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)
     slots = retagged(slots, versions=versions)
     slots = with_replica_slots(slots, versions=versions, workers=where.workers)

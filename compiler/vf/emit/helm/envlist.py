@@ -6,11 +6,15 @@ variables, a URL read from a Secret). Compared by position, one extra entry woul
 every later one and make the whole list a value. Lined up by name, each environment's list
 holds every name of any of them, ``ABSENT`` where it lacks one: an entry present
 everywhere is verbatim or a slot of its own, and an entry some environment lacks is one
-optional list item in the template.
+optional list item in the template. The provision Job's list is not sorted (a URL read
+from a Secret comes first); lined up in the order the lists agree on, it too keeps its
+Secret reference under ``secretRefs`` (ADR 192).
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,8 +26,8 @@ _WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
 
 def aligned(versions: Mapping[str, Obj]) -> dict[str, Obj]:
     """``versions`` with each container's ``env`` lined up by name, where the lists
-    differ in their names and each is sorted by unique names; the objects given are left
-    unchanged (the paths changed are copies)."""
+    differ in their names, each has unique names and they agree on an order; the objects
+    given are left unchanged (the paths changed are copies)."""
     out = dict(versions)
     first = out[sorted(out)[0]]
     if len(out) < 2 or first.get("kind") not in _WORKLOADS:
@@ -37,7 +41,9 @@ def aligned(versions: Mapping[str, Obj]) -> dict[str, Obj]:
         known = [tuple(n) for n in names.values() if n is not None]
         if len(known) < len(names) or len(set(known)) == 1:
             continue
-        union = sorted(set().union(*known))
+        union = _merged(known)
+        if union is None:
+            continue
         for env, entries in lists.items():
             by_name = {str(e["name"]): e for e in entries or ()}
             out[env] = _with_env(out[env], index=index, env=[by_name.get(n, ABSENT) for n in union])
@@ -52,13 +58,40 @@ def _containers(obj: Obj) -> list[Obj]:
 
 
 def _names(entries: Any) -> list[str] | None:
-    """The entries' names when they are sorted and unique (the order vf renders), else None."""
+    """The entries' names when they are unique, else None."""
     if not isinstance(entries, list) or not all(
         isinstance(e, dict) and isinstance(e.get("name"), str) for e in entries
     ):
         return None
     names = [str(e["name"]) for e in entries]
-    return names if names == sorted(set(names)) else None
+    return names if len(set(names)) == len(names) else None
+
+
+def _merged(lists: list[tuple[str, ...]]) -> list[str] | None:
+    """Every name of ``lists`` in an order each list keeps its own in: the sorted names
+    where every list is sorted (a worker's variables), else the first name by name whose
+    predecessors are placed (the provision Job puts a Secret's variable first); None when
+    the lists disagree on an order."""
+    after: dict[str, set[str]] = {}
+    before: dict[str, int] = {}
+    for names in lists:
+        for name in names:
+            after.setdefault(name, set())
+            before.setdefault(name, 0)
+        for a, b in itertools.pairwise(names):
+            if b not in after[a]:
+                after[a].add(b)
+                before[b] += 1
+    ready = sorted(n for n, count in before.items() if count == 0)
+    out: list[str] = []
+    while ready:
+        name = ready.pop(0)
+        out.append(name)
+        for b in after[name]:
+            before[b] -= 1
+            if before[b] == 0:
+                bisect.insort(ready, b)
+    return out if len(out) == len(before) else None
 
 
 def _with_env(obj: Obj, *, index: int, env: list[Any]) -> Obj:

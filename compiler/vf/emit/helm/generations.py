@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from vf.emit.helm.job_tags import ANY_TAG
 from vf.emit.helm.slots import Slot, below
 from vf.emit.helm.text import GEN_NAME
 from vf_runtime.labels import BROKER_CONFIG, COMPONENT
@@ -114,17 +115,19 @@ def _unchanged_names(
 
 def stable(key: Key) -> dict[str, Any]:
     """The kind and name an object's chart file and generated values are named after: its
-    key, where a matched generation reads ``generation``."""
+    key, where a matched generation reads ``generation`` and a matched Job's digest ``tag``."""
     kind, name = key
     if name.endswith(ANY_GENERATION):
         name = name[: -len(ANY_GENERATION)] + "generation"
+    elif name.endswith(ANY_TAG):
+        name = name[: -len(ANY_TAG)] + "tag"
     return {"kind": kind, "metadata": {"name": name}}
 
 
 def keyed_by_generation(slots: list[Slot], *, base: Obj, key: Key) -> list[Slot]:
     """``slots`` whose generated keys name the object by ``stable(key)``, not by the first
-    environment's generation."""
-    if not key[1].endswith(ANY_GENERATION):
+    environment's generation or a Job's own digest."""
+    if not key[1].endswith((ANY_GENERATION, ANY_TAG)):
         return slots
     old = f"{base['kind']}/{base['metadata']['name']}"
     new = f"{key[0]}/{stable(key)['metadata']['name']}"
