@@ -66,9 +66,7 @@ def _compiled(root: Path, *, replicas: int) -> Path:
 
 def _planned_only(obj: Obj) -> bool:
     labels = obj["metadata"].get("labels") or {}
-    return obj["kind"] == "PodDisruptionBudget" or labels.get("app.kubernetes.io/component") == (
-        "provision"
-    )
+    return labels.get("app.kubernetes.io/component") == "provision"
 
 
 def _hash(obj: Obj) -> str:
@@ -113,12 +111,16 @@ def test_set_replicas_renders_what_a_recompile_renders(tmp_path: Path, helm: str
     plain = _render(helm, before, "-f", str(before / values))
     with_set = _render(helm, before, "-f", str(before / values), "--set", "nodes.a.replicas=3")
     recompiled = _render(helm, after, "-f", str(after / values))
-    # the recompile adds a's PodDisruptionBudget and a provision Job named for the new
-    # topology; the workers ensure their own consumers, so the compiled provision may stay
+    # the recompile names the provision Job for the new topology; the workers ensure their
+    # own consumers, so the compiled provision may stay. a's PodDisruptionBudget comes with
+    # the count above one, as the plan makes it (ADR 193)
+    assert not [k for k in plain if k[0] == "PodDisruptionBudget"]
     with_set, recompiled = (
         {k: v for k, v in objs.items() if not _planned_only(v)} for objs in (with_set, recompiled)
     )
     assert sorted(with_set) == sorted(recompiled)
+    budgets = [v for k, v in with_set.items() if k[0] == "PodDisruptionBudget"]
+    assert [b["metadata"]["labels"]["vf.dev/node"] for b in budgets] == ["a"]
     for key, obj in recompiled.items():
         assert _as_overlay(with_set[key]) == _as_overlay(obj), key
     assert _env_of(with_set, _node(with_set, "a"))["VF_NB_TASKS"] == "3"

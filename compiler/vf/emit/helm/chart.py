@@ -20,21 +20,22 @@ from functools import partial
 from typing import Any
 
 from vf import __version__
+from vf.emit.helm.budgets import guarded_budgets, with_budgets
 from vf.emit.helm.envlist import aligned
 from vf.emit.helm.generations import (
     generations,
     keyed_by_generation,
-    matched,
+    matched_objects,
     stable,
     with_generation_names,
 )
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
 from vf.emit.helm.indexed import OTHER, derived, flipped, worker_job_node
-from vf.emit.helm.job_tags import tag_matched, with_job_name
+from vf.emit.helm.job_tags import with_job_name
 from vf.emit.helm.overrides import OVERRIDE_VALUES, with_overrides
 from vf.emit.helm.planned import PLANNED_REPLICAS, environment_guard, planned_replicas
 from vf.emit.helm.replicas import with_replica_slots, worker_envs
-from vf.emit.helm.rows import Member, group, presence, shape_template
+from vf.emit.helm.rows import Member, group, member_guard, shape_template
 from vf.emit.helm.schema import values_schema
 from vf.emit.helm.slots import (
     ABSENT,
@@ -112,33 +113,13 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     """The files of ``emit_helm`` one at a time, in path order and ``Chart.yaml`` last (its
     version digests every other file), so none needs to stay in memory."""
     envs = sorted(per_env)
-    namespaced: set[Key] = set()
-    prepared = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
-    gens = generations(prepared)
-    indexed, namespaced = _matched(prepared, gens=gens, namespaced=namespaced)
-    del prepared
-    # in key order, not each environment's: which environments have an object (a
-    # PodDisruptionBudget above one replica) leaves the rows' order and the shapes' numbers
-    keys = sorted({k for env in envs for k in indexed[env]})
-    where = _Where(
-        envs=tuple(envs), namespaces=info.namespaces, workers=worker_envs(per_env), gens=gens
-    )
-    templates = [
-        _template(
-            key,
-            versions={e: indexed[e][key] for e in envs if key in indexed[e]},
-            where=where,
-            namespaced=key in namespaced,
-        )
-        for key in keys
-    ]
-    del indexed
+    templates = _members(per_env, info=info)
     templates = [with_overrides(t) for t in _resolve_keys(templates, envs=envs)]
     singles, shapes = group(templates)  # its working set is the chart's peak: values after
     values = _all_values(templates, per_env=per_env, envs=envs)
     makers: dict[str, Callable[[], FileText]] = {}
     for one in singles:
-        guard = presence(one.present) if one.partial else None
+        guard = member_guard(one)
         makers[f"templates/{object_file(stable(one.key))}"] = partial(
             object_template, one.base, slots=one.slots, guard=guard
         )
@@ -168,23 +149,32 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
 
 
-def _matched(
-    prepared: Mapping[str, Mapping[Key, Obj]], *, gens: Mapping[str, str], namespaced: set[Key]
-) -> tuple[dict[str, dict[Key, Obj]], set[Key]]:
-    """Each environment's objects keyed so that one object of every environment has one
-    key: a BATCH name without its generation (ADR 155), a Job's without its own digest
-    (ADR 192); and the keys of the namespaced ones."""
-    several = len(prepared) > 1 and not gens  # a BATCH Job's name ends in the generation
-    indexed: dict[str, dict[Key, Obj]] = {}
-    out: set[Key] = set()
-    for env, objects in prepared.items():
-        mine = indexed[env] = {}
-        for key, obj in objects.items():
-            to = tag_matched(matched(key, generation=gens.get(env)), obj, several=several)
-            mine[to] = obj
-            if key in namespaced:
-                out.add(to)
-    return indexed, out
+def _members(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> list[Member]:
+    """Every object's template, each object of every environment matched to its key."""
+    envs = sorted(per_env)
+    namespaced: set[Key] = set()
+    prepared = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
+    budgets, added = with_budgets(prepared, namespaced=namespaced)
+    gens = generations(prepared)
+    indexed, namespaced = matched_objects(prepared, gens=gens, namespaced=namespaced)
+    del prepared
+    # in key order, not each environment's: which environments have an object leaves the
+    # rows' order and the shapes' numbers alone
+    keys = sorted({k for env in envs for k in indexed[env]})
+    where = _Where(
+        envs=tuple(envs), namespaces=info.namespaces, workers=worker_envs(per_env), gens=gens
+    )
+    templates = [
+        _template(
+            key,
+            versions={e: indexed[e][key] for e in envs if key in indexed[e]},
+            where=where,
+            namespaced=key in namespaced,
+        )
+        for key in keys
+    ]
+    rebuild = partial(_rebuilt, indexed=indexed, where=where, namespaced=namespaced)
+    return guarded_budgets(templates, budgets=budgets, added=added, rebuild=rebuild)
 
 
 def _all_values(
@@ -361,6 +351,19 @@ def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: 
         present=current().chart_envs.setdefault(names, names),  # one tuple for each set
         partial=len(versions) < len(where.envs),
     )
+
+
+def _rebuilt(
+    key: Key,
+    present: tuple[str, ...],
+    *,
+    indexed: Mapping[str, Mapping[Key, Obj]],
+    where: _Where,
+    namespaced: set[Key],
+) -> Member:
+    """The template of ``key`` made of the environments ``present`` alone."""
+    versions = {e: indexed[e][key] for e in present}
+    return _template(key, versions=versions, where=where, namespaced=key in namespaced)
 
 
 def _resolve_keys(templates: Sequence[Member], *, envs: Sequence[str]) -> list[Member]:

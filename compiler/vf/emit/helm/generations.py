@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vf.emit.helm.job_tags import ANY_TAG
+from vf.emit.helm.job_tags import ANY_TAG, tag_matched
 from vf.emit.helm.slots import Slot, below
 from vf.emit.helm.text import GEN_NAME
 from vf_runtime.labels import BROKER_CONFIG, COMPONENT
@@ -137,3 +137,22 @@ def keyed_by_generation(slots: list[Slot], *, base: Obj, key: Key) -> list[Slot]
         else s
         for s in slots
     ]
+
+
+def matched_objects(
+    prepared: Mapping[str, Mapping[Key, Obj]], *, gens: Mapping[str, str], namespaced: set[Key]
+) -> tuple[dict[str, dict[Key, Obj]], set[Key]]:
+    """Each environment's objects keyed so that one object of every environment has one
+    key: a BATCH name without its generation (ADR 155), a Job's without its own digest
+    (ADR 192); and the keys of the namespaced ones."""
+    several = len(prepared) > 1 and not gens  # a BATCH Job's name ends in the generation
+    indexed: dict[str, dict[Key, Obj]] = {}
+    out: set[Key] = set()
+    for env, objects in prepared.items():
+        mine = indexed[env] = {}
+        for key, obj in objects.items():
+            to = tag_matched(matched(key, generation=gens.get(env)), obj, several=several)
+            mine[to] = obj
+            if key in namespaced:
+                out.add(to)
+    return indexed, out

@@ -55,6 +55,7 @@ class Member:
     slots: tuple[Slot, ...]
     present: tuple[str, ...]
     partial: bool
+    above_one: str | None = None  # rendered where this node's count is above one
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +67,7 @@ class Shape:
     slots: tuple[Slot, ...]
     rows: tuple[Obj, ...]
     guarded: bool
+    node: str | None = None  # the row's field that names the node whose count is above one
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,7 @@ def group(members: Sequence[Member]) -> tuple[list[Member], list[Shape]]:
     by_signature: dict[tuple[Any, ...], list[tuple[Member, list[Any]]]] = {}
     for member in members:
         # the variables' names too: a column per variable name is no row a person reads
-        signature: list[Any] = [member.key[0], _env_names(member)]
+        signature: list[Any] = [member.key[0], _env_names(member), member.above_one is None]
         leaves: list[Any] = []
         _flatten(_skeleton(member), signature.append, leaves.append)
         by_signature.setdefault(tuple(signature), []).append((member, leaves))
@@ -309,6 +311,14 @@ def _shape(name: str, *, members: Sequence[tuple[Member, list[Any]]]) -> Shape:
     guarded = any(m.partial for m, _ in members)
     real = {field for field, part in parts.items() if not (part.prefix or part.suffix)}
     names = sorted({*(f for f in chosen.values() if f in real), *([IN] if guarded else [])})
+    node = None
+    if first.above_one is not None:  # (every member then has one: the signature holds it)
+        nodes = tuple(m.above_one for m, _ in members)
+        node = next((f for f in names if f != IN and vectors[f] == nodes), None)
+        if node is None:
+            node = _fresh("node", taken=taken)
+            vectors[node] = nodes
+            names = sorted({*names, node})
     rows = tuple(
         {f: list(m.present) if f == IN else vectors[f][i] for f in names}
         for i, (m, _) in enumerate(members)
@@ -320,6 +330,7 @@ def _shape(name: str, *, members: Sequence[tuple[Member, list[Any]]]) -> Shape:
         slots=_generic_slots(first, first_leaves, refs),
         rows=rows,
         guarded=guarded,
+        node=node,
     )
 
 
@@ -400,12 +411,36 @@ def presence(envs: Sequence[str]) -> str:
     return "has $.Values.environment (list " + " ".join(go_string(e) for e in envs) + ")"
 
 
+def above_one(node: str) -> str:
+    """The condition of an object rendered where a node's count is above one (``node`` a
+    Go expression)."""
+    return f'gt (int (index $.Values "nodes" {node} "replicas")) 1'
+
+
+def _all(conditions: Sequence[str]) -> str | None:
+    if len(conditions) < 2:
+        return conditions[0] if conditions else None
+    return "and " + " ".join(f"({c})" for c in conditions)  # and stops at the first false
+
+
+def member_guard(member: Member) -> str | None:
+    """The template condition of one object: its environments, its node's count."""
+    conditions = [presence(member.present)] if member.partial else []
+    if member.above_one is not None:
+        conditions.append(above_one(go_string(member.above_one)))
+    return _all(conditions)
+
+
 def shape_template(shape: Shape) -> str:
     """The template of a shape: one document per row (per environment it is in)."""
     body = object_template(shape.base, slots=shape.slots, guard=None)
     rows = values_expr(("rows", shape.name))
     head = "{{- range $r := " + rows + " }}\n"
-    if not shape.guarded:
+    conditions = ["has $.Values.environment (index $r " + go_string(IN) + ")"] * shape.guarded
+    if shape.node is not None:
+        conditions.append(above_one(f"(index $r {go_string(shape.node)})"))
+    guard = _all(conditions)
+    if guard is None:
         return head + "---\n" + body + "{{- end }}\n"
-    inside = "{{- if has $.Values.environment (index $r " + go_string(IN) + ") }}\n"
+    inside = "{{- if " + guard + " }}\n"
     return head + inside + "---\n" + body + "{{- end }}\n{{- end }}\n"
