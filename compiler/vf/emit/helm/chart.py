@@ -44,7 +44,9 @@ from vf.emit.helm.slots import (
     below,
     find_slots,
     generated_key,
+    lookup,
     same,
+    string_leaves,
     supplied,
 )
 from vf.emit.helm.text import (
@@ -235,13 +237,12 @@ def _with_release_slots(
     first = sorted(versions)[0]
     extra: list[Slot] = []
     marker = f".{namespaces[first]}.svc"
-    for path, text in _strings(versions[first]) if may_contain(versions[first], marker) else ():
+    leaves = string_leaves(versions[first]) if may_contain(versions[first], marker) else ()
+    for path, text in leaves:
         head, found, tail = text.partition(marker)
         if not found:
             continue
-        if all(
-            _get(v, path=path) == f"{head}.{namespaces[e]}.svc{tail}" for e, v in versions.items()
-        ):
+        if all(lookup(v, path) == f"{head}.{namespaces[e]}.svc{tail}" for e, v in versions.items()):
             key = (IN_RELEASE_NAMESPACE, head, tail)
             extra.append(Slot(path=path, values=dict.fromkeys(versions, text), key=key))
     if "labels" in versions[first]["metadata"]:
@@ -291,26 +292,6 @@ def may_contain(obj: Obj, marker: str) -> bool:
     except ValueError:
         return True
     return marker.encode("utf-8", "surrogatepass") in data
-
-
-def _strings(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _strings(v, (*path, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _strings(v, (*path, i))
-
-
-def _get(obj: Any, *, path: tuple[Any, ...]) -> Any:
-    try:
-        for part in path:
-            obj = obj[part]
-    except (KeyError, IndexError, TypeError):
-        return None
-    return obj
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,11 +10,11 @@ broker ConfigMap and the pods' annotation already read.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from vf.emit.helm.job_tags import ANY_TAG, tag_matched
-from vf.emit.helm.slots import Slot, below
+from vf.emit.helm.slots import Slot, below, lookup, string_leaves
 from vf.emit.helm.text import GEN_NAME
 from vf_runtime.labels import BROKER_CONFIG, COMPONENT
 
@@ -71,26 +71,6 @@ def with_generation_names(
     return out
 
 
-def _strings(obj: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[Any, str]]:
-    if isinstance(obj, str):
-        yield path, obj
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _strings(v, (*path, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _strings(v, (*path, i))
-
-
-def _at(obj: Any, path: tuple[str | int, ...]) -> Any:
-    try:
-        for part in path:
-            obj = obj[part]
-    except (KeyError, IndexError, TypeError):
-        return None
-    return obj
-
-
 def _unchanged_names(
     slots: list[Slot], *, versions: Mapping[str, Obj], gens: Mapping[str, str]
 ) -> list[Slot]:
@@ -102,11 +82,11 @@ def _unchanged_names(
     seen = set(taken)
     out = list(slots)
     first = versions[sorted(versions)[0]]
-    for path, text in _strings(first):
+    for path, text in string_leaves(first):
         gen = gens[sorted(versions)[0]]
         if path in seen or not text.endswith(gen) or below(path, taken):
             continue
-        values = {env: _at(v, path) for env, v in versions.items()}
+        values = {env: lookup(v, path) for env, v in versions.items()}
         if all(value == text and gens[env] == gen for env, value in values.items()):
             key: tuple[str, ...] = ("generation",) if text == gen else ("$same", text)
             out.append(Slot(path=path, values=values, key=key))

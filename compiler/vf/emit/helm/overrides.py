@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from vf.emit.helm.rows import Member
-from vf.emit.helm.slots import POD_SPEC, Slot, ValueKey, below, blank
+from vf.emit.helm.slots import POD_SPEC, Slot, ValueKey, below, blank, lookup
 from vf_runtime.labels import NODE_LABEL, is_provision_job
 
 Obj = dict[str, Any]
@@ -129,7 +129,7 @@ def with_overrides(member: Member) -> Member:
             key: ValueKey = (POD, name, holds, node, *inner.key)
             slots.append(Slot(path=path, values=inner.values, key=key))
             continue
-        have = _get(base, path)
+        have = lookup(base, path)
         if have is None:
             slots.append(Slot(path=path, values=envs, key=(POD, name, holds, node)))
         elif holds == "map" and isinstance(have, dict):
@@ -146,21 +146,7 @@ def with_overrides(member: Member) -> Member:
 
 
 def _reachable(obj: Any, path: Path) -> bool:
-    for part in path:
-        try:
-            obj = obj[part]
-        except (KeyError, IndexError, TypeError):
-            return False
-    return isinstance(obj, dict)
-
-
-def _get(obj: Any, path: Path) -> Any:
-    for part in path:
-        try:
-            obj = obj[part]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return obj
+    return isinstance(lookup(obj, path), dict)
 
 
 def _appended(base: Obj, path: Path) -> Obj:

@@ -10,7 +10,7 @@ are slots even when equal, under readable keys; any other difference gets a key 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -138,6 +138,28 @@ def owner(obj: Mapping[str, Any]) -> ValueKey | None:
     if INFRA_LABEL in labels:
         return ("infra", str(labels[INFRA_LABEL]))
     return None
+
+
+def lookup(obj: Any, path: Path) -> Any:
+    """The value at ``path`` in nested mappings and lists, or None where it leads nowhere."""
+    try:
+        for part in path:
+            obj = obj[part]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return obj
+
+
+def string_leaves(obj: Any, path: Path = ()) -> Iterator[tuple[Path, str]]:
+    """Every string below ``obj``, with its path, in document order."""
+    if isinstance(obj, str):
+        yield path, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from string_leaves(v, (*path, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from string_leaves(v, (*path, i))
 
 
 def _at(obj: Any, *, path: Path) -> Any:
