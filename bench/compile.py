@@ -416,6 +416,12 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="e.g. 10,100")
     parser.add_argument("--repeat", type=int, default=0, help="runs per size (default 5/3)")
     parser.add_argument("--no-save", action="store_true", help="only print the table")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="write the JSON here and leave docs/performance.md alone (another Python's run)",
+    )
     parser.add_argument("--profile", action="store_true", help="add the per-stage profile")
     parser.add_argument("--tmp", type=Path, default=None, help="where graphs and trees go")
     parser.add_argument("--peer", type=Path, default=DEFAULT_SOURCE, help="videoflow's source")
@@ -468,8 +474,10 @@ def main() -> None:
     if profiled:
         print(profile_table(report))
     if not args.no_save:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        results = args.results or RESULTS
+        results.parent.mkdir(parents=True, exist_ok=True)
+        results.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if not args.no_save and args.results is None:
         update_doc(text)
         if profiled:
             update_doc(profile_table(report), PROFILE_MARKS)

@@ -448,6 +448,12 @@ def main() -> None:
         "--record", choices=("after", "before"), default="after", help="which column to fill"
     )
     parser.add_argument("--no-save", action="store_true", help="print, write nothing")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=RESULTS,
+        help="the JSON to fill; another file than the default leaves docs/performance.md alone",
+    )
     parser.add_argument("--render", action="store_true", help="re-render the saved results only")
     parser.add_argument("--frames", type=int, default=40, help="1080p frames per frame run")
     parser.add_argument("--peer", type=Path, default=DEFAULT_SOURCE, help="videoflow's source")
@@ -466,7 +472,7 @@ def main() -> None:
         if PEER.python:
             warm = "import videoflow.worker, videoflow.engines.local, numpy, redis"
             subprocess.run([PEER.python, "-c", warm], check=True)
-    saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    saved = json.loads(args.results.read_text()) if args.results.exists() else {}
     saved = saved if "after" in saved or "before" in saved else {}
     if not args.render:
         with tempfile.TemporaryDirectory(prefix="vf-bench-") as tmp:
@@ -479,11 +485,11 @@ def main() -> None:
             sys.path.insert(0, str(work))
             saved[args.record] = measure(args, work)
     if not args.no_save:  # the measurements first: a table can always be re-rendered
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        args.results.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
     text = table(saved)
     print(text)
-    if not args.no_save:
+    if not args.no_save and args.results == RESULTS:
         write_doc(text)
 
 
