@@ -55,10 +55,16 @@ def _env(obj: Obj) -> list[Any] | None:
 
 
 def flipped(obj: Obj) -> Obj:
-    """``obj`` in the other completion mode: Indexed with ``VF_REPLICA_ID``, or neither."""
-    out = copy.deepcopy(obj)
-    env = _env(out)
-    assert env is not None
+    """``obj`` in the other completion mode: Indexed with ``VF_REPLICA_ID``, or neither.
+
+    Only the mappings and lists on the way to the two fields are copies; the rest is
+    shared with ``obj``, which is left unchanged (the version is read, then dropped)."""
+    out = {**obj, "spec": {**obj["spec"]}}
+    template = out["spec"]["template"] = {**out["spec"]["template"]}
+    pod = template["spec"] = {**template["spec"]}
+    containers = pod["containers"] = list(pod["containers"])
+    container = containers[0] = {**containers[0]}
+    env = container["env"] = list(container["env"])
     if out["spec"].get("completionMode") == "Indexed":
         del out["spec"]["completionMode"]
         env[:] = [e for e in env if not (isinstance(e, dict) and e.get("name") == "VF_REPLICA_ID")]

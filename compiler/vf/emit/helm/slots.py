@@ -322,8 +322,17 @@ class _SlotFinder:
 
     def descend(self, path: Path, *, values: dict[str, Any]) -> None:
         """``walk`` below ``path``, skipping at once what it would return from at once."""
-        if self.scope(path) or not _settled(values):
-            self.walk(path, values=values)
+        scoped = self.scope(path)
+        if not scoped and _settled(values):
+            return
+        first, *others = values.values()
+        if first is not ABSENT and all(v is first for v in others):
+            # One object every environment holds (a Job's made-up other mode shares all
+            # but two of its fields with the Job, ADR 177): nothing below differs, so its
+            # slots are the knobs below it, as the one-environment walk finds them.
+            self._walk_one(path, envs=tuple(values), value=first, scoped=scoped)
+            return
+        self.walk(path, values=values)
 
     def walk_one(self, path: Path, *, env: str, value: Any) -> None:
         """``walk`` of an object one environment has: nothing differs, so its slots are
@@ -336,21 +345,24 @@ class _SlotFinder:
                     return
                 value = value[key]
             path = POD_SPEC
-        self._walk_one(path, env=env, value=value, scoped=self.scope(path))
+        self._walk_one(path, envs=(env,), value=value, scoped=self.scope(path))
 
-    def _walk_one(self, path: Path, *, env: str, value: Any, scoped: bool) -> None:
-        """``walk_one`` with ``scoped``, whether ``path`` may hold a knob, known."""
+    def _walk_one(self, path: Path, *, envs: tuple[str, ...], value: Any, scoped: bool) -> None:
+        """``walk_one`` of the one ``value`` that ``envs`` all hold, with ``scoped``,
+        whether ``path`` may hold a knob, known."""
         if value is ABSENT:
             forced = self.knob_at(path) if path and scoped else None
             key = forced if forced is not None else derived_key(self.first, path=path)
-            self.out.append(Slot(path=_one(path), values=shared({env: value}), key=key))
+            values = shared(dict.fromkeys(envs, value))
+            self.out.append(Slot(path=_one(path), values=values, key=key))
             return
         if not scoped:
             return  # nothing below is a knob
         forced = self.knob_at(path) if path else None
         scope = self.scope
         if forced is not None:
-            self.out.append(Slot(path=_one(path), values=shared({env: value}), key=forced))
+            values = shared(dict.fromkeys(envs, value))
+            self.out.append(Slot(path=_one(path), values=values, key=forced))
         elif isinstance(value, dict) and value:
             keys = list(value)
             if (
@@ -364,12 +376,12 @@ class _SlotFinder:
                 item = value.get(key, ABSENT)
                 inside = scope(child)
                 if item is ABSENT or inside:
-                    self._walk_one(child, env=env, value=item, scoped=inside)
+                    self._walk_one(child, envs=envs, value=item, scoped=inside)
         elif isinstance(value, list):
             for index, item in enumerate(value):
                 child = (*path, index)
                 if scope(child):
-                    self._walk_one(child, env=env, value=item, scoped=True)
+                    self._walk_one(child, envs=envs, value=item, scoped=True)
 
     def walk(self, path: Path, *, values: dict[str, Any]) -> None:
         present = [v for v in values.values() if v is not ABSENT]
