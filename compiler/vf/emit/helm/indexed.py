@@ -18,8 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from vf.emit.helm.slots import INDEXED, POD_SPEC, REPLICA_ID, Slot
-from vf_runtime.labels import NODE_LABEL
+from vf.emit.helm.slots import INDEXED, POD_SPEC, REPLICA_ID, TEMPLATE_NODE, Slot, lookup
 
 Obj = dict[str, Any]
 OTHER = "~other-mode"  # the made-up version's name: sorts after every environment's
@@ -34,24 +33,10 @@ REPLICA_ID_ITEM: Obj = {
 
 def worker_job_node(obj: Obj) -> str | None:
     """The node of a worker's Job (its pods are the node's), else None."""
-    if obj.get("kind") != "Job":
+    if obj.get("kind") != "Job" or not isinstance(lookup(obj, _ENV), list):
         return None
-    template = (obj.get("spec") or {}).get("template") or {}
-    node = ((template.get("metadata") or {}).get("labels") or {}).get(NODE_LABEL)
-    env = _env(obj)
-    if not isinstance(node, str) or env is None:
-        return None
-    return node
-
-
-def _env(obj: Obj) -> list[Any] | None:
-    node: Any = obj
-    for part in _ENV:
-        try:
-            node = node[part]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return node if isinstance(node, list) else None
+    node = lookup(obj, TEMPLATE_NODE)
+    return node if isinstance(node, str) else None
 
 
 def flipped(obj: Obj) -> Obj:

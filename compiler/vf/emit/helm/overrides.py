@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import Any
 
 from vf.emit.helm.rows import Member
-from vf.emit.helm.slots import POD_SPEC, Slot, ValueKey, below, blank, lookup
-from vf_runtime.labels import NODE_LABEL, is_provision_job
+from vf.emit.helm.slots import POD_SPEC, TEMPLATE_NODE, Slot, ValueKey, below, blank, lookup
+from vf_runtime.labels import is_provision_job
 
 Obj = dict[str, Any]
 Path = tuple[str | int, ...]
@@ -106,8 +106,7 @@ def pod_node(obj: Obj) -> str | None:
         return None
     if is_provision_job(obj):
         return ""
-    labels = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
-    node = (labels.get("labels") or {}).get(NODE_LABEL)
+    node = lookup(obj, TEMPLATE_NODE)
     return node if isinstance(node, str) else None
 
 

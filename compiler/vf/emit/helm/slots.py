@@ -30,6 +30,7 @@ ValueKey = tuple[str, ...]
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
 PARENT_REPLICAS_KEY = "$parent-replicas"  # ("$parent-replicas", "a,b"): "a=<n>,b=<m>"
 POD_SPEC: Path = ("spec", "template", "spec")
+TEMPLATE_NODE: Path = ("spec", "template", "metadata", "labels", NODE_LABEL)  # pods' node
 INDEXED = "$indexed"  # ("$indexed", node): "Indexed" above one replica, else absent
 REPLICA_ID = "$replica-id"  # ("$replica-id", node): VF_REPLICA_ID above one replica
 TOPOLOGY = "$topology"  # ("$topology", text, node, text, …): a shard from the counts
