@@ -30,7 +30,7 @@ from vf.emit.helm.generations import (
     with_generation_names,
 )
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
-from vf.emit.helm.indexed import OTHER, derived, flipped, worker_job_node
+from vf.emit.helm.indexed import derived, lined_up, worker_job_node
 from vf.emit.helm.job_tags import with_job_name
 from vf.emit.helm.overrides import OVERRIDE_VALUES, with_overrides
 from vf.emit.helm.planned import PLANNED_REPLICAS, environment_guard, planned_replicas
@@ -308,13 +308,12 @@ class _Where:
 def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> Member:
     names = tuple(sorted(versions))
     node = worker_job_node(versions[names[0]])
-    if node is not None:  # its mode and VF_REPLICA_ID: slots whatever the environments hold
-        versions = {**versions, OTHER: flipped(versions[names[0]])}
-    versions = aligned(versions)
-    found = find_slots(versions)
-    if node is not None:
-        found = derived(found, node=node)
-        versions = {e: v for e, v in versions.items() if e != OTHER}
+    if node is None:
+        versions = aligned(versions)
+        found = find_slots(versions)
+    else:  # its mode and VF_REPLICA_ID: slots whatever the environments hold
+        versions, index = lined_up(versions)
+        found = derived(find_slots(versions), versions=versions, index=index, node=node)
     found = with_topology_slots(found, versions=versions, nodes=where.workers)
     base = versions[names[0]]  # read, never changed: object_template copies
     found = with_generation_names(found, versions=versions, gens=where.gens)

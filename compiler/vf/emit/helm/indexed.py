@@ -8,17 +8,21 @@ templates, the schema and every other environment's values. Here they are always
 slots that the template derives from ``nodes.<node>.replicas``: a count changes only its
 own environment's values (ADR 177).
 
-The slots are found by comparing the environments with one more, made up, version of the
-Job whose mode is the other one (``flipped``), so they exist whatever the environments
-hold; that version is dropped from every slot before anything else reads them.
+Both slots exist whatever the environments hold. The environments' ``env`` lists are lined
+up with one more, made-up, version of the Job in the other mode (``flipped``), so each list
+has a place for ``VF_REPLICA_ID``; the made-up version is then dropped, the slots are found
+among the environments alone, and the two slots are set at their paths (``derived``).
 """
 
 from __future__ import annotations
 
+import bisect
 import copy
+from collections.abc import Mapping
 from typing import Any
 
-from vf.emit.helm.slots import INDEXED, POD_SPEC, REPLICA_ID, TEMPLATE_NODE, Slot, lookup
+from vf.emit.helm.envlist import aligned
+from vf.emit.helm.slots import ABSENT, INDEXED, POD_SPEC, REPLICA_ID, TEMPLATE_NODE, Slot, lookup
 
 Obj = dict[str, Any]
 OTHER = "~other-mode"  # the made-up version's name: sorts after every environment's
@@ -60,17 +64,42 @@ def flipped(obj: Obj) -> Obj:
     return out
 
 
-def derived(slots: list[Slot], *, node: str) -> list[Slot]:
-    """``slots`` without the made-up version's values, the mode and the variable derived."""
-    out = []
-    for slot in slots:
-        values = {e: v for e, v in slot.values.items() if e != OTHER}
-        key = slot.key
-        if slot.path == _MODE:
-            key = (INDEXED, node)
-        elif slot.path[: len(_ENV)] == _ENV and len(slot.path) == len(_ENV) + 1:
-            item = [v for v in slot.values.values() if isinstance(v, dict)]
-            if item and item[0].get("name") == "VF_REPLICA_ID":
-                key = (REPLICA_ID, node)
-        out.append(Slot(path=slot.path, values=values, key=key))
+def lined_up(versions: Mapping[str, Obj]) -> tuple[dict[str, Obj], int]:
+    """``versions`` lined up by ``aligned`` as if one more held the other mode, and the
+    index ``VF_REPLICA_ID`` has in every one of their ``env`` lists (the item or ABSENT)."""
+    lined = aligned({**versions, OTHER: flipped(versions[sorted(versions)[0]])})
+    lists = [lookup(v, _ENV) for v in lined.values()]
+    indexes = {_replica_id_index(env) for env in lists} - {None}
+    if len(indexes) != 1 or len({len(env) for env in lists}) != 1:
+        raise AssertionError("a worker's variables: unique names, one order in every version")
+    del lined[OTHER]
+    index = indexes.pop()
+    assert index is not None
+    return lined, index
+
+
+def _replica_id_index(env: list[Any]) -> int | None:
+    for index, item in enumerate(env):
+        if isinstance(item, dict) and item.get("name") == "VF_REPLICA_ID":
+            return index
+    return None
+
+
+def derived(slots: list[Slot], *, versions: Mapping[str, Obj], index: int, node: str) -> list[Slot]:
+    """``slots`` of ``versions`` (as ``lined_up`` gave them) with the mode and the variable at
+    ``index`` each one slot derived from the node's count, in path order."""
+    item_path = (*_ENV, index)
+    mode = Slot(
+        path=_MODE,
+        values={e: v["spec"].get("completionMode", ABSENT) for e, v in versions.items()},
+        key=(INDEXED, node),
+    )
+    item = Slot(
+        path=item_path,
+        values={e: lookup(v, _ENV)[index] for e, v in versions.items()},
+        key=(REPLICA_ID, node),
+    )
+    out = [s for s in slots if s.path != _MODE and s.path[: len(item_path)] != item_path]
+    for slot in (mode, item):
+        out.insert(bisect.bisect([s.path for s in out], slot.path), slot)
     return out
