@@ -37,6 +37,7 @@ TOPOLOGY = "$topology"  # ("$topology", text, node, text, …): a shard from the
 DERIVED_OPTIONAL = frozenset({INDEXED, REPLICA_ID})  # present or not by the values
 _WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
 _CONTAINER_KNOBS = frozenset({"image", "resources", "imagePullPolicy", "env"})
+_SECRET_REF = ("valueFrom", "secretKeyRef")
 _BROKER_DATA = {"VF_NATS_URL": ("broker", "natsUrl"), "VF_BLOB_REDIS_URL": ("payloadStore", "url")}
 
 
@@ -206,7 +207,7 @@ def _container_knob(obj: Obj, *, path: Path, base: ValueKey) -> ValueKey | None:
         return (*mine, str(field[0]))
     if field == ("imagePullPolicy",):
         return ("imagePullPolicy",)
-    if len(field) == 5 and field[0] == "env" and field[2:4] == ("valueFrom", "secretKeyRef"):
+    if len(field) == 5 and field[0] == "env" and field[2:4] == _SECRET_REF:
         var = _at(obj, path=(*path[:-3], "name"))
         return ("secretRefs", str(var), str(field[4]))
     return None
@@ -255,9 +256,17 @@ def _under_pod_spec(path: Path) -> bool:
     rest = path[depth:]
     if rest[0] in ("priorityClassName", "runtimeClassName"):
         return len(rest) == 1
-    if rest[0] != "containers":
+    return rest[0] == "containers" and _in_container_knob(rest[2:])
+
+
+def _in_container_knob(field: Path) -> bool:
+    """Whether a container's ``field`` (a path below one container) is or holds a knob."""
+    if len(field) <= 1:
+        return not field or field[0] in _CONTAINER_KNOBS
+    if field[0] != "env":
         return False
-    return len(rest) <= 2 or rest[2] in _CONTAINER_KNOBS
+    below_item = len(field) - 2  # an entry's own fields: only a Secret reference is a knob
+    return below_item <= 0 or (below_item <= 3 and field[2:4] == _SECRET_REF[:below_item])
 
 
 def _all_same(present: list[Any]) -> bool:
