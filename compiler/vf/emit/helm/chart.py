@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import marshal
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -46,7 +45,7 @@ from vf.emit.helm.slots import (
     generated_key,
     lookup,
     same,
-    string_leaves,
+    strings_holding,
     supplied,
 )
 from vf.emit.helm.text import (
@@ -237,11 +236,8 @@ def _with_release_slots(
     first = sorted(versions)[0]
     extra: list[Slot] = []
     marker = f".{namespaces[first]}.svc"
-    leaves = string_leaves(versions[first]) if may_contain(versions[first], marker) else ()
-    for path, text in leaves:
-        head, found, tail = text.partition(marker)
-        if not found:
-            continue
+    for path, text in strings_holding(versions[first], marker):
+        head, _, tail = text.partition(marker)
         if all(lookup(v, path) == f"{head}.{namespaces[e]}.svc{tail}" for e, v in versions.items()):
             key = (IN_RELEASE_NAMESPACE, head, tail)
             extra.append(Slot(path=path, values=dict.fromkeys(versions, text), key=key))
@@ -281,17 +277,6 @@ _HELM_LABELS = (
     (("metadata", "labels", "helm.sh/chart"), HELM_CHART_LABEL),
     (("metadata", "labels", MANAGED_BY), RELEASE_SERVICE),
 )
-
-
-def may_contain(obj: Obj, marker: str) -> bool:
-    """Whether some string in ``obj`` may hold ``marker``: one C-speed look at the object's
-    marshal form, where every string is its UTF-8 bytes, instead of a walk over every
-    string; an object marshal cannot write is always walked."""
-    try:
-        data = marshal.dumps(obj)
-    except ValueError:
-        return True
-    return marker.encode("utf-8", "surrogatepass") in data
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -119,8 +119,7 @@ def with_overrides(member: Member) -> Member:
     base = member.base
     envs = blank(member.present)
     for name, (path, holds) in FIELDS.items():
-        paths = [s.path for s in slots]
-        if any(below(path, [p]) for p in paths) or not _reachable(base, path[:-1]):
+        if below(path, [s.path for s in slots]) or not _reachable(base, path[:-1]):
             continue  # a slot above it, or no such container: nothing to add to
         at = next((i for i, s in enumerate(slots) if s.path == path), None)
         if at is not None:  # vf's own value differs by environment: merged with it

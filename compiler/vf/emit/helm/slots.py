@@ -164,6 +164,19 @@ def string_leaves(obj: Any, path: Path = ()) -> Iterator[tuple[Path, str]]:
             yield from string_leaves(v, (*path, i))
 
 
+def strings_holding(obj: Any, marker: str, path: Path = ()) -> Iterator[tuple[Path, str]]:
+    """Every string below ``obj`` that holds ``marker``, with its path, in document order."""
+    items = (
+        obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    )
+    for key, value in items:
+        if isinstance(value, str):
+            if marker in value:
+                yield (*path, key), value
+        elif isinstance(value, dict | list):
+            yield from strings_holding(value, marker, (*path, key))
+
+
 def _at(obj: Any, *, path: Path) -> Any:
     for part in path:
         obj = obj[part]
