@@ -1,7 +1,9 @@
-"""A change to one environment touches only that environment's files: its overlay and its
-plan (and the chart, one artifact for every environment), and none of the other
-environment's objects as the chart renders them. Measured on both flow types with a replica
-and a cpu change in dev beside an unchanged staging."""
+"""A change to one environment touches only that environment's files: its overlay, its
+plan, its values file and the ConfigMap its Flux HelmRelease reads them from; no file of
+another environment, no file every environment reads (the chart's version, values.yaml,
+schema and templates), and none of the other environment's objects as the chart renders
+them. Measured on both flow types with a replica and a cpu change in dev beside an
+unchanged staging."""
 
 from __future__ import annotations
 
@@ -40,6 +42,10 @@ CONFIG = """environments:
     images: {{default: r.io/a:1}}
     replicas: {{work: 1}}
     resources: {{work: {{cpu: "1"}}}}
+gitops:
+  repo_url: https://git.example.com/a/b.git
+  path: deploy
+  flux: {{helm_release: true}}
 """
 
 
@@ -66,18 +72,16 @@ def test_a_change_to_dev_touches_only_devs_files(
     )
     # the tree README's diagram and table show replicas per environment: a replica change
     # is news to its readers; a resource change is not in it
-    own = ("plan/dev.json", "README.md") if field == "replicas" else ("plan/dev.json",)
-    outside = [p for p in touched if not p.startswith(("overlays/dev/", "chart/")) and p not in own]
-    assert touched and not outside
-    assert "chart/values-dev.yaml" in touched
-    # staging's values and the schema both environments share stay as they were (ADR 176,
-    # 177, 179), and so do the templates: the provision Job's name, which carries the
-    # topology's digest, is a value (ADR 192), and the chart holds the worker's
-    # PodDisruptionBudget whatever its count, rendered above one replica (ADR 193)
-    chart = {p for p in touched if p.startswith("chart/")}
-    print(f"chart: {sorted(chart)}")
-    own_chart = {"chart/Chart.yaml", "chart/values-dev.yaml", "chart/values.yaml"}
-    assert chart == own_chart, chart
+    own = {"plan/dev.json", "chart/values-dev.yaml", "gitops/flux/configmap-dev-values.yaml"}
+    if field == "replicas":
+        own.add("README.md")
+    outside = [p for p in touched if not p.startswith("overlays/dev/") and p not in own]
+    assert touched and not outside, outside
+    # staging's values, and every file both environments read, stay as they were: the
+    # schema and templates (ADR 176, 177, 179, 192, 193), values.yaml (no environment's
+    # values) and Chart.yaml's version, which a Flux HelmRelease of staging would upgrade
+    # to (ADR 188); dev's values reach its release through its own ConfigMap
+    assert {"chart/values-dev.yaml", "gitops/flux/configmap-dev-values.yaml"} <= set(touched)
 
 
 def _staging(helm: str, tree: Path) -> dict[tuple[str, str], Any]:
@@ -101,8 +105,9 @@ def test_a_change_to_dev_changes_no_object_the_chart_renders_for_staging(
     before: object,
     after: object,
 ) -> None:
-    """Compiled over the committed tree, so the chart's version counts on as it does in a
-    repository: staging's objects stay byte for byte what they were (before ADR 176 the
+    """Compiled over the committed tree, so the chart's version would count on as it does
+    in a repository (it does not: nothing every environment reads changed, ADR 188):
+    staging's objects stay byte for byte what they were (before ADR 176 the
     version in every object's ``helm.sh/chart`` label changed all of them, so a chart
     delivery of staging saw a change), and staging's planned counts stay in its own values
     file rather than in the schema both environments share."""
@@ -116,7 +121,7 @@ def test_a_change_to_dev_changes_no_object_the_chart_renders_for_staging(
         trees.append(result.tree)
         rendered.append(_staging(helm, out))
     old, new = trees
-    assert old["chart/Chart.yaml"] != new["chart/Chart.yaml"]  # the version counted on
+    assert old["chart/Chart.yaml"] == new["chart/Chart.yaml"]  # no new version (ADR 188)
     changed = sorted(
         k for k in set(rendered[0]) | set(rendered[1]) if rendered[0].get(k) != rendered[1].get(k)
     )
@@ -141,9 +146,10 @@ def test_a_dev_replica_count_in_an_example_leaves_every_prod_file_and_object(
     """The batch example's dev `double` 1 -> 2 (prod runs 3): before ADR 176 and 177 it
     rewrote values-prod.yaml, the schema and the row templates, and relabeled all 19 prod
     objects. The cameras example's dev `detector` 1 -> 2 (prod runs 4): before ADR 192 it
-    renamed dev's provision Job template (its name carries the topology's digest). Now the
-    chart changes only dev's values, values.yaml (the first environment's values, which
-    every values file overrides) and Chart.yaml's version."""
+    renamed dev's provision Job template (its name carries the topology's digest). Before
+    ADR 188 it also rewrote values.yaml (the first environment's values) and Chart.yaml's
+    version, which every environment's Flux HelmRelease upgrades to. Now the chart changes
+    only dev's values."""
     source = tmp_path / "src"
     shutil.copytree(REPO / "examples" / example, source)
     config = source / "vf.yaml"
@@ -167,6 +173,6 @@ def test_a_dev_replica_count_in_an_example_leaves_every_prod_file_and_object(
     touched = sorted(p for p in set(old) | set(new) if old.get(p) != new.get(p))
     chart_files = [p for p in touched if p.startswith("chart/")]
     print(f"{example}, dev 1 -> 2: {len(touched)} files, chart: {chart_files}")
-    assert chart_files == ["chart/Chart.yaml", "chart/values-dev.yaml", "chart/values.yaml"]
+    assert chart_files == ["chart/values-dev.yaml"]
     assert not [p for p in touched if "prod" in p]
     assert prod[0] == prod[1]

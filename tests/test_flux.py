@@ -14,7 +14,9 @@ from ruamel.yaml import YAML
 
 from tests.support import kustomize_build
 from tests.test_crd_schemas import _errors, own_schema, upstream_schema
+from vf.emit.gitops.flux_helm import values_config_map
 from vf.errors import VfError
+from vf.ir.delivery import Flux
 from vf.pipeline import CompileRequest, compile_project
 from vf.tree.write import write_tree
 
@@ -45,23 +47,30 @@ ENVS = """environments:
 """
 
 
-def _flux(
+def _tree(
     write_graph: Callable[..., Path], *, flux: str, kind: str = "BATCH", extra: str = ""
-) -> dict[str, Obj]:
+) -> dict[str, str]:
     config = (
         ENVS + "gitops:\n  repo_url: " + (extra or "https://git.example.com/a/b.git") + "\n"
         "  path: deploy/fx\n" + flux
     )
-    result = compile_project(
-        CompileRequest(graph=str(write_graph(GRAPH.format(kind=kind), config)))
-    )
+    graph = write_graph(GRAPH.format(kind=kind), config)
+    return compile_project(CompileRequest(graph=str(graph))).tree
+
+
+def _flux(
+    write_graph: Callable[..., Path], *, flux: str, kind: str = "BATCH", extra: str = ""
+) -> dict[str, Obj]:
+    tree = _tree(write_graph, flux=flux, kind=kind, extra=extra)
     yaml = YAML(typ="safe")
     found = {
         path.rsplit("/", 1)[1]: yaml.load(text)
-        for path, text in result.tree.items()
+        for path, text in tree.items()
         if path.startswith("gitops/flux/") and not path.endswith("/kustomization.yaml")
     }
     for obj in found.values():
+        if "/" not in obj["apiVersion"]:
+            continue  # a core object (the values ConfigMap): no custom resource schema
         assert _errors(own_schema(obj), obj) == [], obj["kind"]
         assert _errors(upstream_schema(obj), obj) == [], obj["kind"]
     return found
@@ -135,19 +144,25 @@ def test_an_oci_artifact_holds_the_tree_itself(write_graph: Callable[..., Path])
 def test_a_helm_release_delivers_the_chart_instead(
     write_graph: Callable[..., Path], kind: str
 ) -> None:
-    """source-controller replaces values.yaml with the merge of valuesFiles, so the list
-    starts with values.yaml; the chart is rebuilt when its version changes, not at every
-    commit; no failure uninstalls the flow, and a BATCH release never waits for its Jobs."""
+    """The chart as it is (no valuesFiles: source-controller would merge them into the
+    chart every environment's release builds), rebuilt when its version changes, not at
+    every commit; the environment's values from a ConfigMap that holds values-<env>.yaml
+    and that helm-controller watches (ADR 188); no failure uninstalls the flow, and a
+    BATCH release never waits for its Jobs."""
     found = _flux(write_graph, flux="  flux: {helm_release: true, timeout: 20m}\n", kind=kind)
     assert "kustomization-dev.yaml" not in found
     spec = found["helmrelease-dev.yaml"]["spec"]
     chart = spec["chart"]["spec"]
     assert chart["chart"] == "./deploy/fx/chart"
-    assert chart["valuesFiles"] == [
-        "./deploy/fx/chart/values.yaml",
-        "./deploy/fx/chart/values-dev.yaml",
-    ]
+    assert "valuesFiles" not in chart
     assert chart["reconcileStrategy"] == "ChartVersion"
+    assert spec["valuesFrom"] == [
+        {"kind": "ConfigMap", "name": "fx-dev-values", "valuesKey": "values.yaml"}
+    ]
+    values = found["configmap-dev-values.yaml"]
+    assert values["metadata"]["name"] == "fx-dev-values"
+    assert values["metadata"]["namespace"] == found["helmrelease-dev.yaml"]["metadata"]["namespace"]
+    assert values["metadata"]["labels"]["reconcile.fluxcd.io/watch"] == "Enabled"
     assert spec["targetNamespace"] == "fx-dev" and spec["timeout"] == "20m"
     install, upgrade = spec["install"], spec["upgrade"]
     assert "remediation" not in install  # an install's remediation is an uninstall
@@ -158,6 +173,18 @@ def test_a_helm_release_delivers_the_chart_instead(
     else:
         assert "disableWaitForJobs" not in install
         assert upgrade["remediation"] == {"retries": 3, "strategy": "rollback"}
+
+
+def test_each_release_reads_its_values_file_from_its_configmap(
+    write_graph: Callable[..., Path],
+) -> None:
+    """The ConfigMap holds values-<env>.yaml's text as it is, and gitops/flux lists it."""
+    tree = _tree(write_graph, flux="  flux: {helm_release: true}\n")
+    yaml = YAML(typ="safe")
+    held = yaml.load(tree["gitops/flux/configmap-dev-values.yaml"])["data"]["values.yaml"]
+    assert held == tree["chart/values-dev.yaml"]
+    index = yaml.load(tree["gitops/flux/kustomization.yaml"])["resources"]
+    assert index == ["configmap-dev-values.yaml", "gitrepository.yaml", "helmrelease-dev.yaml"]
 
 
 def test_a_helm_release_from_an_oci_artifact_is_refused(write_graph: Callable[..., Path]) -> None:
@@ -206,3 +233,13 @@ def test_infrastructure_then_workers_split_the_overlay(
 
 def _only(spec: Obj) -> Obj:
     return {"patches": spec["patches"]}
+
+
+def test_values_larger_than_a_configmap_holds_are_refused() -> None:
+    """The API server refuses a ConfigMap whose data is over 1 MiB: refused at compile."""
+    flux = Flux(helm_release=True)
+    text = "a: " + "x" * (1024 * 1024) + "\n"
+    with pytest.raises(VfError) as refused:
+        values_config_map(text, flux=flux, flow_id="fx", env="dev")
+    assert refused.value.code == "VF_CONFIG_GITOPS"
+    assert "values-dev.yaml" in str(refused.value.problems)

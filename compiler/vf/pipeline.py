@@ -12,7 +12,7 @@ from typing import Any
 from vf import names
 from vf.collector import collector_paused
 from vf.config.targets import Targets, find_config, load_targets, select_environments
-from vf.emit.delivery import chart_info, gitops_files
+from vf.emit.delivery import chart_info, flux_values_maps, gitops_files
 from vf.emit.helm.chart import chart_files
 from vf.emit.helm.version import read_previous
 from vf.emit.kustomize.tree import EnvObjects, kustomize_files
@@ -194,6 +194,7 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
     )
     needs = {env: prerequisites(objs, env=env) for env, objs in objects.items()}
     gitops = gitops_files(planned.targets.gitops, plans=plans, objects=objects)
+    values_maps = flux_values_maps(planned.targets.gitops, plans=plans)
     paths = []
     for file, text in gitops:
         sink(file, text)
@@ -204,7 +205,13 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
     rendered = (
         manifest_files(objects) if reads_manifests(planned.targets.gitops, counts=counts) else ()
     )
-    for file, text in itertools.chain(chart_files(objects, info=info), kustomize, rendered):
+    for file, made in itertools.chain(chart_files(objects, info=info), kustomize, rendered):
+        text = made
+        follows = values_maps.get(file)
+        if follows is not None:  # the ConfigMap a Flux HelmRelease reads these values from
+            text = whole(made)
+            sink(follows[0], follows[1](text))
+            paths.append(follows[0])
         sink(file, text)
         paths.append(file)
     readme = tree_readme(

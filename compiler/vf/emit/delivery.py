@@ -3,7 +3,8 @@ the facts ``chart/`` states (``vf.emit.helm.chart`` makes the chart from the obj
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from vf.emit.helm.chart import ChartInfo
@@ -35,3 +36,24 @@ def chart_info(plans: Sequence[Plan], *, previous: ChartRelease | None = None) -
         nodes=tuple(workload.node for workload in plans[0].workloads),
         previous=previous,
     )
+
+
+ValuesMap = tuple[str, Callable[[str], str]]
+
+
+def flux_values_maps(gitops: GitOps | None, *, plans: Sequence[Plan]) -> dict[str, ValuesMap]:
+    """For a tree whose Flux HelmReleases read each environment's values from a ConfigMap
+    (ADR 188): ``chart/values-<env>.yaml`` → the ConfigMap's path and what makes its text
+    from the values file's."""
+    if gitops is None or gitops.flux is None or not gitops.flux.helm_release:
+        return {}
+    from vf.emit.gitops.flux_helm import values_config_map, values_file
+
+    flux = gitops.flux
+    return {
+        f"chart/values-{p.environment}.yaml": (
+            f"gitops/flux/{values_file(p.environment)}",
+            partial(values_config_map, flux=flux, flow_id=p.flow_id, env=p.environment),
+        )
+        for p in plans
+    }

@@ -12,7 +12,7 @@ from typing import Any
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import EnvironmentProblem, VfError
-from vf.runtree.flux_chart import helm_release, packaged_chart
+from vf.runtree.flux_chart import FluxChart, flux_chart, helm_release
 from vf.runtree.tools import find_tool, where_looked
 from vf.textio.safe_read import load_json, read_regular
 from vf.textio.yaml_read import reader
@@ -88,28 +88,20 @@ def _tool(name: str) -> str:
 
 
 def render_command(
-    tree: Path, *, env: str, renderer: str, namespace: str, chart: Path | None = None
+    tree: Path, *, env: str, renderer: str, namespace: str, chart: FluxChart | None = None
 ) -> list[str]:
     """The command a GitOps controller's renderer runs for this environment; ``chart`` is a
-    chart Flux packaged with its values (``vf.runtree.flux_chart``), used as is."""
+    chart Flux packaged and the values it gives Helm (``vf.runtree.flux_chart``)."""
     if renderer == "kustomize":
         return [_tool("kubectl"), "kustomize", str(tree / "overlays" / env)]
+    folder, values = tree / "chart", tree / "chart" / f"values-{env}.yaml"
     if chart is not None:
-        return [
-            _tool("helm"),
-            "template",
-            "vf",
-            str(chart),
-            "--skip-tests",
-            "--namespace",
-            namespace,
-        ]
-    values = tree / "chart" / f"values-{env}.yaml"
+        folder, values = chart.chart, chart.values
     return [
         _tool("helm"),
         "template",
         "vf",
-        str(tree / "chart"),
+        str(folder),
         "--skip-tests",  # helm test's hooks: never part of an install or upgrade
         "--namespace",
         namespace,
@@ -145,12 +137,12 @@ def render(tree: Path, *, env: str, renderer: str, sync: str = "kubectl") -> Tre
     if release is None:
         return _render(tree, env=env, renderer=renderer, plan=plan, chart=None)
     with tempfile.TemporaryDirectory(prefix="vf-flux-chart-") as scratch:
-        chart = packaged_chart(tree, release=release, into=Path(scratch))
+        chart = flux_chart(tree, release=release, into=Path(scratch))
         return _render(tree, env=env, renderer=renderer, plan=plan, chart=chart)
 
 
 def _render(
-    tree: Path, *, env: str, renderer: str, plan: Obj, chart: Path | None
+    tree: Path, *, env: str, renderer: str, plan: Obj, chart: FluxChart | None
 ) -> TreeEnvironment:
     command = render_command(
         tree, env=env, renderer=renderer, namespace=plan["namespace"], chart=chart

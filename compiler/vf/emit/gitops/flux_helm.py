@@ -1,18 +1,40 @@
 """A Flux HelmRelease per environment, for teams that deliver the chart instead of the
-overlays (``gitops.flux.helm_release: true``)."""
+overlays (``gitops.flux.helm_release: true``), and the ConfigMap its values come from.
+
+Every environment's release builds the same chart, whose version counts only what every
+environment reads; each release reads its own environment's values from a ConfigMap that
+holds ``values-<env>.yaml`` (``valuesFrom``), so a change of one environment's values
+upgrades that environment's release and no other (ADR 188).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from vf import names
+from vf.errors import VfError
 from vf.ir.delivery import Flux, GitOps
 from vf.ir.plan import Plan
+from vf.textio import yamlout
 from vf_runtime.constants import BATCH
 from vf_runtime.labels import ENVIRONMENT_LABEL, FLOW_LABEL, MANAGED_BY, MANAGER, PART_OF
 
 Obj = dict[str, Any]
 FLUX_HELM_API = "helm.toolkit.fluxcd.io/v2"
+VALUES_KEY = "values.yaml"
+# helm-controller watches a ConfigMap a release reads only when it carries this label
+# (its default --watch-configs-label-selector); without it a change waits for `interval`
+WATCH_LABEL = "reconcile.fluxcd.io/watch"
+CONFIG_MAP_BYTES = 1024 * 1024  # the API server refuses a ConfigMap whose data is larger
+
+
+def values_file(env: str) -> str:
+    """The ``gitops/flux`` file of the ConfigMap that holds ``env``'s values."""
+    return f"configmap-{env}-values.yaml"
+
+
+def values_name(flow_id: str, *, env: str) -> str:
+    return names.k8s_name(flow_id, env, "values")
 
 
 def flux_path(gitops: GitOps, *, flux: Flux, below: str) -> str:
@@ -23,9 +45,9 @@ def flux_path(gitops: GitOps, *, flux: Flux, below: str) -> str:
 
 
 def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
-    """The chart at ``<path>/chart`` with ``values.yaml`` then ``values-<env>.yaml`` (ADR
-    150), released into the environment's namespace, rebuilt only when the chart's version
-    changes; a BATCH release never waits for its Jobs, and no failure uninstalls a flow."""
+    """The chart at ``<path>/chart`` as it is, rebuilt only when its version changes, with
+    the environment's values from its ConfigMap (ADR 188), released into the environment's
+    namespace; a BATCH release never waits for its Jobs, and no failure uninstalls a flow."""
     chart = flux_path(gitops, flux=flux, below="chart")
     flow = names.label_value(plan.flow_id)
     batch = plan.flow_type == BATCH
@@ -38,12 +60,19 @@ def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
             "spec": {
                 "chart": chart,
                 "sourceRef": source,
-                # source-controller replaces values.yaml with the merge of this list
-                "valuesFiles": [f"{chart}/values.yaml", f"{chart}/values-{plan.environment}.yaml"],
-                # the chart's version increases with every change of the chart, and only then
+                # the version increases with every change of what every environment reads,
+                # and only then; no valuesFiles: the chart's own values.yaml, as it is
                 "reconcileStrategy": "ChartVersion",
             }
         },
+        # helm-controller upgrades when these values' digest changes (or the version)
+        "valuesFrom": [
+            {
+                "kind": "ConfigMap",
+                "name": values_name(plan.flow_id, env=plan.environment),
+                "valuesKey": VALUES_KEY,
+            }
+        ],
         "install": {"createNamespace": True, **_on_failure(batch=batch, upgrade=False)},
         "upgrade": _on_failure(batch=batch, upgrade=True),
         "timeout": flux.timeout,
@@ -88,3 +117,37 @@ def flux_access(spec: dict[str, Any], flux: Flux, gitops: GitOps, *, environment
     secret = gitops.destination(environment).kubeconfig_secret
     if secret is not None:
         spec["kubeConfig"] = {"secretRef": {"name": secret}}
+
+
+def values_config_map(values: str, *, flux: Flux, flow_id: str, env: str) -> str:
+    """The ConfigMap a release reads its values from: ``values-<env>.yaml``'s text under
+    ``values.yaml``, a literal block, so a review sees the same lines change as in the
+    values file. Refused when the API server would refuse it."""
+    size = len(values.encode("utf-8"))
+    if size > CONFIG_MAP_BYTES:
+        raise VfError(
+            "VF_CONFIG_GITOPS",
+            f"gitops.flux.helm_release: values-{env}.yaml is {size} bytes, more than the "
+            f"{CONFIG_MAP_BYTES} a ConfigMap holds, and the HelmRelease reads it from one",
+            "deliver the overlays instead (remove helm_release), or install the chart with "
+            f"helm install -f values-{env}.yaml",
+            f"gitops/flux/{values_file(env)}",
+        )
+    flow = names.label_value(flow_id)
+    head = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": values_name(flow_id, env=env),
+            "namespace": flux.namespace,
+            "labels": {
+                MANAGED_BY: MANAGER,
+                PART_OF: flow,
+                ENVIRONMENT_LABEL: names.label_value(env),
+                FLOW_LABEL: flow,
+                WATCH_LABEL: "Enabled",
+            },
+        },
+    }
+    body = "".join(f"    {line}\n" if line else "\n" for line in values.splitlines())
+    return f"{yamlout.dump(head)}data:\n  {VALUES_KEY}: |\n{body}"

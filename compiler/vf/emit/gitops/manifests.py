@@ -14,7 +14,7 @@ from typing import Any
 
 from vf import names
 from vf.emit.gitops.argocd_project import app_project
-from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release
+from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release, values_file
 from vf.emit.gitops.flux_parts import INFRA, WORKERS, part_spec
 from vf.emit.manifests import reads_manifests, source_path
 from vf.ir.delivery import ArgoCD, Flux, GitOps
@@ -86,14 +86,18 @@ def emit_gitops(
             files["gitrepository.yaml"] = _git_repository(
                 gitops, flux=gitops.flux, flow_id=plans[0].flow_id
             )
-        tree.update(_folder("gitops/flux", files=files))
+        # each release's values ConfigMap is written with the chart (vf.emit.delivery)
+        made = [values_file(p.environment) for p in plans] if gitops.flux.helm_release else []
+        tree.update(_folder("gitops/flux", files=files, made=made))
     return tree
 
 
-def _folder(root: str, *, files: Mapping[str, Obj]) -> Tree:
-    """One object per file, and a kustomization.yaml so ``kubectl apply -k`` takes them all."""
+def _folder(root: str, *, files: Mapping[str, Obj], made: Sequence[str] = ()) -> Tree:
+    """One object per file, and a kustomization.yaml so ``kubectl apply -k`` takes them all
+    (``made``: files written elsewhere)."""
     tree = {f"{root}/{name}": yamlout.dump(obj) for name, obj in files.items()}
-    index = {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": sorted(files)}
+    resources = sorted([*files, *made])
+    index = {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": resources}
     tree[f"{root}/kustomization.yaml"] = yamlout.dump(index)
     return tree
 

@@ -32,7 +32,13 @@ from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
 from vf.emit.helm.indexed import derived, lined_up, worker_job_node
 from vf.emit.helm.job_tags import with_job_name
 from vf.emit.helm.overrides import OVERRIDE_VALUES, with_overrides
-from vf.emit.helm.planned import PLANNED_REPLICAS, environment_guard, planned_replicas
+from vf.emit.helm.planned import (
+    PLANNED_REPLICAS,
+    environment_guard,
+    guarded,
+    neutral_values,
+    planned_replicas,
+)
 from vf.emit.helm.replicas import with_replica_slots, worker_envs
 from vf.emit.helm.rows import Member, group, member_guard, shape_template
 from vf.emit.helm.schema import values_schema
@@ -112,7 +118,8 @@ def emit_helm(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Tree:
 
 def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Iterator[File]:
     """The files of ``emit_helm`` one at a time, in path order and ``Chart.yaml`` last (its
-    version digests every other file), so none needs to stay in memory."""
+    version digests every file but the environments' values, ADR 188), so none needs to
+    stay in memory."""
     envs = sorted(per_env)
     templates = _members(per_env, info=info)
     templates = [with_overrides(t) for t in _resolve_keys(templates, envs=envs)]
@@ -127,13 +134,11 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     for shape in shapes:
         makers[f"templates/rows/{shape.name}.yaml"] = partial(shape_template, shape)
     rows = {shape.name: list(shape.rows) for shape in shapes}
-    default = values[envs[0]]
-    # values.yaml names no environment: the chart refuses to render without -f (ADR 154)
-    base = {**default, "environment": None, **({"rows": rows} if rows else {})}
-    makers["values.yaml"] = partial(yamlout.dump, base)
+    makers["values.yaml"] = partial(yamlout.dump, neutral_values(rows))
     del shapes, singles, rows
+    own = {f"values-{env}.yaml" for env in envs}
     for env in envs:
-        makers[f"values-{env}.yaml"] = partial(_env_values, default, env=values[env])
+        makers[f"values-{env}.yaml"] = partial(yamlout.dump, values[env])
     makers["templates/environment.yaml"] = partial(environment_guard, envs)
     makers["values.schema.json"] = partial(_schema_text, values)
     makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
@@ -146,7 +151,11 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     del templates  # each template's slots go as soon as its file is made
     digest = _Digest()
     for path in sorted(makers):
-        yield f"{ROOT}/{path}", digest.of(path, makers.pop(path)())
+        text = makers.pop(path)()
+        if path in own:  # one environment's values: not in the version every one reads
+            yield f"{ROOT}/{path}", text
+        else:
+            yield f"{ROOT}/{path}", digest.of(path, guarded(path, text))
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
 
 
@@ -396,22 +405,6 @@ def _put(tree: Obj, *, key: ValueKey, value: Any, merge: bool) -> None:
     tree[key[-1]] = value
 
 
-def _env_values(default: Obj, *, env: Obj) -> str:
-    """``values-<env>.yaml``, made only when its turn comes (it copies the whole tree)."""
-    return yamlout.dump(_nulled(default, env=env))
-
-
-def _nulled(default: Any, *, env: Any) -> Any:
-    """``env`` plus an explicit null for every key only ``default`` has (Helm merges maps)."""
-    if not (isinstance(default, dict) and isinstance(env, dict)):
-        return env
-    out = {k: _nulled(default.get(k), env=v) for k, v in env.items()}
-    for key in default:
-        if key not in env:
-            out[key] = None
-    return out
-
-
 def _context(
     info: ChartInfo, *, templates: Sequence[Member], envs: Sequence[str]
 ) -> dict[str, Any]:
@@ -432,7 +425,8 @@ def _context(
 
 
 def _chart_yaml(info: ChartInfo, *, digest: str) -> Obj:
-    """Chart.yaml; ``digest`` is of every other chart file, and the version increases
+    """Chart.yaml; ``digest`` is of every file every environment reads (not
+    ``values-<env>.yaml``, ADR 188), and the version increases
     exactly when it differs from the tree's current chart (``vf.emit.helm.version``)."""
     oldest = min(
         info.kubernetes_versions.values(), key=lambda v: tuple(int(p) for p in v.split("."))

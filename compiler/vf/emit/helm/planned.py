@@ -3,19 +3,55 @@ a Job's or a partitioned worker's count is the one its environment plans (ADR 15
 
 Each environment's planned counts are in its own values file (``plannedReplicas``), not in
 the schema every environment shares, so a change of one environment's counts changes no
-file of another's.
+file of another's. ``values.yaml`` holds no environment's values at all (ADR 188): every
+other template renders only when the values name an environment, so a release without
+``-f values-<env>.yaml`` is refused by this check's message, not by a template that
+finds no values.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from vf.emit.helm.image_tag import IMAGE_TAG_VALUES
+from vf.emit.helm.overrides import OVERRIDE_VALUES
+from vf.textio.filetext import Chunks, FileText
 from vf_runtime.labels import NODE_LABEL
 
 Obj = dict[str, Any]
 PLANNED_REPLICAS = "plannedReplicas"  # per environment: counts a --set must keep
+# without an environment every other template renders nothing, so environment.yaml's
+# refusal is what Helm reports (helm lint, which takes `fail` for a note, passes)
+_OPEN, _CLOSE = "{{- if .Values.environment -}}\n", "{{- end }}\n"
+
+
+def neutral_values(rows: Obj) -> Obj:
+    """``values.yaml``: what every environment shares (the rows of the shared templates)
+    and the overrides' empty defaults, no environment's values (ADR 188)."""
+    return {"environment": None, **IMAGE_TAG_VALUES, **OVERRIDE_VALUES, **_rows(rows)}
+
+
+def _rows(rows: Obj) -> Obj:
+    return {"rows": rows} if rows else {}
+
+
+def guarded(path: str, text: FileText) -> FileText:
+    """A template that Helm renders, rendered only when the values name an environment;
+    any other file as it is."""
+    name = path.rsplit("/", 1)[-1]
+    if not path.startswith("templates/") or name.startswith("_") or name == "environment.yaml":
+        return text
+    if isinstance(text, str):
+        return f"{_OPEN}{text}{_CLOSE}"
+    return Chunks(_led(text))
+
+
+def _led(text: Chunks) -> Iterator[str]:
+    yield _OPEN
+    yield from text.pieces
+    yield _CLOSE
 
 
 def environment_guard(envs: Sequence[str]) -> str:

@@ -42,9 +42,16 @@ def values_schema(values: Mapping[str, Obj]) -> Obj:
     (ADR 176)."""
     trees = [values[env] for env in sorted(values)]
     root = _object((), trees=trees)
-    # values.yaml names no environment (Helm drops a null key): the chart's own guard then
+    # values.yaml names no environment and holds none's values (ADR 188): what every
+    # environment sets is required once the values name one; without, the chart's own check
     # refuses to render, naming the values files, which a schema error could not
-    root["required"] = [k for k in root.get("required", []) if k != "environment"]
+    required = [k for k in root.pop("required", []) if k != "environment"]
+    if required:
+        root["if"] = {
+            "properties": {"environment": {"type": "string"}},
+            "required": ["environment"],
+        }
+        root["then"] = {"required": required}
     root["properties"]["global"] = {
         "type": "object",
         "description": "Values a parent chart shares with its subcharts.",
