@@ -39,6 +39,7 @@ from vf.emit.helm.planned import (
     neutral_values,
     planned_replicas,
 )
+from vf.emit.helm.readable import readable_keys
 from vf.emit.helm.replicas import with_replica_slots, worker_envs
 from vf.emit.helm.rows import Member, group, member_guard, shape_template
 from vf.emit.helm.schema import values_schema
@@ -122,7 +123,9 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     stay in memory."""
     envs = sorted(per_env)
     templates = _members(per_env, info=info)
-    templates = [with_overrides(t) for t in _resolve_keys(templates, envs=envs)]
+    resolved = readable_keys(_resolve_keys(templates, envs=envs), flow=info.name)
+    templates = [with_overrides(t) for t in resolved]
+    del resolved
     singles, shapes = group(templates)  # its working set is the chart's peak: values after
     values = _all_values(templates, per_env=per_env, envs=envs)
     makers: dict[str, Callable[[], FileText]] = {}
