@@ -10,8 +10,8 @@ long). The API server refuses a Secret whose data exceeds 1 MiB, so this is the 
 decides whether ``helm install`` can succeed. Hooks are kept inside the manifest here (Helm
 stores them beside it): the same text either way.
 
-Also the synthetic layered BATCH graph of the compile benchmark, so the test and the
-benchmark measure the same shape.
+Also the synthetic layered graph of the compile benchmark (BATCH there; REALTIME too
+here), so the test and the benchmark measure the same shape.
 """
 
 from __future__ import annotations
@@ -105,11 +105,11 @@ class PrintConsumer(Consumer):
 
 
 '''
-LAYERED = '''"""A layered BATCH graph of {n} nodes: {w} lanes, {d} layers, {r} tail nodes."""
+LAYERED = '''"""A layered {kind} graph of {n} nodes: {w} lanes, {d} layers, {r} tail nodes."""
 
 from layered_nodes import IdentityProcessor, IntProducer, JoinerProcessor, PrintConsumer
 
-from vf import BATCH, Flow
+from vf import {kind}, Flow
 
 
 def build_flow() -> Flow:
@@ -127,7 +127,7 @@ def build_flow() -> Flow:
     for k in range(1, r + 1):
         lane[0] = IdentityProcessor(name=f"tail-{{k}}")(lane[0])
     return Flow([PrintConsumer(name=f"sink-{{j}}")(lane[j]) for j in range(w)],
-                flow_type=BATCH, flow_id="layered")
+                flow_type={kind}, flow_id="layered")
 '''
 LAYERED_CONFIG = """environments:
   dev:
@@ -139,7 +139,9 @@ LAYERED_CONFIG = """environments:
 """
 
 
-def write_layered(folder: Path, *, nodes: int, prod_image: str = "bench") -> Path:
+def write_layered(
+    folder: Path, *, nodes: int, prod_image: str = "bench", kind: str = "BATCH"
+) -> Path:
     """The compile benchmark's graph shape with ``nodes`` nodes, and its vf.yaml; a prod
     image of its own gives prod a BATCH generation of its own (other Job names)."""
     w = max(2, round(math.sqrt(nodes) / 3))
@@ -149,5 +151,5 @@ def write_layered(folder: Path, *, nodes: int, prod_image: str = "bench") -> Pat
     (folder / "vf.yaml").write_text(LAYERED_CONFIG.format(prod=prod_image), encoding="utf-8")
     (folder / "layered_nodes.py").write_text(LAYERED_NODES, encoding="utf-8")
     graph = folder / "graph.py"
-    graph.write_text(LAYERED.format(n=nodes, w=w, d=d, r=r), encoding="utf-8")
+    graph.write_text(LAYERED.format(n=nodes, w=w, d=d, r=r, kind=kind), encoding="utf-8")
     return graph

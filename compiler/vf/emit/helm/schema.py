@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import marshal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vf.emit.helm.overrides import OVERRIDE_SCHEMAS
@@ -101,7 +101,8 @@ def _with_node_overrides(nodes: Obj | None) -> None:
     if not nodes:
         return
     each = nodes.get("additionalProperties")
-    schemas = [each] if isinstance(each, dict) else list((nodes.get("properties") or {}).values())
+    schemas = [each] if isinstance(each, dict) else []
+    schemas += list((nodes.get("properties") or {}).values())
     for schema in schemas:
         props = schema.setdefault("properties", {})
         for name, override in OVERRIDE_SCHEMAS.items():
@@ -116,35 +117,43 @@ def _object(prefix: ValueKey, *, trees: Sequence[Any]) -> Obj:
         children = [m.get(key) for m in maps]
         properties[key] = _node((*prefix, key), values=children)
     required = [k for k in keys if all(m.get(k) is not None for m in maps)]
-    if len(prefix) == 1 and len(properties) > 1 and _all_alike(properties.values()):
-        return _alike(keys, each=properties[keys[0]], required=required)
+    shared = _most_shared(properties) if len(prefix) == 1 and len(properties) > 1 else []
+    if len(shared) > 1:
+        odd = {k: v for k, v in properties.items() if k not in set(shared)}
+        return _alike(keys, each=properties[shared[0]], odd=odd, required=required)
     schema: Obj = {"type": "object", "additionalProperties": False, "properties": properties}
     if required:
         schema["required"] = required
     return schema
 
 
-def _all_alike(schemas: Iterable[Obj]) -> bool:
-    """Whether the schemas are equal as JSON. Equal marshal bytes (version 2: every value
-    in full, types told apart) mean equal JSON, and cost a fraction of writing it; the
-    JSON decides only when the bytes differ (keys in another order, say)."""
-    items = list(schemas)
-    try:
-        if len({marshal.dumps(p, 2) for p in items}) == 1:
-            return True
-    except ValueError:
-        pass
-    return len({json.dumps(p, sort_keys=True) for p in items}) == 1
+def _most_shared(schemas: Mapping[str, Obj]) -> list[str]:
+    """The keys of the largest group of equal schemas (the first such group in key order).
+    Equal marshal bytes (version 2: every value in full, types told apart) mean equal JSON,
+    and cost a fraction of writing it; the JSON decides only when marshal cannot."""
+    groups: dict[bytes | str, list[str]] = {}
+    for key, schema in schemas.items():
+        try:
+            sign: bytes | str = marshal.dumps(schema, 2)
+        except ValueError:
+            sign = json.dumps(schema, sort_keys=True)
+        groups.setdefault(sign, []).append(key)
+    return max(groups.values(), key=len)
 
 
-def _alike(keys: Sequence[str], *, each: Obj, required: Sequence[str]) -> Obj:
-    """A section whose entries (nodes, say) share one schema: the names once, the schema
-    once, so the schema grows by a name per node instead of a copy per node."""
+def _alike(
+    keys: Sequence[str], *, each: Obj, odd: Mapping[str, Obj], required: Sequence[str]
+) -> Obj:
+    """A section whose entries (nodes, say) mostly share one schema: the names once, the
+    shared schema once and the odd entries' own (a node with a Job name, say), so the
+    schema grows by a name per node instead of a copy per node."""
     schema: Obj = {
         "type": "object",
         "propertyNames": {"enum": list(keys)},
         "additionalProperties": each,
     }
+    if odd:
+        schema["properties"] = dict(odd)
     if list(required) == list(keys):
         schema["minProperties"] = len(keys)  # with the names fixed: every one is there
     elif required:
