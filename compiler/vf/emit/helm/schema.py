@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import marshal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -119,7 +118,8 @@ def _object(prefix: ValueKey, *, trees: Sequence[Any]) -> Obj:
     required = [k for k in keys if all(m.get(k) is not None for m in maps)]
     shared = _most_shared(properties) if len(prefix) == 1 and len(properties) > 1 else []
     if len(shared) > 1:
-        odd = {k: v for k, v in properties.items() if k not in set(shared)}
+        alike = set(shared)
+        odd = {k: v for k, v in properties.items() if k not in alike}
         return _alike(keys, each=properties[shared[0]], odd=odd, required=required)
     schema: Obj = {"type": "object", "additionalProperties": False, "properties": properties}
     if required:
@@ -128,16 +128,10 @@ def _object(prefix: ValueKey, *, trees: Sequence[Any]) -> Obj:
 
 
 def _most_shared(schemas: Mapping[str, Obj]) -> list[str]:
-    """The keys of the largest group of equal schemas (the first such group in key order).
-    Equal marshal bytes (version 2: every value in full, types told apart) mean equal JSON,
-    and cost a fraction of writing it; the JSON decides only when marshal cannot."""
-    groups: dict[bytes | str, list[str]] = {}
+    """The keys of the largest group of equal schemas (the first such group in key order)."""
+    groups: dict[str, list[str]] = {}
     for key, schema in schemas.items():
-        try:
-            sign: bytes | str = marshal.dumps(schema, 2)
-        except ValueError:
-            sign = json.dumps(schema, sort_keys=True)
-        groups.setdefault(sign, []).append(key)
+        groups.setdefault(json.dumps(schema, sort_keys=True), []).append(key)
     return max(groups.values(), key=len)
 
 
