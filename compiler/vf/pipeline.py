@@ -215,7 +215,11 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
         sink(file, text)
         paths.append(file)
     readme = tree_readme(
-        planned.views, gitops=planned.targets.gitops, paths=frozenset(paths), needs=needs
+        planned.views,
+        gitops=planned.targets.gitops,
+        paths=frozenset(paths),
+        needs=needs,
+        counts=counts,
     )
     sink(README, readme)
 

@@ -91,9 +91,11 @@ def tree_readme(
     gitops: GitOps | None,
     paths: Collection[str],
     needs: Mapping[str, Sequence[str]] | None = None,
+    counts: Mapping[str, int] | None = None,
 ) -> str:
     """The README of a compiled tree; ``paths`` are the tree's other files, ``needs`` what
-    each environment's objects assume of its cluster (``vf.emit.prerequisites``)."""
+    each environment's objects assume of its cluster (``vf.emit.prerequisites``),
+    ``counts`` each environment's number of objects."""
     arrows = max((sum(len(n.parents) for n in v.nodes) for v in views), default=0)
     if arrows > MERMAID_MAX_EDGES:  # known too large: spare drawing it
         diagram, too_large = "", f"{arrows} arrows, over Mermaid's {MERMAID_MAX_EDGES}"
@@ -110,6 +112,10 @@ def tree_readme(
         "gitops": gitops is not None,
         "manifests": any(p.startswith(f"{MANIFESTS_DIR}/") for p in paths),
         "manifests_over": f"{MANIFESTS_OVER:,}",
+        "flux_crowded": gitops is not None
+        and gitops.flux is not None
+        and not gitops.flux.helm_release
+        and max((counts or {}).values(), default=0) > MANIFESTS_OVER,
         "environments": [
             _environment(
                 v,

@@ -40,7 +40,7 @@ class Flux:
     revision_type: str | None = None  # branch, tag, semver, commit or name; None: inferred
     secret_ref: str | None = None  # the Secret with the credentials of a private repository
     service_account: str | None = None  # who applies (Flux impersonation)
-    helm_release: bool = False  # also a HelmRelease per environment, for the chart
+    helm_release: bool = False  # a HelmRelease of the chart per environment, not Kustomizations
 
 
 @dataclass(frozen=True, kw_only=True)

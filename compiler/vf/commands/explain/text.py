@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from vf.emit.manifests import MANIFESTS_OVER, reads_manifests
+from vf.ir.delivery import GitOps
 from vf.ir.plan import Plan
 from vf.ir.records import Peer
 from vf.ir.security import EgressRule
@@ -43,19 +46,42 @@ def explain(result: CompileResult) -> str:
 
 
 def _delivery_lines(result: CompileResult) -> list[str]:
-    """What Argo CD reads, when vf.yaml has Applications: the overlays or ``manifests/``."""
-    gitops = result.targets.gitops
-    if gitops is None or gitops.argocd is None:
-        return []
     counts = {env: len(objects) for env, objects in result.objects.items()}
+    return delivery_lines(result.targets.gitops, counts=counts)
+
+
+def delivery_lines(gitops: GitOps | None, *, counts: Mapping[str, int]) -> list[str]:
+    """What Argo CD and Flux read, when vf.yaml has them: the overlays (a kustomize build),
+    ``manifests/`` or the chart, given each environment's count of objects."""
+    if gitops is None:
+        return []
     most = max(counts.values(), default=0)
+    lines = []
+    if gitops.argocd is not None:
+        lines.append(_argocd_line(gitops, counts=counts, most=most))
+    if gitops.flux is not None and gitops.flux.helm_release:
+        lines.append("Flux installs chart/ with a HelmRelease per environment (helm renders)")
+    elif gitops.flux is not None:
+        line = f"Flux builds overlays/<env> with kustomize (at most {most} objects"
+        if most > MANIFESTS_OVER:
+            line += (
+                f", over {MANIFESTS_OVER}: a kustomize build grows with the square of the "
+                "objects, tens of CPU seconds to minutes at every reconcile; "
+                "gitops.flux.helm_release: true delivers the chart instead"
+            )
+        lines.append(line + ")")
+    return lines
+
+
+def _argocd_line(gitops: GitOps, *, counts: Mapping[str, int], most: int) -> str:
     if not reads_manifests(gitops, counts=counts):
-        return [f"Argo CD reads overlays/<env> (kustomize builds; at most {most} objects)"]
+        return f"Argo CD reads overlays/<env> (kustomize builds; at most {most} objects)"
+    assert gitops.argocd is not None
     why = f"gitops.argocd.source: {gitops.argocd.source}"
     if gitops.argocd.source == "auto":
         why = f"{most} objects in an environment, over {MANIFESTS_OVER}: a kustomize build "
         why += "grows with the square of the objects"
-    return [f"Argo CD reads manifests/<env>, plain files without a kustomize build ({why})"]
+    return f"Argo CD reads manifests/<env>, plain files without a kustomize build ({why})"
 
 
 def _admission_lines(plan: Plan) -> list[str]:
