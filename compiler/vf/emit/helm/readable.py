@@ -5,7 +5,7 @@ A field the environments differ in that is no knob of its own is a value under
 name of the flow shares (``vf-<flow>-``, the run, a BATCH name's ``-generation`` or a Job's
 ``-tag``): ``Job/double``, ``Deployment/redis``. The field is its path in the object,
 dotted, a list index in brackets and a key that is no plain word quoted:
-``spec.backoffLimit``, ``metadata.labels['vf.dev/profile']``, ``spec.volumes[0].emptyDir``.
+``spec.backoffLimit``, ``metadata.labels['example.com/team']``, ``spec.volumes[0].emptyDir``.
 Two objects whose short names meet keep their whole names. The keys stay unique and follow
 from the objects alone, so a compile writes the same keys every time.
 """
@@ -79,8 +79,8 @@ def _short(obj: str, *, flow: str) -> str:
 
 
 def field_path(pointer: str) -> str:
-    """A JSON pointer (``/metadata/labels/vf.dev~1profile``) as a dotted path
-    (``metadata.labels['vf.dev/profile']``)."""
+    """A JSON pointer (``/metadata/labels/example.com~1team``) as a dotted path
+    (``metadata.labels['example.com/team']``)."""
     out = ""
     for raw in pointer.split("/")[1:]:
         part = raw.replace("~1", "/").replace("~0", "~")
