@@ -240,10 +240,13 @@ def test_sync_waves_order_infra_then_provision_then_workers(
             }:
                 assert wave == 0
     for path, text in compiled_examples[example].tree.items():
-        if path.startswith(("base/", "overlays/")) and "/resources/" in f"/{path}":
-            assert SYNC_WAVE in text, path
-        if path.startswith("base/") and not path.endswith("kustomization.yaml"):
-            assert SYNC_WAVE in text, path
+        written = path.startswith(("base/", "overlays/")) and "/resources/" in f"/{path}"
+        if written or (path.startswith("base/") and not path.endswith("kustomization.yaml")):
+            obj = YAML(typ="safe").load(text)
+            annotations = obj["metadata"].get("annotations") or {}
+            # Argo CD's wave for an object without the annotation is 0: the workers' own.
+            assert int(annotations.get(SYNC_WAVE, "0")) == int(sync_wave(obj)), path
+            assert (SYNC_WAVE in annotations) is (sync_wave(obj) != "0"), path
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
