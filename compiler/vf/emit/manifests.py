@@ -39,6 +39,14 @@ def reads_manifests(gitops: GitOps | None, *, counts: Mapping[str, int]) -> bool
     return source == "manifests"
 
 
+def flux_builds_too_many(gitops: GitOps | None, *, counts: Mapping[str, int]) -> bool:
+    """Whether Flux Kustomizations build an overlay of more than ``MANIFESTS_OVER`` objects
+    (kustomize-controller builds any path it is given; a HelmRelease renders with Helm)."""
+    if gitops is None or gitops.flux is None or gitops.flux.helm_release:
+        return False
+    return any(count > MANIFESTS_OVER for count in counts.values())
+
+
 def source_path(gitops: GitOps, *, env: str, manifests: bool) -> str:
     """What an environment's Application (or Flux Kustomization) reads, from the repository
     root: ``manifests/<env>`` or ``overlays/<env>`` below ``gitops.path``."""

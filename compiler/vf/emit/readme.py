@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from vf.emit.manifests import MANIFESTS_DIR, MANIFESTS_OVER, source_path
+from vf.emit.manifests import MANIFESTS_DIR, MANIFESTS_OVER, flux_builds_too_many, source_path
 from vf.ir.delivery import GitOps
 from vf.render.diagram import Diagram, EnvView, diagram_of
 from vf.render.diagram_syntax import mermaid
@@ -112,10 +112,7 @@ def tree_readme(
         "gitops": gitops is not None,
         "manifests": any(p.startswith(f"{MANIFESTS_DIR}/") for p in paths),
         "manifests_over": f"{MANIFESTS_OVER:,}",
-        "flux_crowded": gitops is not None
-        and gitops.flux is not None
-        and not gitops.flux.helm_release
-        and max((counts or {}).values(), default=0) > MANIFESTS_OVER,
+        "flux_crowded": flux_builds_too_many(gitops, counts=counts or {}),
         "environments": [
             _environment(
                 v,

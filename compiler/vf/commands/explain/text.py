@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from vf.emit.manifests import MANIFESTS_OVER, reads_manifests
+from vf.emit.manifests import MANIFESTS_OVER, flux_builds_too_many, reads_manifests
 from vf.ir.delivery import GitOps
 from vf.ir.plan import Plan
 from vf.ir.records import Peer
@@ -63,7 +63,7 @@ def delivery_lines(gitops: GitOps | None, *, counts: Mapping[str, int]) -> list[
         lines.append("Flux installs chart/ with a HelmRelease per environment (helm renders)")
     elif gitops.flux is not None:
         line = f"Flux builds overlays/<env> with kustomize (at most {most} objects"
-        if most > MANIFESTS_OVER:
+        if flux_builds_too_many(gitops, counts=counts):
             line += (
                 f", over {MANIFESTS_OVER}: a kustomize build grows with the square of the "
                 "objects, tens of CPU seconds to minutes at every reconcile; "
