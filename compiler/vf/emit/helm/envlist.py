@@ -72,6 +72,8 @@ def _merged(lists: list[tuple[str, ...]]) -> list[str] | None:
     where every list is sorted (a worker's variables), else the first name by name whose
     predecessors are placed (the provision Job puts a Secret's variable first); None when
     the lists disagree on an order."""
+    if all(list(names) == sorted(names) for names in lists):
+        return sorted({name for names in lists for name in names})
     after: dict[str, set[str]] = {}
     before: dict[str, int] = {}
     for names in lists:

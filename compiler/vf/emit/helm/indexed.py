@@ -17,7 +17,6 @@ among the environments alone, and the two slots are set at their paths (``derive
 from __future__ import annotations
 
 import bisect
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,7 +58,7 @@ def flipped(obj: Obj) -> Obj:
         env[:] = [e for e in env if not (isinstance(e, dict) and e.get("name") == "VF_REPLICA_ID")]
     else:
         out["spec"]["completionMode"] = "Indexed"
-        env.append(copy.deepcopy(REPLICA_ID_ITEM))
+        env.append(REPLICA_ID_ITEM)  # read and dropped with the version: never changed
         env.sort(key=lambda e: str(e.get("name")) if isinstance(e, dict) else "")
     return out
 

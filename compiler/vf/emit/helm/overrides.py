@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from vf.emit.helm.rows import Member
-from vf.emit.helm.slots import POD_SPEC, TEMPLATE_NODE, Slot, ValueKey, below, blank, lookup
+from vf.emit.helm.slots import POD_SPEC, TEMPLATE_NODE, Slot, ValueKey, blank, lookup
 from vf_runtime.labels import is_provision_job
 
 Obj = dict[str, Any]
@@ -116,14 +116,14 @@ def with_overrides(member: Member) -> Member:
     if node is None:
         return member
     slots = list(member.slots)
+    paths = {s.path for s in slots}  # (no field's path lies below another's)
     base = member.base
     envs = blank(member.present)
     for name, (path, holds) in FIELDS.items():
-        if below(path, [s.path for s in slots]) or not _reachable(base, path[:-1]):
+        if _under_one(path, paths) or not _reachable(base, path[:-1]):
             continue  # a slot above it, or no such container: nothing to add to
-        at = next((i for i, s in enumerate(slots) if s.path == path), None)
-        if at is not None:  # vf's own value differs by environment: merged with it
-            inner = slots.pop(at)
+        if path in paths:  # vf's own value differs by environment: merged with it
+            inner = slots.pop(next(i for i, s in enumerate(slots) if s.path == path))
             key: ValueKey = (POD, name, holds, node, *inner.key)
             slots.append(Slot(path=path, values=inner.values, key=key))
             continue
@@ -141,6 +141,11 @@ def with_overrides(member: Member) -> Member:
             key = (POD, name, holds, node, "$lit", str(have))
             slots.append(Slot(path=path, values=envs, key=key))
     return replace(member, base=base, slots=tuple(slots))
+
+
+def _under_one(path: Path, paths: set[Path]) -> bool:
+    """Whether ``path`` lies strictly below one of ``paths``."""
+    return any(path[:depth] in paths for depth in range(1, len(path)))
 
 
 def _reachable(obj: Any, path: Path) -> bool:
