@@ -159,11 +159,3 @@ def observation_json(value: Obs[Any]) -> dict[str, Any]:
     if isinstance(value, Known):
         return {"known": value.value}
     return {"unknown": value.reason}
-
-
-def record_json(record: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in fields(record):
-        value = getattr(record, f.name)
-        out[f.name] = observation_json(value) if isinstance(value, Known | Unknown) else value
-    return out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,7 +174,3 @@ def key(obj: Obj) -> tuple[str, str, str]:
     """An object's identity: kind, namespace, name."""
     meta = obj.get("metadata") or {}
     return (str(obj.get("kind")), str(meta.get("namespace", "")), str(meta.get("name", "")))
-
-
-def of_kind(objects: Sequence[Obj], kind: str) -> list[Obj]:
-    return [o for o in objects if o.get("kind") == kind]

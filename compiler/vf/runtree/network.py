@@ -48,10 +48,6 @@ class AddressBook:
             self.entries[(name, port)] = local
         self._pattern = None
 
-    def remove_port(self, local: int) -> None:
-        self.entries = {k: v for k, v in self.entries.items() if v != local}
-        self._pattern = None
-
     def rewrite(self, text: str) -> str:
         """Replace every ``host:port`` the book knows with ``127.0.0.1:local``."""
         if not self.entries or ":" not in text:

@@ -227,21 +227,6 @@ class PodmanRuntime:
             check=False,
         )
 
-    def leftovers(self) -> list[str]:
-        """Names of this run's containers podman still lists (none once closed)."""
-        done = subprocess.run(
-            self.argv(
-                "ps",
-                "--all",
-                f"--filter=label={RUN_TREE_LABEL}={self.run_id}",
-                "--format={{.Names}}",
-            ),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        return done.stdout.split()
-
 
 def own(volume: Volume, fs_group: int | None) -> None:
     """Give a volume the ownership and modes the kubelet gives it: an emptyDir's or a

@@ -62,13 +62,6 @@ def as_tensor(value: Any) -> Tensor:
         raise WireError(exc.code, str(exc)) from exc
 
 
-def to_value(obj: Any, *, tensors: bool = True) -> pb.Value:
-    """One Python value as a ``Value``; ``tensors=False`` refuses arrays (metadata)."""
-    value = pb.Value()
-    fill_value(value, obj, tensors=tensors)
-    return value
-
-
 def fill_value(target: pb.Value, obj: Any, *, tensors: bool = True) -> None:
     """Write ``obj`` into an empty ``Value`` in place (no nested message is copied)."""
     kind = type(obj)
@@ -139,12 +132,6 @@ def fill_entries(entries: Any, mapping: Mapping[Any, Any], *, tensors: bool) -> 
         entry = entries.add()
         entry.key = key
         fill_value(entry.value, item, tensors=tensors)
-
-
-def map_entries(mapping: Mapping[Any, Any], *, tensors: bool) -> list[pb.MapEntry]:
-    entries = pb.MapValue().fields
-    fill_entries(entries, mapping, tensors=tensors)
-    return list(entries)
 
 
 _PLAIN_KINDS = frozenset(["string_value", "double_value", "int_value", "bytes_value", "bool_value"])

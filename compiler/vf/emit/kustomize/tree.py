@@ -68,13 +68,9 @@ def _with_sync_waves(env: EnvObjects) -> EnvObjects:
     )
 
 
-def emit_kustomize(envs: Mapping[str, EnvObjects]) -> Tree:
-    """The ``base/``, ``components/`` and ``overlays/`` files, keyed by relative path."""
-    return dict(kustomize_files(envs))
-
-
 def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]:
-    """The files of ``emit_kustomize`` one at a time, so none needs to stay in memory."""
+    """The ``base/``, ``components/`` and ``overlays/`` files with their relative paths, one
+    at a time, so none needs to stay in memory."""
     envs = {env: _with_sync_waves(objects) for env, objects in envs.items()}
     names = sorted(envs)
     owned = {
