@@ -23,8 +23,9 @@ Results go to ``bench/results/render.json`` and to the render section of
 ``docs/performance.md``.
 
 Each size records its own repeat count, cap and load average, and ``--merge`` keeps the
-sizes of the saved results that this run does not measure: a size too slow to render three
-times can be measured once, with its own cap, beside the others.
+sizes of the saved results that this run does not measure, and a measured size's set of
+environments (``--envs``) that it does not: a size too slow to render three times can be
+measured once, with its own cap, beside the others.
 
 Usage: ``python bench/render.py [--sizes 1000,5000] [--repeat 3] [--cap 120] [--merge]
 [--no-save]``
@@ -289,7 +290,9 @@ def main() -> None:
     parser.add_argument("--envs", default="one,two", help="one, two or both")
     parser.add_argument("--no-save", action="store_true", help="only print the table")
     parser.add_argument(
-        "--merge", action="store_true", help="keep the saved sizes this run does not measure"
+        "--merge",
+        action="store_true",
+        help="keep the saved sizes (and environment sets) this run does not measure",
     )
     parser.add_argument("--tmp", type=Path, default=None, help="where graphs and trees go")
     args = parser.parse_args()
@@ -324,6 +327,10 @@ def main() -> None:
     if args.merge and RESULTS.exists():
         saved = json.loads(RESULTS.read_text(encoding="utf-8"))
         kept = {n: row for n, row in saved["sizes"].items() if n not in report["sizes"]}
+        for n, row in report["sizes"].items():  # and a size's environment sets not measured
+            for envs in ("one_env", "two_envs"):
+                if envs not in row and envs in saved["sizes"].get(n, {}):
+                    row[envs] = saved["sizes"][n][envs]
         report["sizes"] = {**kept, **report["sizes"]}
     text = table(report)
     print(text)
