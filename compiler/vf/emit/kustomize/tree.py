@@ -101,7 +101,7 @@ def kustomize_files(envs: Mapping[str, EnvObjects]) -> Iterator[tuple[str, str]]
             yield from _component_files(component, objects).items()
     for env in names:
         overlay = _Overlay(root=f"overlays/{env}")
-        overlay.add_resources(indexed[env])
+        yield from overlay.resource_files(indexed[env])
         for component, objects in sorted(envs[env].components.items()):
             overlay.add_component(component, objects, shapes=shapes[component])
         for component in sorted(envs[env].generated):
@@ -139,11 +139,13 @@ class _Overlay:
     components: list[str] = field(default_factory=list)
     patches: list[Obj] = field(default_factory=list)
 
-    def add_resources(self, objects: Mapping[tuple[str, str], Obj]) -> None:
+    def resource_files(self, objects: Mapping[tuple[str, str], Obj]) -> Iterator[tuple[str, str]]:
+        """Each object's file, made as it is handed on: a large overlay's text is never all
+        in memory at once."""
         for obj in objects.values():
             name = object_file(obj)
-            self.tree[f"{self.root}/resources/{name}"] = yamlout.dump(obj)
             self.resources.append(f"resources/{name}")
+            yield f"{self.root}/resources/{name}", yamlout.dump(obj)
 
     def add_patch(self, key: tuple[str, str], old: Obj, new: Obj) -> None:
         ops = json_patch(old, new)
