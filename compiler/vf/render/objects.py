@@ -13,6 +13,7 @@ from vf.render.gpu import claim_templates, decorate_pod, mig_parted_configmap
 from vf.render.infra import flow_component, render_infra
 from vf.render.pods import apply_pod_options, metrics_objects, priority_class
 from vf.render.security import namespace_object, network_policies
+from vf.render.shared import with_shared_labels, with_shared_parts
 from vf_runtime.constants import HEALTH_PORT
 from vf_runtime.labels import (
     BROKER_CONFIG,
@@ -71,10 +72,11 @@ def render_plan(plan: Plan) -> list[Obj]:
     objects.extend(_topology_configmaps(plan))
     objects.append(_provision_job(plan))
     objects.extend(_replicas_configmap(plan))
+    parts: dict[Any, Any] = {}  # one render's: its keys are garbage once the pods are made
     for workload in plan.workloads:
         if workload.headless_service is not None:
             objects.append(_headless_service(plan, workload))
-        objects.append(_workload(plan, workload))
+        objects.append(with_shared_parts(_workload(plan, workload), table=parts))
         if workload.pdb is not None:
             objects.append(_pdb(plan, workload))
     options = plan.pods or PodOptions()
@@ -87,7 +89,9 @@ def render_plan(plan: Plan) -> list[Obj]:
         namespace=plan.namespace,
     )
     apply_pod_options(objects, options=options)
-    return apply_autoscaling(plan, objects=objects) if plan.autoscaling else objects
+    if plan.autoscaling:
+        objects = apply_autoscaling(plan, objects=objects)
+    return [with_shared_labels(obj) for obj in objects]  # never changed again
 
 
 def _meta(plan: Plan, name: str, labels: Pairs) -> Obj:
