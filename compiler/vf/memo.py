@@ -15,17 +15,17 @@ module's own, built once per process.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 
 @dataclass(eq=False, slots=True)
 class CompileMemo:
     """One compile's tables. Each holds at most what its user bounds it to (the YAML
-    writer: short strings; the chart: ``vf.emit.helm.slots.kept``)."""
+    writer: short strings; the chart: ``kept`` below)."""
 
     # vf.textio.yamlout: a string's YAML scalar, and ``indent + key + ":"`` per indent.
     yaml_scalars: dict[str, str] = field(default_factory=dict)
@@ -59,3 +59,19 @@ def current() -> CompileMemo:
     """The running compile's memo; outside a compile, a fresh one that nobody keeps."""
     memo = _CURRENT.get()
     return memo if memo is not None else CompileMemo()
+
+
+_KEPT_MAX = 1 << 14  # what a table keeps: a bound on what one large compile spends on it
+T = TypeVar("T")
+
+
+def kept(table: dict[Any, T], key: Any, make: Callable[[], T]) -> T:
+    """``table[key]``, made by ``make`` the first time: one object where thousands of
+    places hold equal ones that nobody changes (the chart's slots, the pods' parts). The
+    table keeps at most ``_KEPT_MAX`` entries, a bound on what one compile spends on it."""
+    found = table.get(key)
+    if found is None:
+        found = make()
+        if len(table) < _KEPT_MAX:
+            table[key] = found
+    return found

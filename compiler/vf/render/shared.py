@@ -14,9 +14,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from vf.memo import kept
+
 Obj = dict[str, Any]
 _POD_TEMPLATE = ("spec", "template", "spec")
-_KEPT_MAX = 1 << 14  # what the table keeps: a bound on what one large render spends on it
 
 
 def with_shared_parts(obj: Obj, *, table: dict[Any, Any]) -> Obj:
@@ -42,13 +43,7 @@ def with_shared_parts(obj: Obj, *, table: dict[Any, Any]) -> Obj:
 def _shared(value: Any, table: dict[Any, Any]) -> Any:
     if not isinstance(value, dict | list) or not value:
         return value
-    key = _key(value)
-    found = table.get(key)
-    if found is None:
-        found = value
-        if len(table) < _KEPT_MAX:
-            table[key] = value
-    return found
+    return kept(table, _key(value), lambda: value)
 
 
 def _key(value: Any) -> Any:

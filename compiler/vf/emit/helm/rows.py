@@ -23,7 +23,6 @@ from vf.emit.helm.slots import (
     Slot,
     ValueKey,
     blank,
-    kept,
 )
 from vf.emit.helm.text import (
     CONFIG_HASH,
@@ -38,7 +37,7 @@ from vf.emit.helm.text import (
     object_template,
     values_expr,
 )
-from vf.memo import current
+from vf.memo import current, kept
 
 Obj = dict[str, Any]
 Path = tuple[str | int, ...]

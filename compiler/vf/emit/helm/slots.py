@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from vf.memo import current
+from vf.memo import current, kept
 from vf_runtime.labels import (
     CONFIG_HASH_KEY,
     GENERATION_KEY,
@@ -55,22 +55,6 @@ class Slot:
         if self.key[0] in DERIVED_OPTIONAL:
             return True
         return ABSENT in self.values.values()  # compared by identity: nothing equals it
-
-
-_KEPT_MAX = 1 << 14  # what a table keeps: a bound on what one large compile spends on it
-T = TypeVar("T")
-
-
-def kept(table: dict[Any, T], key: Any, make: Callable[[], T]) -> T:
-    """``table[key]``, made by ``make`` the first time: one object where thousands of
-    slots hold equal ones (slots never change what they hold). The tables are the
-    compile's (``vf.memo.CompileMemo``), so nothing is kept from one compile to the next."""
-    found = table.get(key)
-    if found is None:
-        found = make()
-        if len(table) < _KEPT_MAX:
-            table[key] = found
-    return found
 
 
 def blank(envs: Iterable[str]) -> Mapping[str, Any]:
