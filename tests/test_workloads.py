@@ -87,6 +87,39 @@ def test_examples_render_mounts_rollout_and_supervision(
     )
 
 
+def _selected_labels(value: Any) -> set[str]:
+    """Every label key that a selector at or below ``value`` names."""
+    found: set[str] = set()
+    items: Any = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, item in items:
+        if isinstance(key, str) and key.lower().endswith("selector") and isinstance(item, dict):
+            plain = {k for k in item if k not in ("matchLabels", "matchExpressions")}
+            found |= plain | set(item.get("matchLabels") or {})
+            found |= {e["key"] for e in item.get("matchExpressions") or ()}
+        found |= _selected_labels(item)
+    return found
+
+
+def test_no_selector_rests_on_the_instance_label(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    """An Argo CD that tracks resources by ``app.kubernetes.io/instance`` rewrites it on
+    each object (docs/gitops.md): vf selects by its own labels only."""
+    selected: set[str] = set()
+    for result in compiled_examples.values():
+        for objects in result.objects.values():
+            for obj in objects:
+                selected |= _selected_labels(obj.get("spec"))
+    assert "vf.dev/flow" in selected
+    assert "app.kubernetes.io/instance" not in selected
+
+
 GRAPH = (
     NODES
     + """
