@@ -76,6 +76,35 @@ def test_bad_configs_get_named_errors(
     assert "Traceback" not in output
 
 
+NAMED = GRAPH.replace(
+    "return Flow([Sink()(Work()(Src()))])", 'return Flow([Sink()(Work()(Src()))], flow_id="alpha")'
+)
+
+
+@pytest.mark.parametrize(
+    ("in_config", "written"),
+    [("alpha", "vf-alpha-"), (None, "vf-alpha-"), ("beta", None)],
+)
+def test_the_graph_and_vf_yaml_agree_on_the_flow_id(
+    write_graph: Callable[..., Path], in_config: str | None, written: str | None
+) -> None:
+    config = IMAGE if in_config is None else f"flow_id: {in_config}\n{IMAGE}"
+    graph = write_graph(NAMED, config)
+    out = graph.parent / "deploy"
+    result = CliRunner().invoke(cli, ["compile", str(graph), "--out", str(out)])
+    if written is None:
+        assert result.exit_code == 2
+        assert "error[VF_CONFIG_FLOW_ID_CONFLICT]" in result.output
+        assert "'beta'" in result.output and "'alpha'" in result.output
+        assert "--> vf.yaml:1" in result.output
+        assert not out.exists()
+    else:
+        assert result.exit_code == 0, result.output
+        resources = out / "overlays" / "dev" / "resources"
+        assert all(f.name.split("-", 1)[1].startswith(written) for f in resources.glob("job-*"))
+        assert list(resources.glob("job-*"))
+
+
 def test_without_a_config_there_is_one_default_environment() -> None:
     targets = load_targets(None)
     assert [env.name for env in targets.environments] == ["default"]

@@ -86,7 +86,17 @@ class _Planned:
 
 
 def resolve_flow_id(graph: Graph, targets: Targets) -> str:
-    """``Flow(flow_id=…)``, else ``vf.yaml``'s ``flow_id``, else the graph file's stem."""
+    """``Flow(flow_id=…)``, else ``vf.yaml``'s ``flow_id``, else the graph file's stem; the
+    two, when both are set, must agree (each names every object of the flow)."""
+    if graph.flow_id and targets.flow_id and graph.flow_id != targets.flow_id:
+        raise VfError(
+            "VF_CONFIG_FLOW_ID_CONFLICT",
+            f"vf.yaml's flow_id {targets.flow_id!r} differs from the graph's "
+            f"Flow(flow_id={graph.flow_id!r})",
+            "set the flow id in one place (drop flow_id from vf.yaml or from Flow(...)), "
+            "or make the two equal",
+            targets.flow_id_at,
+        )
     explicit = graph.flow_id or targets.flow_id
     if explicit is not None:
         if not names.FLOW_ID.match(explicit):

@@ -102,6 +102,7 @@ class Targets:
     source: str
     gitops: GitOps | None = None
     declared: tuple[str, ...] = ()
+    flow_id_at: str = ""  # where the file sets flow_id ("vf.yaml:1")
 
 
 @cache
@@ -152,6 +153,7 @@ def load_targets(path: Path | None) -> Targets:
         source=path.name,
         gitops=gitops,
         declared=tuple(str(name) for name in envs),
+        flow_id_at=f"{path.name}:{_line_of(document, ['flow_id'])}",
     )
 
 
