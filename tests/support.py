@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
 from vf.config.targets import load_targets
+from vf.emit.ordering import without_tool_annotations
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,6 +40,38 @@ def kustomize_build(kubectl: str, overlay: Path) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def helm_template(helm: str, chart: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [helm, "template", "vf-release", str(chart), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def parse_docs(text: str) -> list[dict[str, Any]]:
+    """Every document of a multi-document YAML stream."""
+    return [doc for doc in YAML(typ="safe").load_all(text) if doc is not None]
+
+
+def by_identity(objects: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Objects keyed by kind, namespace and name."""
+    return {
+        (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects
+    }
+
+
+def as_overlay(obj: dict[str, Any]) -> dict[str, Any]:
+    """A chart object without Helm's own labels (``helm.sh/chart``, managed-by Helm)."""
+    out = without_tool_annotations(obj)
+    labels = dict(out["metadata"].get("labels") or {})
+    if labels:
+        assert labels.pop("helm.sh/chart") and labels["app.kubernetes.io/managed-by"] == "Helm"
+        labels["app.kubernetes.io/managed-by"] = "vf"
+        out["metadata"]["labels"] = labels
+    return out
 
 
 def require(available: bool, reason: str) -> None:

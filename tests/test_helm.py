@@ -11,9 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
-from tests.support import EXAMPLE_ENVS, EXAMPLE_NAMES, kustomize_build
+from tests.support import (
+    EXAMPLE_ENVS,
+    EXAMPLE_NAMES,
+    as_overlay,
+    by_identity,
+    helm_template,
+    kustomize_build,
+    parse_docs,
+)
 from vf.emit.ordering import HELM_ONLY, KUSTOMIZE_ONLY, without_tool_annotations
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.tree.write import write_tree
@@ -21,38 +28,8 @@ from vf.tree.write import write_tree
 Obj = dict[str, Any]
 
 
-def _parse(text: str) -> list[Obj]:
-    return [doc for doc in YAML(typ="safe").load_all(text) if doc is not None]
-
-
-def _identity(objects: list[Obj]) -> dict[tuple[str, str, str], Obj]:
-    return {
-        (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects
-    }
-
-
-def _as_overlay(obj: Obj) -> Obj:
-    """A chart object without Helm's own labels (``helm.sh/chart``, managed-by Helm)."""
-    out = without_tool_annotations(obj)
-    labels = dict(out["metadata"].get("labels") or {})
-    if labels:
-        assert labels.pop("helm.sh/chart") and labels["app.kubernetes.io/managed-by"] == "Helm"
-        labels["app.kubernetes.io/managed-by"] = "vf"
-        out["metadata"]["labels"] = labels
-    return out
-
-
 def _annotations(obj: Obj) -> dict[str, str]:
     return dict(obj["metadata"].get("annotations") or {})
-
-
-def helm_template(helm: str, chart: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [helm, "template", "vf-release", str(chart), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -94,15 +71,17 @@ def test_helm_template_equals_the_overlay(
         plan.kubernetes_version,
     )
     assert rendered.returncode == 0, rendered.stderr
-    tests = [o for o in _parse(rendered.stdout) if _annotations(o).get("helm.sh/hook") == "test"]
+    tests = [
+        o for o in parse_docs(rendered.stdout) if _annotations(o).get("helm.sh/hook") == "test"
+    ]
     assert {o["kind"] for o in tests} <= {"Pod"}  # helm test's, which no install applies
-    from_helm = _identity([o for o in _parse(rendered.stdout) if o not in tests])
-    from_kustomize = _identity(_parse(kustomize_build(kubectl, root / "overlays" / env)))
+    from_helm = by_identity([o for o in parse_docs(rendered.stdout) if o not in tests])
+    from_kustomize = by_identity(parse_docs(kustomize_build(kubectl, root / "overlays" / env)))
     namespace = ("Namespace", "", plan.namespace)  # the release's, made by --create-namespace
     from_kustomize.pop(namespace, None)
     assert sorted(from_helm) == sorted(from_kustomize)
     for key, obj in from_kustomize.items():
-        assert _as_overlay(from_helm[key]) == without_tool_annotations(obj), key
+        assert as_overlay(from_helm[key]) == without_tool_annotations(obj), key
         assert not set(_annotations(from_helm[key])) & set(KUSTOMIZE_ONLY), key
         assert not set(_annotations(obj)) & set(HELM_ONLY), key
 
@@ -205,7 +184,7 @@ def test_an_operator_can_change_an_image_per_release(trees: dict[str, Path], hel
     assert done.returncode == 0, done.stderr
     alerts = next(
         o
-        for o in _parse(done.stdout)
+        for o in parse_docs(done.stdout)
         if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-alerts")
     )
     assert (
@@ -265,7 +244,7 @@ def test_user_text_cannot_inject_go_templates(
     write_tree(out, result.tree)
     done = helm_template(helm, out / "chart", "-f", str(out / "chart" / "values-prod.yaml"))
     assert done.returncode == 0, done.stderr
-    rendered = {(o["kind"], o["metadata"]["name"]): o for o in _parse(done.stdout)}
+    rendered = {(o["kind"], o["metadata"]["name"]): o for o in parse_docs(done.stdout)}
     for obj in result.objects["prod"]:
         if obj["kind"] in ("ConfigMap", "Deployment", "Job"):
             got = rendered[(obj["kind"], obj["metadata"]["name"])]
@@ -293,7 +272,7 @@ def test_the_chart_installs_into_any_namespace_with_helms_labels(
         rendered = helm_template(helm, chart, "-n", "team-b", "-f", values)
         assert rendered.returncode == 0, rendered.stderr
         assert f".{plan.namespace}.svc" not in rendered.stdout
-        objects = _parse(rendered.stdout)
+        objects = parse_docs(rendered.stdout)
         assert objects and not [o for o in objects if o["kind"] == "Namespace"]
         for obj in objects:
             meta = obj["metadata"]
@@ -314,10 +293,10 @@ def test_set_image_tag_retags_the_flows_images_and_renames_its_jobs(
     chart = trees[example] / "chart"
     plan = compiled_examples[example].plans[0]
     values = str(chart / f"values-{plan.environment}.yaml")
-    plain = _parse(helm_template(helm, chart, "-f", values).stdout)
+    plain = parse_docs(helm_template(helm, chart, "-f", values).stdout)
     done = helm_template(helm, chart, "-f", values, "--set", "image.tag=9.9.9")
     assert done.returncode == 0, done.stderr
-    tagged = _parse(done.stdout)
+    tagged = parse_docs(done.stdout)
     jobs = {o["metadata"]["name"] for o in plain if o["kind"] == "Job"}
     new_jobs = {o["metadata"]["name"] for o in tagged if o["kind"] == "Job"}
     print(f"{example}: {len(jobs)} Jobs renamed, e.g. {sorted(new_jobs)[:1]}")

@@ -12,7 +12,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.graph_sources import NODES
-from tests.test_helm import _as_overlay
+from tests.support import as_overlay
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.plan.config_hash import config_hash
 from vf.tree.write import write_tree
@@ -122,7 +122,7 @@ def test_set_replicas_renders_what_a_recompile_renders(tmp_path: Path, helm: str
     budgets = [v for k, v in with_set.items() if k[0] == "PodDisruptionBudget"]
     assert [b["metadata"]["labels"]["vf.dev/node"] for b in budgets] == ["a"]
     for key, obj in recompiled.items():
-        assert _as_overlay(with_set[key]) == _as_overlay(obj), key
+        assert as_overlay(with_set[key]) == as_overlay(obj), key
     assert _env_of(with_set, _node(with_set, "a"))["VF_NB_TASKS"] == "3"
     assert _env_of(with_set, _node(with_set, "join"))["VF_PARENT_REPLICAS"] == "a=3,b=1"
     assert _env_of(plain, _node(plain, "join"))["VF_PARENT_REPLICAS"] == "a=1,b=1"
