@@ -29,6 +29,7 @@ from vf.plan.admission import parse_profile_flags
 from vf.plan.planner import plan_environment
 from vf.render.diagram import EnvView, env_view
 from vf.render.objects import (
+    as_rendered,
     render_components,
     render_generated_components,
     render_plan,
@@ -195,8 +196,8 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
             plan.environment: EnvObjects(
                 namespace=plan.namespace,
                 objects=objects[plan.environment],
-                components=render_components(plan),
-                generated=render_generated_components(plan),
+                components=as_rendered(render_components(plan), objects[plan.environment]),
+                generated=as_rendered(render_generated_components(plan), objects[plan.environment]),
                 shapes=render_shapes(plan),
             )
             for plan in plans

@@ -43,6 +43,18 @@ def render_components(plan: Plan) -> dict[str, list[Obj]]:
     )
 
 
+def as_rendered(groups: dict[str, list[Obj]], objects: list[Obj]) -> dict[str, list[Obj]]:
+    """``groups`` (a component's objects, as ``render_components`` or
+    ``render_generated_components`` make them) with each object replaced by the one
+    ``render_plan`` finished in ``objects``: with the environment's pod labels,
+    annotations and autoscaling on it, as every delivery of the environment carries it."""
+    finished = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    return {
+        name: [finished[(o["kind"], o["metadata"]["name"])] for o in members]
+        for name, members in groups.items()
+    }
+
+
 def render_shapes(plan: Plan) -> dict[str, list[Obj]]:
     """The shipped components named for the flow, as ``components/`` holds them."""
     flow = dict(plan.flow_labels)[FLOW_LABEL]

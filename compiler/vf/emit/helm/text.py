@@ -99,7 +99,7 @@ def _indexed(key: ValueKey) -> str:
 
 def _topology(key: ValueKey) -> str:
     """A provision topology shard: its text with each node's count from the values."""
-    parts = [go_string(part) if i % 2 == 0 else _replicas(part) for i, part in enumerate(key[1:])]
+    parts = [_part(part) if i % 2 == 0 else _replicas(part) for i, part in enumerate(key[1:])]
     return f"(print {' '.join(parts)})"
 
 
