@@ -111,3 +111,24 @@ def test_a_long_text_of_many_lines_is_one_quoted_line() -> None:
     line = '{"name":"p-1","parents":["src"]}'
     quoted = yamlout.quote("\n".join([line] * 3) + "\tend\r")
     assert quoted == '"' + "\\n".join([line.replace('"', '\\"')] * 3) + '\\tend\\r"'
+
+
+def test_what_kustomize_leaves_unquoted_is_read_as_kubernetes_tools_read_it() -> None:
+    """kustomize writes a quoted ``"6e56571281414078"`` (a config hash) back unquoted, since
+    Go's YAML takes a number too large for a double as text; vf reads rendered manifests the
+    same way, and still reads ``.inf`` and numbers in range as numbers."""
+    from vf.runtree.manifests import parse_objects
+
+    text = (
+        "kind: ConfigMap\nmetadata:\n  annotations:\n    vf.dev/config-hash: 6e56571281414078\n"
+        "data:\n  big: 1e400\n  neg: -2E999\n  small: 1e10\n  inf: .inf\n  quoted: '1e400'\n"
+    )
+    (obj,) = parse_objects(text, source="kustomize")
+    assert obj["metadata"]["annotations"]["vf.dev/config-hash"] == "6e56571281414078"
+    assert obj["data"] == {
+        "big": "1e400",
+        "neg": "-2E999",
+        "small": 1e10,
+        "inf": float("inf"),
+        "quoted": "1e400",
+    }

@@ -12,6 +12,7 @@ already turns a ``YAMLError`` into a named error with its line.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -46,6 +47,20 @@ class _GuardedSafe(SafeConstructor):
     def construct_non_recursive_object(self, node: Node, tag: str | None = None) -> Any:
         parent = super().construct_non_recursive_object
         return _guarded(node, lambda: parent(node, tag))
+
+    def construct_yaml_float(self, node: Node) -> Any:
+        """A plain number too large for a double (``6e56571281414078``) is text, as Go's
+        YAML readers take it (yaml.v2 and v3 ``resolve``: a float whose
+        ``strconv.ParseFloat`` fails stays a string), and as kustomize writes such a string
+        unquoted: the objects read are the ones kubectl, Argo CD and Flux read."""
+        value = super().construct_yaml_float(node)
+        plain = isinstance(node, ScalarNode) and node.style is None
+        if plain and math.isinf(value) and "inf" not in str(node.value).lower():
+            return str(node.value)
+        return value
+
+
+_GuardedSafe.add_constructor("tag:yaml.org,2002:float", _GuardedSafe.construct_yaml_float)
 
 
 def reader(typ: Literal["rt", "safe"]) -> YAML:
