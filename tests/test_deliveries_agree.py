@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.random_flows import NODES, layered_flow
 from tests.support import as_overlay, by_identity, helm_template, kustomize_build
 from vf.emit.ordering import without_tool_annotations
 from vf.pipeline import CompileRequest, compile_project
@@ -28,66 +29,6 @@ from vf.tree.write import write_tree
 pytestmark = pytest.mark.slow  # real renders: make test-fast skips it
 
 Obj = dict[str, Any]
-NODES = '''"""Node classes of the generated flows."""
-
-from vf import Consumer, Processor, Producer
-
-
-class Src(Producer):
-    def __init__(self, n=3, **kw):
-        super().__init__(**kw)
-        self.n = n
-
-    def next(self):
-        raise StopIteration
-
-
-class Work(Processor):
-    def __init__(self, k=1, **kw):
-        super().__init__(**kw)
-        self.k = k
-
-    def process(self, *items):
-        return items[0]
-
-
-class Sink(Consumer):
-    def consume(self, *items):
-        pass
-'''
-
-
-def _graph(rng: random.Random) -> tuple[str, list[str], list[str], str]:
-    """A graph module's text, its processors, the partitioned ones and the flow type.
-
-    Every producer and every processor feeds something: each processor takes the oldest
-    node nothing reads yet, and each processor left unread ends in a consumer."""
-    lines = ["from nodes import Sink, Src, Work", "from vf import BATCH, REALTIME, Flow", ""]
-    lines.append("def build_flow():")
-    names: list[str] = []
-    unread: list[str] = []
-    for i in range(rng.randint(1, 2)):
-        lines.append(f"    s{i} = Src(name='s{i}', n={rng.randint(1, 9)})")
-        names.append(f"s{i}")
-        unread.append(f"s{i}")
-    works, partitioned = [], []
-    for i in range(rng.randint(1, 6)):
-        parents = {unread[0], *rng.sample(names, k=min(len(names), rng.choice([1, 1, 2])))}
-        args = [f"name='w{i}'", f"k={rng.randint(0, 5)}", f"nb_tasks={rng.choice([1, 1, 2, 3])}"]
-        if len(parents) > 1:
-            args.append("partition_by='trace_id'")
-            partitioned.append(f"w{i}")
-        lines.append(f"    w{i} = Work({', '.join(args)})({', '.join(sorted(parents))})")
-        unread = [n for n in unread if n not in parents] + [f"w{i}"]
-        names.append(f"w{i}")
-        works.append(f"w{i}")
-    sinks = []
-    for j, leaf in enumerate(n for n in unread if n.startswith("w")):
-        lines.append(f"    k{j} = Sink(name='k{j}')({leaf})")
-        sinks.append(f"k{j}")
-    kind = rng.choice(["BATCH", "REALTIME"])
-    lines.append(f"    return Flow([{', '.join(sinks)}], flow_type={kind}, flow_id='agree')")
-    return "\n".join(lines) + "\n", works, partitioned, kind
 
 
 def _environment(
@@ -149,11 +90,14 @@ def _realtime(rng: random.Random, *, works: list[str], partitioned: list[str]) -
 
 def _project(root: Path, seed: int) -> tuple[Path, dict[str, Obj]]:
     rng = random.Random(seed)
-    source, works, partitioned, kind = _graph(rng)
+    flow = layered_flow(rng, flow_id="agree")
+    works, partitioned = list(flow.works), list(flow.partitioned)
     names = rng.sample(["dev", "qa", "prod"], k=rng.randint(1, 3))
-    envs = {n: _environment(rng, n, works=works, partitioned=partitioned, kind=kind) for n in names}
+    envs = {
+        n: _environment(rng, n, works=works, partitioned=partitioned, kind=flow.kind) for n in names
+    }
     (root / "nodes.py").write_text(NODES, encoding="utf-8")
-    (root / "graph.py").write_text(source, encoding="utf-8")
+    (root / "graph.py").write_text(flow.source, encoding="utf-8")
     (root / "vf.yaml").write_text(json.dumps({"environments": envs}), encoding="utf-8")
     return root / "graph.py", envs
 
