@@ -4,14 +4,20 @@ follow it, with the real ``helm``, on join flows of both types."""
 
 from __future__ import annotations
 
+import json
+import random
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from tests.graph_sources import NODES
+from tests.random_flows import NODES as RANDOM_NODES
+from tests.random_flows import RandomFlow, layered_flow
 from tests.support import as_overlay
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.plan.config_hash import config_hash
@@ -146,3 +152,50 @@ def test_set_replicas_on_a_batch_job_is_refused(
         _render(helm, chart, *prod, "--set", "nodes.double.replicas=5")
     assert "nodes.double.replicas is 5" in str(refused.value.stderr)
     assert "prod plans 3" in str(refused.value.stderr)
+
+
+def _random_chart(root: Path, flow: RandomFlow, replicas: dict[str, int]) -> Path:
+    root.mkdir()
+    (root / "nodes.py").write_text(RANDOM_NODES, encoding="utf-8")
+    (root / "graph.py").write_text(flow.source, encoding="utf-8")
+    env: Obj = {"namespace": "ns", "images": {"default": "r.io/any:1"}, "replicas": replicas}
+    (root / "vf.yaml").write_text(json.dumps({"environments": {"dev": env}}), encoding="utf-8")
+    result = compile_project(CompileRequest(graph=str(root / "graph.py")))
+    write_tree(root / "deploy", result.tree)
+    return root / "deploy" / "chart"
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+@example(seed=1)  # a two-parent join planned at one replica (a Deployment), set to four
+def test_a_set_count_renders_what_a_recompile_renders_or_is_refused(
+    seed: int, tmp_path_factory: pytest.TempPathFactory, helm: str
+) -> None:
+    """On any REALTIME flow, ``--set nodes.<node>.replicas=K`` renders what compiling with
+    ``replicas: {node: K}`` renders, or the chart refuses it: a partitioned node's count is
+    part of the run id and the topology even at one replica, where its workload is a
+    Deployment (the chart once let that count through)."""
+    rng = random.Random(seed)
+    flow = layered_flow(rng, flow_id="counts", kind="REALTIME")
+    node, count = rng.choice(flow.works), rng.randint(1, 4)
+    root = tmp_path_factory.mktemp(f"counts-{seed}")
+    before = _random_chart(root / "before", flow, {})
+    values = ("-f", str(before / "values-dev.yaml"))
+    try:
+        with_set = _render(helm, before, *values, "--set", f"nodes.{node}.replicas={count}")
+    except subprocess.CalledProcessError as refused:
+        assert f"nodes.{node}.replicas is {count}" in refused.stderr, refused.stderr
+        assert node in flow.partitioned, flow.source
+        return
+    after = _random_chart(root / "after", flow, {node: count})
+    recompiled = _render(helm, after, "-f", str(after / "values-dev.yaml"))
+    with_set, recompiled = (
+        {k: v for k, v in objs.items() if not _planned_only(v)} for objs in (with_set, recompiled)
+    )
+    assert sorted(with_set) == sorted(recompiled), (node, count, flow.source)
+    for key, obj in recompiled.items():
+        assert as_overlay(with_set[key]) == as_overlay(obj), (key, node, count, flow.source)

@@ -84,6 +84,9 @@ class _Planned:
     plans: list[Plan]
     objects: dict[str, list[dict[str, Any]]]
     views: list[EnvView]
+    # the nodes with partition_by: their replica count is part of the run id and the
+    # topology in every environment, whatever it is (ADR 154)
+    partitioned: frozenset[str] = frozenset()
 
 
 def resolve_flow_id(graph: Graph, targets: Targets) -> str:
@@ -157,7 +160,8 @@ def _plan(request: CompileRequest, graph: Graph, path: Path, *, sink: Sink) -> _
         (request.warn or sys.stderr.write)(note)
     flags = parse_profile_flags(request.required_profiles)
     flow_id = resolve_flow_id(graph, targets)
-    planned = _Planned(targets=targets, plans=[], objects={}, views=[])
+    partitioned = frozenset(n.name for n in graph.nodes if n.partition_by is not None)
+    planned = _Planned(targets=targets, plans=[], objects={}, views=[], partitioned=partitioned)
     for declared in targets.environments:
         env = declared
         if request.images_optional and env.default_image is None:
@@ -210,7 +214,7 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
     for file, text in gitops:
         sink(file, text)
         paths.append(file)
-    info = chart_info(plans, previous=previous)
+    info = chart_info(plans, previous=previous, partitioned=planned.partitioned)
     plans.clear()
     counts = {env: len(objs) for env, objs in objects.items()}
     rendered = (

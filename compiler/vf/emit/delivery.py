@@ -25,15 +25,22 @@ def gitops_files(
     yield from emit_gitops(gitops, plans=plans, objects=objects).items()
 
 
-def chart_info(plans: Sequence[Plan], *, previous: ChartRelease | None = None) -> ChartInfo:
-    """What ``chart/`` says of the flow, from the plans alone (every plan has every node);
-    ``previous`` is the chart the output tree holds now, which the new version counts on."""
+def chart_info(
+    plans: Sequence[Plan],
+    *,
+    previous: ChartRelease | None = None,
+    partitioned: frozenset[str] = frozenset(),
+) -> ChartInfo:
+    """What ``chart/`` says of the flow, from the plans (every plan has every node) and the
+    nodes with ``partition_by``; ``previous`` is the chart the output tree holds now, which
+    the new version counts on."""
     return ChartInfo(
         name=plans[0].flow_id,
         flow_type=plans[0].flow_type,
         kubernetes_versions={p.environment: p.kubernetes_version for p in plans},
         namespaces={p.environment: p.namespace for p in plans},
         nodes=tuple(workload.node for workload in plans[0].workloads),
+        partitioned=partitioned,
         previous=previous,
     )
 

@@ -91,6 +91,9 @@ class ChartInfo:
     kubernetes_versions: Mapping[str, str]
     namespaces: Mapping[str, str]
     nodes: tuple[str, ...]
+    # nodes with partition_by: their count is part of the run id and the topology, so a
+    # --set cannot follow it even where it is a Deployment's (one replica)
+    partitioned: frozenset[str] = frozenset()
     previous: ChartRelease | None = None  # the chart the tree holds now (its version)
 
 
@@ -127,7 +130,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     templates = [with_overrides(t) for t in resolved]
     del resolved
     singles, shapes = group(templates)  # its working set is the chart's peak: values after
-    values = _all_values(templates, per_env=per_env, envs=envs)
+    values = _all_values(templates, per_env=per_env, envs=envs, pinned=info.partitioned)
     makers: dict[str, Callable[[], FileText]] = {}
     for one in singles:
         guard = member_guard(one)
@@ -191,14 +194,18 @@ def _members(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> list[M
 
 
 def _all_values(
-    templates: Sequence[Member], *, per_env: Mapping[str, Sequence[Obj]], envs: Sequence[str]
+    templates: Sequence[Member],
+    *,
+    per_env: Mapping[str, Sequence[Obj]],
+    envs: Sequence[str],
+    pinned: frozenset[str],
 ) -> dict[str, Obj]:
     """Every environment's complete values, its planned Job and partitioned counts among
     them (in its own values file, not the schema every environment shares)."""
     values = {
         env: {**_values(templates, env=env), **IMAGE_TAG_VALUES, **OVERRIDE_VALUES} for env in envs
     }
-    planned = planned_replicas(per_env, values)
+    planned = planned_replicas(per_env, values, pinned=pinned)
     if any(planned.values()):
         for env in envs:
             values[env][PLANNED_REPLICAS] = planned.get(env, {})

@@ -79,17 +79,24 @@ def environment_guard(envs: Sequence[str]) -> str:
 
 
 def planned_replicas(
-    per_env: Mapping[str, Sequence[Obj]], values: Mapping[str, Obj]
+    per_env: Mapping[str, Sequence[Obj]],
+    values: Mapping[str, Obj],
+    *,
+    pinned: frozenset[str] = frozenset(),
 ) -> dict[str, dict[str, int]]:
     """Per environment, the planned count of each node whose workload is a Job or a
-    StatefulSet: a Job's count is part of its name's tag and its pods' indexes, a
-    partitioned worker's of its parents' readers and the topology (ADR 154)."""
+    StatefulSet, or whose node is in ``pinned``: a Job's count is part of its name's tag
+    and its pods' indexes, a partitioned worker's of its parents' readers, the topology and
+    the run id, also while it is one replica of a Deployment (ADR 154)."""
     out: dict[str, dict[str, int]] = {}
     for env, objects in per_env.items():
         nodes = values[env].get("nodes") or {}
         for obj in objects:
             node = str((obj["metadata"].get("labels") or {}).get(NODE_LABEL))
-            if obj.get("kind") not in ("Job", "StatefulSet") or node not in nodes:
+            kind = obj.get("kind")
+            if node not in nodes or kind not in ("Job", "StatefulSet", "Deployment"):
+                continue
+            if kind == "Deployment" and node not in pinned:
                 continue
             count = (nodes[node] or {}).get("replicas")
             if isinstance(count, int):
