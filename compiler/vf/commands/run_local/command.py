@@ -310,8 +310,7 @@ def run_local(request: RunLocalRequest) -> int:
         _stop_if_asked()
         nats_url = urls["VF_NATS_URL"]
         try:
-            topology = provision_topology(plan, generation)
-            asyncio.run(provision_run(nats_url, topology, prune=False, timeout=15))
+            _provision(nats_url, provision_topology(plan, generation))
         except BrokerError as exc:
             raise EnvironmentProblem(
                 exc.code, str(exc), "start nats-server with -js, or pass --nats URL"
@@ -345,6 +344,41 @@ def run_local(request: RunLocalRequest) -> int:
     return _finish(outcome, letters, out=out)
 
 
+def _provision(nats_url: str, topology: RunTopology) -> None:
+    """Provision the run's streams and durables. A stop signal meanwhile cancels the
+    provisioning at an ``await``, as asyncio's own Ctrl-C handling does: a KeyboardInterrupt
+    raised at any instruction of the event loop could leave the NATS client's tasks
+    running, and the run waited on them for minutes before it stopped."""
+
+    async def provisioned() -> None:
+        task = asyncio.current_task()
+        if task is None or threading.current_thread() is not threading.main_thread():
+            await provision_run(nats_url, topology, prune=False, timeout=15)
+            return
+        loop = asyncio.get_running_loop()
+        kept = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+        for sig in _STOP_SIGNALS:
+            loop.add_signal_handler(sig, _cancel, sig, task)
+        try:
+            await provision_run(nats_url, topology, prune=False, timeout=15)
+        finally:
+            for sig, handler in kept.items():
+                loop.remove_signal_handler(sig)  # (which leaves SIG_DFL: ours back at once)
+                signal.signal(sig, handler)
+
+    try:
+        asyncio.run(provisioned())
+    except asyncio.CancelledError:
+        if not _SIGNALLED:
+            raise
+        raise KeyboardInterrupt from None
+
+
+def _cancel(signum: int, task: asyncio.Task[None]) -> None:
+    _SIGNALLED.append(signum)
+    task.cancel()
+
+
 def _guardian() -> Guardian:
     """The run's guardian, started; it makes the run directory while vf compiles."""
     try:
@@ -370,6 +404,7 @@ def _no_guardian(exc: Exception) -> EnvironmentProblem:
 
 
 _SIGNALLED: list[int] = []  # the signals that asked this run to stop
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -398,8 +433,7 @@ def _stopped_by_signals() -> Iterator[None]:
         yield
         return
     _SIGNALLED.clear()
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, _interrupt) for sig in signals}
+    previous = {sig: signal.signal(sig, _interrupt) for sig in _STOP_SIGNALS}
     try:
         yield
     finally:
