@@ -12,6 +12,22 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+SEEDS = st.integers(min_value=0, max_value=2**32 - 1)  # one flow per seed, reproducible
+
+
+def seeded(examples: int) -> settings:
+    """Hypothesis settings for a test that compiles, renders or runs one flow per seed:
+    slow examples, a temporary folder per example."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
 NODES = '''"""Node classes of the generated flows."""
 
 from vf import Consumer, Processor, Producer

@@ -14,22 +14,17 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 
-from tests.random_flows import NODES, layered_flow
+from tests.random_flows import NODES, SEEDS, layered_flow, seeded
 
 pytestmark = pytest.mark.slow  # real servers and worker processes: make test-fast skips it
 
 CONFIG = {"environments": {"local": {"images": {"default": "registry.example.com/any:1"}}}}
 
 
-@settings(
-    max_examples=6,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+@seeded(6)
+@given(seed=SEEDS)
 def test_every_consumer_gets_every_item_once(
     seed: int, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

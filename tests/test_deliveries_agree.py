@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 
-from tests.random_flows import NODES, layered_flow
+from tests.random_flows import NODES, SEEDS, layered_flow, seeded
 from tests.support import as_overlay, by_identity, helm_template, kustomize_build
 from vf.emit.ordering import without_tool_annotations
 from vf.pipeline import CompileRequest, compile_project
@@ -121,12 +120,8 @@ def _assert_deliveries_agree(graph: Path, envs: dict[str, Obj], *, helm: str, ku
             assert as_overlay(charted[key]) == without_tool_annotations(obj), (name, key)
 
 
-@settings(
-    max_examples=20,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+@seeded(20)
+@given(seed=SEEDS)
 def test_any_flow_renders_the_same_from_the_chart_and_the_overlay(
     seed: int, tmp_path_factory: pytest.TempPathFactory, helm: str, kubectl: str
 ) -> None:

@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given
 from ruamel.yaml import YAML
 
 from tests.graph_sources import NODES
 from tests.random_flows import NODES as RANDOM_NODES
-from tests.random_flows import RandomFlow, layered_flow
+from tests.random_flows import SEEDS, RandomFlow, layered_flow, seeded
 from tests.support import as_overlay
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.plan.config_hash import config_hash
@@ -165,12 +164,8 @@ def _random_chart(root: Path, flow: RandomFlow, replicas: dict[str, int]) -> Pat
     return root / "deploy" / "chart"
 
 
-@settings(
-    max_examples=12,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+@seeded(12)
+@given(seed=SEEDS)
 @example(seed=1)  # a two-parent join planned at one replica (a Deployment), set to four
 def test_a_set_count_renders_what_a_recompile_renders_or_is_refused(
     seed: int, tmp_path_factory: pytest.TempPathFactory, helm: str
