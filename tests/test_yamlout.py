@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
+from vf.runtree.manifests import parse_objects
 from vf.textio import yamlout
 
 scalars = st.one_of(
@@ -117,8 +118,6 @@ def test_what_kustomize_leaves_unquoted_is_read_as_kubernetes_tools_read_it() ->
     """kustomize writes a quoted ``"6e56571281414078"`` (a config hash) back unquoted, since
     Go's YAML takes a number too large for a double as text; vf reads rendered manifests the
     same way, and still reads ``.inf`` and numbers in range as numbers."""
-    from vf.runtree.manifests import parse_objects
-
     text = (
         "kind: ConfigMap\nmetadata:\n  annotations:\n    vf.dev/config-hash: 6e56571281414078\n"
         "data:\n  big: 1e400\n  neg: -2E999\n  small: 1e10\n  inf: .inf\n  quoted: '1e400'\n"

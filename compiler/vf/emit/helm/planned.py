@@ -78,6 +78,9 @@ def environment_guard(envs: Sequence[str]) -> str:
     )
 
 
+_PINNED_KINDS = ("Job", "StatefulSet")
+
+
 def planned_replicas(
     per_env: Mapping[str, Sequence[Obj]],
     values: Mapping[str, Obj],
@@ -93,10 +96,7 @@ def planned_replicas(
         nodes = values[env].get("nodes") or {}
         for obj in objects:
             node = str((obj["metadata"].get("labels") or {}).get(NODE_LABEL))
-            kind = obj.get("kind")
-            if node not in nodes or kind not in ("Job", "StatefulSet", "Deployment"):
-                continue
-            if kind == "Deployment" and node not in pinned:
+            if node not in nodes or (obj.get("kind") not in _PINNED_KINDS and node not in pinned):
                 continue
             count = (nodes[node] or {}).get("replicas")
             if isinstance(count, int):
