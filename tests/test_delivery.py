@@ -209,7 +209,13 @@ def test_gitops_manifests_point_at_the_overlays(
     prod = _yaml(batch["gitops/flux/kustomization-prod.yaml"])
     assert prod["spec"]["sourceRef"] == {"kind": "GitRepository", "name": "batch-deploy"}
     assert prod["spec"]["kubeConfig"] == {"secretRef": {"name": "prod-kubeconfig"}}
-    assert prod["spec"]["dependsOn"] == [{"name": "batch-demo-prod-infra"}]
+    assert prod["spec"]["dependsOn"] == [
+        {"name": "batch-demo-prod-gitops"},  # this revision's controller objects first
+        {"name": "batch-demo-prod-infra"},
+    ]
+    root = _yaml(batch["gitops/flux/kustomization-prod-gitops.yaml"])
+    assert root["spec"]["path"] == "./deploy/batch/gitops/flux" and root["spec"]["prune"] is True
+    assert "kubeConfig" not in root["spec"]  # it applies beside itself, never remotely
     dest = _yaml(batch["gitops/argocd/application-prod.yaml"])["spec"]["destination"]
     assert dest == {"namespace": "pipelines", "server": "https://prod.k8s.example.com:6443"}
     assert not any(p.startswith("gitops/") for p in compiled_examples["video_analytics"].tree)

@@ -184,7 +184,12 @@ def test_each_release_reads_its_values_file_from_its_configmap(
     held = yaml.load(tree["gitops/flux/configmap-dev-values.yaml"])["data"]["values.yaml"]
     assert held == tree["chart/values-dev.yaml"]
     index = yaml.load(tree["gitops/flux/kustomization.yaml"])["resources"]
-    assert index == ["configmap-dev-values.yaml", "gitrepository.yaml", "helmrelease-dev.yaml"]
+    assert index == [
+        "configmap-dev-values.yaml",
+        "gitrepository.yaml",
+        "helmrelease-dev.yaml",
+        "kustomization-dev-gitops.yaml",  # applies the rest, the values among them, at each commit
+    ]
 
 
 def test_a_helm_release_from_an_oci_artifact_is_refused(write_graph: Callable[..., Path]) -> None:

@@ -65,7 +65,7 @@ def test_applications_read_the_manifests(chosen: CompileResult) -> None:
         assert app["spec"]["source"]["path"] == f"deploy/batch/manifests/{env}"
         assert app["spec"]["source"]["directory"] == {"recurse": False}
     readme = chosen.tree["README.md"]
-    assert "syncing `deploy/batch/manifests/dev`, plain files" in readme
+    assert "the Application syncs `deploy/batch/manifests/dev`, plain files" in readme
     assert "- `manifests/<env>/`:" in readme
     assert "Argo CD reads manifests/<env>" in explain(chosen)
     flux = chosen.tree["gitops/flux/kustomization-dev.yaml"]

@@ -48,6 +48,11 @@ def sync_wave(obj: Mapping[str, Any]) -> str:
     return WAVE_INFRA
 
 
+def _named_by_generation(obj: Mapping[str, Any]) -> bool:
+    """The BATCH broker ConfigMap: it carries the generation, and its name does too."""
+    return obj.get("kind") == "ConfigMap" and "VF_GENERATION" in (obj.get("data") or {})
+
+
 def _annotated(obj: Mapping[str, Any], *, annotations: Mapping[str, str]) -> Obj:
     # Only metadata changes: share the rest of the object instead of copying it.
     out = dict(obj)
@@ -63,7 +68,12 @@ def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
     Jobs need no force or replace rule: a Job whose pod template changes gets a new name
     (``plan_jobs``), so every tool creates the new one and prunes the old. Argo CD prunes an
     old Job in its own wave, as the new ones start (ADR 151): ``PruneLast`` would keep the
-    old generation running until the new one has completed. Everything else is pruned last.
+    old generation running until the new one has completed. The BATCH broker ConfigMap is
+    named after its generation like the Jobs that read it, and is pruned the same way: a
+    ``PruneLast`` object that a change prunes adds a wave after the workers', and an
+    operation with a later wave waits for the workers' wave to be Healthy, every Job
+    Complete, while auto-sync skips each newer commit (ADR 206). Everything else is
+    pruned last.
     The Namespace is never pruned, nor deleted with the Application (other flows live in it).
     The workers' wave, 0, is Argo CD's default for an object without the annotation, so
     they carry none: one annotation a node less for every build of the overlay.
@@ -75,7 +85,7 @@ def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
         annotations[FLUX_PRUNE] = "disabled"
     elif obj.get("kind") == "ScaledObject":  # optional: without KEDA the rest still syncs
         annotations[SYNC_OPTIONS] = "PruneLast=true,SkipDryRunOnMissingResource=true"
-    elif obj.get("kind") != "Job":
+    elif obj.get("kind") != "Job" and not _named_by_generation(obj):
         annotations[SYNC_OPTIONS] = "PruneLast=true"
     return _annotated(obj, annotations=annotations) if annotations else dict(obj)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from vf.emit.gitops.manifests import FLUX_SOURCE_FILE, argocd_root_file, flux_root_file
 from vf.emit.manifests import MANIFESTS_DIR, MANIFESTS_OVER, flux_builds_too_many, source_path
 from vf.ir.delivery import GitOps
 from vf.render.diagram import Diagram, EnvView, diagram_of
@@ -64,10 +65,9 @@ def _environment(
     needs: Sequence[str],
 ) -> dict[str, Any]:
     env = view.environment
-    application = f"gitops/argocd/application-{env}.yaml"
+    root = f"gitops/argocd/{argocd_root_file(env)}"
     manifests = any(p.startswith(f"{MANIFESTS_DIR}/") for p in paths)
-    parts = ("gitrepository.yaml", f"kustomization-{env}-infra.yaml", f"kustomization-{env}.yaml")
-    flux = [f"gitops/flux/{n}" for n in parts]
+    flux = [f"gitops/flux/{n}" for n in (FLUX_SOURCE_FILE, flux_root_file(env))]
     return {
         "name": env,
         "namespace": view.namespace,
@@ -76,8 +76,11 @@ def _environment(
         "store": _cell(view.store_profile),
         "gpu": _cell(view.gpu_mode or ""),
         "replicas": _cell(replicas),
-        "argocd": application if application in paths else "",
+        "argocd": root if root in paths else "",
+        "argocd_project": f"gitops/argocd/appproject-{env}.yaml" in paths,
         "flux": " ".join(f"-f {p}" for p in flux if p in paths),
+        "flux_release": f"gitops/flux/helmrelease-{env}.yaml" in paths,
+        "flux_source": f"gitops/flux/{FLUX_SOURCE_FILE}" in paths,
         "source": _source(gitops, env),
         "argocd_source": _source(gitops, env, manifests=manifests),
         "manifests": manifests,

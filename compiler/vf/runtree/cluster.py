@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from vf.runtree.controllers import CONTROLLERS, Controller, template_hash
+from vf.runtree.gitops_state import GitopsState
 from vf.runtree.images import ImageResolver, pod_template
 from vf.runtree.launch import build_pod
 from vf.runtree.manifests import key
@@ -63,6 +64,8 @@ class Cluster:
         self._incarnation = 0
         self._draining: list[Controller] = []
         self.recreated: list[str] = []  # Jobs a sync deleted and created again
+        self.gitops = GitopsState()  # the controllers' own objects, as last applied
+        self.inventory: dict[str, set[Key]] = {}  # what each Flux Kustomization applied
 
     # --- the API: apply, delete -------------------------------------------------------
     def apply(

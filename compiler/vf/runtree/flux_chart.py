@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,11 +75,15 @@ class FluxChart:
     values: Path
 
 
-def flux_chart(tree: Path, *, release: Obj, into: Path) -> FluxChart:
-    """The release's chart and values file, written below ``into``."""
+def flux_chart(
+    tree: Path, *, release: Obj, into: Path, held: Sequence[Obj] | None = None
+) -> FluxChart:
+    """The release's chart and values file, written below ``into``; ``held``: the
+    controller objects the cluster holds, where helm-controller reads the values."""
     chart = packaged_chart(tree, release=release, into=into)
     values = into / "release-values.json"
-    values.write_text(json.dumps(release_values(tree, release=release)), encoding="utf-8")
+    composed = release_values(tree, release=release, held=held)
+    values.write_text(json.dumps(composed), encoding="utf-8")
     return FluxChart(chart=chart, values=values)
 
 
@@ -127,10 +131,11 @@ def _refused(what: str, *, tree: Path) -> VfError:
     )
 
 
-def release_values(tree: Path, *, release: Obj) -> Obj:
+def release_values(tree: Path, *, release: Obj, held: Sequence[Obj] | None = None) -> Obj:
     """The values helm-controller gives Helm: each ``valuesFrom`` reference's key, read
-    from the tree's ``gitops/flux`` objects in the release's namespace and merged in order,
-    then ``spec.values``."""
+    from the ConfigMaps and Secrets in the release's namespace (those the cluster holds,
+    ``held``, else the tree's ``gitops/flux`` objects) and merged in order, then
+    ``spec.values``."""
     spec = release["spec"]
     namespace = release["metadata"].get("namespace")
     found = {
@@ -139,7 +144,7 @@ def release_values(tree: Path, *, release: Obj) -> Obj:
             (o.get("metadata") or {}).get("namespace"),
             (o.get("metadata") or {}).get("name"),
         ): o
-        for o in _flux_objects(tree)
+        for o in (_flux_objects(tree) if held is None else held)
         if o.get("kind") in ("ConfigMap", "Secret")
     }
     merged: Obj = {}

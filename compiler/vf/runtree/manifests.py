@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,15 +129,26 @@ def parse_objects(text: str, *, source: str) -> list[Obj]:
     return objects
 
 
-def render(tree: Path, *, env: str, renderer: str, sync: str = "kubectl") -> TreeEnvironment:
+def render(
+    tree: Path,
+    *,
+    env: str,
+    renderer: str,
+    sync: str = "kubectl",
+    release: Obj | None = None,
+    held: Sequence[Obj] | None = None,
+) -> TreeEnvironment:
     """Check the tree, run the renderer, and return the objects with the plan. Under
-    ``--sync flux`` the chart is the one Flux builds for the tree's HelmRelease."""
+    ``--sync flux`` the chart is the one Flux builds for a HelmRelease: ``release`` as the
+    cluster holds it, with the values of the ConfigMaps it holds (``held``), else the
+    tree's own."""
     plan = check_tree(tree, env=env)
-    release = helm_release(tree, env=env) if sync == "flux" and renderer == "helm" else None
+    if release is None and sync == "flux" and renderer == "helm":
+        release = helm_release(tree, env=env)
     if release is None:
         return _render(tree, env=env, renderer=renderer, plan=plan, chart=None)
     with tempfile.TemporaryDirectory(prefix="vf-flux-chart-") as scratch:
-        chart = flux_chart(tree, release=release, into=Path(scratch))
+        chart = flux_chart(tree, release=release, into=Path(scratch), held=held)
         return _render(tree, env=env, renderer=renderer, plan=plan, chart=chart)
 
 

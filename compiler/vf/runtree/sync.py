@@ -12,19 +12,13 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vf.runtree.argocd_sync import application, options, prune_waves
+from vf.runtree.argocd_sync import options, prune_waves
 from vf.runtree.cluster import Cluster, wave_of
-from vf.runtree.flux_chart import helm_release
 from vf.runtree.flux_sync import healthy as flux_healthy
-from vf.runtree.flux_sync import (
-    job_reader,
-    kustomizations,
-    part_objects,
-    seconds,
-    wait_set,
-)
+from vf.runtree.flux_sync import job_reader, part_objects, seconds, wait_set
+from vf.runtree.gitops_state import ordered
 from vf.runtree.images import ImageResolver
-from vf.runtree.manifests import TreeEnvironment
+from vf.runtree.manifests import TreeEnvironment, render
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]
@@ -100,14 +94,65 @@ def sync(
     before the next; Flux as the tree's HelmRelease or Kustomizations say
     (``vf.runtree.flux_sync``); Argo CD and Helm run Helm hooks after the rest;
     prune last."""
+    if mode in ("argocd", "flux"):  # the controllers' objects, as this commit leaves them
+        cluster.gitops.reconcile(tree.tree, env=tree.env, mode=mode, log=cluster.log)
     if mode == "flux":
-        release = helm_release(tree.tree, env=tree.env) if tree.renderer == "helm" else None
-        if release is not None:
-            return _flux_release(cluster, tree, resolver, release=release, app=app, timeout=timeout)
-        parts = kustomizations(tree.tree, env=tree.env)
+        held = cluster.gitops.held(env=tree.env, kind="HelmRelease")
+        if held and tree.renderer == "helm":
+            return _flux_release(cluster, tree, resolver, release=held[0], app=app, timeout=timeout)
+        parts = ordered(cluster.gitops.held(env=tree.env, kind="Kustomization"))
         if parts and tree.renderer == "kustomize":
             return _flux_parts(cluster, tree, resolver, parts=parts, app=app, timeout=timeout)
+    if mode == "argocd":
+        refused = _not_permitted(cluster, tree)
+        if refused:
+            return refused
     return _sync(cluster, tree, resolver, mode=mode, app=app, timeout=timeout)
+
+
+def _held_application(cluster: Cluster, env: str) -> Obj | None:
+    held = cluster.gitops.held(env=env, kind="Application")
+    return held[0] if held else None
+
+
+def _not_permitted(cluster: Cluster, tree: TreeEnvironment) -> list[str]:
+    """Argo CD checks every resource of a sync against the Application's project, as the
+    cluster holds it; one refusal fails the whole operation (argo-cd ``controller/sync.go``:
+    a failed permission check invalidates the task list). Only vf's own projects are
+    modelled; another project admits everything here."""
+    app = _held_application(cluster, tree.env)
+    if app is None:
+        return []
+    name = str(app["spec"].get("project", "default"))
+    project = cluster.gitops.find("AppProject", str(app["metadata"].get("namespace")), name)
+    if project is None:
+        return []
+    refused = sorted(
+        {f"{o['kind']} {o['metadata']['name']}" for o in tree.objects if not permits(project, o)}
+    )
+    if not refused:
+        return []
+    cluster.log(f"argocd: project {name} refuses {', '.join(refused)}")
+    return [
+        f"argocd: sync failed: resource {refused[0]} is not permitted in project {name}"
+        + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
+    ]
+
+
+def permits(project: Obj, obj: Obj) -> bool:
+    """An AppProject's whitelists admit the object's group and kind."""
+    spec = project.get("spec") or {}
+    group = str(obj["apiVersion"]).rpartition("/")[0]
+    cluster_scoped = obj["kind"] in ("Namespace", "PriorityClass")
+    listed = spec.get(
+        "clusterResourceWhitelist" if cluster_scoped else "namespaceResourceWhitelist"
+    )
+    if listed is None:
+        return not cluster_scoped  # Argo CD's defaults: every namespaced kind, no cluster kind
+    return any(
+        entry.get("group") in (group, "*") and entry.get("kind") in (obj["kind"], "*")
+        for entry in listed
+    )
 
 
 def _flux_release(
@@ -123,6 +168,15 @@ def _flux_release(
     they complete, unless ``disableWaitForJobs``) within its timeout, and remediate a
     failure as the release says: an install's only remediation is an uninstall."""
     spec, name = release["spec"], release["metadata"]["name"]
+    # helm-controller renders the release it holds with the values the cluster holds
+    tree = render(
+        tree.tree,
+        env=tree.env,
+        renderer="helm",
+        sync="flux",
+        release=release,
+        held=cluster.gitops.all(),
+    )
     installed = app in cluster.owner.values()
     verb = "upgrade" if installed else "install"
     action = spec.get(verb) or {}
@@ -155,30 +209,42 @@ def _flux_parts(
     timeout: float,
 ) -> list[str]:
     """kustomize-controller: each Kustomization applies its part once those it depends on
-    are Ready, and is Ready once its wait set is healthy (the Job reader Flux puts first
-    unless it impersonates) within its timeout; garbage collection prunes last."""
+    are Ready, prunes what its inventory held that the part no longer has right after the
+    apply, before any health check (``internal/controller/kustomization_controller.go``:
+    ``apply``, then ``prune``, then ``checkHealth``), and is Ready once its wait set is
+    healthy (the Job reader Flux puts first unless it impersonates) within its timeout.
+    A health check on an object that is not there is never Current (fluxcd/pkg
+    ``ssa/manager_wait.go``)."""
     errors: list[str] = []
     objects = list(tree.objects)
     for kustomization in parts:
         spec, name = kustomization["spec"], kustomization["metadata"]["name"]
         part = part_objects(spec, objects)
         errors += cluster.apply(part, app=app, resolver=resolver, mode="flux", prune=False)
+        wanted = _keys(part)
+        held = cluster.inventory.get(name, set())
+        gone = [k for k in sorted(held - wanted) if k in cluster.objects]
+        cluster.delete(k for k in gone if not _kept(cluster.objects[k]))
+        cluster.inventory[name] = wanted
         keys, reader = wait_set(spec, part), job_reader(spec)
         limit = min(seconds(str(spec.get("timeout", "5m"))), timeout)
+        listed = not spec.get("wait")  # healthChecks name objects that must exist
 
-        def ready(keys: set[Key] = keys, reader: str = reader) -> bool:
-            return all(
+        def ready(keys: set[Key] = keys, reader: str = reader, listed: bool = listed) -> bool:
+            missing = listed and any(k not in cluster.objects for k in keys)
+            return not missing and all(
                 flux_healthy(c, reader=reader) for k, c in cluster.controllers.items() if k in keys
             )
 
         if not cluster.run_until(ready, timeout=limit):
+            absent = sorted(k[2] for k in keys if k not in cluster.objects) if listed else []
             cluster.log(f"kustomization/{name}: not Ready: health check timed out")
             errors.append(
                 f"flux: Kustomization {name} is not Ready: its health checks did not pass "
                 f"within {limit:g}s (Job health read by the {reader!r} reader)"
+                + (f"; not found: {', '.join(absent)}" if absent else "")
             )
             break  # what depends on it is not applied
-    _prune(cluster, objects, app=app, mode="flux")
     return errors
 
 
@@ -206,14 +272,20 @@ def _sync(
     prunes: dict[int, list[Key]] = {}
     if mode == "argocd":  # each prune in its wave, or last (vf.runtree.argocd_sync)
         live = {k: cluster.objects[k] for k in _prunable(cluster, objects, app=app, mode=mode)}
-        prunes = prune_waves(live, app=application(tree.tree, env=tree.env), apply_waves=waves)
-    for wave in sorted(set(waves) | set(prunes)):
+        app_obj = _held_application(cluster, tree.env)
+        prunes = prune_waves(live, app=app_obj, apply_waves=waves)
+    order = sorted(set(waves) | set(prunes))
+    for wave in order:
         if prunes.get(wave):
             cluster.log(f"wave {wave}: prunes {', '.join(k[2] for k in prunes[wave])}")
             cluster.delete(prunes[wave])
         if wave not in waves:
             continue
         errors += apply(waves[wave])
+        if mode == "argocd" and wave == order[-1] and not hooks:
+            # gitops-engine ends the operation once its last wave is applied, healthy or not
+            cluster.log(f"argocd: wave {wave} applied, the last: sync Succeeded")
+            break
         healthy = functools.partial(_healthy, cluster, _keys(waves[wave]), jobs=jobs)
         if (mode == "argocd" or hooks) and not cluster.run_until(healthy, timeout=timeout):
             failed = _failed_jobs(cluster, _keys(waves[wave]))

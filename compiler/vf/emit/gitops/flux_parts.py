@@ -33,7 +33,8 @@ _DELETE = "$patch: delete\napiVersion: v1\nkind: Unused\nmetadata:\n  name: unus
 _READY_KINDS = ("Deployment", "StatefulSet")
 
 
-def _deleting(selector: str) -> Obj:
+def deleting(selector: str) -> Obj:
+    """A Flux ``patches`` entry that deletes from the build what ``selector`` matches."""
     return {"patch": _DELETE, "target": {"labelSelector": selector}}
 
 
@@ -45,8 +46,8 @@ def _is_worker(obj: Obj) -> bool:
 def part_spec(part: str, *, objects: Sequence[Obj]) -> Obj:
     """The spec fields that make a Kustomization one part, with its health signal."""
     if part == INFRA:
-        return {"patches": [_deleting(s) for s in WORKER_SELECTORS], "wait": True}
-    spec: Obj = {"patches": [_deleting(INFRA_SELECTOR)], "wait": False}
+        return {"patches": [deleting(s) for s in WORKER_SELECTORS], "wait": True}
+    spec: Obj = {"patches": [deleting(INFRA_SELECTOR)], "wait": False}
     checks = [
         {
             "apiVersion": o["apiVersion"],

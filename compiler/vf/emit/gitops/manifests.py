@@ -4,6 +4,14 @@ Both point at ``overlays/<env>`` in the repository the tree is committed to, or 
 Applications at ``manifests/<env>`` when ``vf.emit.manifests`` writes it. Deployments
 that KEDA scales carry no ``spec.replicas``; the Applications also ignore that field on
 them, so a controller never reports the autoscaler's work as drift.
+
+``gitops/`` keeps itself in sync from Git (ADR 206): each environment has a *gitops root*,
+the one object a user applies by hand. For Argo CD it is an Application over
+``gitops/argocd`` that includes the environment's Application, its AppProject and
+itself (app-of-apps); for Flux a Kustomization over ``gitops/flux`` that applies the
+environment's Kustomizations or HelmRelease and its values ConfigMap, the source and
+itself, and that the flow's own Kustomizations ``dependsOn``, so a revision's controller
+objects are applied before the parts they describe reconcile.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from typing import Any
 from vf import names
 from vf.emit.gitops.argocd_project import app_project
 from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release, values_file
-from vf.emit.gitops.flux_parts import INFRA, WORKERS, part_spec
+from vf.emit.gitops.flux_parts import INFRA, WORKERS, deleting, part_spec
 from vf.emit.manifests import reads_manifests, source_path
 from vf.ir.delivery import ArgoCD, Flux, GitOps
 from vf.ir.plan import Plan
@@ -34,6 +42,8 @@ ARGOCD_API = "argoproj.io/v1alpha1"
 FLUX_KUSTOMIZE_API = "kustomize.toolkit.fluxcd.io/v1"
 FLUX_SOURCE_API = "source.toolkit.fluxcd.io/v1"
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
+IN_CLUSTER = "https://kubernetes.default.svc"  # Argo CD's own cluster
+FLUX_SOURCE_FILE = "gitrepository.yaml"
 _COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
 _TAG = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?\Z")  # v1.2.0, 1.2.0-rc.1
 _SEMVER_RANGE = re.compile(r"[<>=~^*]|(^|\.)[xX](\.|$)")  # >=1.0.0, ~1.2, 1.x
@@ -62,19 +72,12 @@ def emit_gitops(
     if gitops.argocd is not None:
         counts = {env: len(objs) for env, objs in objects.items()}
         manifests = reads_manifests(gitops, counts=counts)
-        files = {
-            f"application-{plan.environment}.yaml": _application(
-                gitops,
-                argocd=gitops.argocd,
-                plan=plan,
-                scaled=scaled_deployments(objects[plan.environment]),
-                manifests=manifests,
-            )
-            for plan in plans
-        }
-        if gitops.argocd.app_project:
-            files["appproject.yaml"] = app_project(
-                gitops, argocd=gitops.argocd, plans=plans, objects=objects
+        files: dict[str, Obj] = {}
+        for plan in plans:
+            files.update(
+                _argocd_files(
+                    gitops, argocd=gitops.argocd, plan=plan, objects=objects, manifests=manifests
+                )
             )
         tree.update(_folder("gitops/argocd", files=files))
     if gitops.flux is not None:
@@ -83,7 +86,7 @@ def emit_gitops(
             env_objects = objects[plan.environment]
             files.update(_flux_files(gitops, flux=gitops.flux, plan=plan, objects=env_objects))
         if gitops.flux.source is None:
-            files["gitrepository.yaml"] = _git_repository(
+            files[FLUX_SOURCE_FILE] = _git_repository(
                 gitops, flux=gitops.flux, flow_id=plans[0].flow_id
             )
         # each release's values ConfigMap is written with the chart (vf.emit.delivery)
@@ -100,6 +103,95 @@ def _folder(root: str, *, files: Mapping[str, Obj], made: Sequence[str] = ()) ->
     index = {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": resources}
     tree[f"{root}/kustomization.yaml"] = yamlout.dump(index)
     return tree
+
+
+def argocd_root_file(env: str) -> str:
+    """The ``gitops/argocd`` file of ``env``'s root Application."""
+    return f"root-{env}.yaml"
+
+
+def flux_root_file(env: str) -> str:
+    """The ``gitops/flux`` file of ``env``'s gitops Kustomization."""
+    return f"kustomization-{env}-gitops.yaml"
+
+
+def root_name(flow_id: str, *, env: str) -> str:
+    """The name of an environment's gitops root, for Argo CD and Flux alike."""
+    return names.k8s_name(flow_id, env, "gitops")
+
+
+def project_name(argocd: ArgoCD, *, env: str) -> str:
+    """The project of an environment's Application: vf's own per environment with
+    ``app_project: true`` (each root keeps its own, so no object has two managers)."""
+    return names.k8s_name(argocd.project, env) if argocd.app_project else argocd.project
+
+
+def _argocd_files(
+    gitops: GitOps,
+    *,
+    argocd: ArgoCD,
+    plan: Plan,
+    objects: Mapping[str, Sequence[Obj]],
+    manifests: bool,
+) -> dict[str, Obj]:
+    """One environment's Argo CD objects: its Application, its AppProject when vf writes
+    one, and the root Application that keeps those and itself in sync with Git."""
+    env = plan.environment
+    env_objects = objects[env]
+    files: dict[str, Obj] = {
+        f"application-{env}.yaml": _application(
+            gitops,
+            argocd=argocd,
+            plan=plan,
+            scaled=scaled_deployments(env_objects),
+            manifests=manifests,
+        )
+    }
+    if argocd.app_project:
+        files[f"appproject-{env}.yaml"] = app_project(
+            gitops,
+            argocd=argocd,
+            plan=plan,
+            objects=env_objects,
+            name=project_name(argocd, env=env),
+        )
+    files[argocd_root_file(env)] = _argocd_root(
+        gitops, argocd=argocd, plan=plan, include=sorted([*files, argocd_root_file(env)])
+    )
+    return files
+
+
+def _argocd_root(gitops: GitOps, *, argocd: ArgoCD, plan: Plan, include: Sequence[str]) -> Obj:
+    """An Application over ``gitops/argocd`` that syncs only ``include`` (this environment's
+    files, itself among them) into Argo CD's own namespace: app-of-apps. It lives in the
+    ``default`` project, since a project locked to the flow admits none of these kinds."""
+    path = "gitops/argocd" if gitops.path == "." else f"{gitops.path}/gitops/argocd"
+    sync: Obj = {"syncOptions": ["ServerSideApply=true"]}
+    if argocd.auto_sync:
+        sync["automated"] = {"prune": True, "selfHeal": True}
+    return {
+        "apiVersion": ARGOCD_API,
+        "kind": "Application",
+        "metadata": {
+            "name": root_name(plan.flow_id, env=plan.environment),
+            "namespace": argocd.namespace,
+            "labels": _labels(plan),
+            "finalizers": ["resources-finalizer.argocd.argoproj.io"],
+        },
+        "spec": {
+            "project": "default",
+            "source": {
+                "repoURL": gitops.repo_url,
+                "targetRevision": gitops.revision,
+                "path": path,
+                # plain files, these only: the folder's kustomization.yaml lists every
+                # environment's, and a directory source never builds it
+                "directory": {"include": "{" + ",".join(include) + "}"},
+            },
+            "destination": {"server": IN_CLUSTER, "namespace": argocd.namespace},
+            "syncPolicy": sync,
+        },
+    }
 
 
 def _labels(plan: Plan) -> dict[str, str]:
@@ -132,7 +224,7 @@ def _application(
     if manifests:
         source["directory"] = {"recurse": False}  # plain files: no kustomize build
     spec: Obj = {
-        "project": argocd.project,
+        "project": project_name(argocd, env=plan.environment),
         "source": source,
         "destination": destination,
         "syncPolicy": sync,
@@ -171,12 +263,42 @@ def _flux_files(
     """One environment's Flux objects: a HelmRelease, or the infrastructure Kustomization
     and the workers' Kustomization that depends on it."""
     env = plan.environment
+    root = {flux_root_file(env): _flux_root(gitops, flux=flux, plan=plan)}
     if flux.helm_release:
         release = helm_release(gitops, flux=flux, plan=plan, source=_flux_source(flux, plan=plan))
-        return {f"helmrelease-{env}.yaml": release}
+        return {f"helmrelease-{env}.yaml": release, **root}
     infra = _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects, part=INFRA)
     workers = _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects, part=WORKERS)
-    return {f"kustomization-{env}-infra.yaml": infra, f"kustomization-{env}.yaml": workers}
+    return {f"kustomization-{env}-infra.yaml": infra, f"kustomization-{env}.yaml": workers, **root}
+
+
+def _flux_root(gitops: GitOps, *, flux: Flux, plan: Plan) -> Obj:
+    """The Kustomization over ``gitops/flux`` that applies this environment's controller
+    objects (and the source, and itself) in Flux's own cluster: every other environment's
+    are deleted from its build by label, as the flow's parts split the overlay. It applies
+    as the controller itself (no impersonation, no remote kubeconfig), since its objects
+    live beside it; pruning on, so what leaves Git leaves the cluster."""
+    env_label = names.label_value(plan.environment)
+    others = f"{ENVIRONMENT_LABEL},{ENVIRONMENT_LABEL}!={env_label}"
+    return {
+        "apiVersion": FLUX_KUSTOMIZE_API,
+        "kind": "Kustomization",
+        "metadata": {
+            "name": root_name(plan.flow_id, env=plan.environment),
+            "namespace": flux.namespace,
+            "labels": _labels(plan),
+        },
+        "spec": {
+            "interval": flux.interval,
+            "retryInterval": flux.retry_interval,
+            "path": flux_path(gitops, flux=flux, below="gitops/flux"),
+            "prune": True,
+            "sourceRef": _flux_source(flux, plan=plan),
+            "timeout": flux.timeout,
+            "patches": [deleting(others)],
+            "wait": False,
+        },
+    }
 
 
 def _flux_source(flux: Flux, *, plan: Plan) -> Obj:
@@ -201,8 +323,10 @@ def _flux_kustomization(
         "timeout": flux.timeout,
         **part_spec(part, objects=objects),
     }
+    # a revision's controller objects (this one among them) are applied first
+    spec["dependsOn"] = [{"name": root_name(plan.flow_id, env=plan.environment)}]
     if part == WORKERS:
-        spec["dependsOn"] = [{"name": _kustomization_name(plan, part=INFRA)}]
+        spec["dependsOn"].append({"name": _kustomization_name(plan, part=INFRA)})
     flux_access(spec, flux, gitops, environment=plan.environment)
     return {
         "apiVersion": FLUX_KUSTOMIZE_API,
