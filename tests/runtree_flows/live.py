@@ -9,6 +9,6 @@ from vf import REALTIME, Flow
 
 def build_flow() -> Flow:
     numbers = Numbers(count=0, interval=0.02, is_finite=False, name="numbers")
-    double = Double(nb_tasks=2, name="double")(numbers)
+    double = Double(nb_tasks=2, name=os.environ.get("VF_TEST_STAGE", "double"))(numbers)
     sink = Record(path=os.environ["VF_TEST_OUT"], name="sink")(double)
     return Flow([sink], flow_type=REALTIME, flow_id=os.environ.get("VF_TEST_FLOW", "tree-live"))
