@@ -73,6 +73,10 @@ def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
                 "valuesKey": VALUES_KEY,
             }
         ],
+        # the overlays' deliveries correct drift; without this helm-controller never looks
+        # (it compares the cluster with the release's manifest by a server-side dry-run,
+        # only the fields the chart sets: KEDA's replicas are not among them)
+        "driftDetection": {"mode": "enabled"},
         "install": {"createNamespace": True, **_on_failure(batch=batch, upgrade=False)},
         "upgrade": _on_failure(batch=batch, upgrade=True),
         "timeout": flux.timeout,
