@@ -2,7 +2,8 @@
 
 Pipeline-level findings come from the plans (nodes, replicas, images, guarantees, GPUs,
 runs); resource-level ones from the objects each overlay builds (added, removed and
-changed objects, Jobs that will be re-created, selectors a controller cannot change).
+changed objects, Jobs that will be re-created, selectors a controller cannot change);
+the controller objects under ``gitops/`` from ``vf.commands.diff.gitops``.
 """
 
 from __future__ import annotations
