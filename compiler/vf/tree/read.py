@@ -34,7 +34,8 @@ def _unreadable(where: str, *, why: str) -> VfError:
     )
 
 
-def _yaml_docs(files: Files, *, path: str) -> list[Any]:
+def yaml_documents(files: Files, *, path: str) -> list[Any]:
+    """Every document of the tree file ``path``; VF_DIFF_TREE when it cannot be read."""
     if path not in files:
         raise _unreadable(path, why="the file is missing")
     try:
@@ -77,7 +78,7 @@ def build_overlay(files: Files, *, env: str) -> list[Obj]:
 
 def _build(files: Files, *, folder: str, component: bool) -> list[Obj]:
     where = f"{folder}/kustomization.yaml"
-    docs = _yaml_docs(files, path=where)
+    docs = yaml_documents(files, path=where)
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise _unreadable(where, why="expected one kustomization document")
     spec: Obj = docs[0]
@@ -90,7 +91,7 @@ def _build(files: Files, *, folder: str, component: bool) -> list[Obj]:
         if f"{path}/kustomization.yaml" in files:
             objects.extend(_build(files, folder=path, component=False))
         else:
-            objects.extend(_yaml_docs(files, path=path))
+            objects.extend(yaml_documents(files, path=path))
     for entry in spec.get("components") or []:
         path = posixpath.normpath(posixpath.join(folder, str(entry)))
         objects.extend(_build(files, folder=path, component=True))
@@ -107,7 +108,7 @@ def _apply_patch(files: Files, *, folder: str, patch: Any, objects: Sequence[Obj
         raise _unreadable(where, why="only patches with a path and a kind/name target are read")
     target = patch["target"]
     path = posixpath.normpath(posixpath.join(folder, str(patch["path"])))
-    ops = _yaml_docs(files, path=path)
+    ops = yaml_documents(files, path=path)
     if len(ops) != 1 or not isinstance(ops[0], list):
         raise _unreadable(path, why="expected a JSON 6902 patch (a list of operations)")
     matches = [

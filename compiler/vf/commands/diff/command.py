@@ -2,7 +2,8 @@
 
 Pipeline-level findings come from the plans (nodes, replicas, images, guarantees, GPUs,
 runs); resource-level ones from the objects each overlay builds (added, removed and
-changed objects, Jobs that will be re-created, selectors a controller cannot change).
+changed objects, Jobs that will be re-created, selectors a controller cannot change);
+the controller objects under ``gitops/`` from ``vf.commands.diff.gitops``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from vf.commands.diff.claims import claim_findings
 from vf.commands.diff.flow import FlowChange, flow_change
+from vf.commands.diff.gitops import GitOpsChange, gitops_changes
 from vf.commands.diff.plan import BREAKING, INFO, WARNING, Finding, plan_findings
 from vf.emit.kustomize.tree import json_patch
 from vf.emit.ordering import without_tool_annotations
@@ -68,6 +70,7 @@ class TreeDiff:
     raw: str
     strays: tuple[str, ...] = ()  # files under chart/ vf did not write, which Helm renders
     flow: FlowChange | None = None  # the Markdown report's diagram; not in the JSON one
+    gitops: tuple[GitOpsChange, ...] = ()  # the controller objects under gitops/
 
 
 def read_tree(out: Path) -> dict[str, str]:
@@ -108,6 +111,7 @@ def diff_project(
         strays=tuple(strays),
         raw=text + stray_notes(strays) if raw else "",
         flow=flow_change(committed, fresh, environments=wanted),
+        gitops=gitops_changes(committed, fresh, environments=environments),
     )
 
 
@@ -336,7 +340,7 @@ def diff_json(report: TreeDiff) -> dict[str, Any]:
     return document
 
 
-_JSON_FIELDS = ("out", "changed", "environments", "files", "strays", "raw")
+_JSON_FIELDS = ("out", "changed", "environments", "gitops", "files", "strays", "raw")
 
 
 def _plain(value: Any) -> Any:

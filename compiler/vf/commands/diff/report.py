@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from vf.commands.diff.command import EnvDiff, ResourceChange, TreeDiff, diff_json
 from vf.commands.diff.flow import FlowChange
+from vf.commands.diff.gitops import GitOpsChange, counts, subject
 from vf.commands.diff.plan import BREAKING, WARNING, Finding
 from vf.emit.readme import markdown_mermaid
 from vf.render.diagram_syntax import printable
@@ -45,20 +46,43 @@ def _detail(res: ResourceChange) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def _other_folders(files: Sequence[str]) -> str:
-    """Changed files outside the plans and the Kustomize tree, counted per folder."""
-    counts: dict[str, int] = {}
-    for path in files:
-        if not path.startswith(("plan/", "base/", "overlays/")):
+def _other_folders(report: TreeDiff) -> str:
+    """Changed files outside the plans and the Kustomize tree, counted per folder (and
+    outside gitops/ when its objects are reported)."""
+    said = ("plan/", "base/", "overlays/", *(("gitops/",) if report.gitops else ()))
+    found: dict[str, int] = {}
+    for path in report.files:
+        if not path.startswith(said):
             folder = path.split("/", 1)[0] + "/" if "/" in path else path
-            counts[folder] = counts.get(folder, 0) + 1
+            found[folder] = found.get(folder, 0) + 1
     return ", ".join(
         f"{folder} ({n} files)" if folder.endswith("/") else folder
-        for folder, n in sorted(counts.items())
+        for folder, n in sorted(found.items())
     )
 
 
 _STRAYS = "files vf did not write where Helm or Argo CD reads every file (delete them)"
+_VALUES_INDENT = " " * 9
+
+
+def _gitops_notes(change: GitOpsChange) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(severity, message, values diff) per note; one without a message when it has none."""
+    if not change.notes:
+        return [("info", "", ())]
+    return [(n.severity, n.message, n.lines) for n in change.notes]
+
+
+def _gitops_text(changes: Sequence[GitOpsChange]) -> list[str]:
+    if not changes:
+        return []
+    lines = ["", f"gitops objects: {counts(changes)}"]
+    for change in changes:
+        head = {"added": "new: ", "removed": "removed: "}.get(change.action, "") + subject(change)
+        for severity, message, diff in _gitops_notes(change):
+            said = f": {message}" if message else ""
+            lines.append(f"  {_MARK.get(severity, '  ')} {head}{said}")
+            lines += [f"{_VALUES_INDENT}{d}" for d in diff]
+    return lines
 
 
 def render_text(report: TreeDiff) -> str:
@@ -73,7 +97,8 @@ def render_text(report: TreeDiff) -> str:
             lines.append(f"  resources: {_counts(env.resources)}")
             for res in env.resources:
                 lines.append(f"    {_ACTION[res.action]} {res.kind}/{res.name}{_detail(res)}")
-    folders = _other_folders(report.files)
+    lines += _gitops_text(report.gitops)
+    folders = _other_folders(report)
     if folders:
         lines.append("")
         lines.append(f"other generated files that change: {folders}")
@@ -113,7 +138,8 @@ def render_markdown(report: TreeDiff) -> str:
         lines += flow_section(report.flow)
     for env in report.environments:
         lines.extend(_md_env(env))
-    folders = _other_folders(report.files)
+    lines += _gitops_markdown(report.gitops)
+    folders = _other_folders(report)
     if folders:
         lines += ["", f"Other generated files that change: {folders}."]
     if report.strays:
@@ -124,14 +150,44 @@ def render_markdown(report: TreeDiff) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _code(text: str) -> str:
-    """``text`` as a Markdown code span, whatever backticks it holds."""
-    longest = 0
-    run = 0
+def _gitops_markdown(changes: Sequence[GitOpsChange]) -> list[str]:
+    """A list item per note; a release's values diff folded under it."""
+    if not changes:
+        return []
+    lines = ["", f"### GitOps objects: {counts(changes)}", ""]
+    for change in changes:
+        head = {"added": "new ", "removed": "removed "}.get(change.action, "")
+        head += _code(subject(change))
+        for severity, message, diff in _gitops_notes(change):
+            mark = f"**{severity}** " if severity != "info" else ""
+            said = f": {printable(message)}" if message else ""
+            lines.append(f"- {mark}{head}{said}")
+            if diff:
+                fence = _fence("\n".join(diff))
+                lines += ["", "  <details><summary>values diff</summary>", ""]
+                lines += [f"  {fence}diff", *(f"  {printable(d)}" for d in diff), f"  {fence}", ""]
+                lines += ["  </details>", ""]
+    while lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any run of backticks in ``text``."""
+    return "`" * max(3, _longest_run(text) + 1)
+
+
+def _longest_run(text: str) -> int:
+    longest = run = 0
     for char in text:
         run = run + 1 if char == "`" else 0
         longest = max(longest, run)
-    fence = "`" * (longest + 1)
+    return longest
+
+
+def _code(text: str) -> str:
+    """``text`` as a Markdown code span, whatever backticks it holds."""
+    fence = "`" * (_longest_run(text) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{printable(text)}{pad}{fence}"
 
