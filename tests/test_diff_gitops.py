@@ -76,7 +76,7 @@ def autoscaling_on(tmp_path: Path) -> CompileResult:
 def test_autoscaling_widens_the_app_project(autoscaling_on: CompileResult, tmp_path: Path) -> None:
     report = diff_project(autoscaling_on, out=tmp_path / "deploy")
     changes = _by_subject(report)
-    project = changes["AppProject argocd/vision"]
+    project = changes["AppProject argocd/vision-dev"]
     (widened,) = project.notes
     assert widened.message == "admits keda.sh/ScaledObject (widened)"
     assert widened.severity == "warning"
@@ -93,12 +93,12 @@ def test_autoscaling_widens_the_app_project(autoscaling_on: CompileResult, tmp_p
 
     text = render_text(report)
     assert "gitops objects: 0 new, 0 removed, 3 changed\n" in text
-    assert "  !  AppProject argocd/vision: admits keda.sh/ScaledObject (widened)\n" in text
+    assert "  !  AppProject argocd/vision-dev: admits keda.sh/ScaledObject (widened)\n" in text
     assert "gitops/" not in text.split("other generated files that change:")[1]
     markdown = render_markdown(report)
     assert "### GitOps objects: 0 new, 0 removed, 3 changed" in markdown
     assert (
-        "- **warning** `AppProject argocd/vision`: admits keda.sh/ScaledObject (widened)"
+        "- **warning** `AppProject argocd/vision-dev`: admits keda.sh/ScaledObject (widened)"
         in markdown
     )
 
@@ -106,10 +106,13 @@ def test_autoscaling_widens_the_app_project(autoscaling_on: CompileResult, tmp_p
 def test_env_compares_only_that_environments_objects(
     autoscaling_on: CompileResult, tmp_path: Path
 ) -> None:
-    """vf diff --env compiles only the chosen environments: the objects every environment
-    shapes (the AppProject) and the others' are not compared."""
+    """vf diff --env compiles only the chosen environments: the others' objects are not
+    compared (each environment's AppProject is its own)."""
     report = diff_project(autoscaling_on, out=tmp_path / "deploy", environments=("dev",))
-    assert list(_by_subject(report)) == ["Application argocd/cameras-dev"]
+    assert list(_by_subject(report)) == [
+        "AppProject argocd/vision-dev",
+        "Application argocd/cameras-dev",
+    ]
 
 
 def test_a_release_reports_its_values_change(tmp_path: Path) -> None:
@@ -194,7 +197,7 @@ def test_objects_are_matched_whatever_files_hold_them(
     fresh["gitops/flux/kustomization.yaml"] += "- all-prod.yaml\n"
     fresh["gitops/flux/root.yaml"] = (
         "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n"
-        "  name: cameras-prod-gitops\n  namespace: flux-system\nspec:\n  interval: 5m\n"
+        "  name: cameras-prod-extra\n  namespace: flux-system\nspec:\n  interval: 5m\n"
         "  path: ./deploy/cameras/gitops\n  prune: true\n"
         "  sourceRef:\n    kind: GitRepository\n    name: cameras-deploy\n"
     )
@@ -207,9 +210,9 @@ def test_objects_are_matched_whatever_files_hold_them(
     assert list(changes) == [
         "Application argocd/cameras-dev",
         "GitRepository flux-system/cameras-deploy",
-        "Kustomization flux-system/cameras-prod-gitops",
+        "Kustomization flux-system/cameras-prod-extra",
     ]
-    root = changes["Kustomization flux-system/cameras-prod-gitops"]
+    root = changes["Kustomization flux-system/cameras-prod-extra"]
     assert root.action == "added"
     assert _messages(root) == ["applies ./deploy/cameras/gitops from GitRepository/cameras-deploy"]
     removed = changes["Application argocd/cameras-dev"]

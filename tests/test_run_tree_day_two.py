@@ -266,25 +266,25 @@ def test_an_argocd_generation_change_ends_once_the_new_jobs_exist(
     sink = results(cluster, "sink.jsonl")
     first = dict(out="/results/sink.jsonl", count="20", interval="0.3", tag="a")
     tree = compile_tree("batch.py", tmp_path / "tree", **first)
+    if prune_last:  # the annotation vf wrote on the broker ConfigMap before ADR 206; the
+        _prune_last(tree)  # live object's annotations decide its prune wave
     assert _sync_batch(cluster, tree) == []
     finish(cluster)
     compile_tree("batch.py", tree, **{**first, "tag": "b"})
-    if prune_last:  # the annotation vf wrote on the broker ConfigMap before ADR 206
-        for path in (tree / "overlays" / "dev").rglob("configmap-*-broker-*.yaml"):
-            text = path.read_text()
-            path.write_text(
-                text.replace(
-                    "  annotations:\n",
-                    "  annotations:\n    argocd.argoproj.io/sync-options: PruneLast=true\n",
-                    1,
-                )
-            )
     assert _sync_batch(cluster, tree) == []
     complete = workloads_done(cluster, batch=True)
     print(f"prune_last={prune_last}: batch complete when the sync ended: {complete}")
     assert complete is prune_last
     finish(cluster)
     assert report("second generation", applied(sink, tag="b"), 20) == (20, 0, 0)
+
+
+def _prune_last(tree: Path) -> None:
+    for path in (tree / "overlays" / "dev").rglob("configmap-*-broker-*.yaml"):
+        option = "    argocd.argoproj.io/sync-options: PruneLast=true\n"
+        path.write_text(
+            path.read_text().replace("  annotations:\n", "  annotations:\n" + option, 1)
+        )
 
 
 def _sync_batch(into: Cluster, tree: Path) -> list[str]:
