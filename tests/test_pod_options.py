@@ -22,7 +22,7 @@ from vf.emit.ordering import (
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.runtree.argocd_sync import deletable
-from vf.runtree.sync import _kept
+from vf.runtree.sync import never_pruned
 
 Obj = dict[str, Any]
 GRAPH = (
@@ -148,7 +148,7 @@ def test_a_priority_class_outlives_the_flow_that_creates_it_in_every_tool(
     helm = with_helm_hooks(made)
     assert helm["metadata"]["annotations"] == {HELM_RESOURCE_POLICY: "keep"}
     for copy in (kustomize, helm):
-        assert not deletable(copy) and _kept(copy)
+        assert not deletable(copy) and never_pruned(copy)
 
 
 def test_metrics_readers_may_scrape_and_get_a_service_monitor(
