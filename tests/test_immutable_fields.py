@@ -74,6 +74,32 @@ def test_a_claims_storage_class_and_shrink_are_named_with_what_to_do(tmp_path: P
     assert not broker  # only the store's claim changed
 
 
+def test_leaving_the_old_local_path_default_is_named_with_how_to_keep_it(
+    tmp_path: Path,
+) -> None:
+    """A tree compiled when vf named local-path by default holds claims of that class; the
+    cluster's default now serves a claim without one, and the API server refuses that change
+    on an existing claim: vf diff says so and how to keep the claims."""
+    project = _project(tmp_path, "video_analytics")
+    config = project / "vf.yaml"
+    text = config.read_text(encoding="utf-8")
+    durable = "      profile: durable\n"
+    assert text.count(durable) == 2
+    config.write_text(
+        text.replace(durable, durable + "      storage_class: local-path\n"), encoding="utf-8"
+    )
+    old = config.read_text(encoding="utf-8")
+    found = _diff_after(project, tmp_path / "deploy", (config, old, text))
+    claim = [(sev, m) for sev, s, m in found if s.startswith("PersistentVolumeClaim/")]
+    assert claim and all(sev == BREAKING for sev, _ in claim)
+    assert any("local-path → (the cluster's default)" in m for _, m in claim)
+    assert any("storage_class: local-path" in m for _, m in claim)
+    broker = [
+        m for sev, s, m in found if s.startswith("StatefulSet/") and "volumeClaimTemplates" in m
+    ]
+    assert broker  # the durable broker's claim template too
+
+
 @pytest.mark.slow
 def test_a_growing_claim_is_a_warning_about_volume_expansion(tmp_path: Path) -> None:
     project = _project(tmp_path, "batch_pipeline")

@@ -93,6 +93,27 @@ def test_durable_broker_is_a_routed_statefulset_with_claims(
     assert broker["data"]["VF_BLOB_REDIS_URL"] == "redis://vf-batch-demo-redis:6379/0"
 
 
+def test_durable_claims_name_no_class_unless_vf_yaml_does(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    """Without storage_class the cluster's default StorageClass serves the claims: no
+    class that one distribution ships (k3s's local-path) and a managed cluster lacks."""
+    result = compiled_examples["video_analytics"]
+    cloud = result.objects["cloud"]  # durable broker and store, no storage_class
+    claims = [o["spec"] for o in cloud if o["kind"] == "PersistentVolumeClaim"]
+    claims += [
+        t["spec"]
+        for o in cloud
+        if o["kind"] == "StatefulSet" and "vf.dev/infra" in o["metadata"]["labels"]
+        for t in o["spec"]["volumeClaimTemplates"]
+    ]
+    assert len(claims) == 2 and all("storageClassName" not in c for c in claims)
+    assert "storageClassName" not in "".join(result.tree.values())
+    plans = compiled_examples["batch_pipeline"].plans
+    plan = next(p for p in plans if p.environment == "prod")  # storage_class: fast-ssd
+    assert plan.infra.broker_storage_class == plan.infra.store_storage_class == "fast-ssd"
+
+
 def test_infra_pods_follow_the_worker_defaults(compiled_examples: dict[str, CompileResult]) -> None:
     objects = compiled_examples["batch_pipeline"].objects["prod"]
     infra = [o for o in objects if o["metadata"]["labels"].get("vf.dev/infra")]

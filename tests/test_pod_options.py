@@ -12,8 +12,17 @@ import pytest
 from tests.graph_sources import NODES
 from tests.support import EXAMPLE_NAMES
 from tests.test_crd_schemas import _errors, own_schema, upstream_schema
+from vf.emit.ordering import (
+    FLUX_PRUNE,
+    HELM_RESOURCE_POLICY,
+    SYNC_OPTIONS,
+    with_helm_hooks,
+    with_sync_waves,
+)
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
+from vf.runtree.argocd_sync import deletable
+from vf.runtree.sync import never_pruned
 
 Obj = dict[str, Any]
 GRAPH = (
@@ -123,6 +132,23 @@ def test_a_priority_class_is_emitted_only_when_asked_for_and_named(
     with pytest.raises(VfError) as unnamed:
         _compile(write_graph, kind="REALTIME", pods="    pods: {priority_class_value: 1}\n")
     assert unnamed.value.code == "VF_CONFIG_WORKLOAD"
+
+
+def test_a_priority_class_outlives_the_flow_that_creates_it_in_every_tool(
+    write_graph: Callable[..., Path],
+) -> None:
+    """Other flows' pods name it: the Namespace's keep annotations, and the run-tree models
+    of a prune and of an Application's deletion keep it."""
+    pods = "    priority_class: vision-high\n    pods: {priority_class_value: 100000}\n"
+    objects = _compile(write_graph, kind="REALTIME", pods=pods)
+    (made,) = [o for o in objects if o["kind"] == "PriorityClass"]
+    kustomize = with_sync_waves(made)
+    assert kustomize["metadata"]["annotations"][SYNC_OPTIONS] == "Prune=false,Delete=false"
+    assert kustomize["metadata"]["annotations"][FLUX_PRUNE] == "disabled"
+    helm = with_helm_hooks(made)
+    assert helm["metadata"]["annotations"] == {HELM_RESOURCE_POLICY: "keep"}
+    for copy in (kustomize, helm):
+        assert not deletable(copy) and never_pruned(copy)
 
 
 def test_metrics_readers_may_scrape_and_get_a_service_monitor(

@@ -69,6 +69,42 @@ def test_deleting_the_application_that_labels_the_namespace_leaves_the_other_flo
     assert report("flow-b", applied(sinks["flow-b"], tag="flow-b"), COUNT) == (COUNT, 0, 0)
 
 
+PRIORITY = "priority_class: flows-high\n"
+OWNS_PRIORITY = "    pods: {priority_class_value: 1000}\n"
+
+
+@pytest.mark.slow
+def test_deleting_the_application_that_creates_the_priority_class_leaves_it(
+    cluster: Cluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """flow-a creates the cluster-wide PriorityClass both flows name; deleting its
+    Application must not delete it, after which the API server's priority admission would
+    refuse every new pod of flow-b."""
+    sinks = {name: results(cluster, f"{name}.jsonl") for name in ("flow-a", "flow-b")}
+    for name in sinks:
+        owns = OWNS_PRIORITY if name == "flow-a" else ""
+        settings = config(tmp_path, extra="    " + PRIORITY + owns + ARGOCD)
+        tree = compile_tree(
+            "batch.py",
+            tmp_path / name / "tree",
+            config=settings,
+            out=f"/results/{name}.jsonl",
+            count=str(COUNT),
+            tag=name,
+            flow=name,
+        )
+        assert _sync(cluster, tree, app=name) == []
+    finish(cluster)
+    owned = [k for k in cluster.objects if k[0] == "PriorityClass"]
+    assert [cluster.owner[k] for k in owned] == ["flow-a"]
+    kept = delete_application(cluster, "flow-a")
+    print(f"kept {kept}")
+    assert kept == owned and owned[0] in cluster.objects
+    assert not any(cluster.owner.get(k) == "flow-a" for k in cluster.objects)
+    assert report("flow-b", applied(sinks["flow-b"], tag="flow-b"), COUNT) == (COUNT, 0, 0)
+
+
 @pytest.mark.slow
 def test_a_new_generation_stops_the_running_batch_under_argocd(
     cluster: Cluster,  # noqa: F811

@@ -23,7 +23,6 @@ from vf.ir.records import Peer, SecretRef
 BROKER_PROFILES = ("dev", "durable", "external")
 STORE_PROFILES = ("none", "dev", "durable", "cache", "external")
 PROFILES = ("reliable_work", "live_latest", "durable_control", "replay_archive")
-DEFAULT_STORAGE_CLASS = "local-path"
 DEFAULT_STORAGE_SIZE = "10Gi"
 MAX_STREAM_REPLICAS = 5
 # A service address: printable, and nothing UTF-8 cannot encode (no unpaired surrogates).
@@ -137,7 +136,7 @@ def parse_broker(
         profile=profile,
         replicas=replicas,
         stream_replicas=stream_replicas,
-        **_service_fields(data, profile=profile),
+        **_service_fields(data),
         image=data.get("image", NATS_IMAGE),
         monitoring_from=_monitoring_from(check, data=data, profile=profile),
         egress=_egress(check, section="broker", data=data, profile=profile, port=NATS_CLIENT_PORT),
@@ -146,12 +145,12 @@ def parse_broker(
     return target, check.problems
 
 
-def _service_fields(data: dict[str, Any], *, profile: str) -> dict[str, Any]:
+def _service_fields(data: dict[str, Any]) -> dict[str, Any]:
     """The fields a broker and a payload store declare alike: storage and the external URL."""
     return {
-        "storage_class": data.get(
-            "storage_class", DEFAULT_STORAGE_CLASS if profile == "durable" else None
-        ),
+        # none set: the claim names no class, and the cluster's default StorageClass serves
+        # it (a class named here must exist there; a claim's class never changes later)
+        "storage_class": data.get("storage_class"),
         "storage_size": str(data.get("storage_size", DEFAULT_STORAGE_SIZE)),
         "url": data.get("url"),
         "url_secret": _secret(data.get("url_secret")),
@@ -189,7 +188,7 @@ def parse_store(
     _external_url(check, "payload_store", data, profile)
     target = StoreTarget(
         profile=profile,
-        **_service_fields(data, profile=profile),
+        **_service_fields(data),
         image=data.get("image", REDIS_IMAGE),
         egress=_egress(check, section="payload_store", data=data, profile=profile, port=REDIS_PORT),
     )

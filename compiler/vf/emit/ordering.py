@@ -33,6 +33,10 @@ WAVE_WORKERS = "0"
 WAVE_AFTER = "1"
 _WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
 _AFTER_KINDS = frozenset({"ScaledObject", "PodDisruptionBudget", "HorizontalPodAutoscaler"})
+# What outlives the flow that writes it: other flows use it (the shared Namespace holds
+# their objects, the API server's priority admission refuses a pod naming a PriorityClass
+# that is gone). Never pruned, never deleted with the Application, never uninstalled.
+KEPT_KINDS = frozenset({"Namespace", "PriorityClass"})
 
 
 def sync_wave(obj: Mapping[str, Any]) -> str:
@@ -74,13 +78,14 @@ def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
     operation with a later wave waits for the workers' wave to be Healthy, every Job
     Complete, while auto-sync skips each newer commit (ADR 206). Everything else is
     pruned last.
-    The Namespace is never pruned, nor deleted with the Application (other flows live in it).
+    The Namespace and the PriorityClass are never pruned, nor deleted with the Application
+    (``KEPT_KINDS``: other flows live in the one and name the other).
     The workers' wave, 0, is Argo CD's default for an object without the annotation, so
     they carry none: one annotation a node less for every build of the overlay.
     """
     wave = sync_wave(obj)
     annotations = {} if wave == WAVE_WORKERS else {SYNC_WAVE: wave}
-    if obj.get("kind") == "Namespace":
+    if obj.get("kind") in KEPT_KINDS:
         annotations[SYNC_OPTIONS] = "Prune=false,Delete=false"
         annotations[FLUX_PRUNE] = "disabled"
     elif obj.get("kind") == "ScaledObject":  # optional: without KEDA the rest still syncs
@@ -96,7 +101,7 @@ def with_helm_hooks(obj: Mapping[str, Any]) -> Obj:
     Post, not pre: a pre-install hook runs before the release's ConfigMaps exist, and the
     Job mounts them. Workers do not wait for it, so running it after them is safe.
     """
-    if obj.get("kind") == "Namespace":  # uninstalling a release must not delete a namespace
+    if obj.get("kind") in KEPT_KINDS:  # uninstalling a release must not delete what others use
         return _annotated(obj, annotations={HELM_RESOURCE_POLICY: "keep"})
     if not is_provision_job(obj):
         return dict(obj)  # callers hand in their own copy; only the hook objects change

@@ -66,6 +66,9 @@ class Workload:
     config_hash: str
     probes: bool
     backoff_limit: int | None
+    # a Job's podFailurePolicy: a pod failed by a disruption (drain, preemption, eviction)
+    # is replaced without counting toward backoffLimit (plan/jobs.py ignores_disruptions)
+    ignore_disruptions: bool
     device_type: DeviceType
     gpu_count: int
     mounts: tuple[Mount, ...]
@@ -103,6 +106,7 @@ class Provision:
     topology_configmaps: tuple[str, ...]
     topology_shards: tuple[str, ...]
     backoff_limit: int
+    ignore_disruptions: bool  # as Workload.ignore_disruptions
     labels: Pairs = field(metadata=AS_OBJECT)
     resources: ContainerResources
     reclaim_superseded: bool = False  # PROV-5: also delete the flow's other, idle runs

@@ -8,6 +8,7 @@ from vf import names
 from vf.config.targets import Environment
 from vf.ir.plan import ContainerResources, Infra, Provision
 from vf.plan.context import PlanContext
+from vf.plan.jobs import ignores_disruptions
 from vf.textio.jsontext import compact_json
 from vf_runtime.labels import COMPONENT, NAME, PROVISION
 
@@ -106,6 +107,7 @@ def plan_provision(ctx: PlanContext, images: Mapping[str, str]) -> Provision:
         topology_configmaps=cms,
         topology_shards=tuple(shards),
         backoff_limit=PROVISION_BACKOFF_LIMIT,
+        ignore_disruptions=ignores_disruptions(ctx.env.kubernetes_version),
         labels=labels,
         resources=PROVISION_RESOURCES,
         reclaim_superseded=ctx.env.broker.reclaim_superseded,

@@ -17,6 +17,9 @@ from vf.ir.plan import Provision, Workload, record_to_json
 from vf.ir.records import PodOptions
 from vf.textio.jsontext import compact_json
 
+# podFailurePolicy is beta and on by default from Kubernetes 1.26 (alpha, off, in 1.25: the
+# API server drops the field), GA from 1.31; so is the DisruptionTarget pod condition.
+POD_FAILURE_POLICY_MINOR = 26
 TAG_LEN = 8  # "g" or "t" and 7 hex digits
 _ROOM = names.K8S_NAME_MAX - TAG_LEN - 1
 
@@ -28,6 +31,13 @@ def template_tag(record: object, *, generation: str | None) -> str:
         return generation
     text = compact_json(record_to_json(record))
     return "t" + hashlib.sha256(text.encode()).hexdigest()[:7]
+
+
+def ignores_disruptions(kubernetes_version: str) -> bool:
+    """Whether a Job at this target version carries a podFailurePolicy that ignores pod
+    disruptions. It is a plan field, so it enters each Job's tag: the field is immutable
+    on a Job, and a Job that gains it gets a new name like any other template change."""
+    return int(kubernetes_version.split(".")[1]) >= POD_FAILURE_POLICY_MINOR
 
 
 def tagged_name(*parts: str, tag: str) -> str:

@@ -34,7 +34,7 @@ from vf.plan.config_hash import config_hash, scales_in_place
 from vf.plan.context import PlanContext
 from vf.plan.infra import plan_infra, plan_provision
 from vf.plan.inputs import check_config_nodes, resolve_images, resolve_replicas
-from vf.plan.jobs import broker_configmap, tag_jobs, tag_provision
+from vf.plan.jobs import broker_configmap, ignores_disruptions, tag_jobs, tag_provision
 from vf.plan.security import plan_security, security_warnings
 from vf.textio.jsontext import compact_json
 from vf_runtime.broker.naming import RunNames
@@ -271,6 +271,7 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str, gpu: GpuPlan | None) -
         config_hash=config_hash(dict(env), kind=kind),
         probes=long_running,
         backoff_limit=ctx.env.workloads.supervision.max_restarts if kind == "Job" else None,
+        ignore_disruptions=kind == "Job" and ignores_disruptions(ctx.env.kubernetes_version),
         device_type=node.device_type,
         gpu_count=node.gpu_count if node.device_type == GPU else 0,
         mounts=pod_mounts(ctx.env.workloads.mounts_for(node.name)),

@@ -224,18 +224,30 @@ def _provision_job(plan: Plan) -> Obj:
         "volumeMounts": mounts,
     }
     volumes = [{"name": "topology", "projected": {"sources": sources}}]
+    spec: Obj = {
+        "backoffLimit": prov.backoff_limit,
+        "template": {
+            "metadata": _job_pod_metadata(plan, {}, prov.labels),
+            "spec": _pod_spec(plan, [container], volumes, "Never"),
+        },
+    }
+    if prov.ignore_disruptions:
+        spec["podFailurePolicy"] = _ignore_disruptions()
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": _meta(plan, prov.job, prov.labels),
-        "spec": {
-            "backoffLimit": prov.backoff_limit,
-            "template": {
-                "metadata": _job_pod_metadata(plan, {}, prov.labels),
-                "spec": _pod_spec(plan, [container], volumes, "Never"),
-            },
-        },
+        "spec": spec,
     }
+
+
+def _ignore_disruptions() -> Obj:
+    """A pod failed by a disruption (a drain, a preemption, an API-initiated eviction: the
+    DisruptionTarget condition) is replaced without counting toward backoffLimit. It needs
+    the pod's ``restartPolicy: Never``, which every Job of vf has. ``status`` is the API
+    server's default, written out: the schemas before 1.35 require it."""
+    pattern = {"status": "True", "type": "DisruptionTarget"}
+    return {"rules": [{"action": "Ignore", "onPodConditions": [pattern]}]}
 
 
 def _job_pod_metadata(plan: Plan, annotations: dict[str, str], labels: Pairs) -> Obj:
@@ -397,6 +409,8 @@ def _workload(plan: Plan, workload: Workload) -> Obj:
         }
         if workload.indexed:
             spec["completionMode"] = "Indexed"
+        if workload.ignore_disruptions:
+            spec["podFailurePolicy"] = _ignore_disruptions()
     else:
         spec = {
             "replicas": workload.replicas,

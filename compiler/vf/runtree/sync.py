@@ -318,11 +318,12 @@ def _prunable(cluster: Cluster, objects: list[Obj], *, app: str, mode: str) -> l
         if owner == app
         and k not in wanted
         and not _is_hook(cluster.objects[k], mode)
-        and not _kept(cluster.objects[k])
+        and not never_pruned(cluster.objects[k])
     ]
 
 
-def _kept(obj: Obj) -> bool:
+def never_pruned(obj: Obj) -> bool:
+    """Argo CD's ``Prune=false``, Flux's ``prune: disabled`` or Helm's ``keep``."""
     annotations = obj["metadata"].get("annotations") or {}
     return (
         "Prune=false" in options(obj)

@@ -26,18 +26,23 @@ def _size(spec: Mapping[str, Any]) -> Any:
     return ((spec.get("resources") or {}).get("requests") or {}).get("storage")
 
 
+def _class(name: Any) -> str:
+    return "(the cluster's default)" if name is None else str(name)
+
+
 def claim_findings(name: str, *, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Finding]:
     subject = f"PersistentVolumeClaim/{name}"
     found = []
-    if old.get("storageClassName") != new.get("storageClassName"):
+    before_class, after_class = old.get("storageClassName"), new.get("storageClassName")
+    if before_class != after_class:
+        keep = "" if before_class is None else f", or keep it: storage_class: {before_class}"
         found.append(
             Finding(
                 category="immutable",
                 subject=subject,
-                message=f"storage class {old.get('storageClassName')} → "
-                f"{new.get('storageClassName')}: the API server refuses this on an existing "
-                "claim. Copy the data out, delete the claim (its volume goes with it unless "
-                "reclaimPolicy is Retain), then sync",
+                message=f"storage class {_class(before_class)} → {_class(after_class)}: the "
+                "API server refuses this on an existing claim. Copy the data out, delete the "
+                "claim (its volume goes with it unless reclaimPolicy is Retain), then sync" + keep,
                 severity=BREAKING,
             )
         )
