@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import importlib.util
+import inspect
 import json
 import os
 import re
@@ -219,6 +220,8 @@ def test_a_node_that_cannot_be_called_with_its_inputs_is_poison_not_retried(
     """A join's ``process`` whose signature vf cannot read fails on the call itself: every
     group (both of its inputs) is dead-lettered at its first delivery as VF_NODE_SIGNATURE,
     not retried."""
+    with pytest.raises(ValueError):  # the premise, on this Python: no signature to read
+        inspect.signature(dict)
     out = tmp_path / "sink.jsonl"
     env = {"VF_TEST_OUT": str(out), "VF_RETRY_DELAY_CAP_SECONDS": "0.2"}
     run = run_flow("uncallable.py", nats=nats_server, redis=redis_server, env=env)
