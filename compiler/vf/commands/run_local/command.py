@@ -294,6 +294,8 @@ def run_local(request: RunLocalRequest) -> int:
     """Compile, start services, provision, run every replica; return the exit code."""
     out = request.output
     generation = request.generation or fresh_generation()
+    if request.run_dir is not None:  # before anything is written into it, claims or not
+        request.run_dir.mkdir(parents=True, exist_ok=True)
     with _stopped_by_signals(), ExitStack() as stack:
         guardian = _guardian()  # first: whatever starts next dies with this run
         stack.callback(guardian.close)
