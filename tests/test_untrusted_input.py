@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -22,6 +23,7 @@ from vf.commands.inventory.read import ClusterInventory
 from vf.commands.inventory.write import merged_text
 from vf.errors import VfError
 from vf.ir.capabilities import Known
+from vf.textio.safe_read import Unreadable, load_json
 
 VF = str(Path(sys.executable).with_name("vf"))
 DEEP = {"lists": "[" * 200_000, "objects": '{"a":' * 5_000}
@@ -62,6 +64,28 @@ def test_decode_of_deeply_nested_json_is_a_named_error(shape: str, encoding: str
     )
     print(output[:400])
     _named(code, output, "VF_DECODE_INPUT" if encoding == "json" else "VF_WIRE_DECODE")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        DEEP["objects"],  # Python 3.13 parses all 5,000 levels and stops at the end
+        "[" * 300,  # deeper than vf reads, shallower than any Python's recursion limit
+        '{"a": "}}}}", "b": ' * 300,  # brackets in strings are not nesting
+    ],
+)
+@pytest.mark.parametrize("kind", [str, str.encode])
+def test_json_cut_short_below_the_depth_vf_reads_is_said_to_nest_too_deeply(
+    text: str, kind: Any
+) -> None:
+    with pytest.raises(Unreadable, match=r"^JSON nested deeper than the 200 levels vf reads$"):
+        load_json(kind(text))
+
+
+@pytest.mark.parametrize("text", ['["' + "[" * 300, '[{"a": 1}' * 150 + "x"])
+def test_json_cut_short_that_nests_within_bounds_is_not_json(text: str) -> None:
+    with pytest.raises(Unreadable, match=r"^not JSON"):
+        load_json(text)
 
 
 def test_decode_of_an_endless_file_stops_at_its_bound(tmp_path: Path) -> None:

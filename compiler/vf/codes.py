@@ -34,6 +34,7 @@ FAMILIES = (
     ("VF_LOCAL", "Commands", ""),
     ("VF_RUN_TREE", "Commands", ""),
     ("VF_WORKER_ENV", "Commands", ""),
+    ("VF_FOLDER", "Commands", ""),
     ("VF_PODMAN", "Images and containers", "building vf's images and running them with podman"),
     ("VF_IMAGE", "Images and containers", ""),
     ("VF_PIPELINE_IMAGE", "Images and containers", ""),

@@ -28,8 +28,16 @@ class FlowRun:
     output: str
 
 
-def run_flow(graph: str, *, nats: LocalServer, redis: LocalServer, env: dict[str, str]) -> FlowRun:
-    """Run ``flows/<graph>.py`` through ``vf run-local`` against the session servers."""
+def run_flow(
+    graph: str,
+    *,
+    nats: LocalServer,
+    redis: LocalServer,
+    env: dict[str, str],
+    args: tuple[str, ...] = (),
+) -> FlowRun:
+    """Run ``flows/<graph>.py`` through ``vf run-local`` against the session servers,
+    with ``args`` added to the command line."""
     command = [
         str(Path(sys.executable).with_name("vf")),
         "run-local",
@@ -40,6 +48,7 @@ def run_flow(graph: str, *, nats: LocalServer, redis: LocalServer, env: dict[str
         redis.url,
         "--stall-timeout",
         "30",
+        *args,
     ]
     done = subprocess.run(
         command,

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import importlib.util
+import inspect
 import json
 import os
 import re
@@ -213,12 +214,30 @@ def test_the_breaker_stops_a_replica_that_fails_every_item_instead_of_shredding_
         assert "VF_BREAKER_OPEN" not in run.output and dead == 12
 
 
+def test_a_new_run_dir_is_made_and_keeps_the_copy_of_the_dead_letters(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    """``--run-dir`` naming a folder that does not exist yet, in a flow with no claim
+    mounts: vf makes it (with its parents) and keeps the dead letters' copy there."""
+    kept = tmp_path / "runs" / "first"
+    env = {"VF_TEST_OUT": str(tmp_path / "sink.jsonl"), "VF_RETRY_DELAY_CAP_SECONDS": "0.2"}
+    run = run_flow(
+        "poison.py", nats=nats_server, redis=redis_server, env=env, args=("--run-dir", str(kept))
+    )
+    assert run.code == 6, run.output[-4000:]
+    copies = list(kept.glob("vf-dead-letters-poison-*.jsonl"))
+    assert len(copies) == 1 and "refusing item 3" in copies[0].read_text(), run.output[-4000:]
+    assert f"a copy is kept in {copies[0]}" in run.output
+
+
 def test_a_node_that_cannot_be_called_with_its_inputs_is_poison_not_retried(
     tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
 ) -> None:
     """A join's ``process`` whose signature vf cannot read fails on the call itself: every
     group (both of its inputs) is dead-lettered at its first delivery as VF_NODE_SIGNATURE,
     not retried."""
+    with pytest.raises(ValueError):  # the premise, on this Python: no signature to read
+        inspect.signature(dict)
     out = tmp_path / "sink.jsonl"
     env = {"VF_TEST_OUT": str(out), "VF_RETRY_DELAY_CAP_SECONDS": "0.2"}
     run = run_flow("uncallable.py", nats=nats_server, redis=redis_server, env=env)

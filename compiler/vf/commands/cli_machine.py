@@ -43,7 +43,7 @@ from vf.commands.exits import run_body
     default=None,
     metavar="DIR",
     help="Keep the claim folders (DIR/claims/NAMESPACE/CLAIM) and a copy of the dead letters "
-    "here (default: a temporary folder, removed).",
+    "here, made if missing (default: a temporary folder, removed).",
 )
 @click.option(
     "--oversubscribe",

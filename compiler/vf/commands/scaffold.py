@@ -19,6 +19,7 @@ import jinja2
 from vf import __version__, names
 from vf.errors import VfError
 from vf.resources import templates
+from vf.textio.folders import unwritable
 
 # template → path in the project ({module} is the nodes module's name)
 FILES = (
@@ -92,8 +93,13 @@ def init_project(directory: Path, *, name: str | None = None) -> list[str]:
     flow, module = project_names(directory, name)
     files = render_project(flow, module=module)
     parent = directory.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.vf-init-", dir=parent))
+    try:  # the project is staged beside DIR: its folder must take new entries
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.vf-init-", dir=parent))
+    except OSError as exc:
+        raise unwritable(
+            parent, exc, what="the folder of the new project", other="pass a DIR elsewhere"
+        ) from None
     try:
         umask = os.umask(0)
         os.umask(umask)

@@ -32,6 +32,7 @@ from vf.runtree.podman_runtime import select_runtime
 from vf.runtree.podspec import decoded_secret, missing_secrets
 from vf.runtree.sync import sync
 from vf.runtree.validation import invalid_paths
+from vf.textio.folders import writable_folder
 from vf.textio.safe_read import read_regular
 from vf.textio.yaml_guard import MAX_INPUT_BYTES, amplified
 from vf_runtime.local.guardian import Guardian
@@ -201,6 +202,11 @@ def run_tree(request: RunTreeRequest) -> int:
         print(text, file=out, flush=True)
 
     secrets = read_secrets(request.secrets)
+    kept = None  # --run-dir, made and tried before anything starts
+    if request.run_dir is not None:
+        kept = writable_folder(
+            request.run_dir, what="the run directory", other="pass another --run-dir"
+        )
     tree, resolver = prepare(request, log=log, secrets=secrets)
     batch = tree.plan["flow_type"] == "batch"
     app = (request.app or Path.cwd()).resolve()
@@ -211,7 +217,7 @@ def run_tree(request: RunTreeRequest) -> int:
     if oci is not None:
         oci.attach(guardian)  # the guardian removes the run's containers if vf is killed
     # absolute: every pod's files (a server's config among them) name it from their own cwd
-    run_dir = request.run_dir.resolve() if request.run_dir else guardian.directory
+    run_dir = kept or guardian.directory
     options = ClusterOptions(
         run_dir=run_dir,
         backoff_base=request.backoff,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -92,17 +93,40 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
+_BRACKET_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
+
+
+def _text_depth(text: str) -> int:
+    """How deeply ``[`` and ``{`` nest in ``text``, strings skipped: what text that does
+    not parse says about its depth, read without recursion."""
+    depth = deepest = 0
+    for match in _BRACKET_OR_STRING.finditer(text):
+        first = match.group()[0]
+        if first in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif first in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
 def load_json(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """The JSON value of ``data``; text that is not JSON, not UTF-8, or nests deeper than
-    ``max_depth`` is :class:`Unreadable`."""
+    ``max_depth`` is :class:`Unreadable`.
+
+    Text that nests too deeply is said to, also when it is broken further on: Python 3.11
+    and 3.12 stop such text with a RecursionError before they reach the break, where 3.13
+    parses thousands of levels and reports the break instead."""
+    deep = f"JSON nested deeper than the {max_depth} levels vf reads"
     try:
         value = json.loads(data)
     except RecursionError:
-        raise Unreadable(f"JSON nested deeper than the {max_depth} levels vf reads") from None
+        raise Unreadable(deep) from None
     except UnicodeDecodeError as exc:
         raise Unreadable(f"not UTF-8 (byte {exc.start})") from None
     except ValueError as exc:
-        raise Unreadable(f"not JSON ({exc})") from None
+        text = data if isinstance(data, str) else data.decode(json.detect_encoding(data), "replace")
+        raise Unreadable(deep if _text_depth(text) > max_depth else f"not JSON ({exc})") from None
     if json_depth(value) > max_depth:
-        raise Unreadable(f"JSON nested deeper than the {max_depth} levels vf reads")
+        raise Unreadable(deep)
     return value

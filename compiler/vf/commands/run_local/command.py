@@ -39,6 +39,7 @@ from vf.ir.capabilities import Known
 from vf.ir.graph import Graph
 from vf.ir.plan import Plan
 from vf.runtree.capacity import Demand, check_fit, demand
+from vf.textio.folders import writable_folder
 from vf_runtime.broker.client import BrokerError, announce_stop
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import RunTopology, provision_run
@@ -294,6 +295,7 @@ def run_local(request: RunLocalRequest) -> int:
     """Compile, start services, provision, run every replica; return the exit code."""
     out = request.output
     generation = request.generation or fresh_generation()
+    kept = _kept_run_dir(request)  # made and tried before anything starts, claims or not
     with _stopped_by_signals(), ExitStack() as stack:
         guardian = _guardian()  # first: whatever starts next dies with this run
         stack.callback(guardian.close)
@@ -304,7 +306,7 @@ def run_local(request: RunLocalRequest) -> int:
         zygote.listen()  # vf's first thread (ADR 0170)
         launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
         _guarded(guardian)
-        run_dir = request.run_dir.resolve() if request.run_dir else guardian.directory
+        run_dir = kept or guardian.directory
         _stop_if_asked()
         urls = _start_services(plan, request=request, stack=stack, guardian=guardian)
         _stop_if_asked()
@@ -342,6 +344,15 @@ def run_local(request: RunLocalRequest) -> int:
                 "[vf] the claim folders are removed with the run: pass --run-dir to keep them\n"
             )
     return _finish(outcome, letters, out=out)
+
+
+def _kept_run_dir(request: RunLocalRequest) -> Path | None:
+    """``--run-dir``, made with its parents and shown writable; None without one."""
+    if request.run_dir is None:
+        return None
+    return writable_folder(
+        request.run_dir, what="the run directory", other="pass another --run-dir"
+    )
 
 
 def _provision(nats_url: str, topology: RunTopology) -> None:
