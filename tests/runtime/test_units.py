@@ -268,3 +268,30 @@ def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> Non
     for port in ports[:20]:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_stored_headers_keep_non_ascii_values_as_text() -> None:
+    """nats-py parses a stored message's headers with the e-mail parser, which turns a
+    non-ASCII value into an ``email.header.Header``; vf reads the raw block as UTF-8."""
+    import base64
+    from email.parser import BytesParser
+
+    from nats.js.api import RawStreamMsg
+
+    from vf_runtime.broker.headers import as_text, stored_headers
+
+    block = "NATS/1.0\r\nVF-Code: VF_NODE_X\r\nVF-Error: ValueError: café ✓ 3\r\n\r\n".encode()
+    parsed = BytesParser().parsebytes(block[len(b"NATS/1.0\r\n") :])
+    raw = RawStreamMsg(hdrs=base64.b64encode(block).decode(), headers=dict(parsed.items()))  # type: ignore[arg-type]
+    assert stored_headers(raw) == {"VF-Code": "VF_NODE_X", "VF-Error": "ValueError: café ✓ 3"}
+    assert as_text(parsed["VF-Error"]) == "ValueError: café ✓ 3"
+    json.dumps(stored_headers(raw))  # the run's dead-letter copy serialises them
+    assert stored_headers(RawStreamMsg(headers={"A": "b"})) == {"A": "b"}
+
+
+def test_an_abort_is_its_own_outcome_never_a_success() -> None:
+    from vf_runtime.local.outcome import exit_code, settled
+    from vf_runtime.worker.exits import EXIT_ABORTED, EXIT_OK, EXIT_STOPPED
+
+    assert EXIT_ABORTED not in (EXIT_OK, EXIT_STOPPED)
+    assert settled("aborted", None) == "aborted" and exit_code("aborted") == 8

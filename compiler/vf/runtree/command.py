@@ -279,6 +279,7 @@ def _judge(
         "dead-lettered": f"done with {letters.total if letters else 0} item(s) dead-lettered",
         "lost": f"failed: {', '.join(status.lost)}",
         "stopped": f"stopped before its work was done: {', '.join(status.lost)}",
+        "aborted": f"aborted: {', '.join(status.lost)} ended on an abort from upstream",
         "stalled": "timed out",
     }
     return exit_code(final), words[final]

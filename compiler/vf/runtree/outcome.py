@@ -18,6 +18,7 @@ from vf_runtime.broker.naming import RunNames
 from vf_runtime.labels import NODE_LABEL
 from vf_runtime.local.deadletters import DeadLetterReport
 from vf_runtime.local.outcome import report_dead_letters
+from vf_runtime.worker.exits import EXIT_ABORTED as WORKER_ABORTED
 from vf_runtime.worker.exits import EXIT_STOPPED as WORKER_STOPPED
 
 if TYPE_CHECKING:
@@ -32,8 +33,9 @@ _METRIC = re.compile(r'^vf_messages_(\w+)_total\{node="[^"]*"\} (\d+)$', re.MULT
 @dataclass(frozen=True, kw_only=True)
 class RunStatus:
     """How the workloads ended, in the words of ``vf run-local``'s outcome: ok, lost
-    (a Job failed), stopped (its failures began with a stop of the flow), or stalled (not
-    done in time); ``lost`` names the Jobs that failed."""
+    (a Job failed), stopped (its failures began with a stop of the flow), aborted (they
+    began with an abort from upstream, EOS-5), or stalled (not done in time); ``lost``
+    names the Jobs that failed."""
 
     status: str
     lost: tuple[str, ...] = ()
@@ -43,19 +45,27 @@ def run_status(cluster: Cluster, *, done: bool) -> RunStatus:
     """The status the workloads leave. A failed Job whose first failed pod's worker ended
     with the worker's stopped code was stopped: ``vf run-local`` reads a stopped replica
     so, and the Job's later pods fail only because that life had ended the generation
-    (``VF_GENERATION_FINISHED``). Any other failed Job is a lost node."""
+    (``VF_GENERATION_FINISHED``). One whose first failed pod ended with the worker's aborted
+    code ended on an abort from upstream (EOS-5). Any other failed Job is a lost node."""
     jobs = [c for c in cluster.controllers.values() if isinstance(c, JobController)]
     failed = sorted((j for j in jobs if j.status == "Failed"), key=lambda j: j.name)
     if not failed:
         return RunStatus(status="ok" if done else "stalled")
     names = tuple(j.name for j in failed)
-    return RunStatus(status="stopped" if all(map(_stopped, failed)) else "lost", lost=names)
+    firsts = {_first_failure(job) for job in failed}
+    if firsts == {WORKER_STOPPED}:
+        return RunStatus(status="stopped", lost=names)
+    if firsts <= {WORKER_STOPPED, WORKER_ABORTED}:  # the Jobs an abort reached, and stops
+        aborted = tuple(j.name for j in failed if _first_failure(j) == WORKER_ABORTED)
+        return RunStatus(status="aborted", lost=aborted)
+    return RunStatus(status="lost", lost=names)
 
 
-def _stopped(job: JobController) -> bool:
+def _first_failure(job: JobController) -> int | None:
+    """The worker's exit code in the Job's first failed pod, when it is one code."""
     pods = sorted((p for p in job.pods if p.phase == "Failed"), key=lambda p: p.created)
     codes = {c.exit_code for c in pods[0].containers if c.exit_code} if pods else set()
-    return codes == {WORKER_STOPPED}
+    return codes.pop() if len(codes) == 1 else None
 
 
 def _worker_containers(cluster: Cluster) -> Iterator[tuple[str, Container]]:

@@ -15,6 +15,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from vf_runtime.broker.client import connect
+from vf_runtime.broker.headers import stored_headers
 from vf_runtime.broker.naming import RunNames
 
 FIRST_REASONS = 3
@@ -54,7 +55,7 @@ async def _node_letters(
         except NotFoundError:
             break
         seq = int(msg.seq or 0)
-        headers = dict(msg.headers or {})
+        headers = stored_headers(msg)  # text, whatever language a reason is in
         reason = f"{headers.get('VF-Code', '?')}: {headers.get('VF-Error', '')}"
         if reason not in reasons and len(reasons) < FIRST_REASONS:
             reasons.append(reason)

@@ -5,7 +5,8 @@ the same code under either runner: 0 only when every item went through and the d
 letters were read back and there were none, 3 when they could not be read, 4 a node was
 lost (its restarts, or its Job's ``backoffLimit``, ran out), 5 no progress (or not done in
 time), 6 items were dead-lettered (end-of-stream mismatches among them: they are kept
-there too), 7 a BATCH flow was stopped before its work was done, 130 interrupted.
+there too), 7 a BATCH flow was stopped before its work was done, 8 a node ended on an abort
+from upstream (its reason is among the dead letters), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ EXIT_LOST = 4
 EXIT_STALLED = 5
 EXIT_DEAD_LETTERS = 6
 EXIT_STOPPED = 7
+EXIT_ABORTED = 8
 EXIT_INTERRUPTED = 130
 EXIT_CODES = {
     "ok": EXIT_OK,
@@ -32,6 +34,7 @@ EXIT_CODES = {
     "stalled": EXIT_STALLED,
     "dead-lettered": EXIT_DEAD_LETTERS,
     "stopped": EXIT_STOPPED,
+    "aborted": EXIT_ABORTED,
     "interrupted": EXIT_INTERRUPTED,
 }
 

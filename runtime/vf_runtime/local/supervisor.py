@@ -24,10 +24,13 @@ from typing import TextIO
 
 from vf_runtime.local.infra import free_port
 from vf_runtime.local.zygote import ForkedWorker, Zygote
-from vf_runtime.worker.exits import EXIT_STOPPED  # a BATCH worker stopped before its work was done
+
+# a BATCH worker stopped before its work was done; a worker that ended on an abort (EOS-5)
+from vf_runtime.worker.exits import EXIT_ABORTED, EXIT_STOPPED
 
 STOP_REPEAT = 2.0
-_NOT_LOST = (0, EXIT_STOPPED, None)
+_ENDED = (0, EXIT_STOPPED, EXIT_ABORTED)  # a life that ended by design: never restarted
+_NOT_LOST = (*_ENDED, None)
 PROGRESS_EVERY = 5.0
 _COUNTER = re.compile(r'^vf_messages_(\w+)_total\{node="((?:[^"\\]|\\.)*)"\} (\d+)$', re.MULTILINE)
 METRICS_LIMIT = 1 << 20  # a worker's /metrics is a few hundred bytes
@@ -73,8 +76,9 @@ class SuperviseOptions:
 
 @dataclass
 class Outcome:
-    """How a supervised run ended: ok, lost, stalled, stopped (before the work was done) or
-    interrupted; and which replicas died (or, when stopped, which were stopped)."""
+    """How a supervised run ended: ok, lost, stalled, stopped (before the work was done),
+    aborted (a replica ended on an abort from upstream) or interrupted; and which replicas
+    died (or, when stopped or aborted, which were)."""
 
     status: str
     lost: list[str] = field(default_factory=list)
@@ -127,7 +131,8 @@ class Supervisor:
                 self.emit(child.label, line)
             child.process.stdout.close()
             code = child.process.wait()
-            ended = code in (0, EXIT_STOPPED) or self.stopping.is_set()
+            # an aborted replica is not restarted: its next life would meet the same abort
+            ended = code in _ENDED or self.stopping.is_set()
             if ended or child.restarts >= policy.max_restarts:
                 child.exit_code = code
                 child.done.set()
@@ -195,6 +200,9 @@ class Supervisor:
         restarts = sum(c.restarts for c in self.children)
         if status == "ok" and lost:
             status = "lost"
+        aborted = [c.label for c in self.children if c.exit_code == EXIT_ABORTED]
+        if status == "ok" and aborted:
+            status, lost = "aborted", aborted
         stopped = [c.label for c in self.children if c.exit_code == EXIT_STOPPED]
         if status == "ok" and stopped:
             status, lost = "stopped", stopped

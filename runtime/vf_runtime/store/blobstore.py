@@ -124,6 +124,14 @@ class PayloadMissing(Exception):
     """The envelope points at a blob that is gone (expired or never written)."""
 
 
+class PayloadUnreadable(Exception):
+    """The store answered, but with an error about this one payload: the key the envelope
+    names holds something else (a set, a list: ``WRONGTYPE``), or the store refused the
+    read. The message is dead-lettered; the store is not at fault for the next one."""
+
+    code = "VF_BLOB_UNREADABLE"
+
+
 class BlobStore:
     """Offloaded payloads keyed by message id, released by named readers."""
 
@@ -171,7 +179,14 @@ class BlobStore:
 
     @_typed
     async def get(self, ref: str) -> bytes:
-        data = await self.client.get(ref)
+        from redis.exceptions import RedisError
+
+        try:
+            data = await self.client.get(ref)
+        except RedisError as exc:
+            if isinstance(exc, _transient()):
+                raise  # the store is away: StoreUnavailable, retried (BLOB-6)
+            raise PayloadUnreadable(f"payload {ref} cannot be read from the store: {exc}") from exc
         if data is None:
             raise PayloadMissing(f"payload {ref} is not in the store (expired or never written)")
         return data if isinstance(data, bytes) else data.encode()

@@ -2,7 +2,9 @@
 
 Markers are read from the parents' streams with last-message lookups. A marker is taken
 only when it is this run's (EOS-7) and, where the reader can count, when its count
-matches what was received (EOS-6, pooled across competing replicas by EOS-8).
+matches what was received (EOS-6, pooled across competing replicas by EOS-8). An abort is
+a marker like any other for those checks, and more: once one of this run's aborts was
+seen, taken or not, the replica ends aborted (EOS-5), never in a success.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from vf_runtime.wire import EOS, Envelope, WireError, decode_envelope
+from vf_runtime.broker.headers import stored_headers
+from vf_runtime.wire import ABORT, EOS, Envelope, ErrorInfo, WireError, decode_envelope
 from vf_runtime.worker.config import WorkerConfig
 from vf_runtime.worker.inputs import Inputs
 from vf_runtime.worker.outputs import EXACT_HEADER, GENERATION_HEADER, LIFE_HEADER
@@ -32,6 +36,41 @@ class EosMismatch(Exception):
     def __init__(self, message: str, *, parent_replica: str) -> None:
         super().__init__(message)
         self.parent_replica = parent_replica  # "<parent>.r<i>"
+
+
+@dataclass
+class Abort:
+    """An abort of this run seen on a parent replica's end-of-stream subject (EOS-5)."""
+
+    parent: str
+    replica: int
+    envelope: Envelope
+    raw: bytes  # the marker as stored, kept with the replica's dead-letter record
+    taken: bool = False  # it ended that parent replica's input (else a later marker did)
+    problem: str = ""  # why its count was not taken when it was seen (EOS-6)
+
+    def error(self) -> ErrorInfo:
+        """The error to relay: the originating one, or one saying that none was given."""
+        if self.envelope.error is not None:
+            return self.envelope.error
+        return ErrorInfo(
+            code="VF_UPSTREAM_ABORTED",
+            message=f"'{self.parent}' replica {self.replica} aborted without a reason",
+            node=self.parent,
+        )
+
+    def reason(self) -> str:
+        """What the replica's dead-letter record says: whose abort, whether its count was
+        taken, then its own error (the part its sender wrote comes last)."""
+        error = self.error()
+        origin = f"abort of '{self.parent}' replica {self.replica}"
+        if not self.taken:
+            problem = self.problem or "its count did not add up"
+            origin += (
+                f", refused as its end of stream ({problem}) and replaced by a later marker: "
+                "forged, or items were lost"
+            )
+        return f"{origin}: {error.code}: {error.message}"
 
 
 class EndOfStream:
@@ -60,7 +99,7 @@ class EndOfStream:
             for parent in config.parents
             for replica in range(config.parent_replicas.get(parent, 1))
         }
-        self.aborted: list[Envelope] = []
+        self.aborts: dict[tuple[str, int], Abort] = {}  # the first of each parent replica
         self.refused: set[tuple[str, int, int]] = set()  # (parent, replica, stream seq) logged
         # parent replica -> (its problem, the count received, since when that count stands)
         self.mismatched: dict[tuple[str, int], tuple[str, int, float]] = {}
@@ -69,6 +108,11 @@ class EndOfStream:
     @property
     def done(self) -> bool:
         return not self.missing
+
+    @property
+    def aborted(self) -> Abort | None:
+        """The abort this replica ends on: the first parent replica's, in input order."""
+        return self.aborts[min(self.aborts)] if self.aborts else None
 
     def check_mismatch(self) -> None:
         """Raise when a marker's count has been contradicted, with nothing arriving from
@@ -90,6 +134,8 @@ class EndOfStream:
     ) -> str | None:
         config = self.config
         parent, replica = key
+        if envelope.type not in (EOS, ABORT):
+            return f"it is a {envelope.type} message, not an end-of-stream or abort marker"
         if (envelope.flow_id, envelope.run_id) != (config.flow_id, config.run_id):
             return f"it belongs to flow {envelope.flow_id!r} run {envelope.run_id!r}"
         if envelope.producer != parent or envelope.replica_id != replica:
@@ -102,7 +148,7 @@ class EndOfStream:
     async def _count_matches(
         self, envelope: Envelope, headers: dict[str, str], key: tuple[str, int]
     ) -> bool:
-        if envelope.type != EOS or self.inputs is None or headers.get(EXACT_HEADER) == "0":
+        if self.inputs is None or headers.get(EXACT_HEADER) == "0":
             return True  # a publisher whose publishes were ambiguous cannot count exactly
         life = headers.get(LIFE_HEADER, "")
         found = await self.inputs.count_problem(key[0], key[1], claimed=envelope.seq, life=life)
@@ -152,14 +198,38 @@ class EndOfStream:
             except WireError as exc:
                 log.error("undecodable terminator on %s ignored: %s", subject, exc)
                 continue
-            if not await self._accepted(
-                envelope, dict(raw.headers or {}), (parent, replica), raw.seq or 0
-            ):
+            key, headers = (parent, replica), stored_headers(raw)
+            taken = await self._accepted(envelope, headers, key, raw.seq or 0)
+            if envelope.type == ABORT and self._identity_problem(envelope, headers, key) is None:
+                self._saw_abort(envelope, key, raw=raw.data or b"", taken=taken)
+            if not taken:
                 continue
-            self.missing.discard((parent, replica))
-            if envelope.type != EOS:
-                self.aborted.append(envelope)
+            self.missing.discard(key)
             log.info("end of stream from %s replica %d", parent, replica)
+
+    def _saw_abort(
+        self, envelope: Envelope, key: tuple[str, int], *, raw: bytes, taken: bool
+    ) -> None:
+        """Keep the first abort of this run seen from ``key``: taken now or not, it is the
+        replica's outcome (EOS-5). One refused for its count keeps why (EOS-6)."""
+        seen = self.aborts.get(key)
+        if seen is None:
+            problem = "" if taken else self._problem(key)
+            seen = self.aborts[key] = Abort(*key, envelope=envelope, raw=raw, problem=problem)
+            error = seen.error()
+            log.error(
+                "abort of %s replica %d seen (%s: %s)%s; this replica ends aborted",
+                *key,
+                error.code,
+                error.message,
+                "" if taken else f", not taken yet: {seen.problem}",
+            )
+        if taken and envelope == seen.envelope:
+            seen.taken = True
+
+    def _problem(self, key: tuple[str, int]) -> str:
+        found = self.mismatched.get(key)
+        return found[0] if found is not None else "its count could not be checked yet"
 
 
 async def record_loss(js: JetStreamContext, config: WorkerConfig, exc: EosMismatch) -> None:
@@ -179,3 +249,29 @@ async def record_loss(js: JetStreamContext, config: WorkerConfig, exc: EosMismat
         await js.publish(subject, b"", timeout=5.0, headers=headers)
     except Exception as error:  # the exit code still says the replica failed
         log.error("could not record the loss in the dead-letter stream: %s", error)
+
+
+async def record_abort(
+    js: JetStreamContext, config: WorkerConfig, abort: Abort, reason: str
+) -> None:
+    """Keep a replica's abort in the dead-letter stream (EOS-5), with the marker's bytes:
+    the run's report names the node and the upstream error, and a restarted life, which
+    cannot tell what this one received, cannot turn it into a success."""
+    generation = config.generation
+    scope = f"{config.run_id}.{generation}" if generation else config.run_id
+    headers = {
+        "Nats-Msg-Id": f"dlq:abort:{config.flow_id}:{scope}:{config.node_name}:"
+        f"r{config.replica_id}",
+        "VF-Origin-Node": config.node_name,
+        "VF-Origin-Stream": config.names.stream(abort.parent),
+        "VF-Run-Id": config.run_id,
+        "VF-Generation": generation,
+        "VF-Code": "VF_UPSTREAM_ABORTED",
+        "VF-Error": reason[:256],
+        "VF-Disposition": "aborted",
+    }
+    subject = config.names.dlq_subject(config.node_name)
+    try:
+        await js.publish(subject, abort.raw, timeout=5.0, headers=headers)
+    except Exception as error:  # the exit code still says the replica aborted
+        log.error("could not record the abort in the dead-letter stream: %s", error)

@@ -2,3 +2,4 @@
 ``vf run-local`` and ``vf run-tree``."""
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_BROKER, EXIT_STOPPED = 0, 1, 2, 3, 4
+EXIT_ABORTED = 5  # the replica ended on an abort of a parent replica (EOS-5)

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from vf_runtime.broker.topology import PUBLISH_WINDOW
-from vf_runtime.store.blobstore import AppliedLog, BlobStore, PayloadMissing, Stopped
+from vf_runtime.store.blobstore import (
+    AppliedLog,
+    BlobStore,
+    PayloadMissing,
+    PayloadUnreadable,
+    Stopped,
+)
 from vf_runtime.wire import BLOB_REF, DATA, BlobRef, Envelope, WireError, decode_payload
 from vf_runtime.worker.assembler import TraceAssembler
 from vf_runtime.worker.config import WorkerConfig
@@ -245,7 +251,7 @@ class ProcessorLoop:
                     raise WireError("VF_BLOB_NO_STORE", "payload is offloaded but no store is set")
                 data = await self.settler.store(lambda: blobs.get(ref), what="fetch")
                 value = decode_payload(value.inner_payload_type, data, arrays=self.arrays)
-        except (WireError, PayloadMissing) as exc:
+        except (WireError, PayloadMissing, PayloadUnreadable) as exc:
             code = getattr(exc, "code", "VF_BLOB_MISSING")
             await self.settler.dead_letter([delivery], code=code, reason=str(exc))
             return False

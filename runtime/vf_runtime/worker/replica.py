@@ -2,9 +2,10 @@
 
 Lifecycle: parse the environment, rebuild the node, connect (bounded), ensure this
 node's streams and durables, wait for readers (BATCH), ``open()``, loop,
-``close()`` in all cases. Exit codes: 0 done or stopped, 1 the node failed,
-2 the environment or node class is wrong, 3 the broker is unreachable or holds
-contradicting topology.
+``close()`` in all cases. Exit codes (LIFE-5): 0 done (or a REALTIME replica stopped),
+1 the node failed, 2 the environment or node class is wrong, 3 the broker is unreachable
+or holds contradicting topology, 4 a BATCH replica stopped before its work was done,
+5 it ended on an abort of a parent replica.
 """
 
 from __future__ import annotations
@@ -37,8 +38,21 @@ from vf_runtime.nodes import Consumer, Node, Processor, Producer
 from vf_runtime.store.blobstore import AppliedLog, BlobStore
 from vf_runtime.worker.build import build_node
 from vf_runtime.worker.config import ConfigError, WorkerConfig, load_worker_config
-from vf_runtime.worker.eos import EndOfStream, EosMismatch, record_loss
-from vf_runtime.worker.exits import EXIT_BROKER, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EXIT_STOPPED
+from vf_runtime.worker.eos import (
+    Abort,
+    EndOfStream,
+    EosMismatch,
+    record_abort,
+    record_loss,
+)
+from vf_runtime.worker.exits import (
+    EXIT_ABORTED,
+    EXIT_BROKER,
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_STOPPED,
+)
 from vf_runtime.worker.health import HealthServer, Metrics
 from vf_runtime.worker.inputs import Inputs
 from vf_runtime.worker.nodethread import NodeThread
@@ -351,13 +365,30 @@ class Worker:
                     flush=True,
                 )
             return EXIT_FAILED
+        abort = eos.aborted
         if drained and publisher is not None:
-            error = eos.aborted[0].error if eos.aborted else None
-            await publisher.terminator(error=error)
+            await publisher.terminator(error=None if abort is None else abort.error())
+        if drained and abort is not None:
+            return await self._aborted(abort)
         if drained:
             log.info("all inputs drained; done")
             return EXIT_OK
         return self._stopped_code()
+
+    async def _aborted(self, abort: Abort) -> int:
+        """End on an abort (EOS-5): never a success, and the reason kept in the dead-letter
+        stream, so a run reports which node ended on which upstream error."""
+        config = self.config
+        message = f"'{config.node_name}' replica {config.replica_id} ended on an {abort.reason()}"
+        if self.control_js is not None:
+            await record_abort(self.control_js, config, abort, message)
+        print(
+            f"error[VF_UPSTREAM_ABORTED] {message}\n  = fix: read the aborting node's logs and "
+            "dead letters; a run that aborted is rerun as a new generation",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_ABORTED
 
     async def _keepalive(self, inputs: Inputs) -> None:
         period = max(1.0, self.config.ack_wait_seconds / 3)

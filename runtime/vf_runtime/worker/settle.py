@@ -79,6 +79,8 @@ class Settler:
             await self.store(lambda: blobs.release(ref, reader=reader), what="release")
         except (Stopped, StoreUnavailable) as exc:  # the TTL reclaims it
             log.warning("could not release %s: %s", ref, exc)
+        except Exception as exc:  # the key is not a blob's (a forged reference): its ack stands
+            log.error("could not release %s: %s", ref, exc)
 
     async def drain(self) -> None:
         """Wait for the releases still running (before the worker exits)."""

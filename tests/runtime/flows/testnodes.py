@@ -67,9 +67,11 @@ class Scale(Processor):
         pid_dir: str = "",
         open_delay: float = 0.0,
         fail_from: int = 0,
+        fail_text: str = "refusing item",
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        self.fail_text = fail_text  # what the failure on ``fail_on`` says
         self.open_delay = open_delay  # starts reading this much later
         self.fail_from = fail_from  # refuses every item from this one on (0: none)
         self.factor = factor
@@ -90,7 +92,7 @@ class Scale(Processor):
         if self._done % 250 == 0:
             _note_progress(self.pid_dir, str(self.name), self._done)
         if self.fail_on and item["i"] == self.fail_on:
-            raise ValueError(f"refusing item {item['i']}")
+            raise ValueError(f"{self.fail_text} {item['i']}")
         if self.fail_from and item["i"] >= self.fail_from:
             raise RuntimeError(f"the model is broken (item {item['i']})")
         if self.delay:

@@ -19,6 +19,7 @@ from nats.js.errors import NotFoundError
 
 from vf.commands.ops.select import Selector, selector_problem
 from vf.errors import VfError
+from vf_runtime.broker.headers import stored_headers
 from vf_runtime.broker.naming import RunNames, token
 
 LIST_LIMIT = 50
@@ -106,7 +107,7 @@ def _letter(flow: str, msg: object) -> DeadLetter:
         seq=int(getattr(msg, "seq", 0) or 0),
         subject=str(getattr(msg, "subject", "") or ""),
         time=_when(stamp),
-        headers={str(k): str(v) for k, v in (getattr(msg, "headers", None) or {}).items()},
+        headers=stored_headers(msg),
         data=bytes(getattr(msg, "data", b"") or b""),
     )
 

@@ -475,6 +475,8 @@ def _finish(outcome: Outcome, letters: DeadLetterReport | None, *, out: TextIO) 
         "lost": f"flow lost node(s): {', '.join(outcome.lost)}",
         "stalled": "flow stalled: no progress",
         "stopped": f"flow stopped before its work was done: {', '.join(outcome.lost)}",
+        "aborted": f"flow aborted: {', '.join(outcome.lost)} ended on an abort from upstream "
+        "(VF_UPSTREAM_ABORTED, its reason among the dead letters)",
         "interrupted": "interrupted; workers stopped",
     }[status]
     out.write(f"[vf] {summary} (restarts: {outcome.restarts}, exit {code})\n")
