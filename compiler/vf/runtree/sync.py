@@ -224,7 +224,7 @@ def _flux_parts(
         wanted = _keys(part)
         held = cluster.inventory.get(name, set())
         gone = [k for k in sorted(held - wanted) if k in cluster.objects]
-        cluster.delete(k for k in gone if not _kept(cluster.objects[k]))
+        cluster.delete(k for k in gone if not never_pruned(cluster.objects[k]))
         cluster.inventory[name] = wanted
         keys, reader = wait_set(spec, part), job_reader(spec)
         limit = min(seconds(str(spec.get("timeout", "5m"))), timeout)
