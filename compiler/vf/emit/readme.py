@@ -66,7 +66,12 @@ def _environment(
     env = view.environment
     application = f"gitops/argocd/application-{env}.yaml"
     manifests = any(p.startswith(f"{MANIFESTS_DIR}/") for p in paths)
-    parts = ("gitrepository.yaml", f"kustomization-{env}-infra.yaml", f"kustomization-{env}.yaml")
+    parts = (
+        "gitrepository.yaml",
+        f"kustomization-{env}-infra.yaml",
+        f"kustomization-{env}.yaml",
+        f"kustomization-{env}-optional.yaml",
+    )
     flux = [f"gitops/flux/{n}" for n in parts]
     return {
         "name": env,
