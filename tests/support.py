@@ -42,9 +42,18 @@ def kustomize_build(kubectl: str, overlay: Path) -> str:
     return done.stdout
 
 
-def helm_template(helm: str, chart: Path, *args: str) -> subprocess.CompletedProcess[str]:
+# the APIs the chart renders an object of only where the cluster serves them (ADR 0202)
+OPTIONAL_APIS = ("keda.sh/v1alpha1/ScaledObject", "monitoring.coreos.com/v1/ServiceMonitor")
+
+
+def helm_template(
+    helm: str, chart: Path, *args: str, apis: tuple[str, ...] = OPTIONAL_APIS
+) -> subprocess.CompletedProcess[str]:
+    """``helm template`` as ``helm install`` renders on a cluster that serves ``apis``
+    (by default every optional one, as the overlay holds their objects)."""
+    served = [f"--api-versions={api}" for api in apis]
     return subprocess.run(
-        [helm, "template", "vf-release", str(chart), *args],
+        [helm, "template", "vf-release", str(chart), *args, *served],
         capture_output=True,
         text=True,
         check=False,

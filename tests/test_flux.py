@@ -205,14 +205,18 @@ def test_infrastructure_then_workers_split_the_overlay(
     example: str, compiled_examples: dict[str, Any], tmp_path: Path, kubectl: str
 ) -> None:
     """Each part, built as Flux builds it (the overlay plus the Kustomization's patches,
-    with the real kustomize), holds its own objects; together exactly the overlay's."""
+    with the real kustomize), holds its own objects; together exactly the overlay's. The
+    objects of an optional API (KEDA's ScaledObjects) are in a third part (ADR 0202)."""
     result = compiled_examples[example]
     write_tree(tmp_path / "deploy", result.tree)
     yaml = YAML(typ="safe")
     for env in result.objects:
-        parts = {}
-        for part in ("-infra", ""):
-            flux = yaml.load(result.tree[f"gitops/flux/kustomization-{env}{part}.yaml"])
+        parts: dict[str, set[tuple[str, str]]] = {"-optional": set()}
+        for part in ("-infra", "", "-optional"):
+            path = f"gitops/flux/kustomization-{env}{part}.yaml"
+            if path not in result.tree:
+                continue
+            flux = yaml.load(result.tree[path])
             folder = tmp_path / f"flux-{env}{part or '-workers'}"
             folder.mkdir()
             wrapper = {"resources": [f"../deploy/overlays/{env}"], **_only(flux["spec"])}
@@ -224,15 +228,20 @@ def test_infrastructure_then_workers_split_the_overlay(
             for o in yaml.load_all(kustomize_build(kubectl, tmp_path / "deploy" / "overlays" / env))
             if o
         ]
-        assert parts["-infra"] | parts[""] == {(o["kind"], o["metadata"]["name"]) for o in whole}
-        assert not parts["-infra"] & parts[""]
+        infra, workers, optional = parts["-infra"], parts[""], parts["-optional"]
+        assert infra | workers | optional == {(o["kind"], o["metadata"]["name"]) for o in whole}
+        assert not infra & workers and not (infra | workers) & optional
         for obj in whole:
             labels = obj["metadata"].get("labels") or {}
             key = (obj["kind"], obj["metadata"]["name"])
-            if "vf.dev/infra" in labels or obj["kind"] == "Namespace":
-                assert key in parts["-infra"], key
-            if "vf.dev/node" in labels:
-                assert key in parts[""], key
+            if obj["kind"] == "ScaledObject":
+                assert key in optional, key
+            elif "vf.dev/infra" in labels or obj["kind"] == "Namespace":
+                assert key in infra, key
+            elif "vf.dev/node" in labels:
+                assert key in workers, key
+        scaled = any(o["kind"] == "ScaledObject" for o in whole)
+        assert bool(optional) is scaled, env
         assert any(kind == "Job" and "-provision-" in n for kind, n in parts[""])
 
 

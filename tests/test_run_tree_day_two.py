@@ -121,7 +121,7 @@ def test_flux_health_checks_follow_a_new_run(tmp_path: Path, roots: bool) -> Non
     (workers,) = [
         k
         for k in state.held(env="dev", kind="Kustomization")
-        if not k["metadata"]["name"].endswith("-infra")
+        if not k["metadata"]["name"].endswith(("-infra", "-optional"))
     ]
     checked = {c["name"] for c in workers["spec"]["healthChecks"]}
     print(f"roots={roots}: health checks {sorted(checked)}")

@@ -19,6 +19,9 @@ OWNER_KEY, ROLE_KEY = f"{DOMAIN}/owner", f"{DOMAIN}/role"  # stream metadata onl
 GENERATION_KEY = f"{DOMAIN}/generation"  # a pod template annotation, and stream metadata
 CONFIG_HASH_KEY = f"{DOMAIN}/config-hash"  # a pod template annotation
 RUN_TREE_LABEL = f"{DOMAIN}/run-tree"  # a container's label: the vf run-tree run that started it
+# an object of an API (a CRD: KEDA's, the Prometheus Operator's) the cluster may lack; every
+# delivery keeps the rest of the flow running without it (ADR 0202)
+OPTIONAL_LABEL = f"{DOMAIN}/optional"
 
 PART_OF, NAME, INSTANCE, COMPONENT, MANAGED_BY = (
     f"app.kubernetes.io/{key}" for key in ("part-of", "name", "instance", "component", "managed-by")
@@ -38,6 +41,11 @@ def labels_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def is_provision_job(obj: Mapping[str, Any]) -> bool:
     return obj.get("kind") == "Job" and labels_of(obj).get(COMPONENT) == PROVISION
+
+
+def is_optional(obj: Mapping[str, Any]) -> bool:
+    """An object the flow runs without, on a cluster that does not serve its kind."""
+    return labels_of(obj).get(OPTIONAL_LABEL) == "true"
 
 
 def is_broker_config(obj: Mapping[str, Any]) -> bool:

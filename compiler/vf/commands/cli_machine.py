@@ -171,6 +171,15 @@ def run_local_command(
     help="Start the run even when it cannot fit this machine (more than 64 containers a CPU "
     "core, or more than its available memory holds).",
 )
+@click.option(
+    "--without-crd",
+    "without_crd",
+    multiple=True,
+    metavar="KIND",
+    help="Run on a cluster that serves no such kind (ScaledObject, ServiceMonitor): its "
+    "objects are refused as the API server refuses them, and each --sync reacts as its "
+    "tool does (repeatable).",
+)
 def run_tree_command(
     *,
     tree: Path,
@@ -186,6 +195,7 @@ def run_tree_command(
     runtime: str,
     no_build: bool,
     oversubscribe: bool,
+    without_crd: tuple[str, ...],
 ) -> None:
     """Run the committed tree DIR as a cluster would: worker pods as containers or processes."""
 
@@ -206,6 +216,7 @@ def run_tree_command(
             runtime=runtime,
             build=not no_build,
             oversubscribe=oversubscribe,
+            absent_kinds=frozenset(without_crd),
         )
         return run_tree(request)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vf_runtime.labels import NODE_LABEL, is_provision_job
+from vf_runtime.labels import NODE_LABEL, is_optional, is_provision_job
 
 Obj = dict[str, Any]
 
@@ -40,12 +40,13 @@ KEPT_KINDS = frozenset({"Namespace", "PriorityClass"})
 
 
 def sync_wave(obj: Mapping[str, Any]) -> str:
-    """Infrastructure (-2) → provision Job (-1) → workers (0) → scalers and budgets (1)."""
+    """Infrastructure (-2) → provision Job (-1) → workers (0) → scalers, budgets and what
+    the flow runs without (1, the last: a wave whose object fails ends the sync, ADR 0202)."""
     kind = obj.get("kind")
     labels = obj.get("metadata", {}).get("labels") or {}
     if is_provision_job(obj):
         return WAVE_PROVISION
-    if kind in _AFTER_KINDS:
+    if kind in _AFTER_KINDS or is_optional(obj):
         return WAVE_AFTER
     if kind in _WORKLOAD_KINDS and NODE_LABEL in labels:
         return WAVE_WORKERS
@@ -88,7 +89,7 @@ def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
     if obj.get("kind") in KEPT_KINDS:
         annotations[SYNC_OPTIONS] = "Prune=false,Delete=false"
         annotations[FLUX_PRUNE] = "disabled"
-    elif obj.get("kind") == "ScaledObject":  # optional: without KEDA the rest still syncs
+    elif is_optional(obj):  # without its CRD (KEDA's, Prometheus') the rest still syncs
         annotations[SYNC_OPTIONS] = "PruneLast=true,SkipDryRunOnMissingResource=true"
     elif obj.get("kind") != "Job" and not _named_by_generation(obj):
         annotations[SYNC_OPTIONS] = "PruneLast=true"

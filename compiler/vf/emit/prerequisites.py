@@ -13,6 +13,12 @@ from typing import Any
 
 Obj = dict[str, Any]
 _CORE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+# what each delivery does with an object of a kind the cluster does not serve (ADR 0202)
+_OPTIONAL = (
+    "without it Argo CD applies everything else and fails only these objects, in the last "
+    "sync wave (`SkipDryRunOnMissingResource=true`); Flux holds them in the Kustomization "
+    "`-optional`, which alone is not Ready; the chart leaves them out; and"
+)
 
 
 def _pod_specs(objects: Sequence[Mapping[str, Any]]) -> Iterator[Obj]:
@@ -42,10 +48,15 @@ def prerequisites(objects: Sequence[Mapping[str, Any]], *, env: str) -> list[str
     scaled = sum(1 for o in objects if o.get("kind") == "ScaledObject")
     if scaled:
         items.append(
-            f"KEDA (`keda.sh/v1alpha1` ScaledObject), which scales {scaled} worker(s). The "
-            "ScaledObjects say `SkipDryRunOnMissingResource=true`, so without KEDA Argo CD "
-            "still applies the rest and only they fail, and the scaled Deployments run one "
-            f"replica. Without it: `environments.{env}.autoscaling.enabled: false`."
+            f"KEDA (`keda.sh/v1alpha1` ScaledObject), which scales {scaled} worker(s). "
+            f"Optional: {_OPTIONAL} the scaled Deployments run one replica. Without it: "
+            f"`environments.{env}.autoscaling.enabled: false`."
+        )
+    if "ServiceMonitor" in kinds:
+        items.append(
+            "The Prometheus Operator (`monitoring.coreos.com/v1` ServiceMonitor), which has "
+            f"Prometheus scrape the workers' `/metrics`. Optional: {_OPTIONAL} nothing "
+            f"scrapes them. Without it: `environments.{env}.pods.metrics.service_monitor: false`."
         )
     if "ResourceClaimTemplate" in kinds:
         classes = sorted(

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vf.ir.plan import Plan, Scaler
+from vf_runtime.labels import OPTIONAL_LABEL
 
 Obj = dict[str, Any]
 KEDA_API = "keda.sh/v1alpha1"
@@ -24,7 +25,8 @@ def scaled_object(plan: Plan, *, scaler: Scaler) -> Obj:
         "metadata": {
             "name": scaler.deployment,
             "namespace": plan.namespace,
-            "labels": dict(scaler.labels),
+            # optional: a cluster without KEDA runs the flow without it (one replica each)
+            "labels": {**dict(scaler.labels), OPTIONAL_LABEL: "true"},
         },
         "spec": {
             "scaleTargetRef": {

@@ -16,6 +16,7 @@ from vf_runtime.labels import (
     MANAGER,
     METRICS_LABEL,
     NODE_LABEL,
+    OPTIONAL_LABEL,
     PROVISION,
 )
 
@@ -115,6 +116,7 @@ def metrics_objects(
         return []
     name = names.k8s_name("vf", flow, "metrics")
     labels = {MANAGED_BY: MANAGER, FLOW_LABEL: flow, METRICS_LABEL: "true"}
+    optional = {**labels, OPTIONAL_LABEL: "true"}
     service = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -128,7 +130,8 @@ def metrics_objects(
     monitor = {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        # optional: a cluster without the Prometheus Operator runs the flow without it
+        "metadata": {"name": name, "namespace": namespace, "labels": optional},
         "spec": {
             "endpoints": [{"interval": "30s", "path": "/metrics", "port": "health"}],
             "selector": {"matchLabels": {FLOW_LABEL: flow, METRICS_LABEL: "true"}},

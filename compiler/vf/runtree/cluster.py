@@ -4,6 +4,7 @@
 for what a changed immutable Job becomes), ``delete`` removes them with their pods, and
 ``tick`` advances every controller and pod. Services become loopback proxies to their
 ready endpoints; pods get their environment, volumes and probes as the kubelet gives them.
+A kind in ``absent_kinds`` has no CRD here: the API server refuses its objects (ADR 0202).
 """
 
 from __future__ import annotations
@@ -66,6 +67,16 @@ class Cluster:
         self.recreated: list[str] = []  # Jobs a sync deleted and created again
         self.gitops = GitopsState()  # the controllers' own objects, as last applied
         self.inventory: dict[str, set[Key]] = {}  # what each Flux Kustomization applied
+        self.refused: list[str] = []  # objects of a kind this cluster does not serve
+
+    def unserved(self, obj: Obj) -> str | None:
+        """Why the API server refuses ``obj``: no CRD here serves its kind (else None)."""
+        if obj.get("kind") not in self.options.absent_kinds:
+            return None
+        return (
+            f'no matches for kind "{obj["kind"]}" in version "{obj.get("apiVersion")}": '
+            "ensure CRDs are installed first"
+        )
 
     # --- the API: apply, delete -------------------------------------------------------
     def apply(
@@ -82,6 +93,12 @@ class Cluster:
         errors: list[str] = []
         wanted = {key(o) for o in objects}
         for obj in objects:
+            why = self.unserved(obj)
+            if why is not None:  # kubectl and each tool apply the rest; each says why
+                name = f"{str(obj['kind']).lower()}/{obj['metadata']['name']}"
+                self.log(f"{name}: not applied: {why}")
+                self.refused.append(name)
+                continue
             error = self._apply_one(obj, app=app, mode=mode)
             if error:
                 errors.append(error)

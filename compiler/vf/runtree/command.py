@@ -57,6 +57,7 @@ class RunTreeRequest:
     runtime: str = "auto"  # podman | process | auto (podman where it is installed)
     build: bool = True  # --runtime podman: build the worker image from --app (else reuse it)
     oversubscribe: bool = False  # start a run that cannot fit this machine (ADR 0190)
+    absent_kinds: frozenset[str] = frozenset()  # --without-crd: kinds this cluster lacks
     output: TextIO = field(default_factory=lambda: sys.stderr)  # the stream at the call
 
 
@@ -108,7 +109,13 @@ def prepare(
     """Render, check every Secret and image the pods need; raise before anything starts.
     ``secrets`` are those of ``--secrets`` (read from ``request.secrets`` when None)."""
     secrets = read_secrets(request.secrets) if secrets is None else secrets
-    tree = render(request.tree, env=request.env, renderer=request.renderer, sync=request.sync)
+    tree = render(
+        request.tree,
+        env=request.env,
+        renderer=request.renderer,
+        sync=request.sync,
+        absent_kinds=request.absent_kinds,
+    )
     check_fit(
         pod_demand(tree.objects),
         way_out=f"lower the replicas of environment {request.env} in vf.yaml and compile "
@@ -225,6 +232,7 @@ def run_tree(request: RunTreeRequest) -> int:
         guardian=guardian,
         keep_volumes=request.run_dir is not None,
         oci=oci,
+        absent_kinds=request.absent_kinds,
     )
     cluster = Cluster(options)
     cluster.extra_secrets = {k: dict(v) for k, v in secrets.items()}

@@ -34,10 +34,12 @@ def seconds(duration: str) -> float:
 
 
 def kustomizations(tree: Path, *, env: str) -> list[Obj]:
-    """The environment's Kustomizations, each after those it depends on; [] without any."""
+    """The environment's Kustomizations, each after those it depends on (infra, workers,
+    then the objects the flow runs without); [] without any."""
     folder = tree / "gitops" / "flux"
     found: list[Obj] = []
-    for name in (f"kustomization-{env}-infra.yaml", f"kustomization-{env}.yaml"):
+    names = ("-infra", "", "-optional")
+    for name in (f"kustomization-{env}{part}.yaml" for part in names):
         path = folder / name
         if path.is_file():
             loaded = reader("safe").load(path.read_text(encoding="utf-8"))

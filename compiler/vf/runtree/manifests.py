@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import re
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -87,16 +89,39 @@ def _tool(name: str) -> str:
     return found
 
 
+_ASKED = re.compile(r'\.Capabilities\.APIVersions\.Has "([^"]+)"')
+
+
+def asked_apis(chart: Path) -> list[str]:
+    """The APIs (``group/version/Kind``) the chart's templates ask Helm whether the cluster
+    serves: those of the objects it renders only where they are (ADR 0202)."""
+    found = {
+        m.group(1)
+        for path in sorted((chart / "templates").rglob("*.yaml"))
+        for m in _ASKED.finditer(path.read_text(encoding="utf-8"))
+    }
+    return sorted(found)
+
+
 def render_command(
-    tree: Path, *, env: str, renderer: str, namespace: str, chart: FluxChart | None = None
+    tree: Path,
+    *,
+    env: str,
+    renderer: str,
+    namespace: str,
+    chart: FluxChart | None = None,
+    absent_kinds: frozenset[str] = frozenset(),
 ) -> list[str]:
     """The command a GitOps controller's renderer runs for this environment; ``chart`` is a
-    chart Flux packaged and the values it gives Helm (``vf.runtree.flux_chart``)."""
+    chart Flux packaged and the values it gives Helm (``vf.runtree.flux_chart``). Helm
+    reads the APIs the cluster serves from its discovery: here every API the chart asks
+    about, less those of ``absent_kinds``."""
     if renderer == "kustomize":
         return [_tool("kubectl"), "kustomize", str(tree / "overlays" / env)]
     folder, values = tree / "chart", tree / "chart" / f"values-{env}.yaml"
     if chart is not None:
         folder, values = chart.chart, chart.values
+    served = [a for a in asked_apis(folder) if a.rpartition("/")[2] not in absent_kinds]
     return [
         _tool("helm"),
         "template",
@@ -107,6 +132,7 @@ def render_command(
         namespace,
         "-f",
         str(values),
+        *(f"--api-versions={api}" for api in served),
     ]
 
 
@@ -137,26 +163,40 @@ def render(
     sync: str = "kubectl",
     release: Obj | None = None,
     held: Sequence[Obj] | None = None,
+    absent_kinds: frozenset[str] = frozenset(),
 ) -> TreeEnvironment:
     """Check the tree, run the renderer, and return the objects with the plan. Under
     ``--sync flux`` the chart is the one Flux builds for a HelmRelease: ``release`` as the
     cluster holds it, with the values of the ConfigMaps it holds (``held``), else the
-    tree's own."""
+    tree's own; the chart renders for a cluster that serves no CRD of ``absent_kinds``."""
     plan = check_tree(tree, env=env)
     if release is None and sync == "flux" and renderer == "helm":
         release = helm_release(tree, env=env)
+    render = functools.partial(
+        _render, tree, env=env, renderer=renderer, plan=plan, absent_kinds=absent_kinds
+    )
     if release is None:
-        return _render(tree, env=env, renderer=renderer, plan=plan, chart=None)
+        return render(chart=None)
     with tempfile.TemporaryDirectory(prefix="vf-flux-chart-") as scratch:
-        chart = flux_chart(tree, release=release, into=Path(scratch), held=held)
-        return _render(tree, env=env, renderer=renderer, plan=plan, chart=chart)
+        return render(chart=flux_chart(tree, release=release, into=Path(scratch), held=held))
 
 
 def _render(
-    tree: Path, *, env: str, renderer: str, plan: Obj, chart: FluxChart | None
+    tree: Path,
+    *,
+    env: str,
+    renderer: str,
+    plan: Obj,
+    chart: FluxChart | None,
+    absent_kinds: frozenset[str],
 ) -> TreeEnvironment:
     command = render_command(
-        tree, env=env, renderer=renderer, namespace=plan["namespace"], chart=chart
+        tree,
+        env=env,
+        renderer=renderer,
+        namespace=plan["namespace"],
+        chart=chart,
+        absent_kinds=absent_kinds,
     )
     try:
         done = subprocess.run(

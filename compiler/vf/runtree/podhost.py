@@ -30,6 +30,8 @@ class ClusterOptions:
     guardian: Guardian | None = None  # ends every container's group if vf itself is killed
     keep_volumes: bool = False  # --run-dir: a deleted pod's emptyDirs stay for inspection
     oci: PodmanRuntime | None = None  # --runtime podman: the worker image's containers
+    # --without-crd: kinds no CRD serves here, whose objects the API server refuses
+    absent_kinds: frozenset[str] = frozenset()
 
 
 class PodHost(Protocol):

@@ -4,7 +4,14 @@ healthy before the next (a Job once it has completed), pruning each old object i
 wave or last as gitops-engine does (``argocd_sync``); Argo CD and Helm run Helm's
 ``post-install``/``post-upgrade`` hooks after the rest. Flux and Helm prune last (Helm:
 what left the release; hooks are not part of a release, so never pruned); ``kubectl
-apply`` without ``--prune`` leaves what left the tree in place."""
+apply`` without ``--prune`` leaves what left the tree in place.
+
+An object of a kind the cluster does not serve (``Cluster.unserved``, ADR 0202): kubectl
+applies the rest; Argo CD refuses the whole sync at its dry-run unless the object says
+``SkipDryRunOnMissingResource=true``, and then fails in that object's wave, so no later
+wave runs; kustomize-controller applies none of the Kustomization's objects, nor those of
+the Kustomizations that depend on it; Helm applies none of the release. A refusal that
+leaves every other object applied is logged, not returned: the flow runs without it."""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vf.runtree.argocd_sync import options, prune_waves
+from vf.runtree.argocd_sync import app_options, options, prune_waves
 from vf.runtree.cluster import Cluster, wave_of
 from vf.runtree.flux_sync import healthy as flux_healthy
 from vf.runtree.flux_sync import job_reader, part_objects, seconds, wait_set
@@ -74,6 +81,14 @@ def _run_hooks(
         done = [h for h in group if "hook-succeeded" in _delete_policy(h)]
         cluster.delete(k for k in _keys(done) if _complete(cluster, k))
     return errors
+
+
+def _named(objects: Sequence[Obj]) -> str:
+    return ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
+
+
+def _unserved(cluster: Cluster, objects: Sequence[Obj]) -> list[Obj]:
+    return [o for o in objects if cluster.unserved(o) is not None]
 
 
 def _complete(cluster: Cluster, k: tuple[str, str, str]) -> bool:
@@ -220,6 +235,20 @@ def _flux_parts(
     for kustomization in parts:
         spec, name = kustomization["spec"], kustomization["metadata"]["name"]
         part = part_objects(spec, objects)
+        unserved = _unserved(cluster, part)
+        if unserved:  # its dry-run of every object fails: none of them is applied
+            failure = (
+                f"flux: Kustomization {name} is not Ready: dry-run failed: {_named(unserved)}: "
+                f"{cluster.unserved(unserved[0])}; none of its objects is applied"
+            )
+            if len(unserved) == len(part) and kustomization is parts[-1]:
+                cluster.log(f"{failure}; nothing depends on it")  # the flow runs without it
+                cluster.refused += [
+                    f"{str(o['kind']).lower()}/{o['metadata']['name']}" for o in unserved
+                ]
+            else:
+                errors.append(failure)
+            break  # what depends on it is not applied
         errors += cluster.apply(part, app=app, resolver=resolver, mode="flux", prune=False)
         wanted = _keys(part)
         held = cluster.inventory.get(name, set())
@@ -261,19 +290,17 @@ def _sync(
     objects = list(tree.objects)
     hooks = [o for o in objects if _is_hook(o, mode)]
     plain = [o for o in objects if not _is_hook(o, mode)]
+    app_obj = _held_application(cluster, tree.env) if mode == "argocd" else None
+    refusal = _refused_up_front(cluster, objects, mode=mode, app=app_obj)
+    if refusal:
+        return [refusal]
 
     def apply(group: list[Obj]) -> list[str]:
         return cluster.apply(group, app=app, resolver=resolver, mode=mode, prune=False)
 
     errors: list[str] = []
-    waves: dict[int, list[Obj]] = {}
-    for obj in plain:
-        waves.setdefault(wave_of(obj) if mode == "argocd" else 0, []).append(obj)
-    prunes: dict[int, list[Key]] = {}
-    if mode == "argocd":  # each prune in its wave, or last (vf.runtree.argocd_sync)
-        live = {k: cluster.objects[k] for k in _prunable(cluster, objects, app=app, mode=mode)}
-        app_obj = _held_application(cluster, tree.env)
-        prunes = prune_waves(live, app=app_obj, apply_waves=waves)
+    waves = _waves(plain, mode=mode)
+    prunes = _argocd_prunes(cluster, objects, app=app, app_obj=app_obj, waves=waves, mode=mode)
     order = sorted(set(waves) | set(prunes))
     for wave in order:
         if prunes.get(wave):
@@ -282,6 +309,9 @@ def _sync(
         if wave not in waves:
             continue
         errors += apply(waves[wave])
+        ended = _wave_failed(cluster, waves, wave=wave, hooks=hooks, mode=mode)
+        if ended is not None:
+            return [*errors, *ended]
         if mode == "argocd" and wave == order[-1] and not hooks:
             # gitops-engine ends the operation once its last wave is applied, healthy or not
             cluster.log(f"argocd: wave {wave} applied, the last: sync Succeeded")
@@ -298,6 +328,69 @@ def _sync(
     if mode in PRUNE_MODES and mode != "argocd":
         _prune(cluster, objects, app=app, mode=mode)
     return errors
+
+
+def _waves(objects: list[Obj], *, mode: str) -> dict[int, list[Obj]]:
+    """The objects by Argo CD sync wave; every other tool applies them as one."""
+    waves: dict[int, list[Obj]] = {}
+    for obj in objects:
+        waves.setdefault(wave_of(obj) if mode == "argocd" else 0, []).append(obj)
+    return waves
+
+
+def _wave_failed(
+    cluster: Cluster, waves: dict[int, list[Obj]], *, wave: int, hooks: list[Obj], mode: str
+) -> list[str] | None:
+    """Argo CD ends the operation Failed in a wave whose object of an unserved kind failed
+    to apply: the errors when a later wave is left undone, [] when it was the last (logged),
+    None when the wave applied (or the tool has no waves)."""
+    unserved = _unserved(cluster, waves[wave]) if mode == "argocd" else []
+    if not unserved:
+        return None
+    failure = f"argocd: sync failed in wave {wave}: {_named(unserved)} failed to apply"
+    if any(w > wave for w in waves) or hooks:
+        return [f"{failure}; no later wave runs"]
+    cluster.log(f"{failure}; every other object is applied")
+    return []
+
+
+def _refused_up_front(
+    cluster: Cluster, objects: Sequence[Obj], *, mode: str, app: Obj | None
+) -> str | None:
+    """What refuses the whole sync before anything is applied: Argo CD's dry-run of an
+    object of an unserved kind that does not say ``SkipDryRunOnMissingResource=true``;
+    Helm's build of the release's objects, any of an unserved kind."""
+    unserved = _unserved(cluster, objects)
+    if mode == "argocd":
+        skip = "SkipDryRunOnMissingResource=true"
+        unserved = [o for o in unserved if skip not in options(o) | app_options(app)]
+        if unserved:
+            return (
+                "argocd: one or more synchronization tasks are not valid: "
+                f"{_named(unserved)}: {cluster.unserved(unserved[0])}; nothing is applied"
+            )
+    if mode == "helm" and unserved:
+        return (
+            "helm: unable to build kubernetes objects from release manifest: "
+            f"{_named(unserved)}: {cluster.unserved(unserved[0])}; nothing is applied"
+        )
+    return None
+
+
+def _argocd_prunes(
+    cluster: Cluster,
+    objects: list[Obj],
+    *,
+    app: str,
+    app_obj: Obj | None,
+    waves: dict[int, list[Obj]],
+    mode: str,
+) -> dict[int, list[Key]]:
+    """Argo CD's prune tasks by wave: each in its wave, or last (``vf.runtree.argocd_sync``)."""
+    if mode != "argocd":
+        return {}
+    live = {k: cluster.objects[k] for k in _prunable(cluster, objects, app=app, mode=mode)}
+    return prune_waves(live, app=app_obj, apply_waves=waves)
 
 
 def _failed_jobs(cluster: Cluster, keys: set[Key]) -> list[str]:

@@ -1,6 +1,7 @@
-"""Flux delivers each environment in two parts: the infrastructure first, then the workers.
+"""Flux delivers each environment in two parts, the infrastructure first, then the workers,
+and a third for what the flow runs without, when the environment has any.
 
-Both Kustomizations build the same overlay; Flux's own ``patches`` delete, by label, what
+Every Kustomization builds the same overlay; Flux's own ``patches`` delete, by label, what
 belongs to the other part (a ``$patch: delete`` per selector), so the overlay stays one tree
 for Argo CD and ``kubectl apply -k``. The parts are complementary by construction:
 
@@ -8,7 +9,12 @@ for Argo CD and ``kubectl apply -k``. The parts are complementary by constructio
   and policies, the broker ConfigMap the workers read, and the flow's policy: everything
   that is neither a worker (``vf.dev/node``) nor the provision Job and its topology;
 - *workers*: the workers and the provision Job, with ``dependsOn`` the infra part, so Flux
-  applies them once the broker and store are Ready.
+  applies them once the broker and store are Ready;
+- *optional*: the objects of an API the cluster may lack (``vf.dev/optional``: KEDA's
+  ScaledObjects, a ServiceMonitor), out of the other two and ``dependsOn`` the workers
+  part. kustomize-controller dry-runs every object of a Kustomization before it applies
+  any, so one kind the cluster does not serve fails the whole part (ADR 0202): here that
+  leaves the broker, the store and the workers running, and only this part not Ready.
 
 Health: the infra part waits for every object (the broker's and store's rollouts). The
 workers part waits for its Deployments and StatefulSets only (``wait: false`` and a
@@ -23,12 +29,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from vf_runtime.labels import COMPONENT, NODE_LABEL, PROVISION
+from vf_runtime.labels import COMPONENT, NODE_LABEL, OPTIONAL_LABEL, PROVISION
 
 Obj = dict[str, Any]
-INFRA, WORKERS = "infra", "workers"
+INFRA, WORKERS, OPTIONAL = "infra", "workers", "optional"
 WORKER_SELECTORS = (NODE_LABEL, f"{COMPONENT}={PROVISION}")
 INFRA_SELECTOR = f"!{NODE_LABEL},{COMPONENT}!={PROVISION}"
+OPTIONAL_SELECTOR = OPTIONAL_LABEL
+REQUIRED_SELECTOR = f"!{OPTIONAL_LABEL}"
 _DELETE = "$patch: delete\napiVersion: v1\nkind: Unused\nmetadata:\n  name: unused\n"
 _READY_KINDS = ("Deployment", "StatefulSet")
 
@@ -45,9 +53,15 @@ def _is_worker(obj: Obj) -> bool:
 
 def part_spec(part: str, *, objects: Sequence[Obj]) -> Obj:
     """The spec fields that make a Kustomization one part, with its health signal."""
+    if part == OPTIONAL:  # nothing to wait for: applied is all it can be
+        return {"patches": [deleting(REQUIRED_SELECTOR)], "wait": False}
     if part == INFRA:
-        return {"patches": [deleting(s) for s in WORKER_SELECTORS], "wait": True}
-    spec: Obj = {"patches": [deleting(INFRA_SELECTOR)], "wait": False}
+        selectors = (*WORKER_SELECTORS, OPTIONAL_SELECTOR)
+        return {"patches": [deleting(s) for s in selectors], "wait": True}
+    spec: Obj = {
+        "patches": [deleting(INFRA_SELECTOR), deleting(OPTIONAL_SELECTOR)],
+        "wait": False,
+    }
     checks = [
         {
             "apiVersion": o["apiVersion"],

@@ -23,7 +23,7 @@ from typing import Any
 from vf import names
 from vf.emit.gitops.argocd_project import app_project
 from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release, values_file
-from vf.emit.gitops.flux_parts import INFRA, WORKERS, deleting, part_spec
+from vf.emit.gitops.flux_parts import INFRA, OPTIONAL, WORKERS, deleting, part_spec
 from vf.emit.manifests import reads_manifests, source_path
 from vf.ir.delivery import ArgoCD, Flux, GitOps
 from vf.ir.plan import Plan
@@ -34,6 +34,7 @@ from vf_runtime.labels import (
     MANAGED_BY,
     MANAGER,
     PART_OF,
+    is_optional,
 )
 
 Obj = dict[str, Any]
@@ -260,8 +261,9 @@ def _source_name(flow_id: str) -> str:
 def _flux_files(
     gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj]
 ) -> dict[str, Obj]:
-    """One environment's Flux objects: a HelmRelease, or the infrastructure Kustomization
-    and the workers' Kustomization that depends on it."""
+    """One environment's Flux objects: a HelmRelease, or the infrastructure Kustomization,
+    the workers' Kustomization that depends on it, and one for the objects the flow runs
+    without (``vf.emit.gitops.flux_parts``), when the environment has any, after those."""
     env = plan.environment
     root = {flux_root_file(env): _flux_root(gitops, flux=flux, plan=plan)}
     if flux.helm_release:
@@ -269,7 +271,15 @@ def _flux_files(
         return {f"helmrelease-{env}.yaml": release, **root}
     infra = _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects, part=INFRA)
     workers = _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects, part=WORKERS)
-    return {f"kustomization-{env}-infra.yaml": infra, f"kustomization-{env}.yaml": workers, **root}
+    files = {
+        f"kustomization-{env}-infra.yaml": infra,
+        f"kustomization-{env}.yaml": workers,
+        **root,
+    }
+    if any(is_optional(o) for o in objects):
+        optional = _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects, part=OPTIONAL)
+        files[f"kustomization-{env}-optional.yaml"] = optional
+    return files
 
 
 def _flux_root(gitops: GitOps, *, flux: Flux, plan: Plan) -> Obj:
@@ -327,6 +337,8 @@ def _flux_kustomization(
     spec["dependsOn"] = [{"name": root_name(plan.flow_id, env=plan.environment)}]
     if part == WORKERS:
         spec["dependsOn"].append({"name": _kustomization_name(plan, part=INFRA)})
+    elif part == OPTIONAL:
+        spec["dependsOn"].append({"name": _kustomization_name(plan, part=WORKERS)})
     flux_access(spec, flux, gitops, environment=plan.environment)
     return {
         "apiVersion": FLUX_KUSTOMIZE_API,
@@ -341,8 +353,8 @@ def _flux_kustomization(
 
 
 def _kustomization_name(plan: Plan, *, part: str) -> str:
-    if part == INFRA:
-        return names.k8s_name(plan.flow_id, plan.environment, "infra")
+    if part in (INFRA, OPTIONAL):
+        return names.k8s_name(plan.flow_id, plan.environment, part)
     return names.k8s_name(plan.flow_id, plan.environment)
 
 

@@ -38,6 +38,7 @@ from vf.emit.helm.text import (
     values_expr,
 )
 from vf.memo import current, kept
+from vf_runtime.labels import is_optional
 
 Obj = dict[str, Any]
 Path = tuple[str | int, ...]
@@ -422,12 +423,22 @@ def _all(conditions: Sequence[str]) -> str | None:
     return "and " + " ".join(f"({c})" for c in conditions)  # and stops at the first false
 
 
+def served(obj: Obj) -> list[str]:
+    """An object the flow runs without (``vf.dev/optional``) renders only where the cluster
+    serves its kind, as Helm's discovery reads it (ADR 0202): ``helm install`` builds every
+    object before it applies any, and one unknown kind fails the release."""
+    if not is_optional(obj):
+        return []
+    api = f"{obj['apiVersion']}/{obj['kind']}"
+    return [f"$.Capabilities.APIVersions.Has {go_string(api)}"]
+
+
 def member_guard(member: Member) -> str | None:
-    """The template condition of one object: its environments, its node's count."""
+    """The template condition of one object: its environments, its node's count, its API."""
     conditions = [presence(member.present)] if member.partial else []
     if member.above_one is not None:
         conditions.append(above_one(go_string(member.above_one)))
-    return _all(conditions)
+    return _all([*conditions, *served(member.base)])
 
 
 def shape_template(shape: Shape) -> str:
@@ -438,7 +449,7 @@ def shape_template(shape: Shape) -> str:
     conditions = ["has $.Values.environment (index $r " + go_string(IN) + ")"] * shape.guarded
     if shape.node is not None:
         conditions.append(above_one(f"(index $r {go_string(shape.node)})"))
-    guard = _all(conditions)
+    guard = _all([*conditions, *served(shape.base)])
     if guard is None:
         return head + "---\n" + body + "{{- end }}\n"
     inside = "{{- if " + guard + " }}\n"
