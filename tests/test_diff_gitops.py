@@ -89,14 +89,16 @@ def test_autoscaling_widens_the_app_project(autoscaling_on: CompileResult, tmp_p
     assert "; no longer Deployment/vf-cameras-rce2b7c1-alerts" in checks
     assert "StatefulSet/vf-cameras-rce2b7c1-tracker" in checks
     assert "Kustomization flux-system/cameras-dev" not in changes  # dev's run is the same
-    assert [c.action for c in report.gitops] == ["changed"] * 3
+    # dev's ScaledObjects come with the Flux part that holds what the flow runs without
+    assert changes["Kustomization flux-system/cameras-dev-optional"].action == "added"
+    assert sorted(c.action for c in report.gitops) == ["added"] + ["changed"] * 3
 
     text = render_text(report)
-    assert "gitops objects: 0 new, 0 removed, 3 changed\n" in text
+    assert "gitops objects: 1 new, 0 removed, 3 changed\n" in text
     assert "  !  AppProject argocd/vision-dev: admits keda.sh/ScaledObject (widened)\n" in text
     assert "gitops/" not in text.split("other generated files that change:")[1]
     markdown = render_markdown(report)
-    assert "### GitOps objects: 0 new, 0 removed, 3 changed" in markdown
+    assert "### GitOps objects: 1 new, 0 removed, 3 changed" in markdown
     assert (
         "- **warning** `AppProject argocd/vision-dev`: admits keda.sh/ScaledObject (widened)"
         in markdown
@@ -112,6 +114,7 @@ def test_env_compares_only_that_environments_objects(
     assert list(_by_subject(report)) == [
         "AppProject argocd/vision-dev",
         "Application argocd/cameras-dev",
+        "Kustomization flux-system/cameras-dev-optional",
     ]
 
 
@@ -155,15 +158,17 @@ def test_switching_to_a_helm_release(tmp_path: Path) -> None:
     assert [subject(c) for c in removed] == [
         "Kustomization flux-system/cameras-dev",
         "Kustomization flux-system/cameras-dev-infra",
+        "Kustomization flux-system/cameras-dev-optional",
         "Kustomization flux-system/cameras-prod",
         "Kustomization flux-system/cameras-prod-infra",
+        "Kustomization flux-system/cameras-prod-optional",
     ]
     for change in removed:
         (prune,) = change.notes
         assert prune.severity == "warning"
         assert prune.message == "deleting it deletes the objects it applied (prune: true)"
     text = render_text(report)
-    assert "gitops objects: 4 new, 4 removed, 0 changed" in text
+    assert "gitops objects: 4 new, 6 removed, 0 changed" in text
     assert "  !  removed: Kustomization flux-system/cameras-dev: deleting it" in text
     assert "     new: ConfigMap flux-system/cameras-dev-values\n" in text
 

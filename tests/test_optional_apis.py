@@ -96,7 +96,7 @@ def test_flux_holds_them_in_a_part_of_their_own_that_nothing_depends_on(
     assert sum(len(k) for k in keys) == len(objects)  # each object in exactly one part
     assert set().union(*keys) == {(o["kind"], o["metadata"]["name"]) for o in objects}
     assert {k for k, _ in keys[2]} == OPTIONAL and not any(k in OPTIONAL for k, _ in keys[1])
-    assert parts[2]["spec"]["dependsOn"] == [{"name": "opt-dev"}]
+    assert parts[2]["spec"]["dependsOn"] == [{"name": "opt-dev-gitops"}, {"name": "opt-dev"}]
     assert not any(
         d["name"] == "opt-dev-optional" for p in parts for d in p["spec"].get("dependsOn", [])
     )
