@@ -4,9 +4,16 @@ the vf.yaml setting that does without each; an optional kind (KEDA's ScaledObjec
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shlex
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import kubernetes_validate
 from ruamel.yaml import YAML
 
 from vf.pipeline import CompileRequest, CompileResult, compile_project
@@ -103,3 +110,84 @@ def test_a_batch_trees_readme_says_what_a_new_generation_does(
         "Do not delete a finished Job"
         not in compiled_examples["realtime_cameras"].tree["README.md"]
     )
+
+
+REFERENCES = """environments:
+  dev:
+    namespace: refs
+    images: {default: r.io/a:1}
+    autoscaling: {enabled: false}
+    pods: {image_pull_secrets: [regcred]}
+    mounts: {sink: ['results:/results'], work: ['models:/models:ro']}
+    replicas: {work: 3}
+    broker: {profile: external, url_secret: {name: nats-creds, key: url}}
+    payload_store: {profile: external, url_secret: {name: store-creds, key: redis-url}}
+"""
+
+
+def _run(kubectl: str, command: str) -> dict[str, Any]:
+    """What a README command creates: a Secret by the real kubectl without a cluster (a
+    client dry run); a claim piped to ``kubectl apply`` (which needs the server's API
+    discovery) checked against the Kubernetes schema instead."""
+    pipe, _, rest = command.rpartition("| ")
+    words = shlex.split(rest)
+    assert words[0] == "kubectl", command
+    if pipe:
+        made: dict[str, Any] = json.loads(shlex.split(pipe)[1])
+        assert words[1:] == ["apply", "-n", words[3], "-f", "-"], command
+        kubernetes_validate.validate(made, "1.33", strict=True)
+        made["metadata"]["namespace"] = words[3]
+        return made
+    done = subprocess.run(
+        [kubectl, *words[1:], "--dry-run=client", "-o", "json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": os.devnull},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    made = json.loads(done.stdout)
+    return made
+
+
+def test_every_secret_and_claim_the_tree_lacks_is_listed_with_its_command(
+    write_graph: Callable[..., Path], kubectl: str
+) -> None:
+    graph = write_graph(GRAPH, REFERENCES)
+    readme = compile_project(CompileRequest(graph=str(graph))).tree["README.md"]
+    lines = [
+        line
+        for line in _section(readme, "dev").splitlines()
+        if line.startswith(("- The Secret", "- The PersistentVolumeClaim"))
+    ]
+    print("\n".join(lines))
+    made = {}
+    for line in lines:
+        command = re.findall(r"`([^`]*kubectl [^`]*)`", line)[-1]
+        obj = _run(kubectl, command)
+        assert obj["metadata"]["namespace"] == "refs"
+        made[(obj["kind"], obj["metadata"]["name"])] = obj
+    assert sorted(made) == [
+        ("PersistentVolumeClaim", "models"),
+        ("PersistentVolumeClaim", "results"),
+        ("Secret", "nats-creds"),
+        ("Secret", "regcred"),
+        ("Secret", "store-creds"),
+    ]
+    assert set(made["Secret", "nats-creds"]["data"]) == {"url"}
+    assert set(made["Secret", "store-creds"]["data"]) == {"redis-url"}
+    assert made["Secret", "regcred"]["type"] == "kubernetes.io/dockerconfigjson"
+    assert made["PersistentVolumeClaim", "models"]["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert made["PersistentVolumeClaim", "results"]["spec"]["accessModes"] == ["ReadWriteOnce"]
+
+
+def test_what_the_tree_creates_is_not_listed(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    """A durable store's claim and the flow's own objects are in the tree; only what the
+    pods name beyond it is listed."""
+    video = compiled_examples["video_analytics"].tree["README.md"]
+    assert "- The PersistentVolumeClaim" not in video and "- The Secret" not in video
+    cameras = compiled_examples["realtime_cameras"].tree["README.md"]
+    assert "- The Secret `cameras-nats`" not in _section(cameras, "dev")
+    assert "--from-literal=url=VALUE" in _section(cameras, "prod")

@@ -17,7 +17,7 @@ from vf.emit.helm.chart import chart_files
 from vf.emit.helm.version import read_previous
 from vf.emit.kustomize.tree import EnvObjects, kustomize_files
 from vf.emit.manifests import manifest_files, reads_manifests
-from vf.emit.prerequisites import prerequisites
+from vf.emit.prerequisites import missing_references, prerequisites
 from vf.emit.readme import README, tree_readme
 from vf.errors import VfError
 from vf.frontend.graph_checks import graph_module_classes
@@ -207,7 +207,10 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
             for plan in plans
         }
     )
-    needs = {env: prerequisites(objs, env=env) for env, objs in objects.items()}
+    needs = {
+        env: prerequisites(objs, env=env) + missing_references(objs)
+        for env, objs in objects.items()
+    }
     gitops = gitops_files(planned.targets.gitops, plans=plans, objects=objects)
     values_maps = flux_values_maps(planned.targets.gitops, plans=plans)
     paths = []

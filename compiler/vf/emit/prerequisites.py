@@ -3,7 +3,9 @@
 Read from the objects themselves, so the list is exactly what the overlay and the chart
 need: an API the cluster must serve (KEDA, DRA), a cluster-scoped object someone else
 creates (a PriorityClass, a RuntimeClass, a DeviceClass), or a device plugin on the nodes.
-Each comes with the ``vf.yaml`` setting that does without it.
+Each comes with the ``vf.yaml`` setting that does without it. ``missing_references`` adds
+the Secrets and PersistentVolumeClaims the pods name but the tree lacks, each with the
+command that creates it.
 """
 
 from __future__ import annotations
@@ -96,4 +98,115 @@ def prerequisites(objects: Sequence[Mapping[str, Any]], *, env: str) -> list[str
                 f"`environments.{env}.priority_class`, or set `priority_class_value` so vf "
                 "creates it."
             )
+    return items
+
+
+def _pod_owners(objects: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Obj, bool, str]]:
+    """Each pod template's spec, whether several of its pods may run at once (a count over
+    one, or none: a scaler sets it), and its namespace."""
+    for obj in objects:
+        spec = obj.get("spec") or {}
+        template = (spec.get("jobTemplate") or {}).get("spec", spec).get("template")
+        if not isinstance(template, dict):
+            continue
+        count = spec.get("parallelism", 1) if obj.get("kind") == "Job" else spec.get("replicas")
+        namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+        yield template.get("spec") or {}, not isinstance(count, int) or count > 1, namespace
+
+
+def _secret_uses(pod: Obj) -> Iterator[tuple[str, str | None, str]]:
+    """``(Secret, key or None, use)`` for each reference a pod makes (optional ones aside:
+    the pod starts without them)."""
+    for pull in pod.get("imagePullSecrets") or []:
+        yield str(pull["name"]), None, "pull"
+    for container in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+        for var in container.get("env") or []:
+            ref = (var.get("valueFrom") or {}).get("secretKeyRef")
+            if ref and not ref.get("optional"):
+                yield str(ref["name"]), str(ref["key"]), "env"
+        for source in container.get("envFrom") or []:
+            ref = source.get("secretRef")
+            if ref and not ref.get("optional"):
+                yield str(ref["name"]), None, "env"
+    for volume in pod.get("volumes") or []:
+        refs = (
+            [(volume["secret"].get("secretName"), volume["secret"])] if volume.get("secret") else []
+        )
+        sources = (volume.get("projected") or {}).get("sources") or []
+        refs += [(s["secret"].get("name"), s["secret"]) for s in sources if s.get("secret")]
+        for name, ref in refs:
+            if ref.get("optional"):
+                continue
+            keys: list[str | None] = [str(item["key"]) for item in ref.get("items") or []]
+            for key in keys or [None]:
+                yield str(name), key, "file"
+
+
+def _ns(namespace: str) -> str:
+    return f" -n {namespace}" if namespace else ""
+
+
+def _secret_command(name: str, namespace: str, keys: set[str], uses: set[str]) -> str:
+    if "pull" in uses:
+        return (
+            f"kubectl create secret docker-registry {name}{_ns(namespace)} "
+            "--docker-server=REGISTRY --docker-username=USER --docker-password=PASSWORD"
+        )
+    flag = "--from-file" if uses == {"file"} else "--from-literal"
+    value = "PATH" if flag == "--from-file" else "VALUE"
+    pairs = " ".join(f"{flag}={key}={value}" for key in sorted(keys)) or f"{flag}=KEY={value}"
+    return f"kubectl create secret generic {name}{_ns(namespace)} {pairs}"
+
+
+def _claim_command(name: str, namespace: str, mode: str) -> str:
+    claim = (
+        '{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"'
+        + name
+        + '"},"spec":{"accessModes":["'
+        + mode
+        + '"],"resources":{"requests":{"storage":"10Gi"}}}}'
+    )
+    return f"echo '{claim}' | kubectl apply{_ns(namespace)} -f -"
+
+
+def missing_references(objects: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Markdown list items: each Secret and PersistentVolumeClaim the pods reference that
+    the tree does not create, with a command that creates it (ADR 201)."""
+    made = {
+        (str(o.get("kind")), str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"]))
+        for o in objects
+    }
+    secrets: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
+    claims: dict[tuple[str, str], list[bool]] = {}
+    for pod, many, namespace in _pod_owners(objects):
+        for name, key, use in _secret_uses(pod):
+            if ("Secret", namespace, name) in made:
+                continue
+            keys, uses = secrets.setdefault((namespace, name), (set(), set()))
+            uses.add(use)
+            if key is not None:
+                keys.add(key)
+        for volume in pod.get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim and ("PersistentVolumeClaim", namespace, str(claim)) not in made:
+                claims.setdefault((namespace, str(claim)), []).append(many)
+    items = []
+    for (namespace, name), (keys, uses) in sorted(secrets.items()):
+        named = ", ".join(f"`{k}`" for k in sorted(keys))
+        what = {"pull": "image pull", "env": "environment", "file": "mounted"}
+        used = " and ".join(what[u] for u in sorted(uses))
+        items.append(
+            f"The Secret `{name}`{f' in `{namespace}`' if namespace else ''} ({used}"
+            f"{f'; keys {named}' if named else ''}), which the tree does not contain: "
+            f"`{_secret_command(name, namespace, keys, uses)}`."
+        )
+    for (namespace, name), owners in sorted(claims.items()):
+        several = len(owners) > 1 or owners[0]
+        mode = "ReadWriteMany" if several else "ReadWriteOnce"
+        who = "several pods mount it" if several else "one pod mounts it"
+        items.append(
+            f"The PersistentVolumeClaim `{name}`{f' in `{namespace}`' if namespace else ''} "
+            f"({who}: {mode}), which the tree does not create; size it for its data and "
+            f"name the StorageClass it needs: `{_claim_command(name, namespace, mode)}`."
+        )
     return items
