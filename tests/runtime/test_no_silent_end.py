@@ -142,7 +142,8 @@ def test_a_forged_abort_mid_stream_is_a_named_failure_that_propagates(
     )
     assert run.code == 8, run.output[-4000:]
     assert "[vf] flow finished (" not in run.output
-    assert "flow aborted" in run.output
+    assert "[vf] flow aborted: scale/r0, sink/r0 ended on an abort" in run.output
+    assert "(restarts: 0, exit 8)" in run.output, "an aborted replica was restarted"
     assert applied == Counter(range(1, count + 1)), "the abort ended a reader before its count"
     for node in ("scale", "sink"):
         assert re.search(rf"^\[vf\] {node}: 1 item\(s\) dead-lettered", run.output, re.MULTILINE), (
@@ -191,39 +192,46 @@ def test_a_blobref_naming_a_set_key_is_dead_lettered_and_the_run_goes_on(
     count, generation = 12, "wrong1"
     key = "vf-blobobl-{vf-blob-forged}"
 
-    async def make_set() -> None:
+    async def keep_set(present: bool) -> None:
         from redis.asyncio import Redis
 
         client = Redis.from_url(redis_server.url)
         try:
-            await client.sadd(key, "scale--from--numbers")
+            if present:
+                await client.sadd(key, "scale--from--numbers")
+            else:  # the store is shared: other tests count the blob keys left in it
+                await client.delete(key)
         finally:
             await client.aclose()
 
-    asyncio.run(make_set())
-    process, out, log = _start(
-        tmp_path,
-        "paced.py",
-        count=count,
-        generation=generation,
-        nats_url=nats_server.url,
-        redis_url=redis_server.url,
-    )
-    names = RunNames("paced", _run_id(log), generation)
-    payload_type, payload = encode_payload(BlobRef(ref=key, inner_payload_type=VALUE, size=3))
-    envelope = Envelope(
-        type=DATA,
-        producer="numbers",
-        flow_id="paced",
-        run_id=names.run_id,
-        trace_id="numbers:forged:1",
-        seq=1,
-        payload_type=payload_type,
-        payload=payload,
-    )
-    raw, headers = encode_envelope(envelope), {"VF-Generation": generation}
-    asyncio.run(_publish(nats_server.url, names.subject("numbers"), raw, headers))
-    run = finish_flow(process, log=log, timeout=180)
+    asyncio.run(keep_set(True))
+    try:
+        process, out, log = _start(
+            tmp_path,
+            "paced.py",
+            count=count,
+            generation=generation,
+            nats_url=nats_server.url,
+            redis_url=redis_server.url,
+        )
+        names = RunNames("paced", _run_id(log), generation)
+        reference = BlobRef(ref=key, inner_payload_type=VALUE, size=3)
+        payload_type, payload = encode_payload(reference)
+        envelope = Envelope(
+            type=DATA,
+            producer="numbers",
+            flow_id="paced",
+            run_id=names.run_id,
+            trace_id="numbers:forged:1",
+            seq=1,
+            payload_type=payload_type,
+            payload=payload,
+        )
+        raw, headers = encode_envelope(envelope), {"VF-Generation": generation}
+        asyncio.run(_publish(nats_server.url, names.subject("numbers"), raw, headers))
+        run = finish_flow(process, log=log, timeout=180)
+    finally:
+        asyncio.run(keep_set(False))
     applied = _applied(out)
     restarts = len(re.findall(r"^\[vf\] scale/r0 exited with", run.output, re.MULTILINE))
     print(
