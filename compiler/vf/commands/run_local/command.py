@@ -322,7 +322,6 @@ def run_local(request: RunLocalRequest) -> int:
     """Compile, start services, provision, run every replica; return the exit code."""
     out = request.output
     generation = request.generation or fresh_generation()
-    kept = _kept_run_dir(request)  # made and tried before anything starts, claims or not
     with _stopped_by_signals(), ExitStack() as stack:
         guardian = _guardian()  # first: whatever starts next dies with this run
         stack.callback(guardian.close)
@@ -332,6 +331,7 @@ def run_local(request: RunLocalRequest) -> int:
         plan, graph = _plan(request)  # forks the graph loader: vf still has one thread
         zygote.listen()  # vf's first thread (ADR 0170)
         launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
+        kept = _kept_run_dir(request)  # made and tried before anything is written, claims or not
         _guarded(guardian)
         run_dir = kept or guardian.directory
         _stop_if_asked()
