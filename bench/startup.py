@@ -38,7 +38,11 @@ def build_flow():
     return Flow([Sink(path=os.environ["S_OUT"], name="sink")(node)], flow_type=BATCH,
                 flow_id=os.environ["S_FLOW"])
 """
-CONFIG = "environments:\n  bench:\n    images:\n      default: bench:0\n"
+# a payload store, as vf init's project has: vf run-local starts Redis only for one
+CONFIG = (
+    "environments:\n  bench:\n    images:\n      default: bench:0\n"
+    "    payload_store:\n      profile: dev\n"
+)
 CHECK_CONFIG = "flow_id: peerbench\nenvironments:\n" + "".join(
     f"  {env}:\n    namespace: peerbench-{env}\n"
     "    images: {default: registry.example.com/vf-worker:bench}\n"

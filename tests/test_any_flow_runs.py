@@ -2,7 +2,7 @@
 
 The runtime's own tests run fixed flows. Here ``vf run-local`` runs random layered flows
 (``tests.random_flows``: one producer, fan-out, joins of two branches partitioned by trace
-id, one to three replicas a node) on its embedded NATS and Redis, and each consumer writes
+id, one to three replicas a node) on its embedded NATS, and each consumer writes
 down the numbers it consumed: each must have every number the producer sent, once.
 """
 

@@ -1,6 +1,7 @@
 """A folder a command must make or write into and cannot (``vf init DIR``, ``vf run-local
 --run-dir``, ``vf run-tree --run-dir``) is the environment problem VF_FOLDER_WRITE (exit 3)
-naming the folder, before the command starts anything: never VF_INTERNAL (exit 70).
+naming the folder, before the command starts a server or a worker: never VF_INTERNAL
+(exit 70).
 
 A read-only folder does not stop root, so the folder under a regular file, which stops
 everyone, is the case that runs everywhere."""
@@ -14,9 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.support import example_graph
+from tests.support import example_graph, require
 from vf.cli import cli
 from vf.errors import EXIT_ENVIRONMENT
+from vf.runtree.tools import find_tool
 
 
 @pytest.fixture(params=["under-a-file", "read-only"])
@@ -68,6 +70,7 @@ def test_run_local_with_a_run_dir_it_cannot_write(blocked: Path) -> None:
 
 
 def test_run_tree_with_a_run_dir_that_cannot_be_made(tmp_path: Path, blocked: Path) -> None:
+    require(find_tool("kubectl") is not None, "kubectl is not installed (make setup)")
     tree = tmp_path / "deploy"
     compiled = CliRunner().invoke(
         cli, ["compile", example_graph("batch_pipeline"), "--out", str(tree)]

@@ -63,7 +63,8 @@ def run_local_command(
     run_dir: Path | None,
     oversubscribe: bool,
 ) -> None:
-    """Run GRAPH on this machine: one process per replica, embedded NATS and Redis."""
+    """Run GRAPH on this machine: one process per replica, embedded NATS (and Redis where
+    the environment has a payload store)."""
 
     def body() -> int:
         from vf.commands.run_local.command import RunLocalRequest, run_local

@@ -209,12 +209,12 @@ def run_tree(request: RunTreeRequest) -> int:
         print(text, file=out, flush=True)
 
     secrets = read_secrets(request.secrets)
-    kept = None  # --run-dir, made and tried before anything starts
+    tree, resolver = prepare(request, log=log, secrets=secrets)
+    kept = None  # --run-dir, made and tried once the run is known to fit, before it starts
     if request.run_dir is not None:
         kept = writable_folder(
             request.run_dir, what="the run directory", other="pass another --run-dir"
         )
-    tree, resolver = prepare(request, log=log, secrets=secrets)
     batch = tree.plan["flow_type"] == "batch"
     app = (request.app or Path.cwd()).resolve()
     oci = select_runtime(request.runtime, resolver, app_dir=app, build=request.build, log=log)

@@ -223,8 +223,9 @@ class Publisher:
             raise WireError(
                 "VF_BLOB_NO_STORE",
                 f"payload of {len(envelope.payload)} bytes exceeds the inline limit of "
-                f"{self.config.max_inline_bytes} bytes and no payload store is configured "
-                "(set VF_BLOB_REDIS_URL)",
+                f"{self.config.max_inline_bytes} bytes and the environment has no payload "
+                "store: give it one in vf.yaml (payload_store: {profile: dev}, or durable, "
+                "cache, external) and recompile, or raise VF_MAX_INLINE_PAYLOAD_BYTES",
             )
         blobs = self.blobs
         generation = self.config.generation

@@ -1,8 +1,9 @@
 """``vf run-local``: run a flow on this machine from the same plan the cluster gets.
 
 One subprocess per replica, each with the environment its pod would get, against
-an embedded ``nats-server -js`` and ``redis-server`` (started here on free
-loopback ports unless URLs are given), supervised with the Jobs' restart budget.
+an embedded ``nats-server -js`` and, where the plan has a payload store, ``redis-server``
+(started here on free loopback ports unless URLs are given), supervised with the Jobs'
+restart budget.
 Everything it starts joins the process group of a guardian (vf_runtime.local.guardian), so a
 SIGTERM, SIGHUP or Ctrl-C at any moment, or even a SIGKILL of vf, leaves no server, worker
 or run directory behind.
@@ -190,6 +191,29 @@ def needs_payload_store(plan: Plan) -> bool:
     )
 
 
+def has_payload_store(plan: Plan) -> bool:
+    """Whether the plan's workers get a store: any ``payload_store.profile`` but ``none``
+    (an external one's stand-in here is an embedded Redis)."""
+    return plan.infra.store_profile != "none"
+
+
+def _store_note(plan: Plan, request: RunLocalRequest) -> str | None:
+    """The line a run of a plan without a payload store prints (none runs here either, or
+    --redis's is used); None when the plan has one or no worker would use one."""
+    if has_payload_store(plan) or not needs_payload_store(plan):
+        return None
+    where = f"environment {plan.environment} has payload_store.profile none in vf.yaml"
+    if request.redis_url is not None:
+        return (
+            f"[vf] payload store: the one --redis names, though {where}: in its cluster an "
+            "item above the inline limit fails (VF_BLOB_NO_STORE)\n"
+        )
+    return (
+        f"[vf] no payload store: {where}; as in its cluster, an item above the inline limit "
+        "fails (VF_BLOB_NO_STORE)\n"
+    )
+
+
 def _replicas(
     plan: Plan,
     *,
@@ -255,7 +279,7 @@ def _start_services(
     try:
         if request.nats_url is None:
             started.append(launch_nats(workdir / "nats", group=group))
-        if request.redis_url is None and needs_payload_store(plan):
+        if request.redis_url is None and has_payload_store(plan) and needs_payload_store(plan):
             started.append(launch_redis(workdir / "redis", group=group))
         for server in started:
             server.ready()
@@ -277,6 +301,9 @@ def _start_services(
     redis = request.redis_url or by_name.get("redis-server")
     if redis is not None:
         urls["VF_BLOB_REDIS_URL"] = redis
+    note = _store_note(plan, request)
+    if note is not None:
+        out.write(note)
     return urls
 
 
@@ -295,7 +322,6 @@ def run_local(request: RunLocalRequest) -> int:
     """Compile, start services, provision, run every replica; return the exit code."""
     out = request.output
     generation = request.generation or fresh_generation()
-    kept = _kept_run_dir(request)  # made and tried before anything starts, claims or not
     with _stopped_by_signals(), ExitStack() as stack:
         guardian = _guardian()  # first: whatever starts next dies with this run
         stack.callback(guardian.close)
@@ -305,6 +331,7 @@ def run_local(request: RunLocalRequest) -> int:
         plan, graph = _plan(request)  # forks the graph loader: vf still has one thread
         zygote.listen()  # vf's first thread (ADR 0170)
         launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
+        kept = _kept_run_dir(request)  # made and tried before anything is written, claims or not
         _guarded(guardian)
         run_dir = kept or guardian.directory
         _stop_if_asked()
