@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from vf.ir.capabilities import (
 )
 from vf.pipeline import CompileResult
 from vf.render.infra import (
+    NATS_PID_FILE,
     PARSED,
     component_files,
     component_objects,
@@ -167,3 +169,104 @@ def test_the_parsed_components_are_the_shipped_yaml() -> None:
     )
     for name, objects in parse_components().items():
         assert component_objects(name) == objects
+
+
+def _named(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
+    return found
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+def test_durable_broker_starts_on_the_full_check_and_stops_in_lame_duck(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    """The NATS chart's day-two choices (ADR 200): started once /healthz passes (streams
+    recovered), Ready while it takes clients, restarted only when JetStream is off; a
+    lame-duck preStop through the configured pid file inside a 60 s grace; and at most one
+    server of the cluster disrupted at a time."""
+    objects = compiled_examples["batch_pipeline"].objects["prod"]
+    sts = _named(objects, "StatefulSet", "vf-batch-demo-nats")
+    pod = sts["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    paths = {
+        k: container[k]["httpGet"]["path"]
+        for k in ("startupProbe", "readinessProbe", "livenessProbe")
+    }
+    assert paths == {
+        "startupProbe": "/healthz",
+        "readinessProbe": "/healthz?js-server-only=true",
+        "livenessProbe": "/healthz?js-enabled-only=true",
+    }
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 15 * 60
+    assert all(container[k]["httpGet"]["port"] == "monitor" for k in paths)
+    assert container["lifecycle"]["preStop"]["exec"]["command"] == [
+        "nats-server",
+        f"-sl=ldm={NATS_PID_FILE}",
+    ]
+    assert pod["terminationGracePeriodSeconds"] == 60
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["pid"] == str(PurePosixPath(NATS_PID_FILE).parent)
+    assert {"name": "pid", "emptyDir": {}} in pod["volumes"]
+    conf = _named(objects, "ConfigMap", "vf-batch-demo-nats-config")["data"]["nats.conf"]
+    assert f"pid_file: {NATS_PID_FILE}\n" in conf
+    # The lame duck ends inside the pod's grace (20 s left for the shutdown itself).
+    grace, duration = (
+        int(re.search(rf"{k}: (\d+)s", conf).group(1))  # type: ignore[union-attr]
+        for k in ("lame_duck_grace_period", "lame_duck_duration")
+    )
+    assert grace + duration + 20 <= pod["terminationGracePeriodSeconds"]
+    budget = _named(objects, "PodDisruptionBudget", "vf-batch-demo-nats")
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": budget["spec"]["selector"]}
+    assert budget["metadata"]["namespace"] == sts["metadata"]["namespace"]
+    assert _selects(budget["spec"]["selector"], sts["spec"]["template"]["metadata"]["labels"])
+    assert budget["spec"]["selector"] == sts["spec"]["selector"]
+    others = [
+        o["spec"]["template"]["metadata"]["labels"]
+        for o in objects
+        if "template" in o.get("spec", {}) and o is not sts
+    ]
+    assert not [labels for labels in others if _selects(budget["spec"]["selector"], labels)]
+
+
+def test_dev_broker_keeps_its_single_pod_shape() -> None:
+    """The dev profile is one pod on an emptyDir: nothing to drain carefully, no pid file."""
+    deployment = next(o for o in component_objects("nats-dev") if o["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert "startupProbe" not in container and "lifecycle" not in container
+    assert not [o for o in component_objects("nats-dev") if o["kind"] == "PodDisruptionBudget"]
+    assert "pid_file" not in nats_conf(durable=False, replicas=1)
+
+
+def test_durable_store_has_no_budget_and_probes_that_pass_while_it_loads(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    """The durable store is one pod (``Recreate`` on a ReadWriteOnce claim): a budget of
+    ``maxUnavailable: 1`` would allow every eviction and ``minAvailable: 1`` would block
+    every drain, so it has none. Its liveness is a TCP connect, which a Redis-compatible
+    server accepts while it loads its append-only file (answering ``LOADING``), so a long
+    load is not killed and needs no startup probe (ADR 200)."""
+    objects = compiled_examples["batch_pipeline"].objects["prod"]
+    deployment = _named(objects, "Deployment", "vf-batch-demo-redis")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    budgets = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert not [b for b in budgets if _selects(b["spec"]["selector"], labels)]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert set(container["livenessProbe"]) - {"initialDelaySeconds", "periodSeconds"} == {
+        "tcpSocket"
+    }
+
+
+def test_run_tree_names_the_prestop_it_does_not_run() -> None:
+    """``vf run-tree`` stops a pod with SIGTERM at once (a clean nats-server shutdown, not
+    the lame duck) and says so at start, as for every kubelet feature it leaves out."""
+    from vf.runtree.notice import not_emulated
+
+    line = "preStop hooks (a stopping pod's containers get SIGTERM at once)"
+    assert line in not_emulated(component_objects("nats-durable"))
+    assert line not in not_emulated(component_objects("nats-dev"))

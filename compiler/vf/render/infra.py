@@ -111,11 +111,23 @@ def flow_component(name: str, infra: Infra, *, flow: str) -> list[Obj]:
     return [_scoped(o, renames=renames, flow=flow) for o in _component_objects(name)]
 
 
+# The durable broker's lame-duck shutdown (ADR 200): the pod's preStop signals the server
+# through its pid file; the server waits the grace period, then closes its clients over the
+# duration (30 s is nats-server's minimum), inside the pod's 60 s termination grace.
+NATS_PID_FILE = "/var/run/nats/nats.pid"
+NATS_LAME_DUCK_GRACE, NATS_LAME_DUCK_DURATION = "10s", "30s"
+
+
 def nats_conf(*, durable: bool, replicas: int, name: str = SHIPPED_BROKER) -> str:
     """The NATS server configuration of a profile (max_payload above vf's inline threshold)."""
     lines = ["port: 4222"]
     if durable:
-        lines.append("server_name: $POD_NAME")
+        lines += [
+            "server_name: $POD_NAME",
+            f"pid_file: {NATS_PID_FILE}",
+            f"lame_duck_grace_period: {NATS_LAME_DUCK_GRACE}",
+            f"lame_duck_duration: {NATS_LAME_DUCK_DURATION}",
+        ]
     lines += [
         "http: 8222",
         "max_payload: 8MB",

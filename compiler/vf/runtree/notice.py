@@ -38,6 +38,8 @@ def _pod_notes(template: Obj, *, containers: bool) -> Iterator[str]:
         resources = container.get("resources") or {}
         if any("gpu" in k for part in resources.values() for k in (part or {})):
             yield "runtime classes and GPUs (no device is given to any process)"
+        if (container.get("lifecycle") or {}).get("preStop"):
+            yield "preStop hooks (a stopping pod's containers get SIGTERM at once)"
         if resources and not containers:
             yield "resource requests and limits (not enforced)"
         elif (resources.get("requests") or {}).get("memory"):
