@@ -148,7 +148,7 @@ def test_a_helm_release_delivers_the_chart_instead(
     chart every environment's release builds), rebuilt when its version changes, not at
     every commit; the environment's values from a ConfigMap that holds values-<env>.yaml
     and that helm-controller watches (ADR 188); no failure uninstalls the flow, and a
-    BATCH release never waits for its Jobs."""
+    release never waits for its Jobs."""
     found = _flux(write_graph, flux="  flux: {helm_release: true, timeout: 20m}\n", kind=kind)
     assert "kustomization-dev.yaml" not in found
     spec = found["helmrelease-dev.yaml"]["spec"]
@@ -167,12 +167,29 @@ def test_a_helm_release_delivers_the_chart_instead(
     install, upgrade = spec["install"], spec["upgrade"]
     assert "remediation" not in install  # an install's remediation is an uninstall
     assert install["strategy"] == {"name": "RetryOnFailure", "retryInterval": "2m"}
-    if kind == "BATCH":
-        assert install["disableWaitForJobs"] is True and upgrade["disableWaitForJobs"] is True
-        assert "remediation" not in upgrade and upgrade["strategy"]["name"] == "RetryOnFailure"
-    else:
-        assert "disableWaitForJobs" not in install
-        assert upgrade["remediation"] == {"retries": 3, "strategy": "rollback"}
+    # both flows' producer is a Job (a REALTIME flow's finite source): Helm never waits for
+    # it, and a rollback would re-create the previous release's Job and replay its items
+    assert install["disableWaitForJobs"] is True and upgrade["disableWaitForJobs"] is True
+    assert "remediation" not in upgrade and upgrade["strategy"]["name"] == "RetryOnFailure"
+
+
+def test_a_live_flow_without_jobs_rolls_back_a_failed_upgrade(
+    write_graph: Callable[..., Path],
+) -> None:
+    """A REALTIME flow whose every worker is a Deployment or StatefulSet: the release
+    waits for them, and a failed upgrade rolls back (ADR 206)."""
+    source = GRAPH.format(kind="REALTIME").replace(
+        'Src(name="src")', 'Src(name="src", is_finite=False)'
+    )
+    config = ENVS + (
+        "gitops:\n  repo_url: https://git.example.com/a/b.git\n  path: deploy/fx\n"
+        "  flux: {helm_release: true}\n"
+    )
+    tree = compile_project(CompileRequest(graph=str(write_graph(source, config)))).tree
+    assert not [p for p in tree if p.startswith("overlays/dev/resources/job-") and "-src-" in p]
+    release = YAML(typ="safe").load(tree["gitops/flux/helmrelease-dev.yaml"])["spec"]
+    assert "disableWaitForJobs" not in release["install"]
+    assert release["upgrade"]["remediation"] == {"retries": 3, "strategy": "rollback"}
 
 
 def test_each_release_reads_its_values_file_from_its_configmap(
@@ -257,3 +274,20 @@ def test_values_larger_than_a_configmap_holds_are_refused() -> None:
         values_config_map(text, flux=flux, flow_id="fx", env="dev")
     assert refused.value.code == "VF_CONFIG_GITOPS"
     assert "values-dev.yaml" in str(refused.value.problems)
+
+
+@pytest.mark.parametrize(("kind", "wave"), [("BATCH", None), ("REALTIME", "1")])
+def test_a_live_flows_finite_source_syncs_in_the_last_wave(
+    write_graph: Callable[..., Path], kind: str, wave: str | None
+) -> None:
+    """Argo CD waits for a wave's Jobs to complete before the next wave: a REALTIME flow's
+    finite producer in wave 0 held back its ScaledObjects and budgets until it finished
+    (ADR 206). It syncs beside them; a BATCH flow's Jobs keep wave 0 (no annotation)."""
+    tree = _tree(write_graph, flux="  argocd: {}\n", kind=kind)
+    (job,) = [
+        YAML(typ="safe").load(text)
+        for path, text in tree.items()
+        if path.startswith("overlays/dev/resources/job-") and "-src-" in path
+    ]
+    annotations = job["metadata"].get("annotations") or {}
+    assert annotations.get("argocd.argoproj.io/sync-wave") == wave

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vf_runtime.labels import NODE_LABEL, is_optional, is_provision_job
+from vf_runtime.labels import GENERATION_KEY, NODE_LABEL, is_optional, is_provision_job
 
 Obj = dict[str, Any]
 
@@ -40,17 +40,29 @@ KEPT_KINDS = frozenset({"Namespace", "PriorityClass"})
 
 
 def sync_wave(obj: Mapping[str, Any]) -> str:
-    """Infrastructure (-2) → provision Job (-1) → workers (0) → scalers, budgets and what
-    the flow runs without (1, the last: a wave whose object fails ends the sync, ADR 0202)."""
+    """Infrastructure (-2) → provision Job (-1) → workers (0) → scalers, budgets, what the
+    flow runs without and a REALTIME flow's finite producer (1, the last: a wave whose
+    object fails ends the sync, ADR 0202; one not yet healthy does not hold it, ADR 206)."""
     kind = obj.get("kind")
     labels = obj.get("metadata", {}).get("labels") or {}
     if is_provision_job(obj):
         return WAVE_PROVISION
-    if kind in _AFTER_KINDS or is_optional(obj):
+    if kind in _AFTER_KINDS or is_optional(obj) or _finite_source_of_a_live_flow(obj):
         return WAVE_AFTER
     if kind in _WORKLOAD_KINDS and NODE_LABEL in labels:
         return WAVE_WORKERS
     return WAVE_INFRA
+
+
+def _finite_source_of_a_live_flow(obj: Mapping[str, Any]) -> bool:
+    """A REALTIME flow's finite producer: a worker Job whose pods name no generation (every
+    BATCH worker's do). In wave 0 the operation would wait for it to complete before the
+    ScaledObjects and budgets, and never create them if it failed (ADR 206)."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    if obj.get("kind") != "Job" or NODE_LABEL not in labels:
+        return False
+    template = (obj.get("spec") or {}).get("template") or {}
+    return GENERATION_KEY not in ((template.get("metadata") or {}).get("annotations") or {})
 
 
 def _named_by_generation(obj: Mapping[str, Any]) -> bool:

@@ -16,7 +16,6 @@ from vf.errors import VfError
 from vf.ir.delivery import Flux, GitOps
 from vf.ir.plan import Plan
 from vf.textio import yamlout
-from vf_runtime.constants import BATCH
 from vf_runtime.labels import ENVIRONMENT_LABEL, FLOW_LABEL, MANAGED_BY, MANAGER, PART_OF
 
 Obj = dict[str, Any]
@@ -47,10 +46,12 @@ def flux_path(gitops: GitOps, *, flux: Flux, below: str) -> str:
 def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
     """The chart at ``<path>/chart`` as it is, rebuilt only when its version changes, with
     the environment's values from its ConfigMap (ADR 188), released into the environment's
-    namespace; a BATCH release never waits for its Jobs, and no failure uninstalls a flow."""
+    namespace; a release never waits for its Jobs, and no failure uninstalls a flow."""
     chart = flux_path(gitops, flux=flux, below="chart")
     flow = names.label_value(plan.flow_id)
-    batch = plan.flow_type == BATCH
+    # a Job is Ready to Helm only once it has finished; a rollback re-creates the previous
+    # release's Jobs, which runs a finite producer's items again
+    jobs = any(w.kind == "Job" for w in plan.workloads)
     spec: Obj = {
         "interval": flux.interval,
         "releaseName": names.k8s_name(plan.flow_id, limit=53),
@@ -77,8 +78,8 @@ def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
         # (it compares the cluster with the release's manifest by a server-side dry-run,
         # only the fields the chart sets: KEDA's replicas are not among them)
         "driftDetection": {"mode": "enabled"},
-        "install": {"createNamespace": True, **_on_failure(batch=batch, upgrade=False)},
-        "upgrade": _on_failure(batch=batch, upgrade=True),
+        "install": {"createNamespace": True, **_on_failure(jobs=jobs, upgrade=False)},
+        "upgrade": _on_failure(jobs=jobs, upgrade=True),
         "timeout": flux.timeout,
     }
     flux_access(spec, flux, gitops, environment=plan.environment)
@@ -99,15 +100,18 @@ def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
     }
 
 
-def _on_failure(*, batch: bool, upgrade: bool) -> Obj:
+def _on_failure(*, jobs: bool, upgrade: bool) -> Obj:
     """What a failed install or upgrade does. An install is retried in place, never
     remediated (helm-controller's only install remediation is an uninstall, which deletes
-    the broker, the store and every Job). A REALTIME upgrade rolls back; a BATCH upgrade is
-    retried in place, since a rollback would re-create the previous generation's Jobs."""
+    the broker, the store and every Job). An upgrade of a flow without Jobs rolls back; one
+    with Jobs (every BATCH flow, a REALTIME flow with a finite producer) is retried in place,
+    since a rollback would re-create the previous release's Jobs and run them again. Helm
+    never waits for a Job to finish: a batch, or a finite source feeding a live flow, may
+    run far past any timeout."""
     action: Obj = {}
-    if batch:
+    if jobs:
         action["disableWaitForJobs"] = True  # a Job is Ready to Helm only once it has finished
-    if upgrade and not batch:
+    if upgrade and not jobs:
         action["remediation"] = {"retries": 3, "strategy": "rollback"}
     else:
         action["strategy"] = {"name": "RetryOnFailure", "retryInterval": "2m"}
