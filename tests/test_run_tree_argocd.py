@@ -20,7 +20,7 @@ from tests.test_run_tree_lifecycle import (
     report,
     results,
 )
-from vf.runtree.argocd_sync import delete_application, prune_waves
+from vf.runtree.argocd_sync import delete_application, prune_waves, prunes
 from vf.runtree.cluster import Cluster
 from vf.runtree.command import RunTreeRequest, prepare
 from vf.runtree.sync import sync
@@ -145,10 +145,24 @@ def test_prune_waves_follow_gitops_engine() -> None:
     assert waves == {  # the prune waves (-2, -1, 0) mirrored: created last, pruned first
         -2: [("Job", "n", "old-worker")],
         -1: [("Job", "n", "old-provision")],
+        0: [("Namespace", "", "n")],  # a task, skipped when it runs (Prune=false)
         2: [("ConfigMap", "n", "old-config")],  # PruneLast: after the last wave
     }
+    assert [k for k in live if not prunes(live[k])] == [("Namespace", "", "n")]
     app = {"spec": {"syncPolicy": {"syncOptions": ["PruneLast=true"]}}}
     assert set(prune_waves(live, app=app, apply_waves=[0])) == {1}
+
+
+def test_an_object_never_pruned_still_counts_in_the_mirrored_waves() -> None:
+    """gitops-engine mirrors the waves of every prune task, a ``Prune=false`` one among
+    them: an old Job in wave 0 beside a Namespace of wave -2 that left the tree is pruned
+    in wave -2, not 0 (ADR 206)."""
+    live = {
+        ("Job", "n", "old-worker"): _obj("Job", wave="0"),
+        ("Namespace", "", "n"): _obj("Namespace", wave="-2", options="Prune=false,Delete=false"),
+    }
+    waves = prune_waves(live, app=None, apply_waves=[0])
+    assert waves == {-2: [("Job", "n", "old-worker")], 0: [("Namespace", "", "n")]}
 
 
 def _obj(kind: str, *, wave: str, options: str = "") -> dict[str, object]:

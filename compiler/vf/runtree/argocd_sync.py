@@ -50,18 +50,26 @@ def app_options(app: Obj | None) -> set[str]:
 def prune_waves(
     live: Mapping[Key, Obj], *, app: Obj | None, apply_waves: Iterable[int]
 ) -> dict[int, list[Key]]:
-    """The wave in which each live object the sync prunes is removed."""
-    prunable = {k: o for k, o in live.items() if "Prune=false" not in options(o)}
-    waves = sorted({wave_of(o) for o in prunable.values()})
+    """The wave of each prune task: one per live object that left the tree. An object that
+    says ``Prune=false`` is a task too, counted in the mirrored waves and then skipped
+    (gitops-engine ``sync_context.go``: prune tasks are every live object without a target,
+    their waves reversed; the option is read when the task runs); the caller deletes only
+    what ``prunes`` allows."""
+    waves = sorted({wave_of(o) for o in live.values()})
     mirrored = dict(zip(waves, reversed(waves), strict=True))
-    wave = {k: mirrored[wave_of(o)] for k, o in prunable.items()}
+    wave = {k: mirrored[wave_of(o)] for k, o in live.items()}
     last = max([0, *apply_waves, *wave.values()]) + 1
     prune_last = "PruneLast=true" in app_options(app)
     out: dict[int, list[Key]] = {}
-    for k, o in sorted(prunable.items()):
+    for k, o in sorted(live.items()):
         at = last if prune_last or "PruneLast=true" in options(o) else wave[k]
         out.setdefault(at, []).append(k)
     return out
+
+
+def prunes(obj: Mapping[str, Any]) -> bool:
+    """A prune task deletes its object unless the object says ``Prune=false``."""
+    return "Prune=false" not in options(obj)
 
 
 def deletable(obj: Mapping[str, Any]) -> bool:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from vf.runtree.argocd_sync import app_options, options, prune_waves
+from vf.runtree.argocd_sync import prunes as argocd_prunes
 from vf.runtree.cluster import Cluster, wave_of
 from vf.runtree.flux_sync import healthy as flux_healthy
 from vf.runtree.flux_sync import job_reader, part_objects, seconds, wait_set
@@ -303,9 +304,10 @@ def _sync(
     prunes = _argocd_prunes(cluster, objects, app=app, app_obj=app_obj, waves=waves, mode=mode)
     order = sorted(set(waves) | set(prunes))
     for wave in order:
-        if prunes.get(wave):
-            cluster.log(f"wave {wave}: prunes {', '.join(k[2] for k in prunes[wave])}")
-            cluster.delete(prunes[wave])
+        doomed = [k for k in prunes.get(wave, []) if argocd_prunes(cluster.objects[k])]
+        if doomed:
+            cluster.log(f"wave {wave}: prunes {', '.join(k[2] for k in doomed)}")
+            cluster.delete(doomed)
         if wave not in waves:
             continue
         errors += apply(waves[wave])
@@ -389,7 +391,7 @@ def _argocd_prunes(
     """Argo CD's prune tasks by wave: each in its wave, or last (``vf.runtree.argocd_sync``)."""
     if mode != "argocd":
         return {}
-    live = {k: cluster.objects[k] for k in _prunable(cluster, objects, app=app, mode=mode)}
+    live = {k: cluster.objects[k] for k in _left_the_tree(cluster, objects, app=app, mode=mode)}
     return prune_waves(live, app=app_obj, apply_waves=waves)
 
 
@@ -401,18 +403,21 @@ def _failed_jobs(cluster: Cluster, keys: set[Key]) -> list[str]:
     )
 
 
-def _prunable(cluster: Cluster, objects: list[Obj], *, app: str, mode: str) -> list[Key]:
-    """What ``app`` applied that left the tree, less hooks and what says never to prune it
-    (Argo CD's ``Prune=false``, Flux's ``prune: disabled``, Helm's ``keep``)."""
+def _left_the_tree(cluster: Cluster, objects: list[Obj], *, app: str, mode: str) -> list[Key]:
+    """What ``app`` applied that left the tree, less hooks."""
     wanted = _keys(objects)
     return [
         k
         for k, owner in cluster.owner.items()
-        if owner == app
-        and k not in wanted
-        and not _is_hook(cluster.objects[k], mode)
-        and not never_pruned(cluster.objects[k])
+        if owner == app and k not in wanted and not _is_hook(cluster.objects[k], mode)
     ]
+
+
+def _prunable(cluster: Cluster, objects: list[Obj], *, app: str, mode: str) -> list[Key]:
+    """What ``app`` applied that left the tree, less hooks and what says never to prune it
+    (Argo CD's ``Prune=false``, Flux's ``prune: disabled``, Helm's ``keep``)."""
+    left = _left_the_tree(cluster, objects, app=app, mode=mode)
+    return [k for k in left if not never_pruned(cluster.objects[k])]
 
 
 def never_pruned(obj: Obj) -> bool:
