@@ -135,3 +135,6 @@ def test_the_readme_lists_the_prometheus_operator_with_its_switch(
         assert ("monitoring.coreos.com/v1" in section) is monitor
         assert ("environments.dev.pods.metrics.service_monitor: false" in section) is monitor
         assert "KEDA" in section and "Optional:" in section
+        # a Failed operation is retried, then the revision is neither synced nor self-healed
+        # (argo-cd controller/appcontroller.go, alreadyAttemptedSync)
+        assert "then neither syncs nor self-heals that revision" in section

@@ -18,8 +18,10 @@ _CORE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 # what each delivery does with an object of a kind the cluster does not serve (ADR 0202)
 _OPTIONAL = (
     "without it Argo CD applies everything else and fails only these objects, in the last "
-    "sync wave (`SkipDryRunOnMissingResource=true`); Flux holds them in the Kustomization "
-    "`-optional`, which alone is not Ready; the chart leaves them out; and"
+    "sync wave (`SkipDryRunOnMissingResource=true`), but the operation ends Failed: an "
+    "automated sync retries it five times, then neither syncs nor self-heals that revision "
+    "until the next commit; Flux holds them in the Kustomization `-optional`, which alone is "
+    "not Ready; the chart leaves them out; and"
 )
 
 
