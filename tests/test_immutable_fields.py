@@ -68,6 +68,8 @@ def test_a_claims_storage_class_and_shrink_are_named_with_what_to_do(tmp_path: P
     claim = [(sev, m) for sev, s, m in found if s.startswith("PersistentVolumeClaim/")]
     assert any(sev == BREAKING and "storage class fast-ssd → standard" in m for sev, m in claim)
     assert any(sev == BREAKING and "never shrinks" in m for sev, m in claim)
+    # under Argo CD's server-side diff one refused object stops the whole Application
+    assert all("the whole Application's comparison an error" in m for _, m in claim)
     broker = [
         m for _, s, m in found if s.startswith("StatefulSet/") and "volumeClaimTemplates" in m
     ]

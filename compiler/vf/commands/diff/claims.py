@@ -26,6 +26,14 @@ def _size(spec: Mapping[str, Any]) -> Any:
     return ((spec.get("resources") or {}).get("requests") or {}).get("storage")
 
 
+# argo-cd compares with a server-side dry-run apply of every object; one the API server
+# refuses turns the Application's whole comparison into an error (ADR 206)
+ARGOCD_REFUSAL = (
+    ". Under Argo CD (ServerSideDiff=true) the refused dry-run makes the whole "
+    "Application's comparison an error, so nothing else of it syncs until this is done"
+)
+
+
 def _class(name: Any) -> str:
     return "(the cluster's default)" if name is None else str(name)
 
@@ -42,7 +50,9 @@ def claim_findings(name: str, *, old: Mapping[str, Any], new: Mapping[str, Any])
                 subject=subject,
                 message=f"storage class {_class(before_class)} → {_class(after_class)}: the "
                 "API server refuses this on an existing claim. Copy the data out, delete the "
-                "claim (its volume goes with it unless reclaimPolicy is Retain), then sync" + keep,
+                "claim (its volume goes with it unless reclaimPolicy is Retain), then sync"
+                + keep
+                + ARGOCD_REFUSAL,
                 severity=BREAKING,
             )
         )
@@ -53,7 +63,8 @@ def claim_findings(name: str, *, old: Mapping[str, Any], new: Mapping[str, Any])
                 category="immutable",
                 subject=subject,
                 message=f"size {_size(old)} → {_size(new)}: a claim never shrinks; the API "
-                "server refuses it. Keep the size, or copy the data out and delete the claim",
+                "server refuses it. Keep the size, or copy the data out and delete the claim"
+                + ARGOCD_REFUSAL,
                 severity=BREAKING,
             )
         )

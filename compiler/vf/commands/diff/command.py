@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vf.commands.diff.claims import claim_findings
+from vf.commands.diff.claims import ARGOCD_REFUSAL, claim_findings
 from vf.commands.diff.flow import FlowChange, flow_change
 from vf.commands.diff.gitops import GitOpsChange, gitops_changes
 from vf.commands.diff.plan import BREAKING, INFO, WARNING, Finding, plan_findings
@@ -328,7 +328,7 @@ def _immutable(key: Key, *, field: str) -> Finding:
         message=f"{field} changed: the API server refuses this in place; delete the "
         f"{kind} before syncing (kubectl delete {kind.lower()} {name} --cascade=orphan keeps "
         "its pods and claims; existing claims keep their old class and size), or change the "
-        "flow so vf starts a new run",
+        "flow so vf starts a new run" + ARGOCD_REFUSAL,
         severity=BREAKING,
     )
 
