@@ -191,3 +191,28 @@ def test_what_the_tree_creates_is_not_listed(
     cameras = compiled_examples["realtime_cameras"].tree["README.md"]
     assert "- The Secret `cameras-nats`" not in _section(cameras, "dev")
     assert "--from-literal=url=VALUE" in _section(cameras, "prod")
+
+
+def test_helm_users_are_told_to_label_the_namespace_the_chart_leaves_out(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    """The chart has no Namespace (Helm cannot adopt the one it installs into), so a Helm
+    delivery makes it without the Pod Security labels the overlay gives it (ADR 206); the
+    README names the labels to put on, exactly those of the overlay's Namespace."""
+    result = compiled_examples["batch_pipeline"]
+    for env, objects in result.objects.items():
+        (namespace,) = [o for o in objects if o["kind"] == "Namespace"] or [None]
+        readme = result.tree["README.md"]
+        section = readme[readme.index(f"### `{env}`") :].split("\n### ")[0]
+        if namespace is None:
+            assert "kubectl label namespace" not in section
+            continue
+        name = namespace["metadata"]["name"]
+        (command,) = re.findall(rf"`(kubectl label namespace {name} [^`]*)`", section)
+        given = dict(word.split("=", 1) for word in shlex.split(command)[5:])
+        wanted = {
+            k: v
+            for k, v in namespace["metadata"]["labels"].items()
+            if k.startswith("pod-security.kubernetes.io/")
+        }
+        assert given == wanted and wanted

@@ -100,6 +100,30 @@ def prerequisites(objects: Sequence[Mapping[str, Any]], *, env: str) -> list[str
                 f"`environments.{env}.priority_class`, or set `priority_class_value` so vf "
                 "creates it."
             )
+    items += _namespace_labels(objects)
+    return items
+
+
+def _namespace_labels(objects: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The chart leaves the Namespace out (Helm cannot adopt the namespace it installs into),
+    so ``helm --create-namespace`` and a HelmRelease's ``createNamespace`` make it without
+    the labels the overlay gives it (ADR 206): say how to put them on once."""
+    items = []
+    for obj in objects:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        security = {k: v for k, v in labels.items() if k.startswith("pod-security.kubernetes.io/")}
+        if obj.get("kind") != "Namespace" or not security:
+            continue
+        name = obj["metadata"]["name"]
+        pairs = " ".join(f"{k}={v}" for k, v in sorted(security.items()))
+        items.append(
+            f"Delivered with Helm (`helm upgrade --install` or the Flux HelmRelease), the "
+            f"namespace `{name}` with its Pod Security labels: the chart cannot adopt the "
+            "namespace it installs into, and Helm creates it unlabelled. Once: "
+            f"`kubectl create namespace {name}` (if it is new), then "
+            f"`kubectl label namespace {name} --overwrite {pairs}`. Argo CD, Flux "
+            "Kustomizations and `kubectl apply` apply the Namespace with them."
+        )
     return items
 
 
