@@ -48,9 +48,16 @@ def _settings(tmp: Path, *, image: str = "1", flux: str = "{}", extra: str = "")
     return config(tmp, image=image, extra=extra + GITOPS.format(flux=flux))
 
 
-def _live(tmp: Path, tree: Path, *, stage: str = "double", **settings: str) -> Path:
+def _live(
+    tmp: Path, tree: Path, *, stage: str = "double", open_delay: str = "0", **settings: str
+) -> Path:
     return compile_tree(
-        "live.py", tree, config=_settings(tmp, **settings), out="/results/sink.jsonl", stage=stage
+        "live.py",
+        tree,
+        config=_settings(tmp, **settings),
+        out="/results/sink.jsonl",
+        stage=stage,
+        open_delay=open_delay,
     )
 
 
@@ -296,3 +303,24 @@ def _sync_batch(into: Cluster, tree: Path) -> list[str]:
     request = RunTreeRequest(tree=tree, env="dev", renderer="kustomize", app=FLOWS, sync="argocd")
     rendered, resolver = prepare(request, log=print)
     return sync(into, rendered, resolver, mode="argocd", app="batch", timeout=60)
+
+
+def test_a_failed_release_upgrade_of_a_live_flow_rolls_back(
+    cluster: Cluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A REALTIME flow of Deployments only: its HelmRelease remediates a failed upgrade by
+    rollback, and helm-controller applies the previous release again (ADR 206)."""
+    made = tmp_path / "made"
+    flux = "{helm_release: true, timeout: 10s}"
+    first = _commit(tmp_path, "c1", _live(tmp_path, made, flux=flux), roots=True)
+    assert _sync(cluster, first, mode="flux", renderer="helm") == []
+    assert cluster.run_until(lambda: workloads_done(cluster, batch=False), timeout=90)
+    (sink,) = [k for k in cluster.objects if k[0] == "Deployment" and k[2].endswith("-sink")]
+    good = cluster.objects[sink]["spec"]["template"]
+    slow = _live(tmp_path, made, flux=flux, open_delay="600")  # never ready within 10 s
+    errors = _sync(cluster, _commit(tmp_path, "c2", slow, roots=True), mode="flux", renderer="helm")
+    print(errors)
+    assert len(errors) == 1 and "upgrade failed" in errors[0] and "rolled back" in errors[0]
+    assert cluster.objects[sink]["spec"]["template"] == good
+    assert cluster.run_until(lambda: workloads_done(cluster, batch=False), timeout=90)

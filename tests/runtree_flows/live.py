@@ -10,5 +10,6 @@ from vf import REALTIME, Flow
 def build_flow() -> Flow:
     numbers = Numbers(count=0, interval=0.02, is_finite=False, name="numbers")
     double = Double(nb_tasks=2, name=os.environ.get("VF_TEST_STAGE", "double"))(numbers)
-    sink = Record(path=os.environ["VF_TEST_OUT"], name="sink")(double)
+    delay = float(os.environ.get("VF_TEST_OPEN_DELAY", "0"))  # > 0: a sink slow to be ready
+    sink = Record(path=os.environ["VF_TEST_OUT"], open_delay=delay, name="sink")(double)
     return Flow([sink], flow_type=REALTIME, flow_id=os.environ.get("VF_TEST_FLOW", "tree-live"))

@@ -67,6 +67,7 @@ class Cluster:
         self.recreated: list[str] = []  # Jobs a sync deleted and created again
         self.gitops = GitopsState()  # the controllers' own objects, as last applied
         self.inventory: dict[str, set[Key]] = {}  # what each Flux Kustomization applied
+        self.releases: dict[str, tuple[Obj, ...]] = {}  # each Helm release's last good objects
         self.refused: list[str] = []  # objects of a kind this cluster does not serve
 
     def unserved(self, obj: Obj) -> str | None:

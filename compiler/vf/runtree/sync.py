@@ -201,6 +201,7 @@ def _flux_release(
     errors = _sync(cluster, tree, resolver, mode="helm", app=app, timeout=limit, jobs=jobs)
     wanted = _keys([o for o in tree.objects if not _is_hook(o, "helm")])
     if _healthy(cluster, wanted, jobs=jobs):
+        cluster.releases[app] = tree.objects  # the release a rollback returns to
         return errors
     failure = f"flux: HelmRelease {name}: {verb} failed: not ready within {limit:g}s"
     if jobs:
@@ -212,7 +213,23 @@ def _flux_release(
         cluster.log(f"helmrelease/{name}: install failed; remediation uninstalls the release")
         cluster.delete_app(app, by_waves=False)
         failure += "; remediation uninstalled the release"
+    elif installed and remediation.get("strategy") == "rollback" and app in cluster.releases:
+        _roll_back(cluster, resolver, app=app, name=name, timeout=limit)
+        failure += "; remediation rolled back to the previous release"
     return [*errors, failure]
+
+
+def _roll_back(
+    cluster: Cluster, resolver: ImageResolver, *, app: str, name: str, timeout: float
+) -> None:
+    """helm-controller's rollback remediation: Helm applies the previous release's
+    manifest again and deletes what only the failed one had (helm ``pkg/action/
+    rollback.go``), Jobs of it included, which run again."""
+    previous = list(cluster.releases[app])
+    cluster.log(f"helmrelease/{name}: upgrade failed; remediation rolls back")
+    cluster.apply(previous, app=app, resolver=resolver, mode="helm", prune=False)
+    _prune(cluster, previous, app=app, mode="helm")
+    cluster.run_until(functools.partial(_healthy, cluster, _keys(previous)), timeout=timeout)
 
 
 def _flux_parts(
