@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vf_runtime.labels import GENERATION_KEY, NODE_LABEL, is_optional, is_provision_job
+from vf_runtime.labels import GENERATION_KEY, INFRA_LABEL, NODE_LABEL, is_optional, is_provision_job
 
 Obj = dict[str, Any]
 
@@ -47,6 +47,8 @@ def sync_wave(obj: Mapping[str, Any]) -> str:
     labels = obj.get("metadata", {}).get("labels") or {}
     if is_provision_job(obj):
         return WAVE_PROVISION
+    if INFRA_LABEL in labels:  # the broker's budget guards it from its first pod on
+        return WAVE_INFRA
     if kind in _AFTER_KINDS or is_optional(obj) or _finite_source_of_a_live_flow(obj):
         return WAVE_AFTER
     if kind in _WORKLOAD_KINDS and NODE_LABEL in labels:
