@@ -10,35 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.graph_sources import LIVE_CHAIN
 from tests.support import helm_template, kustomize_build, parse_docs
 from vf.pipeline import CompileRequest, compile_project
 from vf.runtree.flux_sync import kustomizations, part_objects
 from vf.runtree.manifests import asked_apis
 from vf.tree.write import write_tree
 
-GRAPH = """
-from vf import REALTIME, Consumer, Flow, Processor, Producer
-
-
-class Src(Producer):
-    def next(self):
-        return 1
-
-
-class Work(Processor):
-    def process(self, x):
-        return x
-
-
-class Sink(Consumer):
-    def consume(self, x):
-        pass
-
-
-def build_flow():
-    work = Work(name="work")(Src(name="src"))
-    return Flow([Sink(name="sink")(work)], flow_type=REALTIME, flow_id="opt")
-"""
+GRAPH = LIVE_CHAIN.format(flow_id="opt")
 CONFIG = """environments:
   dev:
     namespace: opt-dev

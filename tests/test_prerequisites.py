@@ -16,31 +16,10 @@ from typing import Any
 import kubernetes_validate
 from ruamel.yaml import YAML
 
+from tests.graph_sources import LIVE_CHAIN
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 
-GRAPH = """
-from vf import REALTIME, Consumer, Flow, Processor, Producer
-
-
-class Src(Producer):
-    def next(self):
-        return 1
-
-
-class Work(Processor):
-    def process(self, x):
-        return x
-
-
-class Sink(Consumer):
-    def consume(self, x):
-        pass
-
-
-def build_flow():
-    work = Work(name="work")(Src(name="src"))
-    return Flow([Sink(name="sink")(work)], flow_type=REALTIME, flow_id="needs")
-"""
+GRAPH = LIVE_CHAIN.format(flow_id="needs")
 CONFIG = """environments:
   dev:
     namespace: needs-dev

@@ -167,9 +167,7 @@ def _argocd_root(gitops: GitOps, *, argocd: ArgoCD, plan: Plan, include: Sequenc
     files, itself among them) into Argo CD's own namespace: app-of-apps. It lives in the
     ``default`` project, since a project locked to the flow admits none of these kinds."""
     path = "gitops/argocd" if gitops.path == "." else f"{gitops.path}/gitops/argocd"
-    sync: Obj = {"syncOptions": ["ServerSideApply=true"]}
-    if argocd.auto_sync:
-        sync["automated"] = {"prune": True, "selfHeal": True}
+    sync = _sync_policy(argocd, options=["ServerSideApply=true"])
     return {
         "apiVersion": ARGOCD_API,
         "kind": "Application",
@@ -195,6 +193,13 @@ def _argocd_root(gitops: GitOps, *, argocd: ArgoCD, plan: Plan, include: Sequenc
     }
 
 
+def _sync_policy(argocd: ArgoCD, *, options: list[str]) -> Obj:
+    sync: Obj = {"syncOptions": options}
+    if argocd.auto_sync:
+        sync["automated"] = {"prune": True, "selfHeal": True}
+    return sync
+
+
 def _labels(plan: Plan) -> dict[str, str]:
     flow = names.label_value(plan.flow_id)
     return {
@@ -214,9 +219,7 @@ def _application(
         destination["name"] = dest.cluster
     else:
         destination["server"] = dest.server or argocd.server
-    sync: Obj = {"syncOptions": list(ARGOCD_SYNC_OPTIONS)}
-    if argocd.auto_sync:
-        sync["automated"] = {"prune": True, "selfHeal": True}
+    sync = _sync_policy(argocd, options=list(ARGOCD_SYNC_OPTIONS))
     source: Obj = {
         "repoURL": gitops.repo_url,
         "targetRevision": gitops.revision,
