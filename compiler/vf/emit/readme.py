@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from vf.emit.gitops.manifests import FLUX_SOURCE_FILE, argocd_root_file, flux_root_file
+from vf.emit.gitops.files import FLUX_SOURCE_FILE, argocd_root_file, flux_root_file
 from vf.emit.manifests import MANIFESTS_DIR, MANIFESTS_OVER, flux_builds_too_many, source_path
 from vf.ir.delivery import GitOps
 from vf.render.diagram import Diagram, EnvView, diagram_of

@@ -22,6 +22,7 @@ from typing import Any
 
 from vf import names
 from vf.emit.gitops.argocd_project import app_project
+from vf.emit.gitops.files import FLUX_SOURCE_FILE, argocd_root_file, flux_root_file
 from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release, values_file
 from vf.emit.gitops.flux_parts import INFRA, OPTIONAL, WORKERS, deleting, part_spec
 from vf.emit.manifests import reads_manifests, source_path
@@ -44,7 +45,6 @@ FLUX_KUSTOMIZE_API = "kustomize.toolkit.fluxcd.io/v1"
 FLUX_SOURCE_API = "source.toolkit.fluxcd.io/v1"
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 IN_CLUSTER = "https://kubernetes.default.svc"  # Argo CD's own cluster
-FLUX_SOURCE_FILE = "gitrepository.yaml"
 _COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
 _TAG = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?\Z")  # v1.2.0, 1.2.0-rc.1
 _SEMVER_RANGE = re.compile(r"[<>=~^*]|(^|\.)[xX](\.|$)")  # >=1.0.0, ~1.2, 1.x
@@ -104,16 +104,6 @@ def _folder(root: str, *, files: Mapping[str, Obj], made: Sequence[str] = ()) ->
     index = {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": resources}
     tree[f"{root}/kustomization.yaml"] = yamlout.dump(index)
     return tree
-
-
-def argocd_root_file(env: str) -> str:
-    """The ``gitops/argocd`` file of ``env``'s root Application."""
-    return f"root-{env}.yaml"
-
-
-def flux_root_file(env: str) -> str:
-    """The ``gitops/flux`` file of ``env``'s gitops Kustomization."""
-    return f"kustomization-{env}-gitops.yaml"
 
 
 def root_name(flow_id: str, *, env: str) -> str:
