@@ -74,9 +74,9 @@ def test_scaffold_dockerfile_installs_the_worker_distribution_and_runs_as_the_po
     init_project(tmp_path / "p")
     text = (tmp_path / "p" / "Dockerfile").read_text()
     assert f'ARG VF_WORKER_REQUIREMENT="vf-gitops-worker=={__version__}"' in text
-    assert 'pip install "${VF_WORKER_REQUIREMENT}"' in text
+    assert 'pip install --constraint /tmp/worker-constraints.txt "${VF_WORKER_REQUIREMENT}"' in text
     assert "vf-gitops==" not in text and "vf-gitops[" not in text  # no compiler in the image
-    assert f"--chown={RUN_AS}:{RUN_AS} p_nodes.py /app/" in text
+    assert "COPY p_nodes.py /app/\n" in text  # root's: the pod user reads, never writes it
     active = [line for line in text.splitlines() if line.startswith("USER")]
     assert active == ["USER root", f"USER {RUN_AS}:{RUN_AS}"]  # installs as root, runs as 65532
     assert 'ENTRYPOINT ["vf-worker"]' in text
