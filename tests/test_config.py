@@ -132,3 +132,94 @@ def test_resources_fall_back_to_the_wildcard(write_graph: Callable[..., Path]) -
     assert result.exit_code == 0, result.output
     assert '"cpu": "2"' in result.output
     assert '"memory": "64Mi"' in result.output
+
+
+RESOURCES = IMAGE + "    resources:\n"
+
+
+@pytest.mark.parametrize(
+    ("entries", "said", "line"),
+    [
+        (  # the node's own entry: 256Mi < 512Mi (units differ: 0.25Gi < 512Mi too)
+            "      work:\n        memory: 512Mi\n        memory_limit: 256Mi\n",
+            "node 'work': memory_limit 256Mi is below its memory request 512Mi "
+            "(resources.work.memory)",
+            6,
+        ),
+        (
+            "      work:\n        memory: 1Gi\n        memory_limit: 0.5Gi\n",
+            "node 'work': memory_limit 0.5Gi is below its memory request 1Gi",
+            6,
+        ),
+        (  # a limit from '*', the request from the node's entry
+            "      '*':\n        memory_limit: 100M\n      work:\n        memory: 128Mi\n",
+            "node 'work': memory_limit 100M is below its memory request 128Mi "
+            "(resources.work.memory)",
+            6,
+        ),
+        (
+            "      work:\n        cpu: '2'\n        cpu_limit: 1500m\n",
+            "node 'work': cpu_limit 1500m is below its cpu request 2 (resources.work.cpu)",
+            6,
+        ),
+        (
+            "      work:\n        cpu: 0.5\n        cpu_limit: 499m\n",
+            "node 'work': cpu_limit 499m is below its cpu request 0.5",
+            6,
+        ),
+    ],
+)
+def test_a_limit_below_its_request_is_refused_by_name(
+    write_graph: Callable[..., Path], entries: str, said: str, line: int
+) -> None:
+    """The API server refuses a pod whose limit is below its request; vf says so first."""
+    code, output = _validate(write_graph, RESOURCES + entries)
+    assert code == 2, output
+    assert "error[VF_CONFIG_LIMIT_BELOW_REQUEST]" in output
+    assert said in output
+    assert f"vf.yaml:{line} (environment 'dev')" in output
+
+
+def test_a_limit_below_the_default_request_names_where_the_request_is_set(
+    write_graph: Callable[..., Path],
+) -> None:
+    config = (
+        RESOURCES + "      work:\n        memory_limit: 32Mi\n"
+        "    pods:\n      default_requests:\n        memory: 64Mi\n"
+    )
+    code, output = _validate(write_graph, config)
+    assert code == 2, output
+    assert (
+        "memory_limit 32Mi is below its memory request 64Mi "
+        "(the default request, pods.default_requests.memory)"
+    ) in output
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "memory: 512Mi\n        memory_limit: 512Mi",  # equal is what Guaranteed pods do
+        "memory: 1Gi\n        memory_limit: 1024Mi",
+        "memory: 1G\n        memory_limit: 1Gi",
+        "cpu: 500m\n        cpu_limit: 0.5",
+        "cpu_limit: 100m",  # no request of its own: vf's default request is 100m
+    ],
+)
+def test_a_limit_at_or_above_its_request_compiles(
+    write_graph: Callable[..., Path], entry: str
+) -> None:
+    code, output = _validate(write_graph, RESOURCES + f"      work:\n        {entry}\n")
+    assert code == 0, output
+
+
+def test_a_limit_is_held_to_vfs_default_request_unless_there_is_none(
+    write_graph: Callable[..., Path],
+) -> None:
+    """With no request of its own a node gets vf's default (100m CPU); with the defaults
+    turned off (``default_requests: null``) Kubernetes requests the limit itself."""
+    entry = RESOURCES + "      work:\n        cpu_limit: 50m\n"
+    code, output = _validate(write_graph, entry)
+    assert code == 2, output
+    assert "cpu_limit 50m is below its cpu request 100m (the default request" in output
+    code, output = _validate(write_graph, entry + "    pods:\n      default_requests: null\n")
+    assert code == 0, output

@@ -6,16 +6,20 @@ the worker distribution the way ``vf.runtree.worker_env`` does."""
 from __future__ import annotations
 
 import shlex
+import stat
+import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
+from vf.commands.scaffold import init_project
 from vf.containers.appfiles import init_dockerfile, node_files
 from vf.containers.engine import find_podman, require_podman
 from vf.errors import EXIT_ENVIRONMENT, VfError
 from vf.render.objects import RUN_AS
+from vf.resources import worker_pins
 from vf.runtree.worker_env import CONSTRAINTS_NAME, IMAGE_ENV
 from vf_runtime.constants import HEALTH_PORT
 
@@ -171,8 +175,93 @@ def test_an_app_without_a_dockerfile_gets_vf_inits_copying_its_modules(tmp_path:
     assert node_files(tmp_path, None) == [("nodes_a.py", ""), ("pkg", "pkg/")]
     assert node_files(tmp_path, ["pkg.sub", "nodes_a"]) == [("nodes_a.py", ""), ("pkg", "pkg/")]
     text = init_dockerfile(tmp_path, ["pkg.sub"])
-    assert f"COPY --chown={RUN_AS}:{RUN_AS} pkg /app/pkg/\n" in text
+    assert "COPY pkg /app/pkg/\n" in text
     assert "nodes_a.py" not in text
     with pytest.raises(VfError) as caught:
         node_files(tmp_path, ["absent_nodes"])
     assert caught.value.code == "VF_PIPELINE_IMAGE" and "absent_nodes" in str(caught.value)
+
+
+def _pins_file() -> list[str]:
+    text = (REPO / "docker" / CONSTRAINTS_NAME).read_text()
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_app_is_roots_and_read_only_to_the_pod_user(name: str) -> None:
+    """The workers' user owns nothing in the image: /app stays root's (mode 0755)."""
+    stage = _final_stage(name)
+    run = " ".join(_instruction(stage, "RUN"))
+    assert "mkdir -p /app && chmod 0755 /app" in run
+    assert "chown" not in run and not any("--chown" in c for c in _instruction(stage, "COPY"))
+
+
+def _init_dockerfiles(tmp_path: Path) -> list[str]:
+    """The Dockerfile ``vf init`` writes, both ways it is rendered: into a new project, and
+    for an app folder without a Dockerfile of its own (``scripts/build-images --app``)."""
+    init_project(tmp_path / "p", name="pins")
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "nodes_a.py").write_text("")
+    return [(tmp_path / "p" / "Dockerfile").read_text(), init_dockerfile(tmp_path / "bare", None)]
+
+
+def _stage_lines(text: str) -> list[str]:
+    text = text.replace("\\\n", " ")
+    return [line.strip() for line in text.splitlines() if line.strip() and line[0] != "#"]
+
+
+def test_the_pipeline_image_installs_the_worker_within_the_shared_pins(tmp_path: Path) -> None:
+    """``redis>=5`` alone would take whatever redis is newest: the pipeline image installs
+    vf-gitops-worker with docker/worker-constraints.txt, as the worker image does."""
+    assert list(worker_pins()) == _pins_file()
+    for text in _init_dockerfiles(tmp_path):
+        lines = _stage_lines(text)
+        (arg,) = [a for a in _instruction(lines, "ARG") if a.startswith("VF_WORKER_CONSTRAINTS=")]
+        (value,) = shlex.split(arg.split("=", 1)[1])  # one quoted word
+        pins = value.split()
+        assert pins == _pins_file()
+        (install,) = [r for r in _instruction(lines, "RUN") if "VF_WORKER_REQUIREMENT" in r]
+        # the shell turns the argument into the pins file pip reads, one pin a line
+        make_file = install.split("&&", 1)[0].strip()
+        assert make_file == "printf '%s\\n' ${VF_WORKER_CONSTRAINTS} > /tmp/worker-constraints.txt"
+        written = subprocess.run(
+            ["sh", "-c", make_file.split(" > ", 1)[0]],
+            env={"VF_WORKER_CONSTRAINTS": " ".join(pins), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert written.splitlines() == _pins_file()
+        assert (
+            'pip install --constraint /tmp/worker-constraints.txt "${VF_WORKER_REQUIREMENT}"'
+            in install
+        )
+
+
+def test_the_pipeline_images_code_is_roots_and_read_only_to_the_pod_user(
+    tmp_path: Path,
+) -> None:
+    """Node modules are copied as root and made read-only to everyone else before the image
+    switches to the pod's user; /app itself is root's 0755 whatever the base left there."""
+    for text in _init_dockerfiles(tmp_path):
+        lines = _stage_lines(text)
+        copies = [i for i, line in enumerate(lines) if line.startswith("COPY ")]
+        assert copies and not any("--chown" in lines[i] for i in copies)
+        user = lines.index(f"USER {RUN_AS}:{RUN_AS}")
+        lock = lines.index("RUN chown -R root:root /app && chmod -R u=rwX,go=rX /app")
+        assert max(copies) < lock < user
+        assert lines[:user].count("USER root") == 1
+        setup = " ".join(_instruction(lines[: min(copies)], "RUN"))
+        assert "mkdir -p /app && chown root:root /app && chmod 0755 /app" in setup
+        assert f"chown {RUN_AS}" not in text
+    # what the chmod leaves of files a checkout made writable to all
+    app = tmp_path / "app"
+    (app / "pkg").mkdir(parents=True)
+    for path in (app / "nodes.py", app / "pkg" / "__init__.py"):
+        path.write_text("")
+        path.chmod(0o666)
+    (app / "pkg").chmod(0o777)
+    subprocess.run(["chmod", "-R", "u=rwX,go=rX", str(app)], check=True)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (app / "nodes.py", app / "pkg")}
+    assert modes == {"nodes.py": 0o644, "pkg": 0o755}
+    assert stat.S_IMODE((app / "pkg" / "__init__.py").stat().st_mode) == 0o644

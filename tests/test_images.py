@@ -158,16 +158,19 @@ def test_the_image_env_is_the_one_vf_run_tree_emulates(images: Images, which: st
 
 
 @pytest.mark.parametrize("which", ["pipeline", "scaffold"])
-def test_the_node_modules_are_under_app_owned_by_the_pod_user(images: Images, which: str) -> None:
+def test_the_node_modules_are_under_app_owned_by_root_and_read_only_to_the_pod_user(
+    images: Images, which: str
+) -> None:
     script = (
         "import os, importlib\n"
         f"module = importlib.import_module({images.module!r})\n"
         "st = os.stat(module.__file__)\n"
         "app = os.stat('/app')\n"
-        "print(module.__file__, st.st_uid, st.st_gid, app.st_uid, app.st_gid)\n"
+        "print(module.__file__, st.st_uid, st.st_gid, app.st_uid, app.st_gid,\n"
+        "      oct(st.st_mode & 0o777), oct(app.st_mode & 0o777))\n"
     )
     out = _run(images, getattr(images, which), "-c", script).split()
-    assert out == [f"/app/{images.module}.py", *[str(RUN_AS)] * 4]
+    assert out == [f"/app/{images.module}.py", "0", "0", "0", "0", "0o644", "0o755"]
 
 
 def test_image_sizes_are_reported(images: Images, capsys: pytest.CaptureFixture[str]) -> None:

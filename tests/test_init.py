@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ruamel.yaml import YAML
 
 from vf import __version__
 from vf.cli import cli
@@ -48,15 +49,34 @@ def test_ci_snippet_runs_compile_check(tmp_path: Path) -> None:
     assert "vf compile graph.py --out deploy --check" in ci
 
 
+def test_ci_workflow_gives_the_pull_requests_code_nothing_to_take(tmp_path: Path) -> None:
+    """``--check`` imports graph.py and the node modules, so a pull request's code runs in the
+    job: the workflow keeps the token read-only, holds no secrets, leaves no git credentials
+    in the checkout and never runs a fork's code with the base repository's rights."""
+    init_project(tmp_path / "p")
+    text = (tmp_path / "p" / ".github" / "workflows" / "vf.yaml").read_text()
+    workflow = YAML(typ="safe").load(text)
+    assert set(workflow["on"]) == {"push", "pull_request"}
+    assert "pull_request_target" not in text.split("\nname:", 1)[1]  # only the comment names it
+    assert workflow["permissions"] == {"contents": "read"}
+    (job,) = workflow["jobs"].values()
+    assert job.get("permissions", {"contents": "read"}) == {"contents": "read"}
+    assert "secrets." not in text.split("\nname:", 1)[1]
+    checkouts = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout@")]
+    assert len(checkouts) == 1
+    assert checkouts[0]["with"]["persist-credentials"] is False
+    assert "vf compile graph.py --out deploy --check" in [s.get("run") for s in job["steps"]]
+
+
 def test_scaffold_dockerfile_installs_the_worker_distribution_and_runs_as_the_pod_user(
     tmp_path: Path,
 ) -> None:
     init_project(tmp_path / "p")
     text = (tmp_path / "p" / "Dockerfile").read_text()
     assert f'ARG VF_WORKER_REQUIREMENT="vf-gitops-worker=={__version__}"' in text
-    assert 'pip install "${VF_WORKER_REQUIREMENT}"' in text
+    assert 'pip install --constraint /tmp/worker-constraints.txt "${VF_WORKER_REQUIREMENT}"' in text
     assert "vf-gitops==" not in text and "vf-gitops[" not in text  # no compiler in the image
-    assert f"--chown={RUN_AS}:{RUN_AS} p_nodes.py /app/" in text
+    assert "COPY p_nodes.py /app/\n" in text  # root's: the pod user reads, never writes it
     active = [line for line in text.splitlines() if line.startswith("USER")]
     assert active == ["USER root", f"USER {RUN_AS}:{RUN_AS}"]  # installs as root, runs as 65532
     assert 'ENTRYPOINT ["vf-worker"]' in text

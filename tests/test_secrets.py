@@ -6,6 +6,7 @@ beside it and in the environment; none of the values appears in the tree or any 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -13,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support import EXAMPLES
 from vf.pipeline import CompileRequest, compile_project
@@ -195,7 +198,33 @@ def test_runtime_logs_redact_credentials(project: Path, tmp_path: Path) -> None:
         ("tls://tok@a:1,tls://tok@b:2", "tls://***@a:1,tls://***@b:2"),
         ("redis://h:6379/0?password=pw&db=1", "redis://h:6379/0?password=***&db=1"),
         ("plain nats://h:4222 stays", "plain nats://h:4222 stays"),
+        ("nats://user:p@ssw0rd@host:4222", "nats://***@host:4222"),
+        ("nats://user:p@ss@w0rd@host:4222/x", "nats://***@host:4222/x"),
+        ("redis://:p:w:d@h:6379/0", "redis://***@h:6379/0"),
+        ("redis://u:pa/ss@h:6379/0", "redis://***@h:6379/0"),
+        ("nats://u:pa%40ss@h:4222", "nats://***@h:4222"),
+        ("nats://u:pa,ss@h:4222", "nats://***@h:4222"),
+        ("nats://u:p@w@a:1,nats://v:q@x@b:2", "nats://***@a:1,nats://***@b:2"),
+        ("nats://a:1,nats://u:p@w@b:2", "nats://a:1,nats://***@b:2"),
+        ("at 'nats://u:p@w@h:4222': refused", "at 'nats://***@h:4222': refused"),
+        ("nats://***@h:4222", "nats://***@h:4222"),
     ],
 )
 def test_redact(text: str, expected: str) -> None:
     assert redact(text) == expected
+
+
+_URL_CHARS = st.characters(
+    codec="ascii", min_codepoint=33, max_codepoint=126
+)  # printable, no whitespace: what a URL in a log line can hold
+
+
+@given(user=st.text(_URL_CHARS, max_size=8), password=st.text(_URL_CHARS, min_size=4, max_size=24))
+def test_redact_never_shows_the_password(user: str, password: str) -> None:
+    """Whatever a password holds (``@``, ``:``, ``/``, ``%``, ``,``), none of it is shown."""
+    for url in (f"nats://{user}:{password}@nats.svc:4222", f"rediss://{user}:{password}@r:6380/0"):
+        shown = redact(f"cannot connect to {url}: refused")
+        assert password not in shown, shown
+        if not re.search(r",[A-Za-z][A-Za-z0-9+.-]*://", user + password):  # a list's next URL
+            host = url.rpartition("@")[2]
+            assert shown == f"cannot connect to {url.split('://')[0]}://***@{host}: refused"

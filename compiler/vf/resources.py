@@ -1,4 +1,5 @@
-"""Finds vf's shipped data folders (templates, schemas, kustomize) in a wheel or a checkout."""
+"""Finds vf's shipped data folders (templates, schemas, kustomize, the worker pins) in a wheel
+or a checkout."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ if TYPE_CHECKING:
     import jinja2
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
-_FOLDERS = ("templates", "schemas", "kustomize")
+_FOLDERS = ("templates", "schemas", "kustomize", "docker")
 
 
 @cache
@@ -26,6 +27,14 @@ def resource_dir(folder: str) -> Path:
 
 def schema_path(name: str) -> Path:
     return resource_dir("schemas") / name
+
+
+def worker_pins() -> tuple[str, ...]:
+    """The worker's third-party pins, ``name==version`` each: ``docker/worker-constraints.txt``
+    (``vf/docker/`` in a wheel), the one list every worker image installs with."""
+    text = (resource_dir("docker") / "worker-constraints.txt").read_text(encoding="utf-8")
+    lines = [line.strip() for line in text.splitlines()]
+    return tuple(line for line in lines if line and not line.startswith("#"))
 
 
 @cache

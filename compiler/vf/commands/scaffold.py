@@ -18,7 +18,7 @@ import jinja2
 
 from vf import __version__, names
 from vf.errors import VfError
-from vf.resources import templates
+from vf.resources import templates, worker_pins
 from vf.textio.folders import unwritable
 
 # template → path in the project ({module} is the nodes module's name)
@@ -58,6 +58,7 @@ def render_project(name: str, *, module: str) -> dict[str, str]:
         "name": name,
         "module": module,
         "version": __version__,
+        "pins": worker_pins(),  # the Dockerfile installs the worker within them
         "node_files": [(f"{module}.py", "")],  # (source, folder under /app/) of the Dockerfile
     }
     return {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from vf import __version__, names
 from vf.errors import VfError
-from vf.resources import templates
+from vf.resources import templates, worker_pins
 
 _SKIPPED = {"deploy", "tests"}
 
@@ -64,6 +64,7 @@ def init_dockerfile(app_dir: Path, modules: list[str] | None) -> str:
         .render(
             name=names.slug(app_dir.resolve().name),
             version=__version__,
+            pins=worker_pins(),
             node_files=node_files(app_dir, modules),
         )
     )

@@ -404,7 +404,7 @@ def check_node_modules(podman: Podman, *, tag: str, nodes: dict[str, str], app_d
         "VF_PIPELINE_IMAGE",
         f"image {tag}, built from {source}, lacks the node module {', '.join(lacking)} "
         "that the plan runs from it: its workers could not import their node class",
-        "copy each node module into the image under /app (e.g. `COPY --chown=65532:65532 "
-        f"{sorted(absent)[0]}.py /app/`), or put it on the image's PYTHONPATH",
+        "copy each node module into the image under /app (e.g. "
+        f"`COPY {sorted(absent)[0]}.py /app/`), or put it on the image's PYTHONPATH",
         str(dockerfile if dockerfile.is_file() else app_dir),
     )

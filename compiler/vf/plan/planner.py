@@ -35,6 +35,7 @@ from vf.plan.context import PlanContext
 from vf.plan.infra import plan_infra, plan_provision
 from vf.plan.inputs import check_config_nodes, resolve_images, resolve_replicas
 from vf.plan.jobs import broker_configmap, ignores_disruptions, tag_jobs, tag_provision
+from vf.plan.limits import limit_problems
 from vf.plan.security import plan_security, security_warnings
 from vf.textio.jsontext import compact_json
 from vf_runtime.broker.naming import RunNames
@@ -111,7 +112,7 @@ def plan_environment(
     gpu = _gpu(ctx, problems)
     raise_if(problems)
     workloads = tuple(_workload(ctx, node, images[node.name], gpu) for node in graph.nodes)
-    raise_if(_rollout_problems(env, workloads))
+    raise_if(_rollout_problems(env, workloads) + limit_problems(env, workloads))
     security = plan_security(env, workloads=workloads, flow_id=flow_id)
     provision = plan_provision(ctx, images)
     generation = _generation(graph, workloads=workloads, provision=provision, gpu=gpu, env=env)
