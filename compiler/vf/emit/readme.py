@@ -74,7 +74,7 @@ def _environment(
         "kubernetes": _cell(view.kubernetes_version),
         "broker": _cell(view.broker_profile),
         "store": _cell(view.store_profile),
-        "gpu": _cell(view.gpu_mode or ""),
+        "gpu": _cell(", ".join(t for t in (view.gpu_mode or "", view.gpu_cost) if t)),
         "replicas": _cell(replicas),
         "argocd": root if root in paths else "",
         "argocd_project": f"gitops/argocd/appproject-{env}.yaml" in paths,

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
+
+from vf.ir.records import AS_OBJECT, OMIT_IF_NONE
+
+MomentName = Literal["planned", "autoscaled", "rollout"]
+DecisionKind = Literal["max-replicas", "no-surge"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +53,35 @@ class DraClaim:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GpuMoment:
+    """The GPU pods of one moment of the flow's life, whether they fit, and what they cost.
+
+    ``planned``: the planned replicas; ``autoscaled``: every autoscaled GPU worker at its
+    (decided) maxReplicaCount together; ``rollout``: that, plus the surge pods of every GPU
+    Deployment rolling at once (a sync rolls them all)."""
+
+    name: MomentName
+    replicas: tuple[tuple[str, int], ...] = field(metadata=AS_OBJECT)  # pods per GPU node
+    surge: tuple[tuple[str, int], ...] = field(metadata=AS_OBJECT)  # of which surge pods
+    gpus: int  # cards held: whole cards, cards split into its MIG slices, DRA devices
+    slices: tuple[tuple[str, int], ...] = field(metadata=AS_OBJECT)  # MIG profile -> slices
+    fits: str  # proven | unproven: ... | unknown: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuDecision:
+    """What vf changed so that a moment fits: a lower maxReplicaCount, or a rollout
+    without surge (maxSurge 0, maxUnavailable 1); ``asked`` and ``chosen`` count replicas
+    or surge pods, ``reason`` gives the arithmetic."""
+
+    node: str
+    kind: DecisionKind
+    asked: int
+    chosen: int
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class GpuPlan:
     mode: str
     resource_name: str
@@ -58,6 +93,8 @@ class GpuPlan:
     mig_configmap: str | None
     claims: tuple[DraClaim, ...]
     notes: tuple[str, ...]
+    moments: tuple[GpuMoment, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
+    decisions: tuple[GpuDecision, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
 
     def grant_for(self, node: str) -> GpuGrant | None:
         return next((g for g in self.grants if g.node == node), None)

@@ -16,8 +16,8 @@ from vf.ir.records import (
     AS_OBJECT,
     OMIT_IF_NONE,
     Mount,
+    PlannedRollout,
     PodOptions,
-    Rollout,
     SecretRef,
     Supervision,
 )
@@ -72,7 +72,7 @@ class Workload:
     device_type: DeviceType
     gpu_count: int
     mounts: tuple[Mount, ...]
-    rollout: Rollout | None
+    rollout: PlannedRollout | None
     component: ComponentRun | None = field(default=None, metadata=OMIT_IF_NONE)
 
 

@@ -12,6 +12,9 @@ from typing import Literal
 
 Pairs = tuple[tuple[str, str], ...]
 Rollout = Literal["drain", "surge"]  # how a Deployment rolls: replace in place, or surge first
+# how the Plan rolls it: vf.yaml's choice, or "no-surge" (maxSurge 0, maxUnavailable 1), vf's
+# own when no GPU is free for a surge pod (vf.plan.gpu.moments)
+PlannedRollout = Literal["drain", "surge", "no-surge"]
 # How a field reads in the Plan's JSON form (vf.ir.plan.plan_to_json), said where it is declared.
 AS_OBJECT = MappingProxyType({"json": "object"})  # pairs written as a JSON object
 OMIT_IF_NONE = MappingProxyType({"json": "omit-if-none"})  # added after plan v1: absent, not null

@@ -154,7 +154,13 @@ def plan_environment(
     scalers = plan_autoscaling(
         graph, plan=plan, settings=env.autoscaling, where=env.place_of("autoscaling")
     )
-    return replace(plan, autoscaling=scalers) if scalers else plan
+    if scalers:
+        plan = replace(plan, autoscaling=scalers)
+    if gpu is not None:  # GPUs at the autoscaling maximum and during a rollout too
+        from vf.plan.gpu.moments import plan_moments
+
+        plan = plan_moments(ctx, plan)
+    return plan
 
 
 def _gpu(ctx: PlanContext, problems: list[Problem]) -> GpuPlan | None:

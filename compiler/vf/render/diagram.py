@@ -47,6 +47,8 @@ class EnvView:
     nodes: tuple[NodeView, ...]
     profiles: tuple[tuple[str, str], ...]  # channel (its node) → messaging profile
     verdicts: tuple[tuple[str, str], ...]  # channel → warning | rejected, where not admitted
+    # GPUs held planned / at the autoscaling maximum / during a rollout ("" when unrecorded)
+    gpu_cost: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +137,16 @@ def _short_ref(ref: Any) -> str:
     return f"{name}@sha256:{digest[:12]}" if sep else name
 
 
+def _gpu_cost(gpu: Obj) -> str:
+    """``1 / 2 / 2 GPUs (planned / autoscaled / rollout)`` from the plan's GPU moments."""
+    moments = _items(gpu.get("moments"))
+    if not moments:
+        return ""
+    counts = " / ".join(str(m.get("gpus", "?")) for m in moments)
+    names = " / ".join(_text(m.get("name")) for m in moments)
+    return f"{counts} GPUs ({names})"
+
+
 def env_view(plan: Obj) -> EnvView:
     """The facts of one plan document that the diagram and the README need."""
     gpu = _mapping(plan.get("gpu"))
@@ -151,6 +163,7 @@ def env_view(plan: Obj) -> EnvView:
         broker_profile=_text(infra.get("broker_profile"), "?"),
         store_profile=_text(infra.get("store_profile"), "?"),
         gpu_mode=mode or None,
+        gpu_cost=_gpu_cost(gpu),
         nodes=tuple(_node(w, grants=grants, mode=mode) for w in _items(plan.get("workloads"))),
         profiles=tuple(
             (_text(c.get("node")), _text(c.get("profile"), "?"))

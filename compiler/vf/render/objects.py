@@ -424,6 +424,11 @@ def _workload(plan: Plan, workload: Workload) -> Obj:
                 "type": "RollingUpdate",
                 "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
             }
+        elif workload.rollout == "no-surge":  # no GPU free for a surge pod (plan/gpu/moments)
+            spec["strategy"] = {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+            }
         if workload.kind == "StatefulSet":
             spec["serviceName"] = workload.headless_service
             spec["podManagementPolicy"] = "Parallel"

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from vf.emit.manifests import MANIFESTS_OVER, flux_builds_too_many, reads_manifests
 from vf.ir.delivery import GitOps
+from vf.ir.gpu import GpuPlan
 from vf.ir.plan import Plan
 from vf.ir.records import Peer
 from vf.ir.security import EgressRule
@@ -121,6 +122,29 @@ def _gpu_lines(plan: Plan) -> list[str]:
         lines.append(f"  mig {node.host} ({node.family}): {layout}")
         lines.append(f"    label the node nvidia.com/mig.config={node.config_name}")
     lines.extend(f"  gpu note: {note}" for note in gpu.notes)
+    lines.extend(_moment_lines(gpu))
+    return lines
+
+
+MOMENT_WORDS = {"planned": "planned", "autoscaled": "autoscaling maximum", "rollout": "rollout"}
+
+
+def _moment_lines(gpu: GpuPlan) -> list[str]:
+    """What each moment of the flow's life costs in GPUs, and what vf decided to fit it."""
+    if not gpu.moments:
+        return []
+    parts = []
+    for moment in gpu.moments:
+        text = f"{MOMENT_WORDS[moment.name]} {moment.gpus} GPU(s)"
+        if moment.slices:
+            text += " (" + ", ".join(f"{n}x{p}" for p, n in moment.slices) + ")"
+        if moment.surge:
+            text += " with surge " + ", ".join(f"{w} +{n}" for w, n in moment.surge)
+        parts.append(text)
+    fits = gpu.moments[0].fits
+    lines = [f"  gpu cost: {'; '.join(parts)} ({'fit proven' if fits == 'proven' else fits})"]
+    for decision in gpu.decisions or ():
+        lines.append(f"  gpu decision {decision.node}: {decision.reason}")
     return lines
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from vf import names
@@ -15,7 +16,7 @@ from vf.ir.graph import NodeIR
 from vf.ir.plan import record_to_json
 from vf.plan.context import PlanContext
 from vf.plan.gpu.dra import judge_features
-from vf.plan.gpu.mig import family_of
+from vf.plan.gpu.mig import Family, family_of
 from vf.plan.gpu.pack import Bin, Card, MixResult, Packing, Pod, pack_whole, solve_mix
 from vf.plan.jobs import tagged_name
 from vf_runtime.constants import GPU
@@ -45,7 +46,9 @@ def plan_gpu(ctx: PlanContext, problems: list[Problem]) -> GpuPlan | None:
     return _plan_exclusive(ctx, gpu_nodes, problems)
 
 
-def _pods(ctx: PlanContext, nodes: list[NodeIR]) -> list[Pod]:
+def gpu_pods(nodes: Sequence[NodeIR], counts: Mapping[str, int]) -> list[Pod]:
+    """One pod per replica of each GPU node, at ``counts`` replicas (the plan's, or those
+    of another moment: the autoscaling maximum, a rollout's surge)."""
     return [
         Pod(
             workload=n.name,
@@ -54,11 +57,35 @@ def _pods(ctx: PlanContext, nodes: list[NodeIR]) -> list[Pod]:
             memory_gib=n.gpu_memory_gib,
         )
         for n in nodes
-        for i in range(ctx.replicas[n.name])
+        for i in range(counts[n.name])
     ]
 
 
-def _eligible(target: GpuTarget, sharing: tuple[str, ...]) -> list[GpuNode]:
+def whole_bins(target: GpuTarget) -> list[Bin]:
+    """The hosts whole-card pods of ``exclusive`` may use (shared units take one-card pods)."""
+    return [
+        Bin(host=n.name, cards=n.cards, whole_only=n.sharing != "physical")
+        for n in eligible_nodes(target, ("physical", "time-sliced", "mig"))
+    ]
+
+
+def dra_bins(target: GpuTarget) -> list[Bin]:
+    """The hosts whose devices a DRA driver owns."""
+    return [Bin(host=n.name, cards=n.cards) for n in eligible_nodes(target, ("dra-owned",))]
+
+
+def mix_nodes(target: GpuTarget) -> list[tuple[str, int, Family | None]]:
+    """The physical hosts ``mix`` may split, with each one's MIG family."""
+    return [(n.name, n.cards, family_of(n.product)) for n in eligible_nodes(target, ("physical",))]
+
+
+def split_pods(pods: list[Pod]) -> tuple[list[Pod], list[Pod]]:
+    """Spanners (whole cards) and sharers (one MIG slice each)."""
+    return [p for p in pods if p.memory_gib is None], [p for p in pods if p.memory_gib is not None]
+
+
+def eligible_nodes(target: GpuTarget, sharing: tuple[str, ...]) -> list[GpuNode]:
+    """The declared nodes of these sharing kinds that gpu.nodes (when set) allows."""
     inventory = target.inventory or ()
     return [
         n
@@ -88,8 +115,8 @@ def _base_plan(ctx: PlanContext, **fields: object) -> GpuPlan:
 def _check_units(ctx: PlanContext, nodes: list[NodeIR], problems: list[Problem]) -> None:
     """gpu_count > 1 can never be met by time-sliced or MIG units."""
     target = ctx.env.gpu
-    shared = _eligible(target, ("time-sliced", "mig"))
-    physical = _eligible(target, ("physical",))
+    shared = eligible_nodes(target, ("time-sliced", "mig"))
+    physical = eligible_nodes(target, ("physical",))
     for node in nodes:
         if node.gpu_count > 1 and shared and not physical:
             problems.append(
@@ -121,11 +148,8 @@ def _plan_exclusive(ctx: PlanContext, nodes: list[NodeIR], problems: list[Proble
     if target.inventory is None:
         return _base_plan(ctx, grants=grants)
     _check_units(ctx, nodes, problems)
-    bins = [
-        Bin(host=n.name, cards=n.cards, whole_only=n.sharing != "physical")
-        for n in _eligible(target, ("physical", "time-sliced", "mig"))
-    ]
-    packing = pack_whole(_pods(ctx, nodes), bins)
+    bins = whole_bins(target)
+    packing = pack_whole(gpu_pods(nodes, ctx.replicas), bins)
     if packing.hosts is None and packing.proven:
         problems.append(_unplaceable(ctx, nodes, bins, packing))
         return _base_plan(ctx, grants=grants, feasibility="infeasible (proven)")
@@ -179,13 +203,8 @@ def _plan_mix(ctx: PlanContext, nodes: list[NodeIR], problems: list[Problem]) ->
             )
         )
         return _base_plan(ctx)
-    physical = _eligible(target, ("physical",))
-    pods = _pods(ctx, nodes)
-    spanners = [p for p in pods if p.memory_gib is None]
-    sharers = [p for p in pods if p.memory_gib is not None]
-    result = solve_mix(
-        spanners, sharers, [(n.name, n.cards, family_of(n.product)) for n in physical]
-    )
+    pods = gpu_pods(nodes, ctx.replicas)
+    result = solve_mix(*split_pods(pods), mix_nodes(target))
     if result.failed is not None:
         pod = result.failed
         kind = (
@@ -202,7 +221,7 @@ def _plan_mix(ctx: PlanContext, nodes: list[NodeIR], problems: list[Problem]) ->
             )
         )
         return _base_plan(ctx, feasibility="infeasible (no layout)")
-    return _mix_plan(ctx, nodes, result)
+    return mix_plan(ctx, nodes, result)
 
 
 def _mix_arithmetic(result: MixResult, *, total: int) -> str:
@@ -221,7 +240,9 @@ def _mix_arithmetic(result: MixResult, *, total: int) -> str:
     return f"placed {placed} of {total} replica(s) before it; cards: {cards or 'none eligible'}"
 
 
-def _mix_plan(ctx: PlanContext, nodes: list[NodeIR], result: MixResult) -> GpuPlan:
+def mix_plan(ctx: PlanContext, nodes: Sequence[NodeIR], result: MixResult) -> GpuPlan:
+    """The GPU plan of a MIG layout: grants (one profile per workload, the hosts its
+    replicas were placed on), placements and each node's geometry."""
     cards, hosts, profiles = result.cards, result.hosts, result.profiles
     target = ctx.env.gpu
     grants = []
@@ -328,8 +349,8 @@ def _plan_dra(ctx: PlanContext, nodes: list[NodeIR], problems: list[Problem]) ->
         )
     feasibility = UNKNOWN
     if target.inventory is not None:
-        bins = [Bin(host=n.name, cards=n.cards) for n in _eligible(target, ("dra-owned",))]
-        packing = pack_whole(_pods(ctx, nodes), bins)
+        bins = dra_bins(target)
+        packing = pack_whole(gpu_pods(nodes, ctx.replicas), bins)
         if packing.hosts is None and packing.proven:
             problems.append(_unplaceable(ctx, nodes, bins, packing))
         feasibility = "proven: every claim fits on one node" if packing.hosts else "not proven"
