@@ -142,7 +142,7 @@ def test_the_ir_imports_no_stage_and_types_its_closed_sets() -> None:
         (Workload, "kind"): {"Deployment", "StatefulSet", "Job"},
         (Workload, "node_kind"): {"producer", "processor", "consumer"},
         (Finding, "status"): {"admitted", "warning", "rejected"},
-        (Workload, "rollout"): {"drain", "surge", None},
+        (Workload, "rollout"): {"drain", "surge", "no-surge", None},
     }
     for (record, field), values in closed.items():
         hint = get_type_hints(record)[field]

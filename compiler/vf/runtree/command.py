@@ -202,6 +202,21 @@ def _guardian() -> Guardian:
         ) from exc
 
 
+def _cluster(request: RunTreeRequest, *, run_dir: Path, guardian: Guardian, oci: Any) -> Cluster:
+    """The emulated cluster the run syncs into; ``run_dir`` absolute, since every pod's
+    files (a server's config among them) name it from their own working directory."""
+    options = ClusterOptions(
+        run_dir=run_dir,
+        backoff_base=request.backoff,
+        log=lambda text: print(text, file=request.output, flush=True),
+        guardian=guardian,
+        keep_volumes=request.run_dir is not None,
+        oci=oci,
+        absent_kinds=request.absent_kinds,
+    )
+    return Cluster(options)
+
+
 def run_tree(request: RunTreeRequest) -> int:
     out = request.output
 
@@ -223,18 +238,7 @@ def run_tree(request: RunTreeRequest) -> int:
     guardian = _guardian()  # whatever starts next ends with this run, even on SIGKILL
     if oci is not None:
         oci.attach(guardian)  # the guardian removes the run's containers if vf is killed
-    # absolute: every pod's files (a server's config among them) name it from their own cwd
-    run_dir = kept or guardian.directory
-    options = ClusterOptions(
-        run_dir=run_dir,
-        backoff_base=request.backoff,
-        log=log,
-        guardian=guardian,
-        keep_volumes=request.run_dir is not None,
-        oci=oci,
-        absent_kinds=request.absent_kinds,
-    )
-    cluster = Cluster(options)
+    cluster = _cluster(request, run_dir=kept or guardian.directory, guardian=guardian, oci=oci)
     cluster.extra_secrets = {k: dict(v) for k, v in secrets.items()}
     code = EXIT_INTERRUPTED
     verdict = "interrupted"

@@ -268,11 +268,7 @@ def _flux_parts(
                 errors.append(failure)
             break  # what depends on it is not applied
         errors += cluster.apply(part, app=app, resolver=resolver, mode="flux", prune=False)
-        wanted = _keys(part)
-        held = cluster.inventory.get(name, set())
-        gone = [k for k in sorted(held - wanted) if k in cluster.objects]
-        cluster.delete(k for k in gone if not never_pruned(cluster.objects[k]))
-        cluster.inventory[name] = wanted
+        _prune_inventory(cluster, name, part=part)
         keys, reader = wait_set(spec, part), job_reader(spec)
         limit = min(seconds(str(spec.get("timeout", "5m"))), timeout)
         listed = not spec.get("wait")  # healthChecks name objects that must exist
@@ -293,6 +289,15 @@ def _flux_parts(
             )
             break  # what depends on it is not applied
     return errors
+
+
+def _prune_inventory(cluster: Cluster, name: str, *, part: list[Obj]) -> None:
+    """A Kustomization deletes what its inventory held that its build no longer has (what
+    says never to prune it aside), and keeps the build as its inventory."""
+    wanted = _keys(part)
+    gone = [k for k in sorted(cluster.inventory.get(name, set()) - wanted) if k in cluster.objects]
+    cluster.delete(k for k in gone if not never_pruned(cluster.objects[k]))
+    cluster.inventory[name] = wanted
 
 
 def _sync(

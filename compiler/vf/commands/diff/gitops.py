@@ -19,6 +19,7 @@ from typing import Any
 from ruamel.yaml.error import YAMLError
 
 from vf import names
+from vf.commands.diff.paths import changed_paths, segment
 from vf.commands.diff.plan import INFO, WARNING
 from vf.textio import yamlout
 from vf.textio.yaml_guard import amplified
@@ -330,25 +331,6 @@ def _under(path: str, prefixes: Sequence[str]) -> bool:
     return any(path == p or path.startswith((f"{p}.", f"{p}[")) for p in prefixes)
 
 
-def _segment(key: Any) -> str:
-    text = str(key)
-    return f'["{text}"]' if "." in text or "[" in text or not text else f".{text}"
-
-
-def changed_paths(old: Any, new: Any, *, prefix: str = "") -> list[str]:
-    """The dotted paths whose values differ (a list is one value); a key holding a dot
-    is written ``["vf.dev/flow"]``."""
-    if not (isinstance(old, dict) and isinstance(new, dict)):
-        return [prefix.lstrip(".") or "(the object)"] if old != new else []
-    found = []
-    for key in sorted(set(old) | set(new), key=str):
-        if key not in old or key not in new:
-            found.append((prefix + _segment(key)).lstrip("."))
-        elif old[key] != new[key]:
-            found.extend(changed_paths(old[key], new[key], prefix=prefix + _segment(key)))
-    return found
-
-
 # -- a HelmRelease's values ----------------------------------------------------------------
 
 
@@ -369,7 +351,7 @@ def _values_keys(objects: Mapping[Key, Obj]) -> dict[Key, tuple[str, ...]]:
         if kind == "HelmRelease":
             for name, key in _values_refs(obj):
                 where = ("ConfigMap", namespace, name)
-                found[where] = (*found.get(where, ()), f"data{_segment(key)}")
+                found[where] = (*found.get(where, ()), f"data{segment(key)}")
     return found
 
 
@@ -407,7 +389,7 @@ def _keys_change(old: str | None, new: str | None) -> str:
         return "its text changed"
     changed = [k for k in sorted(set(before) & set(after)) if before[k] != after[k]]
     added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
-    paths = [p for k in changed for p in changed_paths(before[k], after[k], prefix=_segment(k))]
+    paths = [p for k in changed for p in changed_paths(before[k], after[k], prefix=segment(k))]
     detail = f" ({_paths(paths)})" if paths != changed else ""
     parts = [f"{', '.join(changed)} changed{detail}"] if changed else []
     parts += [f"{', '.join(added)} added"] if added else []
