@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -120,9 +121,47 @@ def test_delivery_policy_defaults_and_max_deliver() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"delivery": "exactly-once"}, {"dlq": "some"}, {"on_error": "retry"}, {"max_retries": -1}],
+    [
+        {"delivery": "exactly-once"},
+        {"dlq": "some"},
+        {"on_error": "retry"},
+        {"max_retries": -1},
+        {"call_timeout_seconds": -1},
+        {"call_timeout_seconds": float("inf")},
+        {"call_timeout_seconds": "60"},
+    ],
 )
 def test_invalid_delivery_policies_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(AuthoringError) as info:
         DeliveryPolicy(**kwargs)
     assert info.value.code == "VF_POLICY_DELIVERY"
+
+
+def test_a_call_bound_other_than_the_default_reaches_the_worker(tmp_path: Path) -> None:
+    """``DeliveryPolicy(call_timeout_seconds=)`` is written as VF_CALL_TIMEOUT_SECONDS
+    (DELIV-12), 0 included (no bound); the default is left to the worker, so a flow that
+    declares none keeps its workloads, and its generation, as they were."""
+    from vf.pipeline import CompileRequest, compile_project
+
+    graph = tmp_path / "graph.py"
+    graph.write_text(
+        "from vf import BATCH, Consumer, DeliveryPolicy, Flow, Producer\n"
+        "class Src(Producer):\n    def next(self):\n        raise StopIteration\n"
+        "class Sink(Consumer):\n    def consume(self, item):\n        pass\n"
+        "def build_flow():\n"
+        "    src = Src(name='src')\n"
+        "    a = Sink(name='a', delivery=DeliveryPolicy(call_timeout_seconds=0))(src)\n"
+        "    b = Sink(name='b', delivery=DeliveryPolicy(call_timeout_seconds=45.5))(src)\n"
+        "    c = Sink(name='c', delivery=DeliveryPolicy())(src)\n"
+        "    return Flow([a, b, c], flow_type=BATCH, flow_id='bounded')\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "vf.yaml").write_text(
+        "environments:\n  dev:\n    images:\n      default: registry.example.com/t/w:1\n",
+        encoding="utf-8",
+    )
+    result = compile_project(CompileRequest(graph=str(graph)))
+    env = {w.node: dict(w.env) for w in result.plans[0].workloads}
+    assert env["a"]["VF_CALL_TIMEOUT_SECONDS"] == "0"
+    assert env["b"]["VF_CALL_TIMEOUT_SECONDS"] == "45.5"
+    assert "VF_CALL_TIMEOUT_SECONDS" not in env["c"]

@@ -144,7 +144,19 @@ def test_the_ref_is_a_digest_of_the_descriptor_not_of_its_path(tmp_path: Path) -
 def test_without_command_the_image_entrypoint_runs(tmp_path: Path) -> None:
     result = _compile(_project(tmp_path, _with(command=None, ports=None)))
     container = _object(result, "Job", "upper")["spec"]["template"]["spec"]["containers"][0]
-    assert "command" not in container and "ports" not in container
+    assert "command" not in container
+    # only the health port every worker has (its liveness probe's), none of its own
+    assert container["ports"] == [{"name": "health", "containerPort": 8080}]
+
+
+def test_a_worker_job_has_a_liveness_probe(tmp_path: Path) -> None:
+    """A Job's worker is probed on /healthz as a Deployment's is, so a replica whose node
+    call ran past its bound (DELIV-12) fails its pod instead of holding its work; it has
+    no readiness or startup probe (before: no probe at all)."""
+    result = _compile(_project(tmp_path, _with(command=None, ports=None)))
+    container = _object(result, "Job", "upper")["spec"]["template"]["spec"]["containers"][0]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert "readinessProbe" not in container and "startupProbe" not in container
 
 
 def test_vf_yaml_overrides_image_and_node_resources(tmp_path: Path) -> None:

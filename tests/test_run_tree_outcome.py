@@ -275,3 +275,37 @@ def test_an_item_lost_before_its_reader_got_it_fails_the_node_as_run_local_does(
     assert exit_code(settled(status.status, letters)) == 4
     assert "error[VF_EOS_MISMATCH]" in logs and "error[VF_GENERATION_FINISHED]" in logs
     assert re.search(r"^\[vf\]\s+VF_EOS_MISMATCH: 'sink' replica", out.getvalue(), re.MULTILINE)
+
+
+def test_a_realtime_flow_whose_workers_crash_loop_is_lost_not_done(tmp_path: Path) -> None:
+    """A REALTIME stage whose pods become ready, then die 6 s later, for ever: every
+    workload was ready once, which is all ``workloads_done`` asks, but at the end of
+    ``--for`` the Deployment has restarted again and again. Before: ``done (exit 0)``. Now
+    it is a lost node, exit 4, naming the Deployment with its ready pods and restarts."""
+    require(shutil.which("kubectl", path=_path()) is not None, "kubectl is not installed")
+    project = _project(tmp_path)
+    env = {"VF_TEST_OUT": "/results/sink.jsonl", "VF_TEST_CRASH_AFTER": "6"}
+    done = _vf("compile", "live.py", "--out", str(tmp_path / "tree"), cwd=project, **env)
+    assert done.returncode == 0, done.stderr
+    run = _vf(
+        "run-tree",
+        str(tmp_path / "tree"),
+        "--env",
+        "dev",
+        "--app",
+        str(project),
+        "--timeout",
+        "120",
+        "--for",
+        "40",
+        "--backoff",
+        "1",
+        cwd=tmp_path,
+    )
+    lines = [line for line in run.stderr.splitlines() if "deployment/" in line]
+    print(f"exit {run.returncode}; " + " | ".join(lines))
+    assert "all workloads ready" in run.stderr, run.stderr[-4000:]  # the premise: done once
+    assert run.returncode == 4, run.stderr[-4000:]
+    assert re.search(
+        r"\): failed: deployment/\S+-double crash-looping \(\d/1 ready, \d+ restarts\)", run.stderr
+    ), run.stderr[-4000:]

@@ -16,6 +16,9 @@ JOIN_MODES = ("trace", "time")
 DELIVERY_MODES = ("at-least-once", "best-effort")
 DLQ_MODES = ("full", "sampled", "off")
 ON_ERROR = ("poison", "transient", "worker_fatal")
+# the longest one node call (process, consume, next) may take before its replica is hung
+# (DELIV-12); 0 means no bound
+DEFAULT_CALL_TIMEOUT = 300.0
 
 
 def _policy_error(code: str, message: str, remedy: str) -> AuthoringError:
@@ -159,6 +162,7 @@ class DeliveryPolicy:
     dlq: str = "full"
     on_error: str | None = None
     sample_per_minute: int = 5
+    call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT
 
     def __post_init__(self) -> None:
         checks = (
@@ -174,6 +178,11 @@ class DeliveryPolicy:
                 "sample_per_minute",
                 _is_int(self.sample_per_minute) and self.sample_per_minute >= 1,
                 "an integer >= 1",
+            ),
+            (
+                "call_timeout_seconds",
+                _is_number(self.call_timeout_seconds) and self.call_timeout_seconds >= 0,
+                "a number of seconds >= 0 (0: no bound)",
             ),
         )
         for field, ok, allowed in checks:
@@ -204,6 +213,7 @@ class DeliveryPolicy:
             "dlq": self.dlq,
             "on_error": self.on_error,
             "sample_per_minute": self.sample_per_minute,
+            "call_timeout_seconds": self.call_timeout_seconds,
         }
 
 

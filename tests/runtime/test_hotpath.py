@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 from typing import Any
 
@@ -25,7 +26,7 @@ from vf_runtime.wire import (
 )
 from vf_runtime.wire.codec import VERSION, data_envelope
 from vf_runtime.worker.inputs import redelivered
-from vf_runtime.worker.nodethread import NodeThread
+from vf_runtime.worker.nodethread import NodeThread, NotStarted
 from vf_runtime.worker.window import Window
 
 
@@ -181,6 +182,47 @@ def test_node_thread_hands_back_each_result_as_its_call_returns() -> None:
 
     first, second = asyncio.run(run())
     assert first < 0.25 <= second
+
+
+def test_an_abandoned_node_thread_starts_nothing_more() -> None:
+    """A call that never returns is given up: its future fails with the reason, the calls
+    queued behind it (in its batch and in later ones) are handed back unstarted and never
+    run, and so is any call submitted afterwards; only bounded calls are timed."""
+    ran: list[int] = []
+    gate = threading.Event()
+
+    def call(n: int) -> int:
+        ran.append(n)
+        if n == 1:
+            gate.wait()
+        return n
+
+    async def run() -> list[str]:
+        thread = NodeThread("test")
+        first = thread.submit_many(call, [(0,), (1,), (2,)], bounded=True)
+        later = thread.submit_many(call, [(3,)])
+        assert await first[0] == 0
+        while thread.running_for()[0] == 0.0:
+            await asyncio.sleep(0.01)
+        assert thread.running_for()[1], "a bounded call is reported as bounded"
+        thread.abandon(RuntimeError("hung"))
+        after = thread.submit(call, 4)
+        outcomes = []
+        for future in [first[1], first[2], later[0], after]:
+            try:
+                await future
+                outcomes.append("ran")
+            except NotStarted:
+                outcomes.append("not started")
+            except RuntimeError as exc:
+                outcomes.append(str(exc))
+        gate.set()
+        await asyncio.sleep(0.1)
+        return outcomes
+
+    outcomes = asyncio.run(run())
+    assert outcomes == ["hung", "not started", "not started", "not started"]
+    assert ran == [0, 1]
 
 
 def test_window_holds_at_most_its_size_unless_empty() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from tests.runtime.support import FLOWS, finish_flow, wait_until
+from tests.runtime.support import FLOWS, finish_flow, run_flow, wait_until
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.local.infra import LocalServer
 from vf_runtime.wire import (
@@ -243,3 +243,43 @@ def test_a_blobref_naming_a_set_key_is_dead_lettered_and_the_run_goes_on(
     assert applied == Counter(range(1, count + 1))
     assert re.search(r"^\[vf\] scale: 1 item\(s\) dead-lettered", run.output, re.MULTILINE)
     assert re.search(r"^\[vf\]\s+VF_BLOB_UNREADABLE: .*WRONGTYPE", run.output, re.MULTILINE)
+
+
+HUNG_COUNT, HUNG_ON = 400, 150
+
+
+def test_a_node_call_that_never_returns_hands_its_items_to_the_sibling(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer
+) -> None:
+    """One of two competing replicas of ``scale`` never returns from the call of one item
+    (DELIV-12). With a 3 s bound, that replica says ``VF_NODE_HUNG``, exits 6 and hands
+    back every input its node had not started at once; its sibling (and its own next life)
+    take them and every item reaches the sink well before their leases (60 s) would have
+    run out. Before, the hung replica renewed the leases of the items it had fetched ahead
+    for ever: they never reached the sink, and the run ended only on the stall bound."""
+    out, marker = tmp_path / "sink.jsonl", tmp_path / "hang-once"
+    marker.touch()
+    env = {
+        "VF_TEST_OUT": str(out),
+        "VF_TEST_COUNT": str(HUNG_COUNT),
+        "VF_TEST_HANG_ON": str(HUNG_ON),
+        "VF_TEST_HANG_MARKER": str(marker),
+        "VF_TEST_CALL_TIMEOUT": "3",
+        "VF_RETRY_DELAY_CAP_SECONDS": "0.5",
+        # the hung replica's next life publishes nothing; its marker is taken after this
+        # quiet wait (EOS-6), as any restarted publisher's
+        "VF_EOS_WAIT_SECONDS": "2",
+    }
+    run = run_flow("hung.py", nats=nats_server, redis=redis_server, env=env)
+    applied = _applied(out)
+    missing = sorted(set(range(1, HUNG_COUNT + 1)) - set(applied))
+    hung = re.findall(r"error\[VF_NODE_HUNG\] 'scale' replica (\d)", run.output)
+    print(
+        f"[hung] exit {run.code}; {len(applied)} of {HUNG_COUNT} applied, {len(missing)} "
+        f"never reached the sink; hung replicas {hung}"
+    )
+    assert not marker.exists(), "no call hung: the premise failed"
+    assert missing == [], run.output[-4000:]
+    assert len(hung) == 1, run.output[-4000:]
+    assert re.search(rf"scale/r{hung[0]}\S* exited with 6", run.output), run.output[-4000:]
+    assert run.code == 0, run.output[-4000:]

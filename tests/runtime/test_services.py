@@ -314,6 +314,23 @@ def test_health_endpoints_follow_the_worker_state() -> None:
         server.close()
 
 
+def test_a_hung_node_call_fails_liveness_although_the_loop_beats() -> None:
+    """A node call past its bound (DELIV-12): the worker loop still beats, but the probes
+    the pods carry answer 503 (before: 200 for as long as the call hung)."""
+    metrics = Metrics(node="scale")
+    port = free_port()
+    server = HealthServer(metrics, port=port, host="127.0.0.1")
+    try:
+        metrics.mark_ready()
+        metrics.hang("'scale' replica 0: a call of the node has not returned after 3s")
+        metrics.beat()
+        assert _get(port, "/healthz") == (503, "hung\n")
+        assert _get(port, "/readyz")[0] == 503
+        assert _get(port, "/metrics")[0] == 200
+    finally:
+        server.close()
+
+
 def test_a_stranger_on_a_workers_port_is_never_fatal(nats_server: LocalServer) -> None:
     """A NATS server (another process's) answering on a worker's health port gives no
     counts, not an exception: it once ended vf run-local of a 1,502-node flow with

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from typing import Any
 
@@ -34,6 +35,20 @@ class Double(Processor):
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
         return {**item, "double": item["i"] * 2}
+
+
+class CrashingDouble(Double):
+    """Doubles ``i``, but its process dies ``after`` seconds from ``open()``: a pod that
+    becomes ready, then crash-loops."""
+
+    def __init__(self, after: float = 1.0, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.after = after
+
+    def open(self) -> None:
+        timer = threading.Timer(self.after, os._exit, args=(1,))
+        timer.daemon = True
+        timer.start()
 
 
 class Refused(Exception):

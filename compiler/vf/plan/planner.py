@@ -51,6 +51,7 @@ from vf_runtime.labels import (
     PART_OF,
     RUN_LABEL,
 )
+from vf_runtime.policies import DEFAULT_CALL_TIMEOUT
 
 STATEFULSET_NAME_MAX = 52  # leaves room for the controller-revision-hash label
 
@@ -343,6 +344,8 @@ def _worker_env(ctx: PlanContext, node: NodeIR, grant: GpuGrant | None) -> Pairs
         env["VF_DLQ"] = node.delivery.dlq
         if node.delivery.on_error is not None:
             env["VF_ON_ERROR"] = node.delivery.on_error
+        if node.delivery.call_timeout_seconds != DEFAULT_CALL_TIMEOUT:  # the worker's default
+            env["VF_CALL_TIMEOUT_SECONDS"] = f"{node.delivery.call_timeout_seconds:g}"
     if node.parents:  # always, so a replica change alters a value, never the variables
         env["VF_PARENT_REPLICAS"] = ",".join(f"{p}={ctx.replicas[p]}" for p in node.parents)
     if grant is not None:

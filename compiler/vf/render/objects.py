@@ -341,10 +341,12 @@ def _worker_container(plan: Plan, workload: Workload) -> Obj:
         "securityContext": _container_security(),
         "volumeMounts": [{"name": TMP_VOLUME, "mountPath": "/tmp"}, *_volume_mounts(workload)],
     }
-    if workload.probes:
-        container["ports"] = [{"name": "health", "containerPort": HEALTH_PORT}]
+    container["ports"] = [{"name": "health", "containerPort": HEALTH_PORT}]
+    # every worker: a replica whose loop stalled or whose node call ran past its bound
+    # (DELIV-12) answers 503, and a Job's pod fails instead of holding its work for ever
+    container["livenessProbe"] = _probe("/healthz", initialDelaySeconds=10, periodSeconds=15)
+    if workload.probes:  # long-running workloads: readiness gates rollouts and Services
         container["readinessProbe"] = _probe("/readyz", initialDelaySeconds=2, periodSeconds=5)
-        container["livenessProbe"] = _probe("/healthz", initialDelaySeconds=10, periodSeconds=15)
         container["startupProbe"] = _probe("/readyz", periodSeconds=2, failureThreshold=60)
     apply_component(container, workload)
     return container

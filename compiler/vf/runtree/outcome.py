@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     from vf.runtree.cluster import Cluster
 
 Obj = dict[str, Any]
-SHOWN = ("received", "processed")  # the counters the summary prints, beside the dead letters
+SHOWN = ("received", "processed")
+# restarts of one long-running workload's pods beyond which it is crash-looping: a worker
+# may restart once or twice while the broker it reaches is still starting
+CRASH_RESTARTS = 2  # the counters the summary prints, beside the dead letters
 _SUMMARY = re.compile(r"summary: (.*)$", re.MULTILINE)
 _METRIC = re.compile(r'^vf_messages_(\w+)_total\{node="[^"]*"\} (\d+)$', re.MULTILINE)
 
@@ -33,9 +36,10 @@ _METRIC = re.compile(r'^vf_messages_(\w+)_total\{node="[^"]*"\} (\d+)$', re.MULT
 @dataclass(frozen=True, kw_only=True)
 class RunStatus:
     """How the workloads ended, in the words of ``vf run-local``'s outcome: ok, lost
-    (a Job failed), stopped (its failures began with a stop of the flow), aborted (they
-    began with an abort from upstream, EOS-5), or stalled (not done in time); ``lost``
-    names the Jobs that failed."""
+    (a Job failed, or a long-running workload crash-loops), stopped (its failures began
+    with a stop of the flow), aborted (they began with an abort from upstream, EOS-5), or
+    stalled (not done in time); ``lost`` names the Jobs that failed, or the crash-looping
+    workloads with their ready pods and restarts."""
 
     status: str
     lost: tuple[str, ...] = ()
@@ -46,10 +50,15 @@ def run_status(cluster: Cluster, *, done: bool) -> RunStatus:
     with the worker's stopped code was stopped: ``vf run-local`` reads a stopped replica
     so, and the Job's later pods fail only because that life had ended the generation
     (``VF_GENERATION_FINISHED``). One whose first failed pod ended with the worker's aborted
-    code ended on an abort from upstream (EOS-5). Any other failed Job is a lost node."""
+    code ended on an abort from upstream (EOS-5). Any other failed Job is a lost node, and
+    so is a crash-looping Deployment or StatefulSet (:func:`crash_looping`), as
+    ``vf run-local`` reads a replica whose restarts ran out."""
     jobs = [c for c in cluster.controllers.values() if isinstance(c, JobController)]
     failed = sorted((j for j in jobs if j.status == "Failed"), key=lambda j: j.name)
     if not failed:
+        looping = crash_looping(cluster, done=done)
+        if looping:
+            return RunStatus(status="lost", lost=looping)
         return RunStatus(status="ok" if done else "stalled")
     names = tuple(j.name for j in failed)
     firsts = {_first_failure(job) for job in failed}
@@ -59,6 +68,26 @@ def run_status(cluster: Cluster, *, done: bool) -> RunStatus:
         aborted = tuple(j.name for j in failed if _first_failure(j) == WORKER_ABORTED)
         return RunStatus(status="aborted", lost=aborted)
     return RunStatus(status="lost", lost=names)
+
+
+def crash_looping(cluster: Cluster, *, done: bool) -> tuple[str, ...]:
+    """The long-running workloads (Deployments, StatefulSets) that are not running at the
+    end, each with its ready pods and restarts: those whose pods restarted more than
+    ``CRASH_RESTARTS`` times, and, once every workload had been ready (``done``), those
+    not ready any more. A pod that crashes after it became ready restarts for ever and
+    never fails the way a Job does, so its controller alone never says so."""
+    found = []
+    for (kind, _ns, name), controller in sorted(cluster.controllers.items()):
+        if isinstance(controller, JobController):
+            continue
+        restarts = sum(p.restarts for p in controller.pods)
+        if restarts > CRASH_RESTARTS or (done and not controller.healthy()):
+            ready = sum(p.ready for p in controller.pods)
+            found.append(
+                f"{kind.lower()}/{name} crash-looping ({ready}/{controller.replicas} ready, "
+                f"{restarts} restarts)"
+            )
+    return tuple(found)
 
 
 def _first_failure(job: JobController) -> int | None:

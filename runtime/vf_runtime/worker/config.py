@@ -16,7 +16,7 @@ from typing import Any
 from vf_runtime.broker.naming import RunNames, valid_generation
 from vf_runtime.constants import BATCH, DEFAULT_ACK_WAIT, ENVELOPE_VERSION, FLOW_TYPES
 from vf_runtime.errors import AuthoringError
-from vf_runtime.policies import DeliveryPolicy, JoinPolicy
+from vf_runtime.policies import DEFAULT_CALL_TIMEOUT, DeliveryPolicy, JoinPolicy
 
 KINDS = ("producer", "processor", "consumer")
 DEFAULT_INLINE_LIMIT = 512 * 1024
@@ -143,6 +143,7 @@ class WorkerConfig:
     generation: str = ""
     eos_wait_seconds: float = 30.0  # EOS-6: a contradicted count's quiet wait
     breaker_threshold: int = 10  # DELIV-11: consecutive failed calls that stop a replica
+    call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT  # DELIV-12: 0 = no bound
     replica_leased: bool = False  # ENV-6: the ordinal is leased once connected
 
     @property
@@ -272,6 +273,7 @@ def load_worker_config(env: Mapping[str, str]) -> WorkerConfig:
         generation=_generation(r),
         eos_wait_seconds=r.number("VF_EOS_WAIT_SECONDS", 30.0, minimum=0),
         breaker_threshold=r.integer("VF_BREAKER_THRESHOLD", 10, minimum=0),
+        call_timeout_seconds=r.number("VF_CALL_TIMEOUT_SECONDS", DEFAULT_CALL_TIMEOUT, minimum=0),
     )
     if leases_replica(env, config.nb_tasks):
         config = dataclasses.replace(config, replica_leased=True)

@@ -24,9 +24,10 @@ from typing import Any, TypeGuard
 from vf_runtime.store.blobstore import AppliedLog, Stopped
 from vf_runtime.worker.health import Metrics
 from vf_runtime.worker.inputs import Delivery, Inputs
-from vf_runtime.worker.nodethread import NodeThread
+from vf_runtime.worker.nodethread import NodeThread, NotStarted
 from vf_runtime.worker.outputs import Prepared, Publisher, Stamp
 from vf_runtime.worker.settle import Settler
+from vf_runtime.worker.watchdog import NodeHung
 
 ONE_SHOT = "_partition_key"
 _NOT_RUN = object()
@@ -139,6 +140,7 @@ class GroupRunner:
         self.breaker = settler.config.breaker_threshold  # 0: never opens
         self.failures = 0  # the node's consecutive failed calls
         self.opened: str | None = None  # why the breaker opened (DELIV-11)
+        self.hung = False  # a call ran past its bound (DELIV-12): the replica ends
 
     async def run(self, groups: list[Group]) -> None:
         """Take ``groups`` through: call the node, publish, confirm, then ack (never before)."""
@@ -176,12 +178,20 @@ class GroupRunner:
     async def _call_all(self, groups: list[Group]) -> list[_Sent]:
         """Run the node on each group and publish each output as soon as it is back."""
         argses = [(self.call, [d.value for d in group], self.stopping) for group in groups]
-        futures = self.thread.submit_many(_timed, argses) if argses else []
+        futures = self.thread.submit_many(_timed, argses, bounded=True) if argses else []
         sent: list[_Sent] = []
         stopped = False
         for group, future in zip(groups, futures, strict=True):
             try:
                 result, elapsed = await future
+            except NotStarted:  # behind a call that never returned: handed back unstarted
+                self.inputs.done()
+                continue
+            except NodeHung as exc:  # ran past its bound: it fails, and the replica ends
+                self.inputs.done()
+                self.hung = True
+                await self.settler.fail(group, exc)
+                continue
             except Exception as exc:
                 self.inputs.done()
                 await self._node_failed(group, exc)

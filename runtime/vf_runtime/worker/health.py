@@ -1,7 +1,8 @@
 """A worker's health endpoints and Prometheus metrics, served from a daemon thread.
 
 ``/readyz`` is 200 once the node's ``open()`` returned; ``/healthz`` is 200 while
-the worker loop has beaten within the stall bound; ``/metrics`` is Prometheus
+the worker loop has beaten within the stall bound and no node call has run past its
+bound (503 ``hung`` once one has, and ``/readyz`` 503 too); ``/metrics`` is Prometheus
 text; anything else is 404.
 """
 
@@ -39,6 +40,11 @@ class Metrics:
     ready: bool = False
     cpu_at_ready: float = 0.0
     last_beat: float = field(default_factory=time.monotonic)
+    hung: str | None = None  # why the replica is hung: a node call ran past its bound
+
+    def hang(self, reason: str) -> None:
+        """A node call ran past its bound: liveness fails from now on (DELIV-12)."""
+        self.hung = reason
 
     def bump(self, name: str, amount: int = 1) -> None:
         self.counts[name] += amount
@@ -66,7 +72,7 @@ class Metrics:
         self.last_beat = time.monotonic()
 
     def alive(self) -> bool:
-        return time.monotonic() - self.last_beat < STALL_SECONDS
+        return self.hung is None and time.monotonic() - self.last_beat < STALL_SECONDS
 
     def render(self) -> str:
         label = '{node="' + self.node.replace("\\", "\\\\").replace('"', '\\"') + '"}'
@@ -89,11 +95,12 @@ def _handler(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/readyz":
-                ok = metrics.ready
+                ok = metrics.ready and metrics.hung is None
                 self._send(200 if ok else 503, "ready\n" if ok else "not-ready\n")
             elif self.path == "/healthz":
                 ok = metrics.alive()
-                self._send(200 if ok else 503, "ok\n" if ok else "stalled\n")
+                word = "ok" if ok else "hung" if metrics.hung is not None else "stalled"
+                self._send(200 if ok else 503, word + "\n")
             elif self.path == "/metrics":
                 self._send(200, metrics.render(), kind="text/plain; version=0.0.4")
             else:

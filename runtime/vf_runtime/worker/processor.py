@@ -101,8 +101,8 @@ class ProcessorLoop:
     @property
     def fatal(self) -> bool:
         """A group failed with disposition ``worker_fatal``, or the breaker opened: the
-        worker exits with failure."""
-        return self.runner.fatal
+        worker exits with failure; or a node call ran past its bound (DELIV-12)."""
+        return self.runner.fatal or self.runner.hung
 
     async def run(self, stop: asyncio.Event, eos: EndOfStream) -> bool:
         """Loop until drained (True) or stopped (False); in-flight groups finish first."""

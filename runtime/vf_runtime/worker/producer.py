@@ -100,14 +100,15 @@ class ProducerLoop:
         ahead: int,
     ) -> None:
         thread, args, limit = self.thread, (stop.is_set,), ahead
-        pending = collections.deque(thread.submit_many(self._next, [args] * limit))
+        pending = collections.deque(thread.submit_many(self._next, [args] * limit, bounded=True))
         while pending:
             beat()
             more, item, elapsed = await pending.popleft()
             if not more:
                 return  # the calls still queued find the same flag and return at once
             if len(pending) <= limit // 2:  # refill in bursts: one wake-up of the thread each
-                pending.extend(thread.submit_many(self._next, [args] * (limit - len(pending))))
+                more_calls = [args] * (limit - len(pending))
+                pending.extend(thread.submit_many(self._next, more_calls, bounded=True))
             self.count += 1
             self.metrics.bump("processed")
             if self.publisher is None:

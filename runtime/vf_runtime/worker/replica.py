@@ -5,7 +5,7 @@ node's streams and durables, wait for readers (BATCH), ``open()``, loop,
 ``close()`` in all cases. Exit codes (LIFE-5): 0 done (or a REALTIME replica stopped),
 1 the node failed, 2 the environment or node class is wrong, 3 the broker is unreachable
 or holds contradicting topology, 4 a BATCH replica stopped before its work was done,
-5 it ended on an abort of a parent replica.
+5 it ended on an abort of a parent replica, 6 a node call ran past its bound (DELIV-12).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from vf_runtime.worker.exits import (
     EXIT_BROKER,
     EXIT_CONFIG,
     EXIT_FAILED,
+    EXIT_HUNG,
     EXIT_OK,
     EXIT_STOPPED,
 )
@@ -61,6 +62,7 @@ from vf_runtime.worker.processor import ProcessorLoop, Wiring
 from vf_runtime.worker.producer import READ_AHEAD, ProducerLoop
 from vf_runtime.worker.settle import Settler
 from vf_runtime.worker.slots import SlotLease
+from vf_runtime.worker.watchdog import NodeHung, watch
 
 log = logging.getLogger("vf.worker")
 STOP_GRACE = 20.0  # below Kubernetes' default terminationGracePeriodSeconds (30)
@@ -88,6 +90,8 @@ class Worker:
         self.control_js: JetStreamContext | None = None
         self.reconnect_listeners: list[Callable[[], None]] = []
         self.lost_slot = False  # another replica took this one's leased ordinal (ENV-6)
+        self.hung: str | None = None  # a node call ran past its bound (DELIV-12)
+        self.keepalive: asyncio.Task[None] | None = None
 
     async def run(self) -> int:
         health = HealthServer(self.metrics, port=self.config.health_port)
@@ -139,6 +143,28 @@ class Worker:
             await lease.release()
         return EXIT_FAILED if self.lost_slot else code
 
+    def _hung(self, thread: NodeThread, elapsed: float) -> None:
+        """A node call ran past its bound (DELIV-12): liveness fails, no lease is renewed
+        any more, the call is given up (its inputs fail as a failed call's do) and every
+        input the node never started is handed back at once, for a sibling to take."""
+        config = self.config
+        self.hung = (
+            f"'{config.node_name}' replica {config.replica_id}: a call of the node has not "
+            f"returned after {elapsed:.0f}s (bound: {config.call_timeout_seconds:g}s)"
+        )
+        self.metrics.hang(self.hung)
+        if self.keepalive is not None:
+            self.keepalive.cancel()
+        print(
+            f"error[VF_NODE_HUNG] {self.hung}; its unstarted inputs are handed back and the "
+            "replica exits\n  = fix: find where the node blocks (a lock, a device, a read "
+            "without a timeout); DeliveryPolicy(call_timeout_seconds=...) sets the bound, "
+            "0 removes it",
+            file=sys.stderr,
+            flush=True,
+        )
+        thread.abandon(NodeHung(self.hung))
+
     def _waiting_for_slot(self) -> None:
         """Ready while every ordinal is held: a rolling update stops the old pod holding
         one only once this pod is ready (ENV-6)."""
@@ -168,28 +194,41 @@ class Worker:
         await ensure_stream(js, dlq_config(self.names))
         self._stores()
         publisher = await self._outputs(client) if self.config.has_children else None
-        keepalive: asyncio.Task[None] | None = None
         inputs = Inputs(client, config=self.config, metrics=self.metrics)
         self.reconnect_listeners.append(inputs.reconnected)
         if publisher is not None:
             self.reconnect_listeners.append(publisher.reconnected)
         await self._check_not_finished(js, inputs)
         thread = NodeThread(f"vf-node-{self.config.node_name}")
-        await thread.call(self.node.open)
+        watcher = asyncio.create_task(
+            watch(
+                thread,
+                bound=self.config.call_timeout_seconds,
+                metrics=self.metrics,
+                hung=functools.partial(self._hung, thread),
+            )
+        )
         try:
-            self.metrics.mark_ready()
-            if isinstance(self.node, Producer):
-                return await self._produce(publisher, thread)
-            await inputs.start()
-            keepalive = asyncio.create_task(self._keepalive(inputs))
-            loop = self._processor_loop(inputs, publisher=publisher, thread=thread)
-            eos = EndOfStream(js, config=self.config, inputs=inputs)
-            return await self._consume(loop, eos, publisher)
+            await thread.call(self.node.open)
+            try:
+                self.metrics.mark_ready()
+                if isinstance(self.node, Producer):
+                    return await self._produce(publisher, thread)
+                await inputs.start()
+                self.keepalive = asyncio.create_task(self._keepalive(inputs))
+                loop = self._processor_loop(inputs, publisher=publisher, thread=thread)
+                eos = EndOfStream(js, config=self.config, inputs=inputs)
+                return await self._consume(loop, eos, publisher)
+            finally:
+                if self.keepalive is not None:
+                    self.keepalive.cancel()
+                await inputs.stop()  # hands back all it holds, what the node never started
+                if thread.abandoned:  # close() would queue behind the call that never returned
+                    log.warning("close() not called: the node thread is stuck in a call")
+                else:
+                    await thread.call(self.node.close)
         finally:
-            if keepalive is not None:
-                keepalive.cancel()
-            await inputs.stop()
-            await thread.call(self.node.close)
+            watcher.cancel()
             thread.close()
             if publisher is not None:
                 await publisher.close()
@@ -300,6 +339,7 @@ class Worker:
             found = tuple(sorted(i.name for i in infos if reader.search(i.name)))
             if len(found) >= expected or self.config.flow_type != BATCH or self.stop.is_set():
                 return found
+            self.metrics.beat()  # waiting for readers that have not started: alive
             if time.monotonic() - waited > 10:
                 log.info("waiting for %d reader(s) of %s, %d present", expected, stream, len(found))
                 waited = time.monotonic()
@@ -332,7 +372,10 @@ class Worker:
             thread=thread,
         )
         ahead = READ_AHEAD if self.config.flow_type == BATCH else 1
-        await loop.run(self.stop, beat=self.metrics.beat, ahead=ahead)
+        try:
+            await loop.run(self.stop, beat=self.metrics.beat, ahead=ahead)
+        except NodeHung:
+            return EXIT_HUNG  # no end-of-stream marker: the source did not end
         if publisher is not None:
             await publisher.terminator()
         return self._stopped_code() if self.stop.is_set() and not loop.ended else EXIT_OK
@@ -353,6 +396,8 @@ class Worker:
             if self.control_js is not None:
                 await record_loss(self.control_js, self.config, exc)
             raise
+        if self.hung is not None:
+            return EXIT_HUNG
         if loop.fatal:
             if loop.runner.opened is not None:
                 config = self.config
@@ -504,7 +549,13 @@ def main() -> None:
     )
     profile_dir = os.environ.get("VF_PROFILE_DIR")
     if not profile_dir:
-        sys.exit(asyncio.run(run_worker(os.environ)))
+        code = asyncio.run(run_worker(os.environ))
+        if code == EXIT_HUNG:  # a thread stuck in the node would hold the exit back
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        sys.exit(code)
     from vf_runtime.worker.profiling import profiled
 
     sys.exit(profiled(profile_dir, lambda: asyncio.run(run_worker(os.environ))))

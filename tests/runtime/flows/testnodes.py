@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,9 @@ def _note_progress(directory: str, name: str, done: int) -> None:
 
 
 class Scale(Processor):
-    """Multiplies ``i``; can kill its own process once, refuse one item, or be slow."""
+    """Multiplies ``i``; can kill its own process once, refuse one item, be slow, or never
+    return from the call of item ``hang_on`` once (the replica that removes the file
+    ``hang_marker`` is the one that hangs)."""
 
     def __init__(
         self,
@@ -68,9 +71,13 @@ class Scale(Processor):
         open_delay: float = 0.0,
         fail_from: int = 0,
         fail_text: str = "refusing item",
+        hang_on: int = 0,
+        hang_marker: str = "",
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        self.hang_on = hang_on
+        self.hang_marker = hang_marker
         self.fail_text = fail_text  # what the failure on ``fail_on`` says
         self.open_delay = open_delay  # starts reading this much later
         self.fail_from = fail_from  # refuses every item from this one on (0: none)
@@ -88,6 +95,13 @@ class Scale(Processor):
 
     def process(self, item: dict[str, Any]) -> dict[str, Any]:
         _crash_once(item, at=self.crash_at, marker=self.crash_marker)
+        if self.hang_on and item["i"] == self.hang_on and self.hang_marker:
+            try:
+                os.remove(self.hang_marker)
+            except FileNotFoundError:
+                pass  # another life or replica hung on it already
+            else:
+                threading.Event().wait()  # never returns
         self._done += 1
         if self._done % 250 == 0:
             _note_progress(self.pid_dir, str(self.name), self._done)
