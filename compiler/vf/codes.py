@@ -1,9 +1,10 @@
 """The catalogue of vf's error codes: each code's meaning and fix, and ``docs/errors.md``.
 
 The table is ``codes.txt`` beside this module, one ``CODE | meaning | fix`` line per
-code, compiler and runtime alike. ``tests/test_errors_doc.py`` checks that every code
-vf raises is in it (and nothing else), and that ``docs/errors.md`` is what
-``python -m vf.codes`` writes.
+code, compiler and runtime alike. A family of codes a worker makes at run time is one
+line whose variable part is in angle brackets: ``VF_NODE_<EXCEPTION>``.
+``tests/test_errors_doc.py`` checks that every code vf raises is in it (and nothing else),
+and that ``docs/errors.md`` is what ``python -m vf.codes`` writes.
 """
 
 from __future__ import annotations
