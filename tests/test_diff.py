@@ -211,3 +211,28 @@ def test_shell_completion_knows_the_commands() -> None:
         [sys.executable, "-m", "vf"], env=env, capture_output=True, text=True, check=False
     )
     assert "plain,diff" in done.stdout.splitlines()
+
+
+def test_the_readme_names_every_command_that_exits_1() -> None:
+    """Exit 1 means "something would change": every command of vf's CLI that returns it
+    (``EXIT_STALE``) is named in the README's exit-code table and in its own row."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent
+    source = (root / "compiler" / "vf" / "cli.py").read_text(encoding="utf-8")
+    stale = sorted(
+        str(decorator.args[0].value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef) and "EXIT_STALE" in ast.unparse(node)
+        for decorator in node.decorator_list
+        if isinstance(decorator, ast.Call)
+        and ast.unparse(decorator.func) == "cli.command"
+        and isinstance(decorator.args[0], ast.Constant)
+    )
+    assert stale == ["compile", "diff"]
+    readme = (root / "README.md").read_text(encoding="utf-8").splitlines()
+    exit_one = next(line for line in readme if line.startswith("| 1 |"))
+    for name in stale:
+        assert f"`vf {name}" in exit_one, (name, exit_one)
+        row = next(line for line in readme if line.startswith(f"| `vf {name} "))
+        assert "exits 1" in row, (name, row)

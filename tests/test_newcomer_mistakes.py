@@ -177,3 +177,70 @@ def test_node_classes_in_a_sibling_module_are_not_warned_about(tmp_path: Path) -
     result = CliRunner().invoke(cli, ["validate", str(_project(tmp_path, graph))])
     assert result.exit_code == 0, result.output
     assert "warning[" not in result.stderr
+
+
+ENV = "environments:\n  dev:\n    images: {default: r.example.com/a/b:1}\n"
+
+
+def test_an_unquoted_kubernetes_version_says_to_quote_it(tmp_path: Path) -> None:
+    """YAML reads ``1.30`` as the number 1.3: the message shows what was written and the
+    quoted line to write instead."""
+    config = ENV + "    kubernetes_version: 1.30\n"
+    code, output = _validate(_project(tmp_path, _graph(), config))
+    assert code == 2, output
+    what = "environments.dev.kubernetes_version: YAML reads 1.30 as a number (1.3)"
+    assert f"error[VF_CONFIG_SCHEMA] {what}" in output, output
+    assert 'fix: put it in quotes: kubernetes_version: "1.30"' in output, output
+    assert "vf.yaml:4" in output
+
+
+@pytest.mark.parametrize(
+    ("written", "suggested"),
+    [("256MB", "write 256Mi (mebibytes) or 256M (megabytes)"), ("1GiB", "write 1Gi (gibibytes)")],
+)
+def test_a_memory_size_written_as_a_file_size_names_the_forms_kubernetes_takes(
+    tmp_path: Path, written: str, suggested: str
+) -> None:
+    config = (
+        ENV + f'    resources:\n      "*": {{cpu: 1, memory: 256Mi, memory_limit: {written}}}\n'
+    )
+    code, output = _validate(_project(tmp_path, _graph(), config))
+    assert code == 2, output
+    assert f"memory_limit: '{written}' is not a Kubernetes quantity" in output, output
+    assert f"for '{written}' {suggested}" in output, output
+    assert "256Mi, 1Gi or 512M" in output
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "helps"),
+    [
+        (
+            ["validate", "--bogus", "graph.py"],
+            "vf validate: No such option '--bogus'",
+            "vf validate",
+        ),
+        (["validate"], "vf validate: Missing argument 'GRAPH'", "vf validate"),
+        (["compile", "graph.py"], "vf compile: Missing option '--out'", "vf compile"),
+        (["frobnicate"], "vf: No such command 'frobnicate'", "vf"),
+        (
+            ["dlq", "ls", "--nats", "nats://x", "--flow", "f", "--format", "xml"],
+            "vf dlq ls: Invalid value for '--format'",
+            "vf dlq ls",
+        ),
+    ],
+)
+def test_a_usage_mistake_is_a_named_error_that_points_at_help(
+    args: list[str], message: str, helps: str
+) -> None:
+    result = CliRunner().invoke(cli, args, prog_name="vf")
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error[VF_USAGE] {message}"), result.output
+    assert f"`{helps} --help`" in result.output and "usage: " in result.output
+    assert "Usage:" not in result.output and "Error:" not in result.output
+
+
+def test_vf_runs_without_a_broker_mentions_the_environment_variable() -> None:
+    result = CliRunner().invoke(cli, ["runs"], env={"VF_NATS_URL": None}, prog_name="vf")
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error[VF_USAGE] vf runs: Missing option '--nats'")
+    assert "or set VF_NATS_URL in the environment" in result.output, result.output

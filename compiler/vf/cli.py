@@ -16,7 +16,7 @@ from vf import __version__
 from vf.collector import collector_paused
 from vf.commands.cli_machine import register as register_machine_commands
 from vf.commands.cli_project import register as register_project_commands
-from vf.commands.exits import run_body
+from vf.commands.exits import VfUsageError, run_body
 from vf.commands.ops.commands import LazyGroup
 from vf.commands.ops.commands import register as register_operator_commands
 from vf.errors import EXIT_STALE, VfError
@@ -93,7 +93,37 @@ def _compile(request: CompileRequest) -> CompileResult:
     return compile_project(request)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class VfGroup(LazyGroup):
+    """vf's own group: click's usage errors, raised while the command line is parsed or a
+    command is looked up, are shown as vf's named errors (``VF_USAGE``), exit code 2."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise _usage(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _usage(exc) from None
+
+
+def _usage(exc: click.UsageError) -> click.UsageError:
+    """``exc`` in vf's form; click's help screen for a bare group stays as it is."""
+    if isinstance(exc, VfUsageError | click.exceptions.NoArgsIsHelpError):
+        return exc
+    return VfUsageError(exc)
+
+
+@click.group(cls=VfGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="vf", message="%(prog)s %(version)s")
 def cli() -> None:
     """vf compiles a pipeline graph module into a deterministic GitOps tree.

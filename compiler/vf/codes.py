@@ -1,9 +1,10 @@
 """The catalogue of vf's error codes: each code's meaning and fix, and ``docs/errors.md``.
 
 The table is ``codes.txt`` beside this module, one ``CODE | meaning | fix`` line per
-code, compiler and runtime alike. ``tests/test_errors_doc.py`` checks that every code
-vf raises is in it (and nothing else), and that ``docs/errors.md`` is what
-``python -m vf.codes`` writes.
+code, compiler and runtime alike. A family of codes a worker makes at run time is one
+line whose variable part is in angle brackets: ``VF_NODE_<EXCEPTION>``.
+``tests/test_errors_doc.py`` checks that every code vf raises is in it (and nothing else),
+and that ``docs/errors.md`` is what ``python -m vf.codes`` writes.
 """
 
 from __future__ import annotations
@@ -27,13 +28,18 @@ FAMILIES = (
     ("VF_K8S", "Verification", "what the API server would refuse"),
     ("VF_PLAN", "Verification", ""),
     ("VF_OUTPUT", "The output tree", "writing the tree into a directory vf owns"),
-    ("VF_DIFF", "Commands", "vf diff, init, inventory, explain, run-local, run-tree"),
+    (
+        "VF_DIFF",
+        "Commands",
+        "the command line; vf diff, init, inventory, explain, run-local, run-tree",
+    ),
     ("VF_INIT", "Commands", ""),
     ("VF_INVENTORY", "Commands", ""),
     ("VF_TOOL", "Commands", ""),
     ("VF_LOCAL", "Commands", ""),
     ("VF_RUN_TREE", "Commands", ""),
     ("VF_WORKER_ENV", "Commands", ""),
+    ("VF_USAGE", "Commands", ""),
     ("VF_FOLDER", "Commands", ""),
     ("VF_PODMAN", "Images and containers", "building vf's images and running them with podman"),
     ("VF_IMAGE", "Images and containers", ""),

@@ -134,16 +134,15 @@ def component_params(node: Node) -> str:
 
 
 def _builder(node_class: type[Node]) -> Any:
-    from vf_runtime.worker.build import KIND_CLASSES
+    from vf_runtime.worker.build import KIND_CLASSES, NodeInitError
     from vf_runtime.worker.config import ConfigError, WorkerConfig
 
     def build(config: WorkerConfig) -> Node:
         try:
             node = node_class(**dict(config.params))
         except Exception as exc:
-            raise ConfigError(
-                [f"{node_class.__name__}(**VF_NODE_PARAMS_JSON) raised {exc!r}"]
-            ) from exc
+            call = f"{node_class.__name__}(**VF_NODE_PARAMS_JSON)"
+            raise NodeInitError(node=config.node_name, call=call, exc=exc) from exc
         expected = KIND_CLASSES[config.node_kind]
         if not isinstance(node, expected):
             raise ConfigError(

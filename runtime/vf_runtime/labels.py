@@ -18,6 +18,9 @@ FLOW_LABEL, RUN_LABEL, NODE_LABEL, INFRA_LABEL, ENVIRONMENT_LABEL, METRICS_LABEL
 OWNER_KEY, ROLE_KEY = f"{DOMAIN}/owner", f"{DOMAIN}/role"  # stream metadata only
 GENERATION_KEY = f"{DOMAIN}/generation"  # a pod template annotation, and stream metadata
 CONFIG_HASH_KEY = f"{DOMAIN}/config-hash"  # a pod template annotation
+# a workload's and its pod template's annotation: the node's whole name, where the object's
+# name or its vf.dev/node label had to shorten it (ADR 0209)
+NODE_NAME_KEY = f"{DOMAIN}/node-name"
 RUN_TREE_LABEL = f"{DOMAIN}/run-tree"  # a container's label: the vf run-tree run that started it
 # an object of an API (a CRD: KEDA's, the Prometheus Operator's) the cluster may lack; every
 # delivery keeps the rest of the flow running without it (ADR 0202)

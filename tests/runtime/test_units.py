@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import socket
@@ -20,7 +21,9 @@ from vf_runtime.policies import JoinPolicy
 from vf_runtime.worker.assembler import TraceAssembler
 from vf_runtime.worker.build import build_node
 from vf_runtime.worker.config import ConfigError, leases_replica, load_worker_config, replica_id
+from vf_runtime.worker.exits import EXIT_CONFIG
 from vf_runtime.worker.inputs import owns
+from vf_runtime.worker.replica import run_worker
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
@@ -295,3 +298,51 @@ def test_an_abort_is_its_own_outcome_never_a_success() -> None:
 
     assert EXIT_ABORTED not in (EXIT_OK, EXIT_STOPPED)
     assert settled("aborted", None) == "aborted" and exit_code("aborted") == 8
+
+
+def test_a_node_constructor_that_fails_in_the_pod_names_its_own_line_and_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """I/O in ``__init__`` passes at compile time (the file is on the author's machine) and
+    fails in the pod: the worker says the node's constructor failed, where, and to use
+    ``open()``; not that the environment is wrong."""
+    (tmp_path / "label_nodes.py").write_text(
+        "from vf_runtime.nodes import Producer\n\n"
+        "class Labels(Producer):\n"
+        "    def __init__(self, path='labels.txt', **kw):\n"
+        "        super().__init__(**kw)\n"
+        "        self.labels = open(path).read().split()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    env = {
+        "VF_NODE_NAME": "labels",
+        "VF_NODE_KIND": "producer",
+        "VF_NODE_CLASS": "label_nodes.Labels",
+        "VF_NODE_PARAMS_JSON": '{"path": "labels.txt"}',
+        "VF_PARENT_NAMES": "",
+        "VF_HAS_CHILDREN": "1",
+        "VF_FLOW_ID": "f",
+        "VF_RUN_ID": "r1",
+        "VF_FLOW_TYPE": "batch",
+        "VF_NB_TASKS": "1",
+        "VF_NATS_URL": "nats://127.0.0.1:4222",
+    }
+    assert asyncio.run(run_worker(env)) == EXIT_CONFIG
+    text = capsys.readouterr().err
+    first = text.splitlines()[0]
+    assert first.startswith("error[VF_NODE_INIT_FAILED] node 'labels': its constructor"), text
+    assert f"{tmp_path / 'label_nodes.py'}:6" in first, text
+    assert "FileNotFoundError: [Errno 2] No such file or directory: 'labels.txt'" in first
+    assert "in __init__" in text and "self.labels = open(path).read().split()" in text
+    assert "open()" in text.splitlines()[-1], text
+    assert "VF_ENV" not in text and "ConfigMap" not in text, text
+
+
+def test_a_worker_missing_its_environment_still_says_vf_env(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert asyncio.run(run_worker(_env(VF_NODE_NAME="<unset>"))) == EXIT_CONFIG
+    text = capsys.readouterr().err
+    assert text.startswith("error[VF_ENV] the worker environment is not usable:"), text
+    assert "VF_NODE_NAME is missing" in text and "env ConfigMap" in text

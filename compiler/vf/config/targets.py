@@ -22,6 +22,7 @@ from vf.config.infra import (
 )
 from vf.config.network import PodSecurity, parse_pod_security
 from vf.config.pod_options import parse_pod_options
+from vf.config.schema_hints import schema_hint
 from vf.config.workload import WorkloadOptions, parse_workloads
 from vf.errors import Problem, VfError, raise_if
 from vf.ir.delivery import GitOps
@@ -302,6 +303,14 @@ def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Pr
             remedy=suggestion or f"allowed keys here: {', '.join(allowed)}",
             where=where,
         )
+    hint = schema_hint(
+        error,
+        location=location,
+        line=_source_line(path, _line_of(document, list(error.absolute_path))),
+        quantity=config_schema()["$defs"]["quantity"],
+    )
+    if hint is not None:
+        return Problem(code="VF_CONFIG_SCHEMA", what=hint[0], remedy=hint[1], where=where)
     message = error.message if len(error.message) < 300 else error.message[:300] + "…"
     return Problem(
         code="VF_CONFIG_SCHEMA",
@@ -309,6 +318,15 @@ def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Pr
         remedy="see the vf.yaml reference in docs/configuration.md",
         where=where,
     )
+
+
+def _source_line(path: Path, line: int) -> str | None:
+    """Line ``line`` of vf.yaml as written (None where it cannot be read back)."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return lines[line - 1] if 0 < line <= len(lines) else None
 
 
 def _line_of(document: Any, parts: list[Any]) -> int:

@@ -21,6 +21,8 @@ from vf_runtime.labels import (
     CONFIG_HASH_KEY,
     FLOW_LABEL,
     GENERATION_KEY,
+    NODE_LABEL,
+    NODE_NAME_KEY,
     REPLICA_COUNTS,
 )
 
@@ -395,7 +397,8 @@ def _workload(plan: Plan, workload: Workload) -> Obj:
     grant = plan.gpu.grant_for(workload.node) if plan.gpu is not None else None
     if plan.gpu is not None and grant is not None:
         decorate_pod(pod, gpu=plan.gpu, grant=grant)
-    annotations = {CONFIG_HASH_KEY: workload.config_hash}
+    full_name = _full_node_name(plan, workload)
+    annotations = {CONFIG_HASH_KEY: workload.config_hash, **full_name}
     if workload.kind == "Job":
         metadata = _job_pod_metadata(plan, annotations, workload.labels)
     else:
@@ -435,12 +438,21 @@ def _workload(plan: Plan, workload: Workload) -> Obj:
             spec["serviceName"] = workload.headless_service
             spec["podManagementPolicy"] = "Parallel"
     api = "batch/v1" if workload.kind == "Job" else "apps/v1"
-    return {
-        "apiVersion": api,
-        "kind": workload.kind,
-        "metadata": _meta(plan, workload.name, workload.labels),
-        "spec": spec,
-    }
+    meta = _meta(plan, workload.name, workload.labels)
+    if full_name:
+        meta["annotations"] = full_name
+    return {"apiVersion": api, "kind": workload.kind, "metadata": meta, "spec": spec}
+
+
+def _full_node_name(plan: Plan, workload: Workload) -> dict[str, str]:
+    """``vf.dev/node-name``: the node's whole name, where the workload's name or its
+    ``vf.dev/node`` label shows less of it (shortened or normalised, ADR 0209). Nowhere
+    else, so a flow whose names fit renders exactly as before."""
+    whole = "-".join(("vf", plan.flow_id, plan.run_id, workload.node))
+    label = dict(workload.labels).get(NODE_LABEL)
+    if label == workload.node and workload.name.startswith(whole):
+        return {}
+    return {NODE_NAME_KEY: workload.node}
 
 
 def _pdb(plan: Plan, workload: Workload) -> Obj:
