@@ -152,12 +152,18 @@ def plan_environment(
         pods=None if env.pods == PodOptions() else env.pods,
         warnings=_warnings(graph, images, admission) + security_warnings(security),
     )
+    return _scaled(ctx, plan, env=env)
+
+
+def _scaled(ctx: PlanContext, plan: Plan, *, env: Environment) -> Plan:
+    """The plan with its autoscaling, and its GPUs proven at the autoscaling maximum and
+    during a rollout too."""
     scalers = plan_autoscaling(
-        graph, plan=plan, settings=env.autoscaling, where=env.place_of("autoscaling")
+        ctx.graph, plan=plan, settings=env.autoscaling, where=env.place_of("autoscaling")
     )
     if scalers:
         plan = replace(plan, autoscaling=scalers)
-    if gpu is not None:  # GPUs at the autoscaling maximum and during a rollout too
+    if plan.gpu is not None:
         from vf.plan.gpu.moments import plan_moments
 
         plan = plan_moments(ctx, plan)

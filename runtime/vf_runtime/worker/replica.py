@@ -1,11 +1,10 @@
 """``vf-worker``: run one replica of one node, configured only by its ``VF_*`` environment.
 
-Lifecycle: parse the environment, rebuild the node, connect (bounded), ensure this
-node's streams and durables, wait for readers (BATCH), ``open()``, loop,
-``close()`` in all cases. Exit codes (LIFE-5): 0 done (or a REALTIME replica stopped),
-1 the node failed, 2 the environment or node class is wrong, 3 the broker is unreachable
-or holds contradicting topology, 4 a BATCH replica stopped before its work was done,
-5 it ended on an abort of a parent replica, 6 a node call ran past its bound (DELIV-12).
+Lifecycle: parse the environment, rebuild the node, connect (bounded), ensure this node's
+streams and durables, wait for readers (BATCH), ``open()``, loop, ``close()`` always.
+Exit codes (LIFE-5): 0 done (or a REALTIME replica stopped), 1 the node failed, 2 a wrong
+environment or node class, 3 the broker unreachable or its topology contradicting, 4 a
+BATCH replica stopped before its work was done, 5 ended on a parent's abort, 6 hung (DELIV-12).
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import logging
 import os
 import re
@@ -27,7 +25,6 @@ from typing import cast
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
 from vf_runtime.broker.client import BrokerError, connect, ensure_consumer, ensure_stream
 from vf_runtime.broker.naming import token
@@ -42,11 +39,9 @@ from vf_runtime.worker.eos import (
     Abort,
     EndOfStream,
     EosMismatch,
-    record_abort,
     record_loss,
 )
 from vf_runtime.worker.exits import (
-    EXIT_ABORTED,
     EXIT_BROKER,
     EXIT_CONFIG,
     EXIT_FAILED,
@@ -56,6 +51,12 @@ from vf_runtime.worker.exits import (
 )
 from vf_runtime.worker.health import HealthServer, Metrics
 from vf_runtime.worker.inputs import Inputs
+from vf_runtime.worker.lifecycle import (
+    GenerationFinished,
+    check_not_finished,
+    end_on_abort,
+    record_refused_stop,
+)
 from vf_runtime.worker.nodethread import NodeThread
 from vf_runtime.worker.outputs import DeadLetters, Publisher
 from vf_runtime.worker.processor import ProcessorLoop, Wiring
@@ -66,12 +67,6 @@ from vf_runtime.worker.watchdog import NodeHung, watch
 
 log = logging.getLogger("vf.worker")
 STOP_GRACE = 20.0  # below Kubernetes' default terminationGracePeriodSeconds (30)
-
-
-class GenerationFinished(Exception):
-    """This generation's work was done by an earlier life of this replica (GEN-7)."""
-
-    code = "VF_GENERATION_FINISHED"
 
 
 class Worker:
@@ -155,14 +150,7 @@ class Worker:
         self.metrics.hang(self.hung)
         if self.keepalive is not None:
             self.keepalive.cancel()
-        print(
-            f"error[VF_NODE_HUNG] {self.hung}; its unstarted inputs are handed back and the "
-            "replica exits\n  = fix: find where the node blocks (a lock, a device, a read "
-            "without a timeout); DeliveryPolicy(call_timeout_seconds=...) sets the bound, "
-            "0 removes it",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(NodeHung(self.hung).render(), file=sys.stderr, flush=True)
         thread.abandon(NodeHung(self.hung))
 
     def _waiting_for_slot(self) -> None:
@@ -277,32 +265,7 @@ class Worker:
         )
 
     async def _check_not_finished(self, js: JetStreamContext, inputs: Inputs) -> None:
-        """A BATCH generation runs once: refuse to finish silently with nothing done (GEN-7)."""
-        config = self.config
-        if config.flow_type != BATCH:
-            return
-        where = f"generation {config.generation or '(none)'} of run {config.run_id}"
-        if config.has_children:
-            names = self.names
-            subject = names.eos_subject(config.node_name, replica=config.replica_id)
-            with contextlib.suppress(NotFoundError):
-                await js.get_last_msg(names.stream(config.node_name), subject)
-                raise GenerationFinished(
-                    f"replica {config.replica_id} of '{config.node_name}' already ended {where} "
-                    "(its end-of-stream marker is stored): the Jobs were re-created unchanged"
-                )
-        sole_reader = config.nb_tasks == 1 or config.partitioned
-        if not config.parents or not sole_reader:
-            return
-        eos = EndOfStream(js, config=config)
-        await eos.poll()
-        if eos.done and await inputs.consumed_before():
-            raise GenerationFinished(
-                f"replica {config.replica_id} of '{config.node_name}' already consumed every "
-                f"input of {where}: the Jobs were re-created unchanged, or an earlier life of "
-                "this replica failed (a VF_EOS_MISMATCH among its dead letters says items "
-                "were lost)"
-            )
+        await check_not_finished(js, inputs, config=self.config, names=self.names)
 
     async def _outputs(self, client: Client) -> Publisher:
         js = client.jetstream(timeout=10)
@@ -421,19 +384,7 @@ class Worker:
         return self._stopped_code()
 
     async def _aborted(self, abort: Abort) -> int:
-        """End on an abort (EOS-5): never a success, and the reason kept in the dead-letter
-        stream, so a run reports which node ended on which upstream error."""
-        config = self.config
-        message = f"'{config.node_name}' replica {config.replica_id} ended on an {abort.reason()}"
-        if self.control_js is not None:
-            await record_abort(self.control_js, config, abort, message)
-        print(
-            f"error[VF_UPSTREAM_ABORTED] {message}\n  = fix: read the aborting node's logs and "
-            "dead letters; a run that aborted is rerun as a new generation",
-            file=sys.stderr,
-            flush=True,
-        )
-        return EXIT_ABORTED
+        return await end_on_abort(self.control_js, abort, config=self.config)
 
     async def _keepalive(self, inputs: Inputs) -> None:
         period = max(1.0, self.config.ack_wait_seconds / 3)
@@ -461,20 +412,8 @@ class Worker:
         self.refused_stops += 1
         if self.refused_stops <= 5:
             log.error("refused a control message on %s: not this run's stop", msg.subject)
-        digest = hashlib.sha256(msg.data).hexdigest()[:32]
-        headers = {
-            "Nats-Msg-Id": f"dlq:control:{digest}",  # every replica sees it; one record
-            "VF-Origin-Node": self.config.node_name,
-            "VF-Run-Id": self.config.run_id,
-            "VF-Generation": self.config.generation,
-            "VF-Code": "VF_CONTROL_REFUSED",
-            "VF-Error": "not the exact stop of this run and generation (STOP-5)",
-        }
-        if self.control_js is None:
-            return
-        with contextlib.suppress(Exception):
-            subject = self.names.dlq_control_subject()
-            await self.control_js.publish(subject, msg.data, timeout=5.0, headers=headers)
+        if self.control_js is not None:
+            await record_refused_stop(self.control_js, msg, config=self.config, names=self.names)
 
 
 async def run_worker(
@@ -507,11 +446,7 @@ async def run_worker(
         print(f"error[{exc.code}] {exc}", file=sys.stderr)
         return EXIT_FAILED
     except GenerationFinished as exc:
-        print(
-            f"error[{exc.code}] {exc}\n  = fix: change the flow (a new generation) or delete "
-            "the run's streams to run it again; vf run-local always starts a new generation",
-            file=sys.stderr,
-        )
+        print(exc.render(), file=sys.stderr)
         return EXIT_FAILED
     except Exception:
         log.exception("worker failed")

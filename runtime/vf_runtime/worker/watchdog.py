@@ -25,6 +25,13 @@ class NodeHung(Exception):
 
     code = "VF_NODE_HUNG"
 
+    def render(self) -> str:
+        return (
+            f"error[{self.code}] {self}; its unstarted inputs are handed back and the replica "
+            "exits\n  = fix: find where the node blocks (a lock, a device, a read without a "
+            "timeout); DeliveryPolicy(call_timeout_seconds=...) sets the bound, 0 removes it"
+        )
+
 
 async def watch(
     thread: NodeThread,

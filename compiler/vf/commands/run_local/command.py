@@ -35,6 +35,7 @@ from vf.commands.run_local.components import local_commands
 from vf.commands.run_local.gpus import read_host
 from vf.commands.run_local.grants import gpu_requests, grant_local_gpus
 from vf.commands.run_local.mounts import claims, local_paths, mounted_env
+from vf.commands.run_local.store import has_payload_store, needs_payload_store, store_note
 from vf.errors import EnvironmentProblem
 from vf.ir.capabilities import Known
 from vf.ir.graph import Graph
@@ -183,37 +184,6 @@ def provision_topology(plan: Plan, generation: str = "") -> RunTopology:
     )
 
 
-def needs_payload_store(plan: Plan) -> bool:
-    """Any edge may carry a payload over the inline limit; idempotent sinks keep records."""
-    return any(
-        dict(w.env).get("VF_HAS_CHILDREN") == "1" or dict(w.env).get("VF_IDEMPOTENT") == "1"
-        for w in plan.workloads
-    )
-
-
-def has_payload_store(plan: Plan) -> bool:
-    """Whether the plan's workers get a store: any ``payload_store.profile`` but ``none``
-    (an external one's stand-in here is an embedded Redis)."""
-    return plan.infra.store_profile != "none"
-
-
-def _store_note(plan: Plan, request: RunLocalRequest) -> str | None:
-    """The line a run of a plan without a payload store prints (none runs here either, or
-    --redis's is used); None when the plan has one or no worker would use one."""
-    if has_payload_store(plan) or not needs_payload_store(plan):
-        return None
-    where = f"environment {plan.environment} has payload_store.profile none in vf.yaml"
-    if request.redis_url is not None:
-        return (
-            f"[vf] payload store: the one --redis names, though {where}: in its cluster an "
-            "item above the inline limit fails (VF_BLOB_NO_STORE)\n"
-        )
-    return (
-        f"[vf] no payload store: {where}; as in its cluster, an item above the inline limit "
-        "fails (VF_BLOB_NO_STORE)\n"
-    )
-
-
 def _replicas(
     plan: Plan,
     *,
@@ -301,7 +271,7 @@ def _start_services(
     redis = request.redis_url or by_name.get("redis-server")
     if redis is not None:
         urls["VF_BLOB_REDIS_URL"] = redis
-    note = _store_note(plan, request)
+    note = store_note(plan, redis_url=request.redis_url)
     if note is not None:
         out.write(note)
     return urls

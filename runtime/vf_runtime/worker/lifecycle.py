@@ -1,0 +1,93 @@
+"""What a replica checks and records around its run, apart from the work itself: a BATCH
+generation runs once (GEN-7), and a control message that is not this run's exact stop is
+kept in the dead-letter stream (STOP-5), and an abort ends a replica by name (EOS-5)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sys
+
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from vf_runtime.broker.naming import RunNames
+from vf_runtime.constants import BATCH
+from vf_runtime.worker.config import WorkerConfig
+from vf_runtime.worker.eos import Abort, EndOfStream, record_abort
+from vf_runtime.worker.exits import EXIT_ABORTED
+from vf_runtime.worker.inputs import Inputs
+
+
+class GenerationFinished(Exception):
+    """This generation's work was done by an earlier life of this replica (GEN-7)."""
+
+    code = "VF_GENERATION_FINISHED"
+
+    def render(self) -> str:
+        return (
+            f"error[{self.code}] {self}\n  = fix: change the flow (a new generation) or delete "
+            "the run's streams to run it again; vf run-local always starts a new generation"
+        )
+
+
+async def check_not_finished(
+    js: JetStreamContext, inputs: Inputs, *, config: WorkerConfig, names: RunNames
+) -> None:
+    """A BATCH generation runs once: refuse to finish silently with nothing done (GEN-7)."""
+    if config.flow_type != BATCH:
+        return
+    where = f"generation {config.generation or '(none)'} of run {config.run_id}"
+    if config.has_children:
+        subject = names.eos_subject(config.node_name, replica=config.replica_id)
+        with contextlib.suppress(NotFoundError):
+            await js.get_last_msg(names.stream(config.node_name), subject)
+            raise GenerationFinished(
+                f"replica {config.replica_id} of '{config.node_name}' already ended {where} "
+                "(its end-of-stream marker is stored): the Jobs were re-created unchanged"
+            )
+    sole_reader = config.nb_tasks == 1 or config.partitioned
+    if not config.parents or not sole_reader:
+        return
+    eos = EndOfStream(js, config=config)
+    await eos.poll()
+    if eos.done and await inputs.consumed_before():
+        raise GenerationFinished(
+            f"replica {config.replica_id} of '{config.node_name}' already consumed every "
+            f"input of {where}: the Jobs were re-created unchanged, or an earlier life of "
+            "this replica failed (a VF_EOS_MISMATCH among its dead letters says items "
+            "were lost)"
+        )
+
+
+async def record_refused_stop(
+    js: JetStreamContext, msg: Msg, *, config: WorkerConfig, names: RunNames
+) -> None:
+    """One dead-letter record of a refused control message (every replica sees it)."""
+    digest = hashlib.sha256(msg.data).hexdigest()[:32]
+    headers = {
+        "Nats-Msg-Id": f"dlq:control:{digest}",
+        "VF-Origin-Node": config.node_name,
+        "VF-Run-Id": config.run_id,
+        "VF-Generation": config.generation,
+        "VF-Code": "VF_CONTROL_REFUSED",
+        "VF-Error": "not the exact stop of this run and generation (STOP-5)",
+    }
+    with contextlib.suppress(Exception):
+        await js.publish(names.dlq_control_subject(), msg.data, timeout=5.0, headers=headers)
+
+
+async def end_on_abort(js: JetStreamContext | None, abort: Abort, *, config: WorkerConfig) -> int:
+    """End on an abort (EOS-5): never a success, and the reason kept in the dead-letter
+    stream, so a run reports which node ended on which upstream error."""
+    message = f"'{config.node_name}' replica {config.replica_id} ended on an {abort.reason()}"
+    if js is not None:
+        await record_abort(js, config, abort, message)
+    print(
+        f"error[VF_UPSTREAM_ABORTED] {message}\n  = fix: read the aborting node's logs and "
+        "dead letters; a run that aborted is rerun as a new generation",
+        file=sys.stderr,
+        flush=True,
+    )
+    return EXIT_ABORTED
