@@ -35,7 +35,7 @@ from vf_runtime.broker.topology import dlq_config, eos_anchor_config, stream_con
 from vf_runtime.constants import BATCH
 from vf_runtime.context import RuntimeContext, context_parameter, with_context
 from vf_runtime.nodes import Consumer, Node, Processor, Producer
-from vf_runtime.store.blobstore import AppliedLog, BlobStore
+from vf_runtime.store.blobstore import AppliedLog, BlobStore, StoreFull
 from vf_runtime.worker.build import build_node
 from vf_runtime.worker.config import ConfigError, WorkerConfig, load_worker_config
 from vf_runtime.worker.eos import (
@@ -354,7 +354,9 @@ class Worker:
                 await record_loss(self.control_js, self.config, exc)
             raise
         if loop.fatal:
-            if loop.runner.opened is not None:
+            if loop.runner.full is not None:
+                _report_full(self.config, loop.runner.full)
+            elif loop.runner.opened is not None:
                 config = self.config
                 print(
                     f"error[VF_BREAKER_OPEN] '{config.node_name}' replica {config.replica_id}: "
@@ -458,8 +460,11 @@ async def run_worker(
     except BrokerError as exc:
         print(f"error[{exc.code}] {exc}", file=sys.stderr)
         return EXIT_BROKER
-    except EosMismatch as exc:
-        print(f"error[{exc.code}] {exc}", file=sys.stderr)
+    except (EosMismatch, StoreFull) as exc:
+        if isinstance(exc, StoreFull):  # a producer's offload: it holds no inputs to hand back
+            _report_full(config, exc)
+        else:
+            print(f"error[{exc.code}] {exc}", file=sys.stderr)
         return EXIT_FAILED
     except GenerationFinished as exc:
         print(
@@ -471,6 +476,20 @@ async def run_worker(
     except Exception:
         log.exception("worker failed")
         return EXIT_FAILED
+
+
+def _report_full(config: WorkerConfig, exc: StoreFull) -> None:
+    """BLOB-8: the payload store stayed full past ``VF_STORE_FULL_SECONDS``; nothing was
+    judged a failure of the node, and what the replica held went back to the broker."""
+    print(
+        f"error[{exc.code}] '{config.node_name}' replica {config.replica_id}: {exc}; its "
+        "unpublished items were handed back, not failed or dead-lettered\n"
+        "  = fix: give the payload store room (raise its maxmemory, or free its volume), or "
+        "let the readers catch up so that their releases free it; VF_STORE_FULL_SECONDS sets "
+        f"how long a write waits ({config.store_full_seconds:g}s)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _stop_within(
