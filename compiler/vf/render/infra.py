@@ -14,6 +14,7 @@ import sys
 from functools import cache
 from typing import Any
 
+from vf.config.infra import quantity_bytes
 from vf.ir.plan import Infra
 from vf.resources import resource_dir
 from vf_runtime.labels import FLOW_LABEL, INFRA_LABEL
@@ -118,8 +119,32 @@ NATS_PID_FILE = "/var/run/nats/nats.pid"
 NATS_LAME_DUCK_GRACE, NATS_LAME_DUCK_DURATION = "10s", "30s"
 
 
-def nats_conf(*, durable: bool, replicas: int, name: str = SHIPPED_BROKER) -> str:
-    """The NATS server configuration of a profile (max_payload above vf's inline threshold)."""
+# JetStream's file store may fill this share of the broker's volume (ADR 0208): past its
+# max_file_store, nats-server refuses publishes (10023) and takes them again once acks free
+# room; a volume that fills first makes it shut JetStream down until it restarts.
+FILE_STORE_SHARE = 0.9
+DEV_FILE_STORE = "10GB"  # the dev broker's emptyDir has no size to follow
+MIB = 1024 * 1024
+
+
+def file_store_limit(storage_size: str) -> str:
+    """``max_file_store`` for a volume of ``storage_size``: 90 % of it, in whole MiB (the
+    configuration's ``MB`` is 1024² bytes)."""
+    size = quantity_bytes(storage_size)
+    if size is None:
+        return DEV_FILE_STORE
+    return f"{max(1, int(size * FILE_STORE_SHARE // MIB))}MB"
+
+
+def nats_conf(
+    *,
+    durable: bool,
+    replicas: int,
+    name: str = SHIPPED_BROKER,
+    max_file_store: str = DEV_FILE_STORE,
+) -> str:
+    """The NATS server configuration of a profile (max_payload above vf's inline threshold;
+    ``max_file_store`` within the volume, :func:`file_store_limit`)."""
     lines = ["port: 4222"]
     if durable:
         lines += [
@@ -134,13 +159,33 @@ def nats_conf(*, durable: bool, replicas: int, name: str = SHIPPED_BROKER) -> st
         "jetstream {",
         "  store_dir: /data/jetstream",
         "  max_memory_store: 1GB",
-        "  max_file_store: 10GB",
+        f"  max_file_store: {max_file_store}",
         "}",
     ]
     if durable:
         routes = [f"    nats://{name}-{i}.{name}-headless:6222" for i in range(replicas)]
         lines += ["cluster {", "  name: vf", "  port: 6222", "  routes: [", *routes, "  ]", "}"]
     return "\n".join(lines) + "\n"
+
+
+REDIS_UNITS = {"": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2}
+REDIS_UNITS |= {"g": 1000**3, "gb": 1024**3}
+
+
+def store_max_memory(profile: str) -> int | None:
+    """The shipped payload store's ``--maxmemory`` in bytes (Redis reads ``4gb`` as 4 GiB);
+    None for a profile vf does not run, or one without a limit."""
+    if profile not in ("dev", "durable"):  # the cache store evicts instead of refusing
+        return None
+    for obj in _component_objects(f"redis-{profile}"):
+        if obj["kind"] != "Deployment":
+            continue
+        args = obj["spec"]["template"]["spec"]["containers"][0]["args"]
+        if "--maxmemory" in args:
+            text = str(args[args.index("--maxmemory") + 1]).lower()
+            number = text.rstrip("kmgb")
+            return int(number) * REDIS_UNITS[text[len(number) :]] or None
+    return None
 
 
 def render_infra(
@@ -172,7 +217,12 @@ def _configure(obj: Obj, component: str, infra: Infra) -> None:
     if kind == "ConfigMap" and component.startswith("nats"):
         durable = component == "nats-durable"
         obj["data"]["nats.conf"] = nats_conf(
-            durable=durable, replicas=infra.broker_replicas, name=infra.broker_name
+            durable=durable,
+            replicas=infra.broker_replicas,
+            name=infra.broker_name,
+            max_file_store=(
+                file_store_limit(infra.broker_storage_size) if durable else DEV_FILE_STORE
+            ),
         )
     elif kind == "StatefulSet":
         obj["spec"]["replicas"] = infra.broker_replicas

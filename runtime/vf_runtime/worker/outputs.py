@@ -222,8 +222,8 @@ class Publisher:
             self.metrics.retried("broker_full")
             if not self.broker_full:
                 log.warning(
-                    "VF_BROKER_FULL: JetStream has no storage left for %s (%s); holding the "
-                    "output back and retrying until readers' acks free room in the streams",
+                    "warning[VF_BROKER_FULL] JetStream has no storage left for %s (%s); "
+                    "holding the output back and retrying until readers' acks free room",
                     self.subject,
                     exc,
                 )
