@@ -258,3 +258,29 @@ def test_profile_validation(env: str, message: str, write_graph: Callable[..., P
     assert code == 2
     assert "error[VF_CONFIG_PROFILE]" in output
     assert message in output
+
+
+@pytest.mark.parametrize(
+    ("flow", "store", "warned"),
+    [
+        ("BATCH", "dev", True),  # 2 streams x 10,000 x 512 KiB = 9.8 GiB > 4 GiB
+        ("BATCH", "durable", True),
+        ("BATCH", "none", False),  # nothing is offloaded
+        ("REALTIME", "dev", False),  # one message per stream: 1 MiB
+    ],
+)
+def test_streams_that_can_outgrow_the_store_are_a_named_warning(
+    flow: str, store: str, warned: bool, write_graph: Callable[..., Path]
+) -> None:
+    """ADR 0208: the shipped store's maxmemory (4 GiB) against what the streams can hold in
+    offloaded payloads; the plan and vf explain say so by name."""
+    env = _env(f"payload_store: {{profile: {store}}}")
+    code, output = _run(write_graph, _graph(flow), env, command="explain")
+    assert code == 0, output
+    line = (
+        "warning: payload_store: warning[VF_ADMISSION_STORE_SIZE] 2 streams can keep "
+        "10,000 messages each"
+    )
+    assert (line in output) is warned, output
+    if warned:
+        assert "at least 9.8 GiB, more than the store's maxmemory of 4.0 GiB" in output

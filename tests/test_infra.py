@@ -23,6 +23,7 @@ from vf.render.infra import (
     component_files,
     component_objects,
     components_json,
+    file_store_limit,
     nats_conf,
     parse_components,
 )
@@ -270,3 +271,28 @@ def test_run_tree_names_the_prestop_it_does_not_run() -> None:
     line = "preStop hooks (a stopping pod's containers get SIGTERM at once)"
     assert line in not_emulated(component_objects("nats-durable"))
     assert line not in not_emulated(component_objects("nats-dev"))
+
+
+@pytest.mark.parametrize(
+    ("size", "limit"), [("10Gi", "9216MB"), ("50Gi", "46080MB"), ("500Mi", "450MB")]
+)
+def test_the_durable_brokers_file_store_stays_inside_its_volume(size: str, limit: str) -> None:
+    """ADR 0208: max_file_store is 90 % of broker.storage_size, so JetStream refuses
+    publishes (10023, recoverable) before the volume fills (JetStream shut down)."""
+    assert file_store_limit(size) == limit
+    text = nats_conf(durable=True, replicas=3, max_file_store=file_store_limit(size))
+    assert f"max_file_store: {limit}\n" in text
+
+
+def test_the_compiled_durable_broker_follows_its_storage_size(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    """The batch example's prod broker has a 50Gi claim: its server may fill 45 GiB of it."""
+    result = compiled_examples["batch_pipeline"]
+    conf = next(
+        o
+        for o in result.objects["prod"]
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-nats-config")
+    )
+    assert "max_file_store: 46080MB\n" in conf["data"]["nats.conf"]
+    assert "max_file_store: 10GB" not in conf["data"]["nats.conf"]

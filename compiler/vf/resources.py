@@ -3,9 +3,10 @@ or a checkout."""
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import jinja2
@@ -23,6 +24,16 @@ def resource_dir(folder: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"vf's {folder}/ folder is missing from this installation")
+
+
+@cache
+def shipped_components() -> dict[str, list[dict[str, Any]]]:
+    """Every shipped component's objects, as ``kustomize/components.json`` holds them
+    (parsed when vf is built, ADR 124). Shared: callers copy before changing."""
+    found: dict[str, list[dict[str, Any]]] = json.loads(
+        (resource_dir("kustomize") / "components.json").read_text(encoding="utf-8")
+    )
+    return found
 
 
 def schema_path(name: str) -> Path:

@@ -36,6 +36,7 @@ from vf.ir.capabilities import (
     runtime_capabilities,
 )
 from vf.ir.graph import Graph
+from vf.plan.infra import store_max_memory
 from vf_runtime.constants import BATCH, REALTIME
 
 
@@ -343,9 +344,52 @@ def admit(graph: Graph, env: Environment, *, flags: tuple[tuple[str, str], ...] 
     requests = channel_requests(graph, env, flags)
     findings = [f for r in requests for f in _judge_channel(r, ctx)]
     findings.extend(_judge_requirements(env, ctx))
+    findings.extend(_store_size(graph, env))
     return Admission(
         requests=requests, findings=tuple(findings), broker=broker, payload=payload, runtime=runtime
     )
+
+
+def _store_size(graph: Graph, env: Environment) -> list[Finding]:
+    """A warning when the streams can hold more offloaded payload than the shipped store's
+    ``maxmemory``: a backlog then fills the store before any stream pushes back (BLOB-8).
+
+    Every message a stream keeps may point at a payload above the inline limit, so the
+    streams can hold at least their kept messages times the inline limit of offloaded
+    bytes (one blob per message, whatever the number of readers). An external store's
+    size is unknown.
+    """
+    limit = store_max_memory(env.payload_store.profile)
+    channels = sum(1 for node in graph.nodes if node.children)
+    if limit is None or not channels:
+        return []
+    # on use: the broker's topology module loads the NATS client, which a compile never needs
+    from vf_runtime.broker.topology import BATCH_MAX_MSGS
+
+    kept = BATCH_MAX_MSGS if graph.flow_type == BATCH else 1  # REALTIME: the freshest one
+    held = channels * kept * INLINE_PAYLOAD_BYTES
+    if held <= limit:
+        return []
+    gib = 1024**3
+    return [
+        Finding(
+            subject="payload_store",
+            status=WARNING,
+            reason=(
+                f"warning[VF_ADMISSION_STORE_SIZE] {_count(channels, 'stream')} can keep "
+                f"{kept:,} messages each, and each may offload a payload above the "
+                f"{INLINE_PAYLOAD_BYTES // 1024} KiB inline limit: at least "
+                f"{held / gib:.1f} GiB, more than the store's maxmemory of "
+                f"{limit / gib:.1f} GiB. A backlog of large items fills the store first; "
+                "writers then wait for room (VF_BLOB_STORE_FULL after "
+                "VF_STORE_FULL_SECONDS)"
+            ),
+        )
+    ]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def admission_problems(admission: Admission, *, environment: str) -> list[Problem]:

@@ -9,6 +9,7 @@ from vf.config.targets import Environment
 from vf.ir.plan import ContainerResources, Infra, Provision
 from vf.plan.context import PlanContext
 from vf.plan.jobs import ignores_disruptions
+from vf.resources import shipped_components
 from vf.textio.jsontext import compact_json
 from vf_runtime.labels import COMPONENT, NAME, PROVISION
 
@@ -112,3 +113,23 @@ def plan_provision(ctx: PlanContext, images: Mapping[str, str]) -> Provision:
         resources=PROVISION_RESOURCES,
         reclaim_superseded=ctx.env.broker.reclaim_superseded,
     )
+
+
+REDIS_UNITS = {"": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2}
+REDIS_UNITS |= {"g": 1000**3, "gb": 1024**3}
+
+
+def store_max_memory(profile: str) -> int | None:
+    """The shipped payload store's ``--maxmemory`` in bytes (Redis reads ``4gb`` as 4 GiB);
+    None for a profile vf does not run, or one without a limit."""
+    if profile not in ("dev", "durable"):  # the cache store evicts instead of refusing
+        return None
+    for obj in shipped_components()[f"redis-{profile}"]:
+        if obj["kind"] != "Deployment":
+            continue
+        args = obj["spec"]["template"]["spec"]["containers"][0]["args"]
+        if "--maxmemory" in args:
+            text = str(args[args.index("--maxmemory") + 1]).lower()
+            number = text.rstrip("kmgb")
+            return int(number) * REDIS_UNITS[text[len(number) :]] or None
+    return None

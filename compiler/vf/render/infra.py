@@ -15,7 +15,8 @@ from functools import cache
 from typing import Any
 
 from vf.ir.plan import Infra
-from vf.resources import resource_dir
+from vf.resources import resource_dir, shipped_components
+from vf.textio.quantity import quantity_bytes
 from vf_runtime.labels import FLOW_LABEL, INFRA_LABEL
 
 Obj = dict[str, Any]
@@ -56,12 +57,8 @@ def components_json(parsed: dict[str, list[Obj]]) -> str:
     return json.dumps(parsed, indent=1, ensure_ascii=False) + "\n"
 
 
-@cache
 def _parsed() -> dict[str, list[Obj]]:
-    found: dict[str, list[Obj]] = json.loads(
-        (resource_dir("kustomize") / PARSED).read_text(encoding="utf-8")
-    )
-    return found
+    return shipped_components()
 
 
 @cache
@@ -118,8 +115,32 @@ NATS_PID_FILE = "/var/run/nats/nats.pid"
 NATS_LAME_DUCK_GRACE, NATS_LAME_DUCK_DURATION = "10s", "30s"
 
 
-def nats_conf(*, durable: bool, replicas: int, name: str = SHIPPED_BROKER) -> str:
-    """The NATS server configuration of a profile (max_payload above vf's inline threshold)."""
+# JetStream's file store may fill this share of the broker's volume (ADR 0208): past its
+# max_file_store, nats-server refuses publishes (10023) and takes them again once acks free
+# room; a volume that fills first makes it shut JetStream down until it restarts.
+FILE_STORE_SHARE = 0.9
+DEV_FILE_STORE = "10GB"  # the dev broker's emptyDir has no size to follow
+MIB = 1024 * 1024
+
+
+def file_store_limit(storage_size: str) -> str:
+    """``max_file_store`` for a volume of ``storage_size``: 90 % of it, in whole MiB (the
+    configuration's ``MB`` is 1024² bytes)."""
+    size = quantity_bytes(storage_size)
+    if size is None:
+        return DEV_FILE_STORE
+    return f"{max(1, int(size * FILE_STORE_SHARE // MIB))}MB"
+
+
+def nats_conf(
+    *,
+    durable: bool,
+    replicas: int,
+    name: str = SHIPPED_BROKER,
+    max_file_store: str = DEV_FILE_STORE,
+) -> str:
+    """The NATS server configuration of a profile (max_payload above vf's inline threshold;
+    ``max_file_store`` within the volume, :func:`file_store_limit`)."""
     lines = ["port: 4222"]
     if durable:
         lines += [
@@ -134,7 +155,7 @@ def nats_conf(*, durable: bool, replicas: int, name: str = SHIPPED_BROKER) -> st
         "jetstream {",
         "  store_dir: /data/jetstream",
         "  max_memory_store: 1GB",
-        "  max_file_store: 10GB",
+        f"  max_file_store: {max_file_store}",
         "}",
     ]
     if durable:
@@ -172,7 +193,12 @@ def _configure(obj: Obj, component: str, infra: Infra) -> None:
     if kind == "ConfigMap" and component.startswith("nats"):
         durable = component == "nats-durable"
         obj["data"]["nats.conf"] = nats_conf(
-            durable=durable, replicas=infra.broker_replicas, name=infra.broker_name
+            durable=durable,
+            replicas=infra.broker_replicas,
+            name=infra.broker_name,
+            max_file_store=(
+                file_store_limit(infra.broker_storage_size) if durable else DEV_FILE_STORE
+            ),
         )
     elif kind == "StatefulSet":
         obj["spec"]["replicas"] = infra.broker_replicas

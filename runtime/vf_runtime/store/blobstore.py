@@ -10,6 +10,12 @@ A store that cannot be reached raises :class:`StoreUnavailable` (typed, transien
 :func:`patiently` retries such an operation with backoff until it succeeds or the
 worker stops, so an outage delays messages but never spends their delivery budget.
 
+A store that answers but refuses to take more (``OOM command not allowed`` past its
+``maxmemory`` under ``noeviction``; ``MISCONF`` when it cannot write its append-only file,
+a full volume) raises :class:`StoreFull`: back-pressure, retried the same way, but only
+for a bounded time (``full_patience``); past it the error is raised with its name
+(``VF_BLOB_STORE_FULL``) for the worker to stop on, never as a failure of the node.
+
 The Redis client (and redis-py with it, about 5 MiB) is made on the first operation: a
 worker that never offloads or fetches a payload never loads it.
 """
@@ -20,6 +26,7 @@ import asyncio
 import functools
 import hashlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit
@@ -45,6 +52,16 @@ class StoreUnavailable(Exception):
     disposition = "transient"
 
 
+class StoreFull(Exception):
+    """The payload store refuses writes: its memory limit or its disk is reached."""
+
+    code = "VF_BLOB_STORE_FULL"
+    disposition = "transient"
+
+
+FULL_PATIENCE = 600.0  # seconds a write waits for a full store to take it (VF_STORE_FULL_SECONDS)
+
+
 class Stopped(Exception):
     """The worker is stopping while an operation waited for the store."""
 
@@ -64,8 +81,20 @@ def _transient() -> tuple[type[BaseException], ...]:
     )
 
 
+def _full(exc: BaseException) -> bool:
+    """Whether the store refused a write for want of room: over ``maxmemory`` with nothing
+    it may evict (``OOM …``), or unable to write its append-only file (``MISCONF …``)."""
+    from redis import exceptions as redis_errors
+
+    if isinstance(exc, redis_errors.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, redis_errors.ResponseError) and text.startswith(("OOM ", "MISCONF "))
+
+
 def _typed(method: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
-    """Translate the client's connection-level errors into :class:`StoreUnavailable`."""
+    """Translate the client's connection-level errors into :class:`StoreUnavailable`, and a
+    store out of room into :class:`StoreFull`."""
 
     @functools.wraps(method)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
@@ -74,6 +103,8 @@ def _typed(method: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any,
         except Exception as exc:
             if isinstance(exc, _transient()):
                 raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            if _full(exc):
+                raise StoreFull(f"{type(exc).__name__}: {exc}") from exc
             raise
 
     return wrapper
@@ -85,15 +116,30 @@ async def patiently(
     what: str,
     stopping: Callable[[], bool],
     on_retry: Callable[[], None] = lambda: None,
+    full_patience: float = FULL_PATIENCE,
 ) -> T:
-    """Run ``operation`` until the store answers; raise :class:`Stopped` if the worker stops."""
+    """Run ``operation`` until the store answers; raise :class:`Stopped` if the worker stops.
+
+    A full store is waited out for ``full_patience`` seconds, counted from this operation's
+    first refusal; then :class:`StoreFull` is raised.
+    """
     attempt = 0
+    full_since: float | None = None
     while True:
         try:
             result = await operation()
-        except StoreUnavailable as exc:
+        except (StoreUnavailable, StoreFull) as exc:
             if stopping():
-                raise Stopped(f"stopped while the payload store was unavailable ({what})") from exc
+                state = "full" if isinstance(exc, StoreFull) else "unavailable"
+                raise Stopped(f"stopped while the payload store was {state} ({what})") from exc
+            if isinstance(exc, StoreFull):
+                now = time.monotonic()
+                full_since = now if full_since is None else full_since
+                if now - full_since >= full_patience:
+                    raise StoreFull(
+                        f"the payload store stayed full for {now - full_since:.0f}s during "
+                        f"{what} ({exc})"
+                    ) from exc
             on_retry()
             if attempt == 0:
                 log.warning("%s during %s; retrying with backoff: %s", exc.code, what, exc)

@@ -144,6 +144,7 @@ class WorkerConfig:
     eos_wait_seconds: float = 30.0  # EOS-6: a contradicted count's quiet wait
     breaker_threshold: int = 10  # DELIV-11: consecutive failed calls that stop a replica
     call_timeout_seconds: float = DEFAULT_CALL_TIMEOUT  # DELIV-12: 0 = no bound
+    store_full_seconds: float = 600.0  # BLOB-8: how long a write waits for a full store
     replica_leased: bool = False  # ENV-6: the ordinal is leased once connected
 
     @property
@@ -274,6 +275,7 @@ def load_worker_config(env: Mapping[str, str]) -> WorkerConfig:
         eos_wait_seconds=r.number("VF_EOS_WAIT_SECONDS", 30.0, minimum=0),
         breaker_threshold=r.integer("VF_BREAKER_THRESHOLD", 10, minimum=0),
         call_timeout_seconds=r.number("VF_CALL_TIMEOUT_SECONDS", DEFAULT_CALL_TIMEOUT, minimum=0),
+        store_full_seconds=r.number("VF_STORE_FULL_SECONDS", 600.0, minimum=0),
     )
     if leases_replica(env, config.nb_tasks):
         config = dataclasses.replace(config, replica_leased=True)

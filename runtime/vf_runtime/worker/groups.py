@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeGuard
 
-from vf_runtime.store.blobstore import AppliedLog, Stopped
+from vf_runtime.store.blobstore import AppliedLog, Stopped, StoreFull
 from vf_runtime.worker.health import Metrics
 from vf_runtime.worker.inputs import Delivery, Inputs
 from vf_runtime.worker.nodethread import NodeThread, NotStarted
@@ -141,6 +141,7 @@ class GroupRunner:
         self.failures = 0  # the node's consecutive failed calls
         self.opened: str | None = None  # why the breaker opened (DELIV-11)
         self.hung = False  # a call ran past its bound (DELIV-12): the replica ends
+        self.full: StoreFull | None = None  # the payload store stayed full (BLOB-8)
 
     async def run(self, groups: list[Group]) -> None:
         """Take ``groups`` through: call the node, publish, confirm, then ack (never before)."""
@@ -209,6 +210,9 @@ class GroupRunner:
             except Stopped:
                 stopped = True
                 continue
+            except StoreFull as exc:
+                await self._store_full(group, exc)
+                continue
             except Exception as exc:
                 self.fatal = await self.settler.fail(group, exc) or self.fatal
                 continue
@@ -230,6 +234,14 @@ class GroupRunner:
         )
         for delivery in group:
             await self.inputs.settle(delivery.msg, action="nak")
+        self.fatal = True
+
+    async def _store_full(self, group: Group, exc: StoreFull) -> None:
+        """The payload store stayed full past its patience (BLOB-8): not the node's failure.
+        Hand the group back to the broker, unjudged, and stop this replica by that name."""
+        for delivery in group:
+            await self.inputs.settle(delivery.msg, action="nak")
+        self.full = exc
         self.fatal = True
 
     async def _submit(
@@ -255,6 +267,10 @@ class GroupRunner:
                     await self.settler.store(mark, what="idempotency record")
             except Stopped:
                 continue
+            except StoreFull as exc:  # only the record writes to the store here
+                # applied, but its record cannot be kept: acked all the same, since handing
+                # it back would apply it again; the replica stops after this batch (BLOB-8)
+                self.full, self.fatal = exc, True
             except Exception as exc:
                 self.fatal = await self.settler.fail(item.group, exc) or self.fatal
                 continue

@@ -25,7 +25,7 @@ COUNTERS = (
     "redelivered",  # inputs received again (a lease ran out, a nak, a crashed sibling)
 )
 # Retries that delay messages without spending their delivery budget.
-RETRIES = ("publish", "store")
+RETRIES = ("publish", "store", "broker_full")  # broker_full: VF_BROKER_FULL, within publish
 
 
 @dataclass

@@ -14,6 +14,7 @@ from nats.js.errors import NotFoundError
 
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.constants import BATCH
+from vf_runtime.store.blobstore import StoreFull
 from vf_runtime.worker.config import WorkerConfig
 from vf_runtime.worker.eos import Abort, EndOfStream, record_abort
 from vf_runtime.worker.exits import EXIT_ABORTED
@@ -91,3 +92,29 @@ async def end_on_abort(js: JetStreamContext | None, abort: Abort, *, config: Wor
         flush=True,
     )
     return EXIT_ABORTED
+
+
+def report_full(config: WorkerConfig, exc: StoreFull) -> None:
+    """BLOB-8: the payload store stayed full past ``VF_STORE_FULL_SECONDS``; nothing was
+    judged a failure of the node, and what the replica held went back to the broker."""
+    print(
+        f"error[{exc.code}] '{config.node_name}' replica {config.replica_id}: {exc}; its "
+        "unpublished items were handed back, not failed or dead-lettered\n"
+        "  = fix: give the payload store room (raise its maxmemory, or free its volume), or "
+        "let the readers catch up so that their releases free it; VF_STORE_FULL_SECONDS sets "
+        f"how long a write waits ({config.store_full_seconds:g}s)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def report_breaker(config: WorkerConfig, opened: str) -> None:
+    """DELIV-11: the node failed too many items in a row; its items went back to the broker."""
+    print(
+        f"error[VF_BREAKER_OPEN] '{config.node_name}' replica {config.replica_id}: "
+        f"{opened}; its items were handed back, not dead-lettered\n"
+        "  = fix: repair the node and roll it out (VF_BREAKER_THRESHOLD sets how "
+        "many failures in a row stop a replica; 0 never does)",
+        file=sys.stderr,
+        flush=True,
+    )

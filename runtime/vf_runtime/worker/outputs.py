@@ -59,6 +59,9 @@ TRANSIENT = (
     ConnectionReconnectingError,
 )
 PUBLISH_TIMEOUT = 10.0
+# JetStream's "insufficient resources" (10023: the server's max_file_store or max_memory_store
+# is reached) and "insufficient storage resources available" (10047): VF_BROKER_FULL
+BROKER_FULL = (10023, 10047)
 LIFE_HEADER, GENERATION_HEADER, EXACT_HEADER = "VF-Life", "VF-Generation", "VF-Count-Exact"
 REALTIME_TIMEOUT = 2.0
 # How long a stopping replica tries its end-of-stream marker: its broker may be gone for good
@@ -110,6 +113,7 @@ class Publisher:
         self.distinct = 0
         self.exact = True  # no publish was ambiguous, so ``distinct`` is what the stream took
         self.held_back = False  # a publish is being retried (full stream, broker away)
+        self.broker_full = False  # the publish being retried was refused for want of storage
         self.waiting: collections.deque[tuple[float, str]] = collections.deque()
         self.sweeper: asyncio.Task[None] | None = None
         # who published: this process's life and the generation, for the readers' EOS check
@@ -214,6 +218,16 @@ class Publisher:
     def _held_back(self, exc: BaseException) -> None:
         self.metrics.retried("publish")
         self.metrics.beat()
+        if broker_full(exc):
+            self.metrics.retried("broker_full")
+            if not self.broker_full:
+                log.warning(
+                    "warning[VF_BROKER_FULL] JetStream has no storage left for %s (%s); "
+                    "holding the output back and retrying until readers' acks free room",
+                    self.subject,
+                    exc,
+                )
+                self.broker_full = True
         if not self.held_back:
             log.warning("publishing to %s held back, retrying: %s", self.subject, exc)
             self.held_back = True
@@ -236,6 +250,7 @@ class Publisher:
             what="offload",
             stopping=self.stopping,
             on_retry=self._store_retry,
+            full_patience=self.config.store_full_seconds,
         )
         blob = BlobRef(
             ref=ref, inner_payload_type=envelope.payload_type, size=len(envelope.payload)
@@ -305,7 +320,7 @@ class Publisher:
                 ack = await self.js.publish(subject, raw, timeout=timeout, headers=headers)
                 if self.held_back:
                     log.warning("publishing to %s resumed", subject)
-                    self.held_back = False
+                    self.held_back = self.broker_full = False
                 return not ack.duplicate
             except TRANSIENT as exc:
                 if not patient:
@@ -325,7 +340,12 @@ class Publisher:
 
 def _retryable(exc: APIError) -> bool:
     text = (exc.description or "").lower()
-    return "maximum" in text or "full" in text or exc.code in (503, 408)
+    return "maximum" in text or "full" in text or exc.code in (503, 408) or broker_full(exc)
+
+
+def broker_full(exc: BaseException) -> bool:
+    """Whether JetStream refused a publish for want of storage (VF_BROKER_FULL)."""
+    return isinstance(exc, APIError) and exc.err_code in BROKER_FULL
 
 
 class DeadLetters:

@@ -32,7 +32,7 @@ from vf_runtime.broker.topology import dlq_config, eos_anchor_config, stream_con
 from vf_runtime.constants import BATCH
 from vf_runtime.context import RuntimeContext, context_parameter, with_context
 from vf_runtime.nodes import Consumer, Node, Processor, Producer
-from vf_runtime.store.blobstore import AppliedLog, BlobStore
+from vf_runtime.store.blobstore import AppliedLog, BlobStore, StoreFull
 from vf_runtime.worker.build import build_node
 from vf_runtime.worker.config import ConfigError, WorkerConfig, load_worker_config
 from vf_runtime.worker.eos import (
@@ -56,6 +56,8 @@ from vf_runtime.worker.lifecycle import (
     check_not_finished,
     end_on_abort,
     record_refused_stop,
+    report_breaker,
+    report_full,
 )
 from vf_runtime.worker.nodethread import NodeThread
 from vf_runtime.worker.outputs import DeadLetters, Publisher
@@ -362,16 +364,10 @@ class Worker:
         if self.hung is not None:
             return EXIT_HUNG
         if loop.fatal:
-            if loop.runner.opened is not None:
-                config = self.config
-                print(
-                    f"error[VF_BREAKER_OPEN] '{config.node_name}' replica {config.replica_id}: "
-                    f"{loop.runner.opened}; its items were handed back, not dead-lettered\n"
-                    "  = fix: repair the node and roll it out (VF_BREAKER_THRESHOLD sets how "
-                    "many failures in a row stop a replica; 0 never does)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            if loop.runner.full is not None:
+                report_full(self.config, loop.runner.full)
+            elif loop.runner.opened is not None:
+                report_breaker(self.config, loop.runner.opened)
             return EXIT_FAILED
         abort = eos.aborted
         if drained and publisher is not None:
@@ -442,8 +438,11 @@ async def run_worker(
     except BrokerError as exc:
         print(f"error[{exc.code}] {exc}", file=sys.stderr)
         return EXIT_BROKER
-    except EosMismatch as exc:
-        print(f"error[{exc.code}] {exc}", file=sys.stderr)
+    except (EosMismatch, StoreFull) as exc:
+        if isinstance(exc, StoreFull):  # a producer's offload: it holds no inputs to hand back
+            report_full(config, exc)
+        else:
+            print(f"error[{exc.code}] {exc}", file=sys.stderr)
         return EXIT_FAILED
     except GenerationFinished as exc:
         print(exc.render(), file=sys.stderr)

@@ -14,7 +14,13 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from vf_runtime.store.blobstore import BlobStore, Stopped, StoreUnavailable, patiently
+from vf_runtime.store.blobstore import (
+    BlobStore,
+    Stopped,
+    StoreFull,
+    StoreUnavailable,
+    patiently,
+)
 from vf_runtime.worker.assembler import Group
 from vf_runtime.worker.config import WorkerConfig
 from vf_runtime.worker.health import Metrics
@@ -71,13 +77,17 @@ class Settler:
     async def store(self, operation: Callable[[], Awaitable[T]], *, what: str) -> T:
         """Run a payload-store operation, retrying while the store is away, until a stop."""
         return await patiently(
-            operation, what=what, stopping=self.stopping, on_retry=self.store_retry
+            operation,
+            what=what,
+            stopping=self.stopping,
+            on_retry=self.store_retry,
+            full_patience=self.config.store_full_seconds,
         )
 
     async def _release(self, blobs: BlobStore, ref: str, reader: str) -> None:
         try:
             await self.store(lambda: blobs.release(ref, reader=reader), what="release")
-        except (Stopped, StoreUnavailable) as exc:  # the TTL reclaims it
+        except (Stopped, StoreUnavailable, StoreFull) as exc:  # the TTL reclaims it
             log.warning("could not release %s: %s", ref, exc)
         except Exception as exc:  # the key is not a blob's (a forged reference): its ack stands
             log.error("could not release %s: %s", ref, exc)
