@@ -164,6 +164,8 @@ def test_a_helm_release_delivers_the_chart_instead(
     assert values["metadata"]["namespace"] == found["helmrelease-dev.yaml"]["metadata"]["namespace"]
     assert values["metadata"]["labels"]["reconcile.fluxcd.io/watch"] == "Enabled"
     assert spec["targetNamespace"] == "fx-dev" and spec["timeout"] == "20m"
+    assert spec["test"] == {"enable": True}  # the chart's broker and store check runs
+    assert spec["driftDetection"] == {"mode": "enabled"}
     install, upgrade = spec["install"], spec["upgrade"]
     assert "remediation" not in install  # an install's remediation is an uninstall
     assert install["strategy"] == {"name": "RetryOnFailure", "retryInterval": "2m"}

@@ -78,6 +78,9 @@ def helm_release(gitops: GitOps, *, flux: Flux, plan: Plan, source: Obj) -> Obj:
         # (it compares the cluster with the release's manifest by a server-side dry-run,
         # only the fields the chart sets: KEDA's replicas are not among them)
         "driftDetection": {"mode": "enabled"},
+        # the chart's test Pod checks that the broker and the store answer (ADR 196); run
+        # after every install and upgrade, a failure is remediated as the action's is
+        "test": {"enable": True},
         "install": {"createNamespace": True, **_on_failure(jobs=jobs, upgrade=False)},
         "upgrade": _on_failure(jobs=jobs, upgrade=True),
         "timeout": flux.timeout,
