@@ -42,6 +42,10 @@ GITOPS = (
 )
 AUTOSCALING = "    autoscaling: {max_replicas: 4}\n"
 OWNS_NAMESPACE = "    pod_security: {namespace_labels: true}\n"
+METRICS = "    pods: {metrics: {service_monitor: true}}\n"
+PROD = (
+    "  prod:\n    namespace: lifecycle-prod\n    images: {default: registry.example.com/vf/x:9}\n"
+)
 
 
 def _settings(tmp: Path, *, image: str = "1", flux: str = "{}", extra: str = "") -> Path:
@@ -210,9 +214,11 @@ def test_a_realtime_flow_lives_through_ordinary_commits(
     renderer: str,
     flux: str,
 ) -> None:
-    """One cluster, five commits: first sync, an image change, autoscaling on, a graph
-    change (a new run), autoscaling off with another image. After each, what runs is what
-    the commit says, the sink keeps receiving, and the shared Namespace stays."""
+    """One cluster, eight commits: first sync, an image change, autoscaling on, a graph
+    change (a new run), autoscaling off with another image, metrics on (a ServiceMonitor),
+    a new environment beside dev, metrics off. After each, what runs is what the commit
+    says, the sink keeps receiving, the shared Namespace stays, and a commit that only adds
+    another environment leaves dev's pods alone."""
     sink = results(cluster, "sink.jsonl")
     made = tmp_path / "made"
     commits = [
@@ -221,7 +227,11 @@ def test_a_realtime_flow_lives_through_ordinary_commits(
         {"image": "2", "extra": OWNS_NAMESPACE + AUTOSCALING},
         {"image": "2", "extra": OWNS_NAMESPACE + AUTOSCALING, "stage": "triple"},
         {"image": "3", "extra": OWNS_NAMESPACE, "stage": "triple"},
+        {"image": "3", "extra": OWNS_NAMESPACE + METRICS, "stage": "triple"},
+        {"image": "3", "extra": OWNS_NAMESPACE + METRICS + PROD, "stage": "triple"},
+        {"image": "3", "extra": OWNS_NAMESPACE + PROD, "stage": "triple"},
     ]
+    templates: dict[tuple[str, str, str], object] = {}
     for number, commit in enumerate(commits, start=1):
         tree = _commit(
             tmp_path, f"c{number}", _live(tmp_path, made, flux=flux, **commit), roots=True
@@ -244,6 +254,13 @@ def test_a_realtime_flow_lives_through_ordinary_commits(
         if renderer == "kustomize":  # the chart leaves the Namespace to Helm's createNamespace
             namespaces = [k for k in cluster.objects if k[0] == "Namespace"]
             assert [k[2] for k in namespaces] == ["lifecycle"], number  # never pruned
+        monitors = [k for k in cluster.objects if k[0] == "ServiceMonitor"]
+        if mode != "kubectl":  # Flux: the -optional part goes, and its finalizer with it
+            assert bool(monitors) is (METRICS in commit.get("extra", "")), (number, monitors)
+        now = {k: o["spec"]["template"] for k, o in cluster.objects.items() if k[0] == "Deployment"}
+        if number == 7:  # an environment added beside dev changes nothing of dev's
+            assert now == templates, number
+        templates = now
 
 
 @pytest.mark.parametrize("roots", [True, False], ids=["with-roots", "before-roots"])

@@ -109,6 +109,7 @@ class GitopsState:
     def __init__(self) -> None:
         self.objects: dict[Key, Obj] = {}
         self.inventory: dict[Key, set[Key]] = {}
+        self.pruned: list[Obj] = []  # what the last reconcile pruned, for its finalizers
 
     def held(self, *, env: str, kind: str) -> list[Obj]:
         """The environment's objects of ``kind`` the cluster holds, roots aside."""
@@ -130,6 +131,7 @@ class GitopsState:
         changed, in words."""
         found = tree_objects(tree, mode=mode)
         changes: list[str] = []
+        self.pruned = []
         if not any(of_env(o, env) for o in self.objects.values()):
             for obj in _bootstrap(found, env=env, mode=mode):
                 self.objects[key(obj)] = obj
@@ -162,7 +164,9 @@ class GitopsState:
             self.objects[key(o)] = o
         wanted = {key(o) for o in part}
         for gone in sorted(self.inventory.get(root, set()) - wanted):
-            if self.objects.pop(gone, None) is not None:
+            pruned = self.objects.pop(gone, None)
+            if pruned is not None:
+                self.pruned.append(pruned)
                 changes.append(f"{root[2]} prunes {gone[0]} {gone[2]}")
         self.inventory[root] = wanted if root in self.objects else set()
         return changes

@@ -19,7 +19,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vf.runtree.argocd_sync import app_options, options, prune_waves
+from vf.runtree.argocd_sync import app_options, delete_application, options, prune_waves
 from vf.runtree.argocd_sync import prunes as argocd_prunes
 from vf.runtree.cluster import Cluster, wave_of
 from vf.runtree.flux_sync import healthy as flux_healthy
@@ -112,6 +112,7 @@ def sync(
     prune last."""
     if mode in ("argocd", "flux"):  # the controllers' objects, as this commit leaves them
         cluster.gitops.reconcile(tree.tree, env=tree.env, mode=mode, log=cluster.log)
+        _finalize(cluster, cluster.gitops.pruned, app=app)
     if mode == "flux":
         held = cluster.gitops.held(env=tree.env, kind="HelmRelease")
         if held and tree.renderer == "helm":
@@ -124,6 +125,29 @@ def sync(
         if refused:
             return refused
     return _sync(cluster, tree, resolver, mode=mode, app=app, timeout=timeout)
+
+
+def _finalize(cluster: Cluster, pruned: list[Obj], *, app: str) -> None:
+    """What a pruned controller object's finalizer deletes: a Kustomization with ``prune``
+    its inventory (kustomize-controller ``finalize``), a HelmRelease its release (an
+    uninstall), an Application with the resources finalizer what it manages."""
+    for obj in pruned:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        if kind == "Kustomization" and (obj.get("spec") or {}).get("prune"):
+            held = sorted(cluster.inventory.pop(name, set()))
+            cluster.log(f"kustomization/{name} deleted: its finalizer deletes what it applied")
+            cluster.delete(
+                k for k in held if k in cluster.objects and not never_pruned(cluster.objects[k])
+            )
+        elif kind == "HelmRelease":
+            cluster.log(f"helmrelease/{name} deleted: helm-controller uninstalls the release")
+            cluster.delete_app(app, by_waves=False)
+            cluster.releases.pop(app, None)
+        elif kind == "Application" and "resources-finalizer.argocd.argoproj.io" in (
+            obj["metadata"].get("finalizers") or []
+        ):
+            cluster.log(f"application/{name} deleted: its finalizer deletes what it manages")
+            delete_application(cluster, app)
 
 
 def _held_application(cluster: Cluster, env: str) -> Obj | None:
