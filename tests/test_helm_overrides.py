@@ -185,6 +185,9 @@ def test_the_schema_refuses_overrides_that_would_break_the_flow(
 ) -> None:
     done = _render(helm, charts["batch_pipeline"], "dev", "--set", setting)
     assert done.returncode != 0 and "schema" in done.stderr, setting
+    field = setting.split(".")[0].split("[")[0]
+    if field in ("podLabels", "podAnnotations"):  # refused where it was set (ADR 206)
+        assert f"'/{field}/vf.dev~1" in done.stderr, done.stderr
 
 
 def test_chart_yaml_names_the_app_version(charts: dict[str, Path]) -> None:

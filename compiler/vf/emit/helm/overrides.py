@@ -49,7 +49,9 @@ OVERRIDE_VALUES: dict[str, Any] = {
     "tolerations": [],
 }
 _STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
-_NOT_VFS = {"propertyNames": {"not": {"pattern": "^vf\\.dev/"}}}  # vf's own keys
+# vf's own keys are refused, each at its own path (Helm's validator reported a failed
+# propertyNames at the values' first key: `--set podLabels.vf\.dev/x=y` read '/environment')
+_NOT_VFS = {"patternProperties": {"^vf\\.dev/": False}}
 _ENV_ITEM = {
     "type": "object",
     "required": ["name"],
