@@ -185,7 +185,7 @@ def test_the_schema_refuses_overrides_that_would_break_the_flow(
 ) -> None:
     done = _render(helm, charts["batch_pipeline"], "dev", "--set", setting)
     assert done.returncode != 0 and "schema" in done.stderr, setting
-    field = setting.split(".")[0].split("[")[0]
+    field = setting.split(".", maxsplit=1)[0].split("[", maxsplit=1)[0]
     if field in ("podLabels", "podAnnotations"):  # refused where it was set (ADR 206)
         assert f"'/{field}/vf.dev~1" in done.stderr, done.stderr
 

@@ -31,7 +31,7 @@ from vf.runtree.cluster import Cluster
 from vf.runtree.command import RunTreeRequest, prepare, workloads_done
 from vf.runtree.gitops_state import GitopsState, is_root
 from vf.runtree.manifests import render
-from vf.runtree.sync import permits, sync
+from vf.runtree.sync import delete_flow, permits, sync
 from vf.textio.yaml_read import reader
 
 pytestmark = pytest.mark.slow  # compiles and renders trees, some with real servers
@@ -218,7 +218,8 @@ def test_a_realtime_flow_lives_through_ordinary_commits(
     change (a new run), autoscaling off with another image, metrics on (a ServiceMonitor),
     a new environment beside dev, metrics off. After each, what runs is what the commit
     says, the sink keeps receiving, the shared Namespace stays, and a commit that only adds
-    another environment leaves dev's pods alone."""
+    another environment leaves dev's pods alone. Then the flow is deleted as its delivery's
+    user deletes it: nothing of it is left but the shared Namespace."""
     sink = results(cluster, "sink.jsonl")
     made = tmp_path / "made"
     commits = [
@@ -261,6 +262,14 @@ def test_a_realtime_flow_lives_through_ordinary_commits(
         if number == 7:  # an environment added beside dev changes nothing of dev's
             assert now == templates, number
         templates = now
+    delete_flow(cluster, env="dev", mode=mode, app="live")  # as the delivery's user does
+    left = sorted(k for k in cluster.objects if k[0] != "Namespace")
+    print(f"{mode}: after the flow's deletion: {left}")
+    assert not left and not cluster.pods()
+    namespaces = [k[2] for k in cluster.objects if k[0] == "Namespace"]
+    # the shared Namespace outlives the flow (kubectl delete -k takes it, as it would)
+    assert namespaces == ([] if mode == "kubectl" or renderer == "helm" else ["lifecycle"])
+    assert not [o for o in cluster.gitops.all() if o["kind"] != "GitRepository"]
 
 
 @pytest.mark.parametrize("roots", [True, False], ids=["with-roots", "before-roots"])

@@ -19,12 +19,19 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vf.runtree.argocd_sync import app_options, delete_application, options, prune_waves
+from vf.runtree.argocd_sync import (
+    app_options,
+    deletable,
+    delete_application,
+    options,
+    prune_waves,
+)
 from vf.runtree.argocd_sync import prunes as argocd_prunes
 from vf.runtree.cluster import Cluster, wave_of
 from vf.runtree.flux_sync import healthy as flux_healthy
 from vf.runtree.flux_sync import job_reader, part_objects, seconds, wait_set
-from vf.runtree.gitops_state import ordered
+from vf.runtree.gitops_state import is_root, of_env, ordered
+from vf.runtree.gitops_state import key as state_key
 from vf.runtree.images import ImageResolver
 from vf.runtree.manifests import TreeEnvironment, render
 
@@ -141,13 +148,39 @@ def _finalize(cluster: Cluster, pruned: list[Obj], *, app: str) -> None:
             )
         elif kind == "HelmRelease":
             cluster.log(f"helmrelease/{name} deleted: helm-controller uninstalls the release")
-            cluster.delete_app(app, by_waves=False)
-            cluster.releases.pop(app, None)
+            _uninstall(cluster, app=app)
         elif kind == "Application" and "resources-finalizer.argocd.argoproj.io" in (
             obj["metadata"].get("finalizers") or []
         ):
             cluster.log(f"application/{name} deleted: its finalizer deletes what it manages")
             delete_application(cluster, app)
+
+
+def _uninstall(cluster: Cluster, *, app: str) -> None:
+    """``helm uninstall``: the release's objects, but those that say ``keep``."""
+    owned = [k for k, owner in cluster.owner.items() if owner == app]
+    cluster.delete(k for k in owned if deletable(cluster.objects[k]))
+    cluster.releases.pop(app, None)
+
+
+def delete_flow(cluster: Cluster, *, env: str, mode: str, app: str, timeout: float = 60) -> None:
+    """Delete an environment's flow as its delivery's user does: Argo CD and Flux, the
+    environment's root (``kubectl delete``), whose finalizer deletes what it applied, and
+    theirs what they applied; Helm, ``helm uninstall``; kubectl, ``kubectl delete -k``
+    (everything the tree holds, the Namespace too)."""
+    if mode in ("argocd", "flux"):
+        state = cluster.gitops
+        for root in [o for o in state.all() if is_root(o, mode=mode) and of_env(o, env)]:
+            held = state.inventory.pop(state_key(root), set())
+            state.objects.pop(state_key(root), None)
+            pruned = [state.objects.pop(k) for k in sorted(held) if k in state.objects]
+            cluster.log(f"{root['kind'].lower()}/{root['metadata']['name']} deleted by hand")
+            _finalize(cluster, pruned, app=app)
+    elif mode == "helm":
+        _uninstall(cluster, app=app)
+    else:
+        cluster.delete_app(app, by_waves=False)
+    cluster.run_until(cluster.drained, timeout=timeout)
 
 
 def _held_application(cluster: Cluster, env: str) -> Obj | None:
