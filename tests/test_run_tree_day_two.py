@@ -281,9 +281,10 @@ def test_flux_stays_ready_after_a_new_run(
     """Before the roots, the in-cluster workers Kustomization kept checking the first
     run's Deployments, which its own prune had deleted: not Ready for good."""
     made = tmp_path / "made"
-    first = _commit(tmp_path, "c1", _live(tmp_path, made), roots=roots)
+    flux = "{timeout: 15s}"  # how long the part waits for its health checks
+    first = _commit(tmp_path, "c1", _live(tmp_path, made, flux=flux), roots=roots)
     assert _sync(cluster, first, mode="flux", renderer="kustomize") == []
-    second = _commit(tmp_path, "c2", _live(tmp_path, made, stage="triple"), roots=roots)
+    second = _commit(tmp_path, "c2", _live(tmp_path, made, flux=flux, stage="triple"), roots=roots)
     errors = _sync(cluster, second, mode="flux", renderer="kustomize")
     print(f"roots={roots}: {errors}")
     if roots:
