@@ -25,7 +25,8 @@ import nats
 import nats.errors
 from nats.js.api import DiscardPolicy, RetentionPolicy, StreamConfig
 
-from vf_runtime.broker.topology import BATCH_MAX_MSGS, DUPLICATE_WINDOW
+from vf_runtime.broker.topology import DUPLICATE_WINDOW
+from vf_runtime.constants import BATCH_MAX_MSGS
 from vf_runtime.wire import DATA, Envelope, decode_envelope, decode_payload, encode_envelope
 from vf_runtime.wire import encode_payload as encode
 

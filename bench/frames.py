@@ -27,7 +27,8 @@ import nats.errors
 import redis.asyncio
 from nats.js.api import DiscardPolicy, RetentionPolicy, StreamConfig
 
-from vf_runtime.broker.topology import BATCH_MAX_MSGS, DUPLICATE_WINDOW
+from vf_runtime.broker.topology import DUPLICATE_WINDOW
+from vf_runtime.constants import BATCH_MAX_MSGS
 
 SHAPE = (1080, 1920, 3)  # 1080p bgr8: 6,220,800 bytes
 

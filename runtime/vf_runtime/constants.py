@@ -19,3 +19,6 @@ HEALTH_PORT: Final = 8080
 # Seconds the broker waits for an ack before it redelivers: a consumer's ack_wait when
 # provisioned, and a worker's VF_ACK_WAIT_SECONDS when that is unset.
 DEFAULT_ACK_WAIT: Final = 60.0
+# Messages a BATCH stream keeps (its max_msgs): the broker's topology and the compiler's
+# admission both read it, the compiler without loading the NATS client.
+BATCH_MAX_MSGS: Final = 10_000

@@ -25,7 +25,7 @@ from vf.commands.run_local.command import provision_topology
 from vf.pipeline import CompileRequest, compile_project
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import provision
-from vf_runtime.broker.topology import BATCH_MAX_MSGS
+from vf_runtime.constants import BATCH_MAX_MSGS
 from vf_runtime.local.infra import LocalServer, free_port, start_nats, start_redis
 from vf_runtime.worker.replica import run_worker
 

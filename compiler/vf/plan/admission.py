@@ -37,7 +37,7 @@ from vf.ir.capabilities import (
 )
 from vf.ir.graph import Graph
 from vf.plan.infra import store_max_memory
-from vf_runtime.constants import BATCH, REALTIME
+from vf_runtime.constants import BATCH, BATCH_MAX_MSGS, REALTIME
 
 
 def parse_profile_flags(flags: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -363,9 +363,6 @@ def _store_size(graph: Graph, env: Environment) -> list[Finding]:
     channels = sum(1 for node in graph.nodes if node.children)
     if limit is None or not channels:
         return []
-    # on use: the broker's topology module loads the NATS client, which a compile never needs
-    from vf_runtime.broker.topology import BATCH_MAX_MSGS
-
     kept = BATCH_MAX_MSGS if graph.flow_type == BATCH else 1  # REALTIME: the freshest one
     held = channels * kept * INLINE_PAYLOAD_BYTES
     if held <= limit:

@@ -24,10 +24,9 @@ from nats.js.api import (
 
 from vf_runtime import labels
 from vf_runtime.broker.naming import RunNames
-from vf_runtime.constants import BATCH
+from vf_runtime.constants import BATCH, BATCH_MAX_MSGS
 
 DUPLICATE_WINDOW = 120.0
-BATCH_MAX_MSGS = 10_000
 DLQ_MAX_AGE = 7 * 24 * 3600.0
 PREFETCH = 64  # the most a replica fetches ahead of its node (fast nodes; slow ones less)
 PUBLISH_WINDOW = 64  # the most outputs a replica keeps in flight before their acks
