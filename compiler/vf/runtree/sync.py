@@ -21,8 +21,6 @@ from typing import Any
 
 from vf.runtree.argocd_sync import (
     app_options,
-    deletable,
-    delete_application,
     options,
     prune_waves,
 )
@@ -30,10 +28,10 @@ from vf.runtree.argocd_sync import prunes as argocd_prunes
 from vf.runtree.cluster import Cluster, wave_of
 from vf.runtree.flux_sync import healthy as flux_healthy
 from vf.runtree.flux_sync import job_reader, part_objects, seconds, wait_set
-from vf.runtree.gitops_state import is_root, of_env, ordered
-from vf.runtree.gitops_state import key as state_key
+from vf.runtree.gitops_state import ordered
 from vf.runtree.images import ImageResolver
 from vf.runtree.manifests import TreeEnvironment, render
+from vf.runtree.teardown import finalize, never_pruned
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]
@@ -119,7 +117,7 @@ def sync(
     prune last."""
     if mode in ("argocd", "flux"):  # the controllers' objects, as this commit leaves them
         cluster.gitops.reconcile(tree.tree, env=tree.env, mode=mode, log=cluster.log)
-        _finalize(cluster, cluster.gitops.pruned, app=app)
+        finalize(cluster, cluster.gitops.pruned, app=app)
     if mode == "flux":
         held = cluster.gitops.held(env=tree.env, kind="HelmRelease")
         if held and tree.renderer == "helm":
@@ -132,55 +130,6 @@ def sync(
         if refused:
             return refused
     return _sync(cluster, tree, resolver, mode=mode, app=app, timeout=timeout)
-
-
-def _finalize(cluster: Cluster, pruned: list[Obj], *, app: str) -> None:
-    """What a pruned controller object's finalizer deletes: a Kustomization with ``prune``
-    its inventory (kustomize-controller ``finalize``), a HelmRelease its release (an
-    uninstall), an Application with the resources finalizer what it manages."""
-    for obj in pruned:
-        kind, name = obj["kind"], obj["metadata"]["name"]
-        if kind == "Kustomization" and (obj.get("spec") or {}).get("prune"):
-            held = sorted(cluster.inventory.pop(name, set()))
-            cluster.log(f"kustomization/{name} deleted: its finalizer deletes what it applied")
-            cluster.delete(
-                k for k in held if k in cluster.objects and not never_pruned(cluster.objects[k])
-            )
-        elif kind == "HelmRelease":
-            cluster.log(f"helmrelease/{name} deleted: helm-controller uninstalls the release")
-            _uninstall(cluster, app=app)
-        elif kind == "Application" and "resources-finalizer.argocd.argoproj.io" in (
-            obj["metadata"].get("finalizers") or []
-        ):
-            cluster.log(f"application/{name} deleted: its finalizer deletes what it manages")
-            delete_application(cluster, app)
-
-
-def _uninstall(cluster: Cluster, *, app: str) -> None:
-    """``helm uninstall``: the release's objects, but those that say ``keep``."""
-    owned = [k for k, owner in cluster.owner.items() if owner == app]
-    cluster.delete(k for k in owned if deletable(cluster.objects[k]))
-    cluster.releases.pop(app, None)
-
-
-def delete_flow(cluster: Cluster, *, env: str, mode: str, app: str, timeout: float = 60) -> None:
-    """Delete an environment's flow as its delivery's user does: Argo CD and Flux, the
-    environment's root (``kubectl delete``), whose finalizer deletes what it applied, and
-    theirs what they applied; Helm, ``helm uninstall``; kubectl, ``kubectl delete -k``
-    (everything the tree holds, the Namespace too)."""
-    if mode in ("argocd", "flux"):
-        state = cluster.gitops
-        for root in [o for o in state.all() if is_root(o, mode=mode) and of_env(o, env)]:
-            held = state.inventory.pop(state_key(root), set())
-            state.objects.pop(state_key(root), None)
-            pruned = [state.objects.pop(k) for k in sorted(held) if k in state.objects]
-            cluster.log(f"{root['kind'].lower()}/{root['metadata']['name']} deleted by hand")
-            _finalize(cluster, pruned, app=app)
-    elif mode == "helm":
-        _uninstall(cluster, app=app)
-    else:
-        cluster.delete_app(app, by_waves=False)
-    cluster.run_until(cluster.drained, timeout=timeout)
 
 
 def _held_application(cluster: Cluster, env: str) -> Obj | None:
@@ -497,16 +446,6 @@ def _prunable(cluster: Cluster, objects: list[Obj], *, app: str, mode: str) -> l
     (Argo CD's ``Prune=false``, Flux's ``prune: disabled``, Helm's ``keep``)."""
     left = _left_the_tree(cluster, objects, app=app, mode=mode)
     return [k for k in left if not never_pruned(cluster.objects[k])]
-
-
-def never_pruned(obj: Obj) -> bool:
-    """Argo CD's ``Prune=false``, Flux's ``prune: disabled`` or Helm's ``keep``."""
-    annotations = obj["metadata"].get("annotations") or {}
-    return (
-        "Prune=false" in options(obj)
-        or annotations.get("kustomize.toolkit.fluxcd.io/prune") == "disabled"
-        or annotations.get("helm.sh/resource-policy") == "keep"
-    )
 
 
 def _prune(cluster: Cluster, objects: list[Obj], *, app: str, mode: str) -> None:
