@@ -29,6 +29,7 @@ from typing import Any
 
 from vf.names import label_value
 from vf.runtree.flux_sync import part_objects
+from vf.runtree.manifests import key
 from vf.textio.yaml_read import reader
 from vf_runtime.labels import ENVIRONMENT_LABEL
 
@@ -37,11 +38,6 @@ Key = tuple[str, str, str]
 Found = list[tuple[str, Obj]]  # (file name in the gitops folder, object)
 _INDEX_API = "kustomize.config.k8s.io/v1beta1"
 _ROUNDS = 4  # a root updating its own spec settles in two; more means a loop
-
-
-def key(obj: Obj) -> Key:
-    meta = obj.get("metadata") or {}
-    return (str(obj.get("kind")), str(meta.get("namespace", "")), str(meta.get("name", "")))
 
 
 def folder(mode: str) -> str:

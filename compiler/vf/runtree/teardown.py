@@ -9,7 +9,7 @@ from typing import Any
 from vf.runtree.argocd_sync import deletable, delete_application, options
 from vf.runtree.cluster import Cluster
 from vf.runtree.gitops_state import is_root, of_env
-from vf.runtree.gitops_state import key as state_key
+from vf.runtree.manifests import key as state_key
 
 Obj = dict[str, Any]
 
