@@ -2,13 +2,15 @@
 # (the full gate, what CI runs) and `make test-fast` (the inner loop: the tests marked
 # neither slow, container nor install; see README's "Tests"). `make setup` is the full
 # set-up the tests need: the demo's, plus helm, checkov and the container tools.
+# `make regen` remakes every derived file and `make check-regen` fails on a stale one
+# (the gate runs its quick half; its tests hold the vectors and goldens).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: setup demo test test-fast check bench clean
+.PHONY: setup demo test test-fast check bench clean regen check-regen
 
 setup: $(STAMP)
 
@@ -34,6 +36,15 @@ FAST := not slow and not container and not install
 
 test-fast: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -q -m "$(FAST)" --durations=10
+
+# every derived file (error catalogue, configuration reference, components list, protobuf
+# module, wire vectors, goldens) made anew from its source; check-regen changes nothing
+regen: setup
+	bash scripts/regen
+
+check-regen: setup
+	bash scripts/regen --check
+	$(BIN)/pytest -q tests/test_golden.py tests/runtime/test_wire.py
 
 bench: setup
 	$(BIN)/python bench/compile.py $(if $(wildcard /dev/shm),--tmp /dev/shm)
