@@ -318,6 +318,11 @@ def select_runtime(
     podman where it is installed, else processes."""
     if choice == "process" or (choice == "auto" and find_podman() is None):
         return None
+    if choice == "auto":
+        log(
+            "podman is installed: the pods run as containers (the first run builds vf's "
+            "images, a few minutes); --runtime process runs them as local processes"
+        )
     runtime = PodmanRuntime(require_podman())
     prepare_images(runtime, resolver, app_dir=app_dir, build=build, log=log)
     return runtime
