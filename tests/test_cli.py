@@ -84,3 +84,16 @@ def test_a_compile_run_in_process_gives_the_caller_its_collector_back(tmp_path: 
     assert code == 0, output
     assert (out / "base" / "kustomization.yaml").is_file()
     assert gc.isenabled()
+
+
+def test_compile_prints_each_plan_warning_once_with_its_environments(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["compile", example_graph("batch_pipeline"), "--out", str(tmp_path / "tree")]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("warning (")]
+    assert any(
+        "not pinned by digest" in line and line.startswith("warning (dev)") for line in lines
+    )
+    store = [line for line in lines if "VF_ADMISSION_STORE_SIZE" in line]
+    assert len(store) == 1 and store[0].startswith("warning (dev, prod): ")

@@ -145,6 +145,7 @@ def compile_tree(
         graph, path = (loaded or (lambda: load_graph(request.graph)))()
         planned = _plan(request, graph, path, sink=sink)
         del graph
+        plan_warnings(planned.plans, warn=request.warn or sys.stderr.write)
         environments = tuple(plan.environment for plan in planned.plans)
         _emit(request, planned, sink=sink)
     return environments
@@ -186,6 +187,19 @@ def _plan(request: CompileRequest, graph: Graph, path: Path, *, sink: Sink) -> _
             warn=request.warn or sys.stderr.write,
         )
     return planned
+
+
+def plan_warnings(plans: list[Plan], *, warn: Callable[[str], object]) -> None:
+    """Each plan warning once, naming the environments that have it (``vf explain`` shows
+    them with the rest of the plan; a compile shows just these)."""
+    found: dict[str, list[str]] = {}
+    for plan in plans:
+        for warning in plan.warnings:
+            envs = found.setdefault(warning, [])
+            if plan.environment not in envs:
+                envs.append(plan.environment)
+    for warning, envs in found.items():
+        warn(f"warning ({', '.join(envs)}): {warning}\n")
 
 
 def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
