@@ -33,6 +33,9 @@ _ENDED = (0, EXIT_STOPPED, EXIT_ABORTED)  # a life that ended by design: never r
 _NOT_LOST = (*_ENDED, None)
 PROGRESS_EVERY = 5.0
 _COUNTER = re.compile(r'^vf_messages_(\w+)_total\{node="((?:[^"\\]|\\.)*)"\} (\d+)$', re.MULTILINE)
+_SUMMARY = re.compile(r"summary: ((?:\w+=\d+ ?)+)")  # the worker's last line (Metrics.summary)
+_SUMMARY_PAIR = re.compile(r"(\w+?)=(\d+)(?= |$)")
+_NOT_COUNTS = frozenset({"cpu_seconds"})
 METRICS_LIMIT = 1 << 20  # a worker's /metrics is a few hundred bytes
 
 
@@ -93,8 +96,41 @@ class _Child:
         self.done = threading.Event()
         self.exit_code: int | None = None
         self.restarts = 0
-        self.counts: dict[str, int] = {}
+        self.counts: dict[str, int] = {}  # this life's counters, as last scraped or summed up
+        self.earlier: dict[str, int] = {}  # the ended lives' counters, added up
+        self.life = 0
+        self.lock = threading.Lock()
         self.port = spec.health_port  # this life's health port (a fresh one each start)
+
+    def observe(self, line: str) -> None:
+        """A worker's last log line sums up its counters: the final count of this life, which
+        a scrape between its last message and its exit would miss."""
+        found = _SUMMARY.search(line)
+        if found is not None:
+            with self.lock:
+                pairs = _SUMMARY_PAIR.findall(found.group(1))
+                self.counts = {
+                    k: int(v)
+                    for k, v in pairs
+                    if k not in _NOT_COUNTS and not k.endswith("_retries")
+                }
+
+    def end_life(self) -> None:
+        with self.lock:
+            self.earlier = _added(self.earlier, self.counts)
+            self.counts = {}
+            self.life += 1
+
+    def total(self, scraped: dict[str, int], life: int) -> dict[str, int]:
+        """Every life's counters, with ``scraped`` (read during ``life``) as this life's."""
+        with self.lock:
+            if scraped and life == self.life:
+                self.counts = scraped
+            return _added(self.earlier, self.counts)
+
+
+def _added(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in sorted({*a, *b})}
 
 
 class Supervisor:
@@ -128,9 +164,11 @@ class Supervisor:
             child.process = self._start(child.spec, env)
             assert child.process.stdout is not None
             for line in child.process.stdout:
+                child.observe(line)
                 self.emit(child.label, line)
             child.process.stdout.close()
             code = child.process.wait()
+            child.end_life()
             # an aborted replica is not restarted: its next life would meet the same abort
             ended = code in _ENDED or self.stopping.is_set()
             if ended or child.restarts >= policy.max_restarts:
@@ -176,9 +214,9 @@ class Supervisor:
         total = 0
         processed: dict[str, int] = {}
         for child in self.children:
-            # an exited replica keeps the last counts it reported
-            counts = scrape(child.port, child.spec.node) or child.counts
-            child.counts = counts
+            # a restarted replica's counters start again at zero: its earlier lives' add up
+            life = child.life
+            counts = child.total(scrape(child.port, child.spec.node), life)
             total += sum(counts.values())
             node = child.spec.node
             processed[node] = processed.get(node, 0) + counts.get("processed", 0)
