@@ -130,6 +130,11 @@ def test_a_batch_run_that_dead_lettered_an_item_fails_with_run_locals_code(
     print(f"per node (processed, received, dead-lettered): {counts}")
     assert counts["sink"] == (COUNT - 1, COUNT, 1)
     assert counts["double"][0] == COUNT
+    moved = dict(
+        re.findall(r"node (\S+): .* dead-lettered, (\d+) published, \d+ redelivered", run.stderr)
+    )
+    assert moved == {"numbers": str(COUNT), "double": str(COUNT), "sink": "0"}, moved
+    assert "the pods' logs are in rd/pods" in run.stderr
     kept = tmp / "rd"
     assert list(kept.glob("vf-dead-letters-*.jsonl")), "no copy of the dead letters kept"
 

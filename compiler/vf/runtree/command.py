@@ -187,6 +187,13 @@ def failure_logs(cluster: Cluster, out: TextIO) -> None:
             print(container.tail(), file=out)
 
 
+def _logs_line(request: RunTreeRequest) -> str:
+    """Where every pod's output is, or how to keep it."""
+    if request.run_dir is not None:
+        return f"the pods' logs are in {request.run_dir / 'pods'}"
+    return "the pods' logs go with the run: pass --run-dir DIR to keep them"
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -262,6 +269,7 @@ def run_tree(request: RunTreeRequest) -> int:
         report(cluster, out)
         if code:
             failure_logs(cluster, out)
+        log(_logs_line(request))
     finally:
         cluster.shutdown()
         guardian.close()  # removes its directory, the run's unless --run-dir named one

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from vf.runtree.cluster import Cluster
 
 Obj = dict[str, Any]
-SHOWN = ("received", "processed")
+SHOWN = ("received", "processed", "published", "redelivered")
 # restarts of one long-running workload's pods beyond which it is crash-looping: a worker
 # may restart once or twice while the broker it reaches is still starting
 CRASH_RESTARTS = 2  # the counters the summary prints, beside the dead letters
@@ -175,14 +175,17 @@ def node_counts(cluster: Cluster) -> dict[str, dict[str, int]]:
 
 
 def summary_lines(counts: dict[str, dict[str, int]], letters: DeadLetterReport | None) -> list[str]:
-    """One line per node: processed (first, as earlier versions printed it), received and
-    dead-lettered (``?`` when the dead letters could not be read)."""
+    """One line per node: processed (first, as earlier versions printed it), received,
+    dead-lettered (``?`` when the dead letters could not be read), then what it published
+    and how many of its inputs came again: a failed attempt's work counts as processed, and
+    only these two tell that nothing of it got through."""
     dead = {n.node: n.count for n in letters.nodes} if letters is not None else None
     lines = []
     for node, seen in sorted(counts.items()):
         lettered = "?" if dead is None else str(dead.get(node, 0))
         lines.append(
             f"  node {node}: {seen['processed']} messages processed, "
-            f"{seen['received']} received, {lettered} dead-lettered"
+            f"{seen['received']} received, {lettered} dead-lettered, "
+            f"{seen['published']} published, {seen['redelivered']} redelivered"
         )
     return lines
