@@ -324,7 +324,7 @@ def run_local(request: RunLocalRequest) -> int:
             f"({plan.flow_type}, environment {plan.environment}): "
             f"{len(replicas)} worker process(es)\n"
         )
-        out.write(_not_applied(plan))
+        out.write(not_applied(plan))
         names = RunNames(plan.flow_id, plan.run_id, generation)
         options = SuperviseOptions(
             announce_stop=lambda: announce_stop(nats_url, names),
@@ -461,7 +461,7 @@ def _dead_letters(
     return report_dead_letters(url, names, nodes, out=request.output, kept=kept, copy_dir=keep)
 
 
-def _not_applied(plan: Plan) -> str:
+def not_applied(plan: Plan) -> str:
     """What a pod has that a local process does not, said once at the start."""
     limited = sorted({m for w in plan.workloads if (m := w.resources.memory_limit) is not None})
     limits = f"memory limits ({', '.join(limited)}), " if limited else ""
