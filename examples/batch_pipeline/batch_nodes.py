@@ -10,6 +10,8 @@ from vf import Consumer, Processor, Producer
 class RecordReader(Producer):
     """Emits ``count`` numbered records, then stops."""
 
+    replayable = True  # a restart yields the same records: they keep their ids (MSGID-4)
+
     def __init__(self, count: int = 100, **kw: Any) -> None:
         super().__init__(**kw)
         self.count = count

@@ -9,6 +9,7 @@ counts it saw.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import subprocess
@@ -220,6 +221,77 @@ def test_a_full_jetstream_store_is_named_and_the_flow_resumes_when_acks_free_it(
     )
     assert 0 < int(seen["stored_while_full"]) < count, report  # type: ignore[call-overload]
     assert not seen["producer_done"], f"the producer ended while the store was full; {report}"
+    assert seen["producer_exit"] == 0 and seen["sink_exit"] == 0, report
+    assert "VF_BROKER_FULL" in caplog.text and full > 0, report
+    assert sorted(applied) == list(range(1, count + 1)), report
+
+
+def test_a_stream_at_its_byte_limit_holds_its_writer_back_by_name(
+    tmp_path: Path,
+    nats_server: LocalServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """STREAM-6 on a broker with room to spare: the stream's own max_bytes (2 MiB) refuses the
+    producer's backlog (discard new, 10077 "maximum bytes exceeded"), the producer reports
+    VF_BROKER_FULL and waits; once the reader acks, every item arrives."""
+    count, size, limit = 60, 100_000, 2 * 1024 * 1024
+    out = tmp_path / "sink.jsonl"
+    for key, value in _env(tmp_path, "streambytes", count, VF_TEST_SIZE=str(size)).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.syspath_prepend(str(FLOWS))
+    caplog.set_level(logging.INFO, logger="vf")
+    plan = compile_project(CompileRequest(graph=str(FLOWS / "flood.py"))).plans[0]
+    stream = RunNames(plan.flow_id, plan.run_id).stream("numbers")
+
+    def env(node: str) -> dict[str, str]:
+        values = dict(next(w for w in plan.workloads if w.node == node).env)
+        values.update(VF_NATS_URL=nats_server.url, VF_REPLICA_ID="0", VF_HEALTH_PORT="0")
+        values["VF_STREAM_MAX_BYTES"] = str(limit)
+        return values
+
+    async def body() -> dict[str, object]:
+        client = await nats.connect(nats_server.url)
+        js = client.jetstream()
+        try:
+            topology = dataclasses.replace(provision_topology(plan), stream_max_bytes=limit)
+            await provision(js, topology)
+            configured = (await js.stream_info(stream)).config.max_bytes
+            producer = asyncio.create_task(run_worker(env("numbers")))
+            deadline = time.monotonic() + 60
+            while "VF_BROKER_FULL" not in caplog.text and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1.0)  # the producer keeps trying; the stream stays full
+            info = await js.stream_info(stream)
+            held = {
+                "max_bytes": configured,
+                "stored_while_full": int(info.state.messages),
+                "bytes_while_full": int(info.state.bytes),
+                "producer_done": producer.done(),
+            }
+            sink = asyncio.create_task(run_worker(env("sink")))
+            codes = await asyncio.wait_for(asyncio.gather(producer, sink), timeout=120)
+            return {**held, "producer_exit": codes[0], "sink_exit": codes[1]}
+        finally:
+            await client.close()
+
+    seen = asyncio.run(body())
+    applied = _applied(out)
+    full = sum(int(m) for m in re.findall(r"summary: .*broker_full_retries=(\d+)", caplog.text))
+    report = _report(
+        "stream-bytes",
+        {
+            "items": count,
+            **seen,
+            "maximum_bytes_refusals": caplog.text.count("maximum bytes exceeded"),
+            "broker_full_retries": full,
+            "applied": sum(applied.values()),
+        },
+    )
+    assert seen["max_bytes"] == limit, report
+    assert 0 < int(seen["stored_while_full"]) < count, report  # type: ignore[call-overload]
+    assert int(seen["bytes_while_full"]) <= limit, report  # type: ignore[call-overload]
+    assert not seen["producer_done"], f"the producer ended while its stream was full; {report}"
     assert seen["producer_exit"] == 0 and seen["sink_exit"] == 0, report
     assert "VF_BROKER_FULL" in caplog.text and full > 0, report
     assert sorted(applied) == list(range(1, count + 1)), report

@@ -293,6 +293,8 @@ def _node_fields(node: Node, parents: tuple[str, ...], where: str, scan: _Scan) 
         "join_policy": getattr(node, "join_policy", None),
         "delivery": getattr(node, "delivery", None),
         "idempotent": getattr(node, "idempotent", False),
+        # read as the worker reads it (MSGID-4): any true value
+        "replayable": isinstance(node, Producer) and bool(getattr(node, "replayable", False)),
     }
     _check_fields(values, parents, where, scan)
     if isinstance(node, Consumer) and partition_by is not None:

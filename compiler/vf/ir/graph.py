@@ -38,6 +38,8 @@ class NodeIR:
     delivery: DeliveryPolicy
     delivery_declared: bool
     idempotent: bool
+    # a producer's ``replayable = True``: a restart re-emits the same items (MSGID-4)
+    replayable: bool
     site: str
     component: ComponentSpec | None = None  # set for a native component (VF_COMPONENT_REF)
 

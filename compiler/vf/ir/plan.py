@@ -195,6 +195,9 @@ class Plan:
     autoscaling: tuple[Scaler, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
     # vf.yaml's name for the environment's cluster, when it gives one
     cluster: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    # BATCH only: producers not declared replayable with an idempotent consumer downstream,
+    # whose restart re-emits items that consumer applies again (omitted when there are none)
+    unreplayable_producers: tuple[str, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from vf.plan.infra import plan_infra, plan_provision
 from vf.plan.inputs import check_config_nodes, resolve_images, resolve_replicas
 from vf.plan.jobs import broker_configmap, ignores_disruptions, tag_jobs, tag_provision
 from vf.plan.limits import limit_problems
+from vf.plan.replay import replay_unsafe, replay_warnings
 from vf.plan.security import plan_security, security_warnings
 from vf.textio.jsontext import compact_json
 from vf_runtime.broker.naming import RunNames
@@ -120,6 +121,7 @@ def plan_environment(
     broker = ctx.broker_names(generation)
     ids = {"flow_id": flow_id, "run_id": run_id}
     workloads = tag_jobs(workloads, **ids, generation=generation, gpu=gpu, pods=env.pods)
+    unreplayable = replay_unsafe(graph)
     plan = Plan(
         version=PLAN_VERSION,
         environment=env.name,
@@ -150,7 +152,10 @@ def plan_environment(
         supervision=env.workloads.supervision,
         security=security,
         pods=None if env.pods == PodOptions() else env.pods,
-        warnings=_warnings(graph, images, admission) + security_warnings(security),
+        warnings=_warnings(graph, images, admission)
+        + tuple(replay_warnings(unreplayable))
+        + security_warnings(security),
+        unreplayable_producers=tuple(p for p, _ in unreplayable) or None,
     )
     return _scaled(ctx, plan, env=env)
 

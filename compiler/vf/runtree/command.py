@@ -26,7 +26,13 @@ from vf.runtree.controllers import JobController
 from vf.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
 from vf.runtree.manifests import TreeEnvironment, render
 from vf.runtree.notice import not_emulated, runtime_notice
-from vf.runtree.outcome import dead_letters, node_counts, run_status, summary_lines
+from vf.runtree.outcome import (
+    dead_letters,
+    node_counts,
+    restarts_by_node,
+    run_status,
+    summary_lines,
+)
 from vf.runtree.podhost import ClusterOptions
 from vf.runtree.podman_runtime import select_runtime
 from vf.runtree.podspec import decoded_secret, missing_secrets
@@ -36,7 +42,7 @@ from vf.textio.folders import writable_folder
 from vf.textio.safe_read import read_regular
 from vf.textio.yaml_guard import MAX_INPUT_BYTES, amplified
 from vf_runtime.local.guardian import Guardian
-from vf_runtime.local.outcome import exit_code, settled
+from vf_runtime.local.outcome import exit_code, replayed_producers, settled
 
 Obj = dict[str, Any]
 EXIT_SYNC = 1
@@ -292,7 +298,9 @@ def _judge(
     letters = dead_letters(cluster, tree.plan, out=request.output, copy_dir=keep)
     for line in summary_lines(node_counts(cluster), letters):
         print(line, file=request.output)
-    final = settled(status.status, letters)
+    unreplayable = [str(p) for p in tree.plan.get("unreplayable_producers") or ()]
+    replayed = replayed_producers(unreplayable, restarts_by_node(cluster), out=request.output)
+    final = settled(status.status, letters, replayed=replayed)
     words = {
         "ok": "done",
         "unverified": "done, but its dead letters could not be read",
@@ -301,5 +309,6 @@ def _judge(
         "stopped": f"stopped before its work was done: {', '.join(status.lost)}",
         "aborted": f"aborted: {', '.join(status.lost)} ended on an abort from upstream",
         "stalled": "timed out",
+        "replayed": f"done, but {', '.join(replayed)} restarted and re-emitted items",
     }
     return exit_code(final), words[final]

@@ -90,6 +90,25 @@ def crash_looping(cluster: Cluster, *, done: bool) -> tuple[str, ...]:
     return tuple(found)
 
 
+def restarts_by_node(cluster: Cluster) -> dict[str, int]:
+    """Per node, the lives of its workers that ended and were followed by another: a Job's
+    failures (its pods that failed and its containers restarted in place, as counted
+    toward ``backoffLimit``), and the container restarts of any other workload."""
+    found: dict[str, int] = {}
+    for controller in cluster.controllers.values():
+        nodes = {p.labels.get(NODE_LABEL) for p in controller.pods}
+        nodes.discard(None)
+        if len(nodes) != 1:
+            continue
+        node = str(nodes.pop())
+        if isinstance(controller, JobController):
+            lives = controller.failures
+        else:
+            lives = sum(p.restarts for p in controller.pods)
+        found[node] = found.get(node, 0) + lives
+    return found
+
+
 def _first_failure(job: JobController) -> int | None:
     """The worker's exit code in the Job's first failed pod, when it is one code."""
     pods = sorted((p for p in job.pods if p.phase == "Failed"), key=lambda p: p.created)

@@ -30,6 +30,7 @@ _STREAM_FIELDS = (
     "retention",
     "discard",
     "max_msgs",
+    "max_bytes",
     "max_msgs_per_subject",
     "max_age",
     "duplicate_window",
@@ -238,6 +239,10 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         except BadRequestError:
             info = await js.stream_info(config.name)  # created concurrently by a sibling
     diffs = stream_differences(config, info.config)
+    if diffs and all(d.startswith("max_bytes:") for d in diffs):
+        # a stream made before its byte limit (STREAM-6) takes it: JetStream updates it
+        await js.update_stream(config)
+        return
     if diffs:
         raise BrokerError(
             "VF_TOPOLOGY_MISMATCH",

@@ -69,6 +69,7 @@ class RunTopology:
     ack_wait: float = DEFAULT_ACK_WAIT
     stream_replicas: int = 1
     generation: str = ""
+    stream_max_bytes: int = 0  # each BATCH stream's byte limit, 0 for none (STREAM-6)
 
     @property
     def names(self) -> RunNames:
@@ -83,7 +84,13 @@ def _wanted(run: RunTopology) -> tuple[list[StreamConfig], list[tuple[str, Consu
         if not node.has_children:
             continue
         streams.append(
-            stream_config(names, node.name, flow_type=run.flow_type, replicas=run.stream_replicas)
+            stream_config(
+                names,
+                node.name,
+                flow_type=run.flow_type,
+                replicas=run.stream_replicas,
+                max_bytes=run.stream_max_bytes,
+            )
         )
         if run.flow_type == BATCH:
             consumers.append((names.stream(node.name), eos_anchor_config(names, node.name)))
@@ -233,6 +240,7 @@ def _run_from_env(env: Mapping[str, str], topology_dir: str | None) -> RunTopolo
         nodes=nodes,
         ack_wait=float(env.get("VF_ACK_WAIT_SECONDS", DEFAULT_ACK_WAIT)),
         stream_replicas=int(env.get("VF_STREAM_REPLICAS", "1")),
+        stream_max_bytes=int(env.get("VF_STREAM_MAX_BYTES", "0")),
         generation=generation,
     )
 

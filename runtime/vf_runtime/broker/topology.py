@@ -97,8 +97,11 @@ def owner_metadata(names: RunNames, *, node: str | None, role: str) -> dict[str,
     return meta
 
 
-def stream_config(names: RunNames, node: str, *, flow_type: str, replicas: int = 1) -> StreamConfig:
-    """The stream of ``node``'s output for this flow type (``replicas``: JetStream copies)."""
+def stream_config(
+    names: RunNames, node: str, *, flow_type: str, replicas: int = 1, max_bytes: int = 0
+) -> StreamConfig:
+    """The stream of ``node``'s output for this flow type (``replicas``: JetStream copies;
+    ``max_bytes``: a BATCH stream's share of the broker's file store, 0 for none, STREAM-6)."""
     common: dict[str, Any] = {
         "name": names.stream(node),
         "num_replicas": replicas,
@@ -111,6 +114,7 @@ def stream_config(names: RunNames, node: str, *, flow_type: str, replicas: int =
             **common,
             retention=RetentionPolicy.INTEREST,
             max_msgs=BATCH_MAX_MSGS,
+            max_bytes=max_bytes if max_bytes > 0 else None,
             discard=DiscardPolicy.NEW,
         )
     return StreamConfig(

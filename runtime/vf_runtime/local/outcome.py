@@ -6,13 +6,16 @@ letters were read back and there were none, 3 when they could not be read, 4 a n
 lost (its restarts, or its Job's ``backoffLimit``, ran out), 5 no progress (or not done in
 time), 6 items were dead-lettered (end-of-stream mismatches among them: they are kept
 there too), 7 a BATCH flow was stopped before its work was done, 8 a node ended on an abort
-from upstream (its reason is among the dead letters), 130 interrupted.
+from upstream (its reason is among the dead letters), 9 it finished, but a producer not
+declared replayable restarted with an idempotent consumer downstream (its new life re-emitted
+items under new ids, which that consumer applied again: MSGID-5), 130 interrupted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -26,6 +29,7 @@ EXIT_STALLED = 5
 EXIT_DEAD_LETTERS = 6
 EXIT_STOPPED = 7
 EXIT_ABORTED = 8
+EXIT_REPLAYED = 9
 EXIT_INTERRUPTED = 130
 EXIT_CODES = {
     "ok": EXIT_OK,
@@ -35,18 +39,41 @@ EXIT_CODES = {
     "dead-lettered": EXIT_DEAD_LETTERS,
     "stopped": EXIT_STOPPED,
     "aborted": EXIT_ABORTED,
+    "replayed": EXIT_REPLAYED,
     "interrupted": EXIT_INTERRUPTED,
 }
 
 
-def settled(status: str, letters: DeadLetterReport | None) -> str:
+def settled(
+    status: str, letters: DeadLetterReport | None, *, replayed: tuple[str, ...] = ()
+) -> str:
     """The run's final status: an ``ok`` run whose dead letters are unknown is
-    ``unverified`` (never read as none), one that has some is ``dead-lettered``."""
+    ``unverified`` (never read as none), one that has some is ``dead-lettered``, and one
+    where a producer of ``replayed`` restarted (:func:`replayed_producers`) is ``replayed``."""
     if status != "ok":
         return status
     if letters is None:
         return "unverified"
-    return "dead-lettered" if letters.total else "ok"
+    if letters.total:
+        return "dead-lettered"
+    return "replayed" if replayed else "ok"
+
+
+def replayed_producers(
+    unreplayable: Sequence[str], restarts: Mapping[str, int], *, out: TextIO
+) -> tuple[str, ...]:
+    """The producers of ``unreplayable`` (the plan's ``unreplayable_producers``) that
+    restarted, by ``restarts`` per node, each said on ``out`` in a warning: every new life
+    re-emitted its items under new ids (MSGID-3), past the idempotent consumers' records."""
+    replayed = tuple(p for p in unreplayable if restarts.get(p, 0) > 0)
+    for producer in replayed:
+        out.write(
+            f"[vf] warning[VF_PRODUCER_NOT_REPLAYABLE] producer {producer} restarted "
+            f"{restarts[producer]} time(s) and is not declared replayable: its items were "
+            "re-emitted under new ids, and its idempotent consumers may have applied some "
+            "twice; set `replayable = True` on a producer that re-emits the same items\n"
+        )
+    return replayed
 
 
 def exit_code(status: str) -> int:

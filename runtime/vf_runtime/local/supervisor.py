@@ -81,11 +81,12 @@ class SuperviseOptions:
 class Outcome:
     """How a supervised run ended: ok, lost, stalled, stopped (before the work was done),
     aborted (a replica ended on an abort from upstream) or interrupted; and which replicas
-    died (or, when stopped or aborted, which were)."""
+    died (or, when stopped or aborted, which were); the restarts, in all and per node."""
 
     status: str
     lost: list[str] = field(default_factory=list)
     restarts: int = 0
+    by_node: dict[str, int] = field(default_factory=dict)
 
 
 class _Child:
@@ -235,7 +236,10 @@ class Supervisor:
         if status != "ok":
             self._stop_all()
         lost = [c.label for c in self.children if c.exit_code not in _NOT_LOST]
-        restarts = sum(c.restarts for c in self.children)
+        by_node: dict[str, int] = {}
+        for child in self.children:
+            by_node[child.spec.node] = by_node.get(child.spec.node, 0) + child.restarts
+        restarts = sum(by_node.values())
         if status == "ok" and lost:
             status = "lost"
         aborted = [c.label for c in self.children if c.exit_code == EXIT_ABORTED]
@@ -244,7 +248,7 @@ class Supervisor:
         stopped = [c.label for c in self.children if c.exit_code == EXIT_STOPPED]
         if status == "ok" and stopped:
             status, lost = "stopped", stopped
-        return Outcome(status=status, lost=lost, restarts=restarts)
+        return Outcome(status=status, lost=lost, restarts=restarts, by_node=by_node)
 
     def _wait(self) -> str:
         last_total, last_change = -1, time.monotonic()

@@ -140,6 +140,7 @@ class WorkerConfig:
     retry_delay_cap: float
     connect_timeout: float
     stream_replicas: int = 1
+    stream_max_bytes: int = 0  # each BATCH stream's byte limit, 0 for none (STREAM-6)
     generation: str = ""
     eos_wait_seconds: float = 30.0  # EOS-6: a contradicted count's quiet wait
     breaker_threshold: int = 10  # DELIV-11: consecutive failed calls that stop a replica
@@ -271,6 +272,7 @@ def load_worker_config(env: Mapping[str, str]) -> WorkerConfig:
         retry_delay_cap=r.number("VF_RETRY_DELAY_CAP_SECONDS", 30.0),
         connect_timeout=r.number("VF_CONNECT_TIMEOUT_SECONDS", 30.0, minimum=1),
         stream_replicas=r.integer("VF_STREAM_REPLICAS", 1, minimum=1),
+        stream_max_bytes=r.integer("VF_STREAM_MAX_BYTES", 0, minimum=0),
         generation=_generation(r),
         eos_wait_seconds=r.number("VF_EOS_WAIT_SECONDS", 30.0, minimum=0),
         breaker_threshold=r.integer("VF_BREAKER_THRESHOLD", 10, minimum=0),

@@ -168,6 +168,7 @@ class Inputs:
                     parent,
                     flow_type=self.config.flow_type,
                     replicas=self.config.stream_replicas,
+                    max_bytes=self.config.stream_max_bytes,
                 ),
             )
             await ensure_consumer(

@@ -62,6 +62,9 @@ PUBLISH_TIMEOUT = 10.0
 # JetStream's "insufficient resources" (10023: the server's max_file_store or max_memory_store
 # is reached) and "insufficient storage resources available" (10047): VF_BROKER_FULL
 BROKER_FULL = (10023, 10047)
+# "stream store failed" (10077) saying "maximum bytes exceeded": the stream's own max_bytes
+# (STREAM-6), its share of the store, is reached; a DiscardNew stream refuses the publish
+STREAM_STORE_FAILED, MAX_BYTES_TEXT = 10077, "maximum bytes exceeded"
 LIFE_HEADER, GENERATION_HEADER, EXACT_HEADER = "VF-Life", "VF-Generation", "VF-Count-Exact"
 REALTIME_TIMEOUT = 2.0
 # How long a stopping replica tries its end-of-stream marker: its broker may be gone for good
@@ -344,8 +347,13 @@ def _retryable(exc: APIError) -> bool:
 
 
 def broker_full(exc: BaseException) -> bool:
-    """Whether JetStream refused a publish for want of storage (VF_BROKER_FULL)."""
-    return isinstance(exc, APIError) and exc.err_code in BROKER_FULL
+    """Whether JetStream refused a publish for want of storage (VF_BROKER_FULL): the
+    server's store, or the stream's own share of it (STREAM-6)."""
+    if not isinstance(exc, APIError):
+        return False
+    if exc.err_code == STREAM_STORE_FAILED:
+        return MAX_BYTES_TEXT in (exc.description or "").lower()
+    return exc.err_code in BROKER_FULL
 
 
 class DeadLetters:

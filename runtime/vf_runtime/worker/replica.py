@@ -277,6 +277,7 @@ class Worker:
             node,
             flow_type=self.config.flow_type,
             replicas=self.config.stream_replicas,
+            max_bytes=self.config.stream_max_bytes,
         )
         await ensure_stream(js, config)
         if self.config.flow_type == BATCH:

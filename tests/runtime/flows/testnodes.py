@@ -144,3 +144,23 @@ class Record(Consumer):
             line["blob_ok"] = item["blob"] == bytes([item["i"] % 256]) * len(item["blob"])
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line) + "\n")
+
+
+class CrashingNumbers(Numbers):
+    """:class:`Numbers` whose process kills itself once, as it reaches item ``crash_at``."""
+
+    def __init__(self, crash_at: int = 0, crash_marker: str = "", **kw: Any) -> None:
+        super().__init__(**kw)
+        self.crash_at = crash_at
+        self.crash_marker = crash_marker
+
+    def next(self) -> dict[str, Any]:
+        item = super().next()
+        _crash_once(item, at=self.crash_at, marker=self.crash_marker)
+        return item
+
+
+class ReplayedCrashingNumbers(CrashingNumbers):
+    """:class:`CrashingNumbers` declared replayable (MSGID-4)."""
+
+    replayable = True

@@ -57,7 +57,7 @@ from vf_runtime.local.infra import (
     launch_redis,
     nats_identity,
 )
-from vf_runtime.local.outcome import exit_code, report_dead_letters, settled
+from vf_runtime.local.outcome import exit_code, replayed_producers, report_dead_letters, settled
 from vf_runtime.local.supervisor import (
     Outcome,
     ReplicaSpec,
@@ -341,7 +341,7 @@ def run_local(request: RunLocalRequest) -> int:
             out.write(
                 "[vf] the claim folders are removed with the run: pass --run-dir to keep them\n"
             )
-    return _finish(outcome, letters, out=out)
+    return _finish(outcome, letters, unreplayable=plan.unreplayable_producers or (), out=out)
 
 
 def _kept_run_dir(request: RunLocalRequest) -> Path | None:
@@ -471,9 +471,17 @@ def not_applied(plan: Plan) -> str:
     )
 
 
-def _finish(outcome: Outcome, letters: DeadLetterReport | None, *, out: TextIO) -> int:
-    """The final line and the exit code: success only when nothing was lost or set aside."""
-    status = settled(outcome.status, letters)
+def _finish(
+    outcome: Outcome,
+    letters: DeadLetterReport | None,
+    *,
+    unreplayable: tuple[str, ...],
+    out: TextIO,
+) -> int:
+    """The final line and the exit code: success only when nothing was lost or set aside,
+    and no producer of ``unreplayable`` restarted."""
+    replayed = replayed_producers(unreplayable, outcome.by_node, out=out)
+    status = settled(outcome.status, letters, replayed=replayed)
     code = exit_code(status)
     summary = {
         "ok": "flow finished",
@@ -486,6 +494,8 @@ def _finish(outcome: Outcome, letters: DeadLetterReport | None, *, out: TextIO) 
         "aborted": f"flow aborted: {', '.join(outcome.lost)} ended on an abort from upstream "
         "(VF_UPSTREAM_ABORTED, its reason among the dead letters)",
         "interrupted": "interrupted; workers stopped",
+        "replayed": f"flow finished, but {', '.join(replayed)} restarted and re-emitted items "
+        "(VF_PRODUCER_NOT_REPLAYABLE)",
     }[status]
     out.write(f"[vf] {summary} (restarts: {outcome.restarts}, exit {code})\n")
     return code
