@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.support import example_graph
-from vf.commands.run_local.command import not_applied
+from vf.commands.run_local.notices import not_applied
 from vf.ir.plan import ContainerResources
 from vf.pipeline import CompileRequest, compile_project
 

@@ -35,6 +35,7 @@ from vf.commands.run_local.components import local_commands
 from vf.commands.run_local.gpus import read_host
 from vf.commands.run_local.grants import gpu_requests, grant_local_gpus
 from vf.commands.run_local.mounts import claims, local_paths, mounted_env
+from vf.commands.run_local.notices import not_applied
 from vf.commands.run_local.store import has_payload_store, needs_payload_store, store_note
 from vf.errors import EnvironmentProblem
 from vf.ir.capabilities import Known
@@ -459,16 +460,6 @@ def _dead_letters(
     nodes = tuple(w.node for w in plan.workloads)
     keep = request.run_dir.resolve() if request.run_dir else None
     return report_dead_letters(url, names, nodes, out=request.output, kept=kept, copy_dir=keep)
-
-
-def not_applied(plan: Plan) -> str:
-    """What a pod has that a local process does not, said once at the start."""
-    limited = sorted({m for w in plan.workloads if (m := w.resources.memory_limit) is not None})
-    limits = f"memory limits ({', '.join(limited)}), " if limited else ""
-    return (
-        f"[vf] local processes: {limits}the read-only root and the pods' security contexts "
-        "are not applied; vf run-tree --runtime podman applies them\n"
-    )
 
 
 def _finish(
