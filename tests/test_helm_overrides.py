@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 from vf import __version__
 from vf.pipeline import CompileResult
 from vf.tree.write import write_tree
-from vf_runtime.labels import NODE_LABEL
+from vf_runtime.labels import GENERATION_KEY, NODE_LABEL
 
 Obj = dict[str, Any]
 OVERRIDES = {
@@ -127,7 +127,9 @@ def test_every_pod_takes_the_global_overrides_around_vfs_own(
         assert env_names == [e["name"] for e in own["containers"][0]["env"]] + ["LOG_LEVEL"]
         labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
         assert labels == {**old["metadata"]["labels"], "team": "media"}
-        assert annotations == {**old["metadata"]["annotations"], "team.example.com/owner": "media"}
+        renamed = {k: annotations[k] for k in old["metadata"]["annotations"] if k == GENERATION_KEY}
+        expected = {**old["metadata"]["annotations"], "team.example.com/owner": "media", **renamed}
+        assert annotations == expected
     infra = [o for o in objects if (o["metadata"].get("labels") or {}).get("vf.dev/infra")]
     for obj in infra:  # the broker and the store keep their own scheduling
         if "template" in obj.get("spec", {}):
@@ -252,3 +254,53 @@ def test_the_values_name_only_values(charts: dict[str, Path]) -> None:
         for path in chart.glob("values*.yaml"):
             keys = set(YAML(typ="safe").load(path.read_text(encoding="utf-8")))
             assert keys <= set(schema["properties"]), (path.name, keys - set(schema["properties"]))
+
+
+def _names(objects: list[Obj], kind: str) -> set[str]:
+    return {o["metadata"]["name"] for o in objects if o["kind"] == kind}
+
+
+@pytest.mark.parametrize(
+    ("example", "env", "values"),
+    [
+        ("batch_pipeline", "prod", {"tolerations": OVERRIDES["tolerations"]}),
+        ("batch_pipeline", "dev", {"nodes": {"merge": {"podLabels": {"team": "media"}}}}),
+        ("batch_pipeline", "dev", {"serviceAccount": {"name": "flows"}}),
+        ("realtime_cameras", "dev", {"nodeSelector": {"pool": "cameras"}}),
+    ],
+)
+def test_an_override_renames_every_job_and_no_other_workload(
+    example: str, env: str, values: Obj, charts: dict[str, Path], helm: str, tmp_path: Path
+) -> None:
+    """A Job's pod template is immutable (Kubernetes refuses an upgrade that changes it), so
+    an override that reaches a pod renames every Job, as image.tag does: a BATCH flow gets a
+    new generation (fresh streams); Deployments and StatefulSets roll under their names."""
+    plain = _objects(_render(helm, charts[example], env).stdout)
+    done = _render(helm, charts[example], env, "-f", _values_file(tmp_path, values))
+    assert done.returncode == 0, done.stderr
+    changed = _objects(done.stdout)
+    before, after = _names(plain, "Job"), _names(changed, "Job")
+    assert before and len(after) == len(before) and not before & after, (before, after)
+    for kind in ("Deployment", "StatefulSet", "ConfigMap"):
+        kept = _names(plain, kind) == _names(changed, kind)
+        assert kept or kind == "ConfigMap", kind
+    generations = {
+        o["spec"]["template"]["metadata"].get("annotations", {}).get(GENERATION_KEY)
+        for o in changed
+        if o["kind"] == "Job"
+    } - {None}
+    old = {
+        o["spec"]["template"]["metadata"].get("annotations", {}).get(GENERATION_KEY)
+        for o in plain
+        if o["kind"] == "Job"
+    } - {None}
+    assert len(generations) <= 1 and not generations & old
+
+
+def test_no_override_keeps_every_name_as_vf_compile_wrote_it(
+    charts: dict[str, Path], helm: str, tmp_path: Path
+) -> None:
+    chart = charts["batch_pipeline"]
+    plain = _render(helm, chart, "dev").stdout
+    empty = _values_file(tmp_path, {"tolerations": [], "nodes": {"merge": {"env": []}}})
+    assert _render(helm, chart, "dev", "-f", empty).stdout == plain

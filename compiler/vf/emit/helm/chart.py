@@ -61,6 +61,7 @@ from vf.emit.helm.text import (
     RELEASE_NAMESPACE,
     RELEASE_SERVICE,
     TEMPLATED,
+    job_keyed,
     object_template,
     render_text,
     values_key,
@@ -120,6 +121,10 @@ def emit_helm(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Tree:
     return dict(sorted((path, whole(text)) for path, text in chart_files(per_env, info=info)))
 
 
+def _keyed(make: Callable[[], str]) -> str:
+    return job_keyed(make())
+
+
 def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Iterator[File]:
     """The files of ``emit_helm`` one at a time, in path order and ``Chart.yaml`` last (its
     version digests every file but the environments' values, ADR 188), so none needs to
@@ -135,10 +140,12 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     for one in singles:
         guard = member_guard(one)
         makers[f"templates/{object_file(stable(one.key))}"] = partial(
-            object_template, one.base, slots=one.slots, guard=guard
+            _keyed, partial(object_template, one.base, slots=one.slots, guard=guard)
         )
     for shape in shapes:
-        makers[f"templates/rows/{shape.name}.yaml"] = partial(shape_template, shape)
+        makers[f"templates/rows/{shape.name}.yaml"] = partial(
+            _keyed, partial(shape_template, shape)
+        )
     rows = {shape.name: list(shape.rows) for shape in shapes}
     makers["values.yaml"] = partial(yamlout.dump, neutral_values(rows))
     del shapes, singles, rows

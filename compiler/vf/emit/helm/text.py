@@ -26,6 +26,10 @@ RELEASE_NAMESPACE: ValueKey = ("$release-namespace",)
 IN_RELEASE_NAMESPACE = "$in-release-namespace"  # (it, head, tail): head.<ns>.svc tail
 TEMPLATED = "$tpl"  # ("$tpl", *key): the value at key, rendered with the release (tpl)
 WRAP = "$wrap"  # ("$wrap", helper, *inner): inner through vf.<helper> with image.tag
+# What a Job's name and a BATCH generation follow (vf.jobKey): image.tag and every pod
+# override, computed once per template file (it reads every node's values).
+JOB_KEY = "$jobKey"
+_JOB_KEY_LINE = "{{- " + JOB_KEY + ' := include "vf.jobKey" $.Values }}\n'
 LITERAL = "$lit"  # ("$lit", text): text as it is
 ROW = "$row"  # ("$row", RowPart): a field of the row a generic template ranges over
 NB_TASKS_KEY = "$nb-tasks"  # ("$nb-tasks", node): nodes.<node>.replicas as text
@@ -143,7 +147,8 @@ def values_expr(key: ValueKey) -> str:
     if key[0] == TEMPLATED:
         return f"(tpl {values_expr(key[1:])} $)"
     if key[0] == WRAP:
-        return f'(include "vf.{key[1]}" (list {values_expr(key[2:])} $.Values.image.tag))'
+        follows = "$.Values.image.tag" if key[1] == "image" else JOB_KEY
+        return f'(include "vf.{key[1]}" (list {values_expr(key[2:])} {follows}))'
     derived = _derived(key)
     if derived is not None:
         return derived
@@ -164,6 +169,11 @@ def values_key(key: ValueKey) -> ValueKey | None:
     if key[0] == POD:  # vf's own value at the field, when it differs by environment
         return values_key(key[4:]) if key[2] in POD_WHOLE and len(key) > 4 else None
     return None if key[0].startswith("$") else key
+
+
+def job_keyed(text: str) -> str:
+    """A template file's text with ``$jobKey`` defined at its top, when it uses it."""
+    return _JOB_KEY_LINE + text if JOB_KEY in text else text
 
 
 def object_template(base: Obj, *, slots: Sequence[Slot], guard: str | None) -> str:
