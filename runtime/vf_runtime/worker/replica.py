@@ -388,6 +388,8 @@ class Worker:
         if self.hung is not None:
             return EXIT_HUNG
         if loop.fatal:
+            if loop.runner.refused is not None:
+                raise loop.runner.refused  # exit 2, by its name (run_worker)
             if loop.runner.full is not None:
                 report_full(self.config, loop.runner.full)
             elif loop.runner.opened is not None:
