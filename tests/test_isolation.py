@@ -120,7 +120,7 @@ def test_a_payload_store_loads_redis_on_first_use() -> None:
         import sys
         import vf_runtime.worker.replica
         from vf_runtime.store.blobstore import BlobStore
-        store = BlobStore.from_url("redis://127.0.0.1:1/0", ttl_seconds=5)
+        store = BlobStore.from_url("redis://127.0.0.1:1/0", ttl_seconds=5, prefix="vf:f:")
         print("redis" in sys.modules)
         store.client
         print("redis" in sys.modules)
@@ -137,4 +137,4 @@ def test_a_payload_store_url_without_a_redis_scheme_is_refused_at_once() -> None
     from vf_runtime.store.blobstore import BlobStore
 
     with pytest.raises(ValueError, match="redis://, rediss://, unix://"):
-        BlobStore.from_url("http://cache:6379", ttl_seconds=5)
+        BlobStore.from_url("http://cache:6379", ttl_seconds=5, prefix="vf:f:")

@@ -22,7 +22,9 @@ def test_a_signal_during_provisioning_cancels_it_at_an_await(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    async def provisioning(url: str, topology: object, *, prune: bool, timeout: float) -> None:
+    async def provisioning(
+        url: str, topology: object, *, prune: bool, timeout: float, auth: object = None
+    ) -> None:
         threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
         started, steps = time.monotonic(), 0
         while time.monotonic() - started < 0.5:  # code between two awaits, as a client runs

@@ -29,8 +29,34 @@ def store_key_prefix(flow_id: str) -> str:
     return f"vf:{flow_id}:"
 
 
+# The commands vf's store clients send, and nothing else: a blob's transaction (MULTI, SET,
+# SADD, EXPIRE, EXEC; DISCARD when it fails), its read (GET), its release script (EVALSHA,
+# SCRIPT LOAD once per server; the script calls SREM, SCARD and UNLINK, which ACL checks as
+# well), an idempotency record (EXISTS, SET), the operator commands' PING, GET and EXISTS,
+# and the client's own hello (CLIENT SETINFO, SELECT of the URL's database). No category is
+# granted whole: @keyspace or @write would bring FLUSHALL and FLUSHDB, which take no key.
+STORE_COMMANDS: Final = (
+    "ping",
+    "select",
+    "client|setinfo",
+    "get",
+    "set",
+    "exists",
+    "sadd",
+    "srem",
+    "scard",
+    "expire",
+    "unlink",
+    "multi",
+    "exec",
+    "discard",
+    "evalsha",
+    "script|load",
+)
+
+
 def store_acl_rule(flow_id: str) -> str:
     """The ACL rule (after the user's name, ``on`` and its password) that confines a flow's
     store user to its own keys and the commands vf's workers send."""
-    categories = "+@read +@write +@keyspace +@scripting +@transaction +@connection"
-    return f"~{store_key_prefix(flow_id)}* resetchannels -@all {categories}"
+    commands = " ".join(f"+{name}" for name in STORE_COMMANDS)
+    return f"resetkeys ~{store_key_prefix(flow_id)}* resetchannels -@all {commands}"

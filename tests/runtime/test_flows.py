@@ -122,7 +122,7 @@ def test_a_4_mib_payload_goes_through_redis_and_is_released(
     assert [line["i"] for line in lines] == [1, 2, 3]
     assert all(line["blob"] == 4 * 1024 * 1024 and line["blob_ok"] for line in lines)
     assert _command_calls(client, "set") - sets_before >= 3, "payloads did not go to Redis"
-    assert list(client.scan_iter("vf-blob*")) == [], "blobs were not released after the ack"
+    assert list(client.scan_iter("vf:*:blob*")) == [], "blobs were not released after the ack"
 
 
 def test_frames_arrive_whole_as_arrays_through_the_payload_store(
@@ -142,7 +142,7 @@ def test_frames_arrive_whole_as_arrays_through_the_payload_store(
     assert [line["sha256"] for line in lines] == expected
     assert all(line["array"] and line["shape"] == [1080, 1920, 3] for line in lines)
     assert {line["dtype"] for line in lines} == {"uint8"}
-    assert list(client.scan_iter("vf-blob*")) == [], "blobs were not released after the ack"
+    assert list(client.scan_iter("vf:*:blob*")) == [], "blobs were not released after the ack"
 
 
 async def _dead_letter(url: str, flow: str) -> tuple[dict[str, str], bytes]:

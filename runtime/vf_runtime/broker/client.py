@@ -9,6 +9,7 @@ follow replica counts that may change within one run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
@@ -23,6 +24,7 @@ from nats.js.api import ConsumerConfig, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 
 from vf_runtime.broker.naming import RunNames
+from vf_runtime.clientauth import CredentialsError, NatsAuth, nats_auth
 from vf_runtime.redact import redact
 
 _STREAM_FIELDS = (
@@ -42,9 +44,24 @@ log = logging.getLogger("vf.broker")
 class BrokerError(Exception):
     """The broker is unreachable, or holds topology that contradicts this run's."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, fix: str = "") -> None:
         super().__init__(redact(message))  # messages quote the URL, which may hold credentials
         self.code = code
+        self.fix = fix
+
+    def render(self) -> str:
+        """``error[CODE] message``, and the fix on a line of its own when there is one."""
+        return f"error[{self.code}] {self}" + (f"\n  = fix: {self.fix}" if self.fix else "")
+
+
+# The client's credentials are wrong or refused: an environment to correct, not a broker
+# to wait for (a worker and the provision Job exit 2 on these, LIFE-5).
+AUTH_CODES = frozenset({"VF_BROKER_AUTH", "VF_BROKER_CREDENTIALS"})
+AUTH_FIX = (
+    "give the client the credentials of a user the broker knows: VF_NATS_USER and "
+    "VF_NATS_PASSWORD, or VF_NATS_TOKEN, or VF_NATS_CREDS (a .creds file's path), from the "
+    "Secret the broker's own configuration reads"
+)
 
 
 def _endpoints(url: str) -> list[tuple[str, int]]:
@@ -103,13 +120,20 @@ async def connect(
     name: str,
     on_reconnect: Callable[[], None] | None = None,
     refused_fails: bool = False,
+    auth: NatsAuth | None = None,
 ) -> Client:
     """A connected client with JetStream reachable, or :class:`BrokerError`.
 
     ``on_reconnect`` runs after every reconnection: requests that were in flight
     when the connection dropped will never be answered, and their owners re-issue them.
-    ``refused_fails``: see :func:`wait_for_port`.
+    ``refused_fails``: see :func:`wait_for_port`. ``auth``: the credentials to present;
+    by default the process environment's (:func:`vf_runtime.clientauth.nats_auth`). A
+    server that refuses them is ``VF_BROKER_AUTH`` at once: nats-py would retry forever.
     """
+    try:
+        auth = nats_auth() if auth is None else auth
+    except CredentialsError as exc:
+        raise BrokerError(exc.code, str(exc), exc.fix) from exc
     await wait_for_port(url, timeout=timeout, refused_fails=refused_fails)
 
     async def reconnected() -> None:
@@ -117,26 +141,48 @@ async def connect(
         if on_reconnect is not None:
             on_reconnect()
 
+    refused: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
+
+    async def on_error(error: Exception) -> None:
+        if _auth_refused(error):
+            if not refused.done():
+                refused.set_result(error)  # while connecting: raised as VF_BROKER_AUTH
+            elif connecting.done():  # connected once with them: refused now (rotated?)
+                log.warning("the broker refuses this client's credentials: %s", error)
+            return
+        await _log_error(error)
+
     options: dict[str, Any] = {  # nats-py declares the two waits int; it takes seconds
         "connect_timeout": min(5.0, timeout),
         "reconnect_time_wait": 0.5,
+        **auth.options(),
     }
     client = Client()
-    try:
-        await asyncio.wait_for(
-            client.connect(
-                servers=[u.strip() for u in url.split(",")],
-                name=name,
-                max_reconnect_attempts=-1,
-                allow_reconnect=True,
-                error_cb=_log_error,
-                disconnected_cb=_log_disconnect,
-                reconnected_cb=reconnected,
-                **options,
-            ),
-            timeout=timeout,
+    connecting = asyncio.ensure_future(
+        client.connect(
+            servers=[u.strip() for u in url.split(",")],
+            name=name,
+            max_reconnect_attempts=-1,
+            allow_reconnect=True,
+            error_cb=on_error,
+            disconnected_cb=_log_disconnect,
+            reconnected_cb=reconnected,
+            **options,
         )
+    )
+    try:
+        either: set[asyncio.Future[Any]] = {connecting, refused}
+        await asyncio.wait_for(
+            asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED), timeout=timeout
+        )
+        if not connecting.done():
+            raise _refusal(url, auth, refused.result())
+        connecting.result()
+    except BrokerError:
+        await _abandon(client, connecting)
+        raise
     except Exception as exc:
+        await _abandon(client, connecting)
         raise BrokerError("VF_BROKER_UNAVAILABLE", f"cannot connect to {url}: {exc}") from exc
     try:
         await client.jetstream().account_info()
@@ -146,6 +192,32 @@ async def connect(
             "VF_BROKER_NO_JETSTREAM", f"{url} does not offer JetStream (start it with -js): {exc}"
         ) from exc
     return client
+
+
+def _auth_refused(error: BaseException) -> bool:
+    """Whether the server refused the client's credentials (``Authorization Violation``;
+    ``Authentication Timeout`` when it waited for credentials that never came)."""
+    if isinstance(error, nats.errors.AuthorizationError):
+        return True
+    text = str(error).lower()
+    return "authorization violation" in text or "authentication" in text
+
+
+def _refusal(url: str, auth: NatsAuth, error: Exception) -> BrokerError:
+    return BrokerError(
+        "VF_BROKER_AUTH",
+        f"the broker at {url} refused this client {auth.described()}: {error}",
+        AUTH_FIX,
+    )
+
+
+async def _abandon(client: Client, connecting: asyncio.Future[None]) -> None:
+    """Stop a connection attempt still retrying, and close what it opened."""
+    connecting.cancel()
+    with contextlib.suppress(BaseException):
+        await connecting
+    with contextlib.suppress(Exception):
+        await client.close()
 
 
 async def _log_error(error: Exception) -> None:
@@ -288,8 +360,10 @@ async def _ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerCo
         await js.add_consumer(stream, have.evolve(max_ack_pending=credit, ack_wait=config.ack_wait))
 
 
-async def _publish_plain(url: str, *, subject: str, data: bytes, timeout: float) -> None:
-    client = await connect(url, timeout=timeout, name="vf-control")
+async def _publish_plain(
+    url: str, *, subject: str, data: bytes, timeout: float, auth: NatsAuth | None = None
+) -> None:
+    client = await connect(url, timeout=timeout, name="vf-control", auth=auth)
     try:
         await client.publish(subject, data)
         await client.flush(timeout=int(timeout) or 1)
@@ -297,8 +371,11 @@ async def _publish_plain(url: str, *, subject: str, data: bytes, timeout: float)
         await client.close()
 
 
-def announce_stop(url: str, names: RunNames, *, timeout: float = 3.0) -> None:
+def announce_stop(
+    url: str, names: RunNames, *, timeout: float = 3.0, auth: NatsAuth | None = None
+) -> None:
     """Publish one control stop for ``names``' run and generation (plain NATS, not
-    retained: callers repeat it)."""
+    retained: callers repeat it); ``auth`` as :func:`connect`'s."""
     data = names.stop_payload()
-    asyncio.run(_publish_plain(url, subject=names.control(), data=data, timeout=timeout))
+    subject = names.control()
+    asyncio.run(_publish_plain(url, subject=subject, data=data, timeout=timeout, auth=auth))

@@ -11,7 +11,9 @@ name prefix); the flow's dead-letter stream is kept.
 
 Environment: VF_NATS_URL, VF_FLOW_ID, VF_FLOW_TYPE, VF_RUN_ID, VF_TOPOLOGY_DIR,
 optional VF_GENERATION, VF_ACK_WAIT_SECONDS (60), VF_STREAM_REPLICAS (1) and
-VF_PRUNE_SUPERSEDED (0).
+VF_PRUNE_SUPERSEDED (0); the broker credentials of every vf client (VF_NATS_USER and
+VF_NATS_PASSWORD, VF_NATS_TOKEN or VF_NATS_CREDS). Exit 2: a wrong environment, credentials
+the broker refuses included; 3: the broker unreachable or its topology contradicting.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, StreamConfig
 
 from vf_runtime.broker.client import (
+    AUTH_CODES,
     BrokerError,
     connect,
     consumer_differences,
@@ -53,6 +56,7 @@ from vf_runtime.broker.topology import (
     readers_of,
     stream_config,
 )
+from vf_runtime.clientauth import NatsAuth
 from vf_runtime.constants import BATCH, DEFAULT_ACK_WAIT, FLOW_TYPES
 
 EXIT_OK, EXIT_CONFIG, EXIT_BROKER = 0, 2, 3
@@ -192,17 +196,22 @@ async def reclaim(js: JetStreamContext, run: RunTopology, *, other_runs: bool) -
     return Pruned(deleted=sorted(deleted), kept_live=sorted(kept))
 
 
-async def provision_run(url: str, run: RunTopology, *, prune: bool, timeout: float) -> list[str]:
+async def provision_run(
+    url: str, run: RunTopology, *, prune: bool, timeout: float, auth: NatsAuth | None = None
+) -> list[str]:
     """Connect, provision ``run``, reclaim its superseded generations and, with ``prune``,
     the flow's superseded runs; return the deleted streams."""
-    return (await provision_and_reclaim(url, run, prune=prune, timeout=timeout)).deleted
+    pruned = await provision_and_reclaim(url, run, prune=prune, timeout=timeout, auth=auth)
+    return pruned.deleted
 
 
 async def provision_and_reclaim(
-    url: str, run: RunTopology, *, prune: bool, timeout: float
+    url: str, run: RunTopology, *, prune: bool, timeout: float, auth: NatsAuth | None = None
 ) -> Pruned:
-    """:func:`provision_run`, also saying which other runs were kept because still live."""
-    client = await connect(url, timeout=timeout, name=f"vf-provision-{run.flow_id}")
+    """:func:`provision_run`, also saying which other runs were kept because still live;
+    ``auth`` as :func:`vf_runtime.broker.client.connect`'s (the environment's by default)."""
+    name = f"vf-provision-{run.flow_id}"
+    client = await connect(url, timeout=timeout, name=name, auth=auth)
     try:
         js = client.jetstream(timeout=10)
         await provision(js, run)
@@ -263,8 +272,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         pruned = asyncio.run(provision_and_reclaim(url, run, prune=prune, timeout=args.timeout))
     except BrokerError as exc:
-        print(f"error[{exc.code}] {exc}", file=sys.stderr)
-        sys.exit(EXIT_BROKER)
+        print(exc.render(), file=sys.stderr)
+        sys.exit(EXIT_CONFIG if exc.code in AUTH_CODES else EXIT_BROKER)
     generation = f" generation {run.generation}" if run.generation else ""
     print(
         f"provisioned run {run.run_id}{generation} of flow {run.flow_id} ({len(run.nodes)} nodes)"

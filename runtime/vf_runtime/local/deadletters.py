@@ -17,6 +17,7 @@ from nats.js.errors import NotFoundError
 from vf_runtime.broker.client import connect
 from vf_runtime.broker.headers import stored_headers
 from vf_runtime.broker.naming import RunNames
+from vf_runtime.clientauth import NatsAuth
 
 FIRST_REASONS = 3
 
@@ -64,9 +65,11 @@ async def _node_letters(
     return NodeDeadLetters(node=node, count=len(records), reasons=tuple(reasons)), records
 
 
-async def read_dead_letters(url: str, names: RunNames, nodes: tuple[str, ...]) -> DeadLetterReport:
+async def read_dead_letters(
+    url: str, names: RunNames, nodes: tuple[str, ...], *, auth: NatsAuth | None = None
+) -> DeadLetterReport:
     """The dead letters ``nodes`` left in ``names``' generation (none when no DLQ exists)."""
-    client = await connect(url, timeout=10, name="vf-dead-letters")
+    client = await connect(url, timeout=10, name="vf-dead-letters", auth=auth)
     try:
         js = client.jetstream(timeout=10)
         try:

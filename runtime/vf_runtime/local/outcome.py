@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from vf_runtime.broker.naming import RunNames, token
+from vf_runtime.clientauth import NatsAuth
 from vf_runtime.local.deadletters import DeadLetterReport, read_dead_letters, write_dead_letters
 
 EXIT_OK = 0
@@ -89,12 +90,13 @@ def report_dead_letters(
     out: TextIO,
     kept: str,
     copy_dir: Path | None = None,
+    auth: NatsAuth | None = None,
 ) -> DeadLetterReport | None:
     """Read ``names``' dead letters, print per node how many and the first reasons, the
     stream and subjects (``kept`` says whether they outlive the run's broker), and keep a
     JSON-lines copy in ``copy_dir`` (default: the temporary directory). None: unreadable."""
     try:
-        report = asyncio.run(read_dead_letters(url, names, nodes))
+        report = asyncio.run(read_dead_letters(url, names, nodes, auth=auth))
     except Exception as exc:  # the run's outcome stands; say the DLQ was not read
         out.write(f"[vf] could not read the dead letters: {exc}\n")
         return None

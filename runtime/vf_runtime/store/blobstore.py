@@ -16,6 +16,16 @@ a full volume) raises :class:`StoreFull`: back-pressure, retried the same way, b
 for a bounded time (``full_patience``); past it the error is raised with its name
 (``VF_BLOB_STORE_FULL``) for the worker to stop on, never as a failure of the node.
 
+A store that refuses the client itself (a wrong user or password: ``WRONGPASS``,
+``NOAUTH``; a command its ACL user may not run: ``NOPERM``) raises :class:`StoreRefused`
+(``VF_STORE_AUTH``): never retried, never a failure of a message; the worker stops by that
+name. Reading a key outside the flow's own (a ``BlobRef`` naming another flow's key) stays
+one message's problem (``VF_BLOB_UNREADABLE``).
+
+Every key a flow writes starts with ``store_key_prefix(flow)`` (``vf:<flow>:``), so an ACL
+user confined to those keys (``store_acl_rule``) is all a flow's workers need. A reader
+reads and releases whatever key a ``BlobRef`` names.
+
 The Redis client (and redis-py with it, about 5 MiB) is made on the first operation: a
 worker that never offloads or fetches a payload never loads it.
 """
@@ -31,12 +41,17 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
+from vf_runtime.clientauth import StoreAuth
+from vf_runtime.credentials import STORE_PASSWORD_ENV, STORE_USER_ENV, store_key_prefix
+
 if TYPE_CHECKING:
     from redis.asyncio import Redis
     from redis.commands.core import AsyncScript
 
-BLOB_PREFIX = "vf-blob-"
-IDEM_PREFIX = "vf-idem-"
+BLOB_PREFIX = "blob-"  # after the flow's key prefix: vf:<flow>:blob-<message id>
+OBLIGATIONS_PREFIX = "blobobl-"
+IDEM_PREFIX = "idem-"
+LEGACY_BLOB_PREFIX = "vf-blob-"  # keys vf wrote before the flow's prefix (still released)
 IDEM_TTL = 24 * 3600
 RETRY_DELAYS = (0.05, 0.1, 0.2, 0.5, 1.0)
 SCHEMES = ("redis", "rediss", "unix")
@@ -57,6 +72,30 @@ class StoreFull(Exception):
 
     code = "VF_BLOB_STORE_FULL"
     disposition = "transient"
+
+
+class StoreRefused(Exception):
+    """The payload store refused this client: its user or password (``WRONGPASS``,
+    ``NOAUTH``), or a command its ACL user may not run (``NOPERM``)."""
+
+    code = "VF_STORE_AUTH"
+    disposition = "fatal"
+
+    def render(self) -> str:
+        return (
+            f"error[{self.code}] the payload store refused this client: {self}; what the "
+            "replica held was handed back, not failed or dead-lettered\n"
+            f"  = fix: set {STORE_USER_ENV} and {STORE_PASSWORD_ENV} to a user the store "
+            "knows (from the Secret its ACL reads), allowed the keys and commands of "
+            "store_acl_rule (docs/security.md)"
+        )
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether the store refused the client itself, not the key it asked for."""
+    from redis import exceptions as redis_errors
+
+    return isinstance(exc, redis_errors.AuthenticationError | redis_errors.NoPermissionError)
 
 
 FULL_PATIENCE = 600.0  # seconds a write waits for a full store to take it (VF_STORE_FULL_SECONDS)
@@ -100,7 +139,11 @@ def _typed(method: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any,
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await method(*args, **kwargs)
+        except StoreRefused:
+            raise
         except Exception as exc:
+            if refused(exc):  # before transient: redis-py's refusal is a ConnectionError
+                raise StoreRefused(f"{type(exc).__name__}: {exc}") from exc
             if isinstance(exc, _transient()):
                 raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
             if _full(exc):
@@ -152,8 +195,15 @@ async def patiently(
 
 
 def _obligations_key(ref: str) -> str:
-    # The braces hash-tag both keys onto one Redis Cluster slot so MULTI covers them.
-    return f"vf-blobobl-{{{ref}}}"
+    """The obligation set of the blob ``ref``, under the blob's own key prefix.
+
+    The braces hash-tag both keys onto one Redis Cluster slot so MULTI covers them (the
+    blob's key holds no braces: the whole key is its tag).
+    """
+    if ref.startswith("vf:") and ":" in ref[3:]:
+        prefix = ref[: ref.index(":", 3) + 1]  # vf:<flow>:
+        return f"{prefix}{OBLIGATIONS_PREFIX}{{{ref}}}"
+    return f"vf-blobobl-{{{ref}}}"  # a blob written before the flow's prefix
 
 
 # KEYS: blob, obligations; ARGV: reader. 1 when this reader's release deleted the blob.
@@ -181,27 +231,42 @@ class PayloadUnreadable(Exception):
 class BlobStore:
     """Offloaded payloads keyed by message id, released by named readers."""
 
-    def __init__(self, client: Redis | None = None, *, ttl_seconds: int, url: str = "") -> None:
+    def __init__(
+        self,
+        client: Redis | None = None,
+        *,
+        ttl_seconds: int,
+        prefix: str,
+        url: str = "",
+        auth: StoreAuth | None = None,
+    ) -> None:
         self._client = client
         self.url = url
         self.ttl = ttl_seconds
+        self.prefix = prefix  # store_key_prefix(flow): every key this store writes
+        self.auth = auth or StoreAuth()
         self._script: AsyncScript | None = None
 
     @classmethod
-    def from_url(cls, url: str, *, ttl_seconds: int) -> BlobStore:
-        """A store for ``url``; its client is made on first use, the URL is checked now."""
+    def from_url(
+        cls, url: str, *, ttl_seconds: int, prefix: str, auth: StoreAuth | None = None
+    ) -> BlobStore:
+        """A store for ``url``; its client is made on first use, the URL is checked now.
+        ``auth``: the user and password to present (the URL's own, when it has them, win)."""
         if urlsplit(url).scheme not in SCHEMES:
             raise ValueError(
                 "Redis URL must specify one of the following schemes (redis://, rediss://, unix://)"
             )
-        return cls(ttl_seconds=ttl_seconds, url=url)
+        return cls(ttl_seconds=ttl_seconds, prefix=prefix, url=url, auth=auth)
 
     @property
     def client(self) -> Redis:
         if self._client is None:
             from redis.asyncio import Redis
 
-            self._client = Redis.from_url(self.url, socket_timeout=10, socket_connect_timeout=5)
+            self._client = Redis.from_url(
+                self.url, socket_timeout=10, socket_connect_timeout=5, **self.auth.options()
+            )
         return self._client
 
     @property
@@ -213,7 +278,7 @@ class BlobStore:
     @_typed
     async def put(self, message_id: str, data: bytes, *, readers: Iterable[str]) -> str:
         """Store ``data`` for ``readers``; the same message id always maps to the same key."""
-        ref = f"{BLOB_PREFIX}{message_id}"
+        ref = f"{self.prefix}{BLOB_PREFIX}{message_id}"
         names = sorted(set(readers))
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.set(ref, data, ex=self.ttl)
@@ -230,8 +295,8 @@ class BlobStore:
         try:
             data = await self.client.get(ref)
         except RedisError as exc:
-            if isinstance(exc, _transient()):
-                raise  # the store is away: StoreUnavailable, retried (BLOB-6)
+            if isinstance(exc, _transient()) or (refused(exc) and not _key_refused(exc)):
+                raise  # the store is away (BLOB-6), or refuses this client (StoreRefused)
             raise PayloadUnreadable(f"payload {ref} cannot be read from the store: {exc}") from exc
         if data is None:
             raise PayloadMissing(f"payload {ref} is not in the store (expired or never written)")
@@ -252,11 +317,18 @@ class BlobStore:
             await self._client.aclose()
 
 
+def _key_refused(exc: BaseException) -> bool:
+    """A ``NOPERM`` about the key read (outside the flow's own), not about the command."""
+    from redis import exceptions as redis_errors
+
+    return isinstance(exc, redis_errors.NoPermissionError) and "key" in str(exc).lower()
+
+
 def idempotency_key(*, flow_id: str, node: str, message_id: str, generation: str = "") -> str:
     """IDEM-1's record key; a generation's records are its own (it re-applies everything)."""
     scope = f"{flow_id}:{generation}" if generation else flow_id
     digest = hashlib.sha256(f"{scope}:{node}:{message_id}".encode()).hexdigest()
-    return f"{IDEM_PREFIX}{digest}"
+    return f"{store_key_prefix(flow_id)}{IDEM_PREFIX}{digest}"
 
 
 class AppliedLog:

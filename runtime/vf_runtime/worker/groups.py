@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeGuard
 
-from vf_runtime.store.blobstore import AppliedLog, Stopped, StoreFull
+from vf_runtime.store.blobstore import AppliedLog, Stopped, StoreFull, StoreRefused
 from vf_runtime.worker.health import Metrics
 from vf_runtime.worker.inputs import Delivery, Inputs
 from vf_runtime.worker.nodethread import NodeThread, NotStarted
@@ -142,6 +142,7 @@ class GroupRunner:
         self.opened: str | None = None  # why the breaker opened (DELIV-11)
         self.hung = False  # a call ran past its bound (DELIV-12): the replica ends
         self.full: StoreFull | None = None  # the payload store stayed full (BLOB-8)
+        self.refused: StoreRefused | None = None  # the store refused this client (BLOB-9)
 
     async def run(self, groups: list[Group]) -> None:
         """Take ``groups`` through: call the node, publish, confirm, then ack (never before)."""
@@ -210,7 +211,7 @@ class GroupRunner:
             except Stopped:
                 stopped = True
                 continue
-            except StoreFull as exc:
+            except (StoreFull, StoreRefused) as exc:
                 await self._store_full(group, exc)
                 continue
             except Exception as exc:
@@ -236,12 +237,16 @@ class GroupRunner:
             await self.inputs.settle(delivery.msg, action="nak")
         self.fatal = True
 
-    async def _store_full(self, group: Group, exc: StoreFull) -> None:
-        """The payload store stayed full past its patience (BLOB-8): not the node's failure.
-        Hand the group back to the broker, unjudged, and stop this replica by that name."""
+    async def _store_full(self, group: Group, exc: StoreFull | StoreRefused) -> None:
+        """The payload store stayed full past its patience (BLOB-8), or refuses this client
+        (BLOB-9): not the node's failure. Hand the group back to the broker, unjudged, and
+        stop this replica by that name."""
         for delivery in group:
             await self.inputs.settle(delivery.msg, action="nak")
-        self.full = exc
+        if isinstance(exc, StoreRefused):
+            self.refused = exc
+        else:
+            self.full = exc
         self.fatal = True
 
     async def _submit(
@@ -271,6 +276,8 @@ class GroupRunner:
                 # applied, but its record cannot be kept: acked all the same, since handing
                 # it back would apply it again; the replica stops after this batch (BLOB-8)
                 self.full, self.fatal = exc, True
+            except StoreRefused as exc:  # as a full store: acked, the replica stops (BLOB-9)
+                self.refused, self.fatal = exc, True
             except Exception as exc:
                 self.fatal = await self.settler.fail(item.group, exc) or self.fatal
                 continue

@@ -3,7 +3,8 @@
 Lifecycle: parse the environment, rebuild the node, connect (bounded), ensure this node's
 streams and durables, wait for readers (BATCH), ``open()``, loop, ``close()`` always.
 Exit codes (LIFE-5): 0 done (or a REALTIME replica stopped), 1 the node failed, 2 a wrong
-environment or node class, 3 the broker unreachable or its topology contradicting, 4 a
+environment or node class (credentials the broker or the store refuses included:
+``VF_BROKER_AUTH``, ``VF_STORE_AUTH``), 3 the broker unreachable or its topology contradicting, 4 a
 BATCH replica stopped before its work was done, 5 ended on a parent's abort, 6 hung (DELIV-12).
 """
 
@@ -26,13 +27,21 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from vf_runtime.broker.client import BrokerError, connect, ensure_consumer, ensure_stream
+from vf_runtime.broker.client import (
+    AUTH_CODES,
+    BrokerError,
+    connect,
+    ensure_consumer,
+    ensure_stream,
+)
 from vf_runtime.broker.naming import token
 from vf_runtime.broker.topology import dlq_config, eos_anchor_config, stream_config
+from vf_runtime.clientauth import CredentialsError, NatsAuth, StoreAuth, nats_auth, store_auth
 from vf_runtime.constants import BATCH
 from vf_runtime.context import RuntimeContext, context_parameter, with_context
+from vf_runtime.credentials import store_key_prefix
 from vf_runtime.nodes import Consumer, Node, Processor, Producer
-from vf_runtime.store.blobstore import AppliedLog, BlobStore, StoreFull
+from vf_runtime.store.blobstore import AppliedLog, BlobStore, StoreFull, StoreRefused
 from vf_runtime.worker.build import build_node
 from vf_runtime.worker.config import ConfigError, WorkerConfig, load_worker_config
 from vf_runtime.worker.eos import (
@@ -74,9 +83,18 @@ STOP_GRACE = 20.0  # below Kubernetes' default terminationGracePeriodSeconds (30
 class Worker:
     """One replica: its connections, its loop and its clean-up."""
 
-    def __init__(self, config: WorkerConfig, node: Node) -> None:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        node: Node,
+        *,
+        nats: NatsAuth | None = None,
+        store: StoreAuth | None = None,
+    ) -> None:
         self.config = config
         self.node = node
+        self.nats_auth = nats or NatsAuth()
+        self.store_auth = store or StoreAuth()
         self.names = config.names
         self.metrics = Metrics(node=config.node_name)
         self.stop = asyncio.Event()
@@ -99,6 +117,7 @@ class Worker:
                 timeout=self.config.connect_timeout,
                 name=self._label(),
                 on_reconnect=self._reconnected,
+                auth=self.nats_auth,
             )
             if self.config.replica_leased:
                 return await self._run_leased(client)
@@ -319,7 +338,12 @@ class Worker:
                     "VF_IDEMPOTENT=1 but VF_BLOB_REDIS_URL is unset: no sink de-duplication"
                 )
             return
-        self.blobs = BlobStore.from_url(url, ttl_seconds=self.config.blob_ttl_seconds)
+        self.blobs = BlobStore.from_url(
+            url,
+            ttl_seconds=self.config.blob_ttl_seconds,
+            prefix=store_key_prefix(self.config.flow_id),
+            auth=self.store_auth,
+        )
         if self.config.idempotent:
             self.applied = AppliedLog(
                 self.blobs.client,
@@ -365,6 +389,8 @@ class Worker:
         if self.hung is not None:
             return EXIT_HUNG
         if loop.fatal:
+            if loop.runner.refused is not None:
+                raise loop.runner.refused  # exit 2, by its name (run_worker)
             if loop.runner.full is not None:
                 report_full(self.config, loop.runner.full)
             elif loop.runner.opened is not None:
@@ -425,20 +451,22 @@ async def run_worker(
         config = load_worker_config(env)
         if config.join_policy.mode == "time" and len(config.parents) > 1:
             raise ConfigError(["time-aligned joins (JoinPolicy mode='time') are not supported yet"])
+        auths = nats_auth(env), store_auth(env)
         node = build(config)
-    except ConfigError as exc:
+    except (ConfigError, CredentialsError) as exc:
         print(exc.render(), file=sys.stderr)
         return EXIT_CONFIG
-    worker = Worker(config, node)
+    worker = Worker(config, node, nats=auths[0], store=auths[1])
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, functools.partial(_stop_within, worker, loop, env, sig))
     try:
         return await worker.run()
-    except BrokerError as exc:
-        print(f"error[{exc.code}] {exc}", file=sys.stderr)
-        return EXIT_BROKER
+    except (BrokerError, StoreRefused) as exc:  # a refused replica's inputs were handed back
+        print(exc.render(), file=sys.stderr)
+        refused = isinstance(exc, StoreRefused) or exc.code in AUTH_CODES
+        return EXIT_CONFIG if refused else EXIT_BROKER
     except (EosMismatch, StoreFull) as exc:
         if isinstance(exc, StoreFull):  # a producer's offload: it holds no inputs to hand back
             report_full(config, exc)

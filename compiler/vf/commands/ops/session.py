@@ -3,7 +3,10 @@
 Every operator command finishes or fails within its ``--timeout``: the broker's port
 is checked before the client connects (a client connect to a port nobody listens on
 can block for minutes), and the whole conversation runs under one deadline. Failing
-to reach the broker or the store is an environment problem: exit 3, the URL, the fix.
+to reach the broker or the store is an environment problem: exit 3, the URL, the fix;
+so is a broker or store that refuses the credentials of the environment
+(``VF_NATS_USER``/``VF_NATS_PASSWORD``, ``VF_NATS_TOKEN`` or ``VF_NATS_CREDS``;
+``VF_BLOB_REDIS_USER``/``VF_BLOB_REDIS_PASSWORD``): ``VF_BROKER_AUTH``, ``VF_STORE_AUTH``.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import AuthenticationError, NoPermissionError, RedisError
 
 from vf.errors import EnvironmentProblem
 from vf_runtime.broker.client import BrokerError, connect
+from vf_runtime.clientauth import CredentialsError, store_auth
+from vf_runtime.credentials import STORE_PASSWORD_ENV, STORE_USER_ENV
 from vf_runtime.redact import redact
 
 T = TypeVar("T")
@@ -36,25 +41,33 @@ class Broker:
     store: Redis | None = None
 
 
-def _unreachable(code: str, url: str, why: str) -> EnvironmentProblem:
+def _unreachable(code: str, url: str, why: str, fix: str = "") -> EnvironmentProblem:
     shown = redact(url)
     return EnvironmentProblem(
         code,
         f"cannot use the broker at {shown}: {redact(why)}",
-        f"check that NATS JetStream listens at {shown} (nats-server -js) and is reachable "
+        fix
+        or f"check that NATS JetStream listens at {shown} (nats-server -js) and is reachable "
         "from here, or pass the right --nats URL",
         shown,
     )
+
+
+def _store(redis_url: str) -> Redis:
+    """A client of the store at ``redis_url`` with the environment's store credentials."""
+    try:
+        auth = store_auth()
+    except CredentialsError as exc:
+        raise EnvironmentProblem(exc.code, str(exc), exc.fix, redact(redis_url)) from exc
+    return Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5, **auth.options())
 
 
 async def _converse(
     url: str, redis_url: str | None, timeout: float, body: Callable[[Broker], Awaitable[T]]
 ) -> T:
     # a refused connection is an answer: fail at once, wait only for silence
+    store = _store(redis_url) if redis_url else None  # connects on its first command
     client = await connect(url, timeout=timeout, name="vf-operator", refused_fails=True)
-    store = (
-        Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5) if redis_url else None
-    )
     try:
         if store is not None:
             await _check_store(store, redis_url or "")
@@ -67,10 +80,18 @@ async def _converse(
 
 
 async def _check_store(store: Redis, url: str) -> None:
+    shown = redact(url)
     try:
         await store.ping()
+    except (AuthenticationError, NoPermissionError) as exc:  # a ConnectionError, too
+        raise EnvironmentProblem(
+            "VF_STORE_AUTH",
+            f"the payload store at {shown} refused this client: {redact(str(exc))}",
+            f"set {STORE_USER_ENV} and {STORE_PASSWORD_ENV} to a user the store knows (from "
+            "the Secret its ACL reads), or pass a --redis URL that carries them",
+            shown,
+        ) from exc
     except (RedisError, OSError) as exc:
-        shown = redact(url)
         raise EnvironmentProblem(
             "VF_STORE_UNAVAILABLE",
             f"cannot reach the payload store at {shown}: {redact(str(exc))}",
@@ -90,7 +111,7 @@ def with_broker(
     try:
         return asyncio.run(_converse(url, redis_url, timeout, body))
     except BrokerError as exc:
-        raise _unreachable(exc.code, url, str(exc)) from exc
+        raise _unreachable(exc.code, url, str(exc), exc.fix) from exc
     except TimeoutError as exc:
         raise _unreachable("VF_BROKER_TIMEOUT", url, f"no answer within {timeout:g}s") from exc
     except NatsError as exc:
@@ -102,7 +123,7 @@ def fetch_blob(redis_url: str, ref: str, *, timeout: float) -> bytes | None:
     the store cannot be reached."""
 
     async def fetch() -> bytes | None:
-        store = Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
+        store = _store(redis_url)
         try:
             await _check_store(store, redis_url)
             data = await asyncio.wait_for(store.get(ref), timeout=timeout)

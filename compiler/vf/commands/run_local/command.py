@@ -3,7 +3,9 @@
 One subprocess per replica, each with the environment its pod would get, against
 an embedded ``nats-server -js`` and, where the plan has a payload store, ``redis-server``
 (started here on free loopback ports unless URLs are given), supervised with the Jobs'
-restart budget.
+restart budget. The embedded servers admit only credentials made for the run (held in
+memory and handed to the workers' environments; ADR 0213); servers given by URL get the
+environment's (``VF_NATS_*``, ``VF_BLOB_REDIS_USER``/``VF_BLOB_REDIS_PASSWORD``).
 Everything it starts joins the process group of a guardian (vf_runtime.local.guardian), so a
 SIGTERM, SIGHUP or Ctrl-C at any moment, or even a SIGKILL of vf, leaves no server, worker
 or run directory behind.
@@ -47,6 +49,8 @@ from vf_runtime.broker.client import BrokerError, announce_stop
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import RunTopology, provision_run
 from vf_runtime.broker.topology import NodeTopology
+from vf_runtime.clientauth import NatsAuth, StoreAuth
+from vf_runtime.credentials import NATS_CREDS_ENV, NATS_TOKEN_ENV, store_acl_rule
 from vf_runtime.local.deadletters import DeadLetterReport
 from vf_runtime.local.guardian import Guardian
 from vf_runtime.local.infra import (
@@ -239,19 +243,44 @@ def _common_env(request: RunLocalRequest) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class _Services:
+    """What the run's clients use: the workers' variables, and vf's own broker client's."""
+
+    env: dict[str, str] = field(repr=False)
+    nats_url: str
+    nats_auth: NatsAuth | None  # None: the environment's (a broker given by URL)
+
+
+def run_credentials(flow_id: str) -> tuple[NatsAuth, StoreAuth]:
+    """Fresh random credentials for one run's embedded broker and store (never written
+    anywhere but the servers' private configuration, the store's as a digest)."""
+    user = f"vf-{flow_id}"
+    return (
+        NatsAuth(user=user, password=secrets.token_hex(24)),
+        StoreAuth(user=user, password=secrets.token_hex(24)),
+    )
+
+
 def _start_services(
     plan: Plan, *, request: RunLocalRequest, stack: ExitStack, guardian: Guardian
-) -> dict[str, str]:
-    """The embedded servers the run needs, started together and then waited on."""
+) -> _Services:
+    """The embedded servers the run needs, started together and then waited on, each
+    admitting only the run's own credentials."""
     out = request.output
     urls: dict[str, str] = {}
     started: list[LocalServer] = []
     workdir, group = guardian.directory, guardian.group
+    nats, store = run_credentials(plan.flow_id)
     try:
         if request.nats_url is None:
-            started.append(launch_nats(workdir / "nats", group=group))
+            started.append(launch_nats(workdir / "nats", group=group, auth=nats))
+            # the run's user only: another form in vf's environment is not for this broker
+            urls.update({**nats.env(), NATS_TOKEN_ENV: "", NATS_CREDS_ENV: ""})
         if request.redis_url is None and has_payload_store(plan) and needs_payload_store(plan):
-            started.append(launch_redis(workdir / "redis", group=group))
+            rule = store_acl_rule(plan.flow_id)
+            started.append(launch_redis(workdir / "redis", group=group, users=[(store, rule)]))
+            urls.update(store.env())
         for server in started:
             server.ready()
     except (MissingTool, RuntimeError) as exc:
@@ -275,7 +304,8 @@ def _start_services(
     note = store_note(plan, redis_url=request.redis_url)
     if note is not None:
         out.write(note)
-    return urls
+    own = None if request.nats_url is not None else nats
+    return _Services(env=urls, nats_url=urls["VF_NATS_URL"], nats_auth=own)
 
 
 def _policy(plan: Plan) -> SupervisionPolicy:
@@ -306,17 +336,22 @@ def run_local(request: RunLocalRequest) -> int:
         _guarded(guardian)
         run_dir = kept or guardian.directory
         _stop_if_asked()
-        urls = _start_services(plan, request=request, stack=stack, guardian=guardian)
+        services = _start_services(plan, request=request, stack=stack, guardian=guardian)
         _stop_if_asked()
-        nats_url = urls["VF_NATS_URL"]
+        nats_url, auth = services.nats_url, services.nats_auth
         try:
-            _provision(nats_url, provision_topology(plan, generation))
+            _provision(nats_url, provision_topology(plan, generation), auth)
         except BrokerError as exc:
             raise EnvironmentProblem(
-                exc.code, str(exc), "start nats-server with -js, or pass --nats URL"
+                exc.code, str(exc), exc.fix or "start nats-server with -js, or pass --nats URL"
             ) from exc
         replicas = _replicas(
-            plan, urls=urls, request=request, launch=launch, generation=generation, run_dir=run_dir
+            plan,
+            urls=services.env,
+            request=request,
+            launch=launch,
+            generation=generation,
+            run_dir=run_dir,
         )
         for node, path, folder in claims(plan, run_dir):
             out.write(f"[vf] {node}: {path} is the claim folder {folder}\n")
@@ -328,7 +363,7 @@ def run_local(request: RunLocalRequest) -> int:
         out.write(not_applied(plan))
         names = RunNames(plan.flow_id, plan.run_id, generation)
         options = SuperviseOptions(
-            announce_stop=lambda: announce_stop(nats_url, names),
+            announce_stop=lambda: announce_stop(nats_url, names, auth=auth),
             policy=_policy(plan),
             stall_seconds=request.stall_seconds,
             output=out,
@@ -337,7 +372,7 @@ def run_local(request: RunLocalRequest) -> int:
             interrupted=_stop_asked,
         )
         outcome = Supervisor(replicas, options).run()
-        letters = _dead_letters(nats_url, names, plan=plan, request=request)
+        letters = _dead_letters(nats_url, names, plan=plan, request=request, auth=auth)
         if claims(plan, run_dir) and request.run_dir is None:
             out.write(
                 "[vf] the claim folders are removed with the run: pass --run-dir to keep them\n"
@@ -354,7 +389,7 @@ def _kept_run_dir(request: RunLocalRequest) -> Path | None:
     )
 
 
-def _provision(nats_url: str, topology: RunTopology) -> None:
+def _provision(nats_url: str, topology: RunTopology, auth: NatsAuth | None = None) -> None:
     """Provision the run's streams and durables. A stop signal meanwhile cancels the
     provisioning at an ``await``, as asyncio's own Ctrl-C handling does: a KeyboardInterrupt
     raised at any instruction of the event loop could leave the NATS client's tasks
@@ -363,14 +398,14 @@ def _provision(nats_url: str, topology: RunTopology) -> None:
     async def provisioned() -> None:
         task = asyncio.current_task()
         if task is None or threading.current_thread() is not threading.main_thread():
-            await provision_run(nats_url, topology, prune=False, timeout=15)
+            await provision_run(nats_url, topology, prune=False, timeout=15, auth=auth)
             return
         loop = asyncio.get_running_loop()
         kept = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
         for sig in _STOP_SIGNALS:
             loop.add_signal_handler(sig, _cancel, sig, task)
         try:
-            await provision_run(nats_url, topology, prune=False, timeout=15)
+            await provision_run(nats_url, topology, prune=False, timeout=15, auth=auth)
         finally:
             for sig, handler in kept.items():
                 loop.remove_signal_handler(sig)  # (which leaves SIG_DFL: ours back at once)
@@ -452,14 +487,20 @@ def _stopped_by_signals() -> Iterator[None]:
 
 
 def _dead_letters(
-    url: str, names: RunNames, *, plan: Plan, request: RunLocalRequest
+    url: str,
+    names: RunNames,
+    *,
+    plan: Plan,
+    request: RunLocalRequest,
+    auth: NatsAuth | None = None,
 ) -> DeadLetterReport | None:
     """This generation's dead letters, reported by node and copied to a file that
     outlives an embedded broker; None when they could not be read."""
     kept = "on the broker at " + url if request.nats_url else "gone with the embedded broker"
     nodes = tuple(w.node for w in plan.workloads)
     keep = request.run_dir.resolve() if request.run_dir else None
-    return report_dead_letters(url, names, nodes, out=request.output, kept=kept, copy_dir=keep)
+    out = request.output
+    return report_dead_letters(url, names, nodes, out=out, kept=kept, copy_dir=keep, auth=auth)
 
 
 def _finish(
