@@ -1,8 +1,10 @@
 """``vf run-tree --sync argocd`` prunes and deletes as gitops-engine does (ADR 151): a
 prune in the wave of the object it removes unless the object (or the Application) says
 ``PruneLast``, no later wave once a Job has failed, and an Application's deletion that
-spares what says ``Delete=false``, while a deleted Namespace takes everything in it. Real
-nats-server and Redis-compatible store, started from the tree's own manifests."""
+spares what says ``Delete=false``, while a deleted Namespace takes everything in it. A
+failed operation is retried as Argo CD retries it, each retry leaving out what is in sync
+(ADR 214). Real nats-server and Redis-compatible store, started from the tree's own
+manifests."""
 
 from __future__ import annotations
 
@@ -20,10 +22,13 @@ from tests.test_run_tree_lifecycle import (
     report,
     results,
 )
-from vf.runtree.argocd_sync import delete_application, prune_waves, prunes
+from vf.runtree.argocd_sync import Retry, delete_application, prune_waves, prunes, retry_of
 from vf.runtree.cluster import Cluster
-from vf.runtree.command import RunTreeRequest, prepare
+from vf.runtree.command import RunTreeRequest, prepare, workloads_done
+from vf.runtree.controllers import JobController
+from vf.runtree.outcome import run_status
 from vf.runtree.sync import sync
+from vf_runtime.local.outcome import exit_code
 
 FLOWS = Path(__file__).resolve().parent / "runtree_flows"
 COUNT = 20
@@ -132,6 +137,74 @@ def test_a_new_generation_stops_the_running_batch_under_argocd(
 
 def _jobs(of: Cluster) -> set[str]:
     return {k[2] for k in of.controllers if k[0] == "Job"}
+
+
+@pytest.mark.slow  # real servers and a batch: about 15 s
+def test_a_retry_runs_the_waves_after_a_failed_provision_job_which_stays_failed(
+    cluster: Cluster,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The provision Job fails at once (wave -1): the operation ends Failed there. Argo
+    CD's retry is a new operation that, with ``ApplyOutOfSyncOnly``, leaves out what is in
+    sync, the failed Job among them, so the workers' wave runs and delivers the batch
+    (workers ensure their own streams). The Job is never applied again: it stays Failed,
+    and the run ends as a lost Job (exit 4). Before, no worker ever started."""
+    sink = results(cluster, "sink.jsonl")
+    tree = compile_tree(
+        "batch.py",
+        tmp_path / "tree",
+        config=config(tmp_path, extra=ARGOCD),
+        out="/results/sink.jsonl",
+        count=str(COUNT),
+        tag="a",
+    )
+    _failing_provision(tree)
+    assert _sync(cluster, tree, app="batch") == []  # the retry Succeeded
+    log = capsys.readouterr().out
+    print(log)
+    assert "argocd: sync Failed: sync failed in wave -1: Job " in log
+    assert "retry #1 of 5 in 0.5s (Argo CD waits 10s)" in log  # --backoff 0.5 of 10 s
+    assert "argocd: retry #1 Succeeded" in log and "retry #2" not in log
+    jobs = [c for c in cluster.controllers.values() if isinstance(c, JobController)]
+    provision = [c for c in jobs if "-provision-" in c.name]
+    workers = [c for c in jobs if c not in provision]
+    assert len(provision) == 1 and len(workers) == 3
+    assert cluster.run_until(lambda: all(w.status == "Complete" for w in workers), timeout=90)
+    assert report("after the retry", applied(sink, tag="a"), COUNT) == (COUNT, 0, 0)
+    assert provision[0].status == "Failed" and provision[0].failures == 1  # one pod, never again
+    assert workloads_done(cluster, batch=True)
+    status = run_status(cluster, done=True)
+    assert status.status == "lost" and status.lost == (provision[0].name,)
+    assert exit_code(status.status) == 4
+
+
+def _failing_provision(tree: Path) -> None:
+    """The provision Job fails at its first pod: no pod retry, and a flow type it refuses
+    at once (``VF_ENV``), so its failure comes in a second rather than after six back-offs."""
+    (path,) = (tree / "overlays" / "dev" / "resources").glob("job-*-provision-*.yaml")
+    text = path.read_text()
+    changed = text.replace("backoffLimit: 6", "backoffLimit: 0").replace(
+        "name: VF_FLOW_TYPE\n          value: batch", "name: VF_FLOW_TYPE\n          value: none"
+    )
+    assert changed.count("value: none") == 1 and "backoffLimit: 0" in changed
+    path.write_text(changed)
+
+
+def test_retry_follows_argo_cds_defaults_and_the_application() -> None:
+    """An automated sync without ``retry`` retries five times, none by hand; each wait is
+    ``duration * factor ** n`` from the failure, n counted from 1, capped at maxDuration."""
+    automated = {"spec": {"syncPolicy": {"automated": {"prune": True}}}}
+    assert retry_of(automated) == Retry(limit=5)
+    assert retry_of({"spec": {"syncPolicy": {}}}) == Retry(limit=0)
+    assert retry_of(None) == Retry(limit=0)
+    off = {"spec": {"syncPolicy": {"automated": {"enabled": False}}}}
+    assert retry_of(off).limit == 0
+    assert [Retry(limit=5).wait(n) for n in range(1, 6)] == [10, 20, 40, 80, 160]
+    given = {"limit": 2, "backoff": {"duration": "30", "factor": 3, "maxDuration": "1m"}}
+    written = retry_of({"spec": {"syncPolicy": {"retry": given}}})
+    assert written == Retry(limit=2, duration=30, factor=3, max_duration=60)
+    assert [written.wait(n) for n in (1, 2)] == [60, 60]
 
 
 def test_prune_waves_follow_gitops_engine() -> None:

@@ -10,20 +10,34 @@
 - Deleting an Application (its resources finalizer) deletes every object it manages except
   those that say ``Delete=false`` or carry Helm's ``resource-policy: keep``; deleting a
   Namespace deletes everything in it.
+- An operation that ends Failed is retried as the Application's ``syncPolicy.retry`` says
+  (an automated sync without one: five times), each retry a new operation on the same
+  revision after ``duration * factor ** n`` (5 s and 2 unless said, at most
+  ``maxDuration``, 3 min); with ``ApplyOutOfSyncOnly=true`` every operation leaves out
+  what the cluster already holds as Git has it, so a retry starts at the first wave that
+  still has something to apply, past a failed Job, which stays failed (ADR 214).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vf.runtree.cluster import Cluster, wave_of
+from vf.runtree.flux_sync import seconds
+from vf.runtree.manifests import key
 from vf.textio.yaml_read import reader
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+OUT_OF_SYNC_ONLY = "ApplyOutOfSyncOnly=true"
+# argo-cd pkg/apis/application/v1alpha1/application_defaults.go; controller/appcontroller.go
+# autoSync: an automated operation retries five times unless the Application says otherwise
+RETRY_LIMIT, RETRY_DURATION, RETRY_FACTOR, RETRY_MAX_DURATION = 5, 5.0, 2, 180.0
+KUBERNETES_BACKOFF = 10.0  # the first pod back-off that run-tree's --backoff stands for
 
 
 def application(tree: Path, *, env: str) -> Obj | None:
@@ -45,6 +59,58 @@ def app_options(app: Obj | None) -> set[str]:
     if app is None:
         return set()
     return set(((app.get("spec") or {}).get("syncPolicy") or {}).get("syncOptions") or [])
+
+
+@dataclass(frozen=True)
+class Retry:
+    """An operation's retry strategy: ``limit`` retries (negative: no bound) and the wait
+    before each, in Argo CD's seconds."""
+
+    limit: int = 0
+    duration: float = RETRY_DURATION
+    factor: int = RETRY_FACTOR
+    max_duration: float = RETRY_MAX_DURATION
+
+    def wait(self, retry: int) -> float:
+        """Seconds from the failure to retry number ``retry`` (1 for the first). The
+        failed operation is marked for retry with its count already raised, and the retry
+        is started once ``NextRetryAt(finishedAt, retryCount)`` has passed
+        (``processRequestedAppOperation``): the first waits ``duration * factor``."""
+        wait = self.duration * float(self.factor) ** retry
+        return min(wait, self.max_duration) if self.max_duration > 0 else wait
+
+
+def retry_of(app: Obj | None) -> Retry:
+    """The retry of an operation on ``app``: its ``syncPolicy.retry``; without one, five
+    retries for an automated sync (``autoSync``) and none for one started by hand."""
+    policy = ((app or {}).get("spec") or {}).get("syncPolicy") or {}
+    given = policy.get("retry")
+    automated = policy.get("automated")
+    if not isinstance(given, dict):
+        on = isinstance(automated, dict) and automated.get("enabled", True) is not False
+        return Retry(limit=RETRY_LIMIT if on else 0)
+    backoff = given.get("backoff") or {}
+    return Retry(
+        limit=int(given.get("limit", 0)),
+        duration=_duration(backoff.get("duration"), RETRY_DURATION),
+        factor=int(backoff.get("factor", RETRY_FACTOR)),
+        max_duration=_duration(backoff.get("maxDuration"), RETRY_MAX_DURATION),
+    )
+
+
+def _duration(text: object, default: float) -> float:
+    """Argo CD's ``parseStringToDuration``: a bare number is seconds, else a duration."""
+    if text is None or text == "":
+        return default
+    value = str(text)
+    return float(value) if value.isdigit() else seconds(value)
+
+
+def out_of_sync(cluster: Cluster, objects: Iterable[Obj]) -> list[Obj]:
+    """What an ``ApplyOutOfSyncOnly`` operation applies: every object the cluster does not
+    hold as the tree has it (gitops-engine ``filterOutOfSyncTasks`` leaves out a task with
+    a live and a target object that the diff found unmodified)."""
+    return [o for o in objects if cluster.objects.get(key(o)) != o]
 
 
 def prune_waves(

@@ -11,18 +11,29 @@ applies the rest; Argo CD refuses the whole sync at its dry-run unless the objec
 ``SkipDryRunOnMissingResource=true``, and then fails in that object's wave, so no later
 wave runs; kustomize-controller applies none of the Kustomization's objects, nor those of
 the Kustomizations that depend on it; Helm applies none of the release. A refusal that
-leaves every other object applied is logged, not returned: the flow runs without it."""
+leaves every other object applied is logged, not returned: the flow runs without it.
+
+An Argo CD operation that ends Failed is retried as the Application says
+(``argocd_sync.retry_of``), after its wait scaled as ``--backoff`` scales a pod's back-off;
+each retry leaves out what is in sync when the Application says ``ApplyOutOfSyncOnly``
+(ADR 214). A failure that every retry would meet again (nothing new to apply) is logged
+with the retries left, not waited out."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from vf.runtree.argocd_sync import (
+    KUBERNETES_BACKOFF,
+    OUT_OF_SYNC_ONLY,
     app_options,
     options,
+    out_of_sync,
     prune_waves,
+    retry_of,
 )
 from vf.runtree.argocd_sync import prunes as argocd_prunes
 from vf.runtree.cluster import Cluster, wave_of
@@ -49,6 +60,18 @@ def _is_hook(obj: Obj, mode: str) -> bool:
 def _delete_policy(obj: Obj) -> set[str]:
     policy = (obj["metadata"].get("annotations") or {}).get("helm.sh/hook-delete-policy", "")
     return {p.strip() for p in policy.split(",")}
+
+
+@dataclass
+class _Ended:
+    """How one sync ended: ``errors`` refuse the run; ``failed`` is why an Argo CD
+    operation ended Failed (None: Succeeded or still Running), ``repeats`` when every retry
+    would meet the same failure (nothing was applied, or nothing new would be)."""
+
+    errors: list[str] = field(default_factory=list)
+    failed: str | None = None
+    repeats: bool = False
+    running: bool = False  # a wave not healthy in time: the operation is still Running
 
 
 def _keys(objects: Sequence[Obj]) -> set[Key]:
@@ -126,10 +149,52 @@ def sync(
         if parts and tree.renderer == "kustomize":
             return _flux_parts(cluster, tree, resolver, parts=parts, app=app, timeout=timeout)
     if mode == "argocd":
+        return _argocd(cluster, tree, resolver, app=app, timeout=timeout)
+    return _sync(cluster, tree, resolver, mode=mode, app=app, timeout=timeout).errors
+
+
+def _argocd(
+    cluster: Cluster, tree: TreeEnvironment, resolver: ImageResolver, *, app: str, timeout: float
+) -> list[str]:
+    """An Argo CD operation and, while it ends Failed, its retries (argo-cd
+    ``controller/appcontroller.go``, ``processRequestedAppOperation``): each a new
+    operation on the same revision, ``retry.limit`` of them at most. Each wait is the
+    retry's, scaled by ``--backoff`` over Kubernetes' 10 s as the pods' back-off is. A
+    failed Job stays failed: no retry applies it again, and its failure is the run's."""
+    retry = retry_of(_held_application(cluster, tree.env))
+    scale = cluster.options.backoff_base / KUBERNETES_BACKOFF
+    attempt, previous = 0, None
+    while True:
         refused = _not_permitted(cluster, tree)
         if refused:
-            return refused
-    return _sync(cluster, tree, resolver, mode=mode, app=app, timeout=timeout)
+            ended = _Ended(refused, failed=refused[0].removeprefix("argocd: "), repeats=True)
+        else:
+            ended = _sync(cluster, tree, resolver, mode="argocd", app=app, timeout=timeout)
+        if ended.failed is None:
+            if attempt:
+                phase = "still Running" if ended.running else "Succeeded"
+                cluster.log(f"argocd: retry #{attempt} {phase}")
+            return ended.errors
+        retried = f" (retried {attempt} times)" if attempt else ""
+        left = retry.limit - attempt if retry.limit >= 0 else None
+        if left == 0:
+            cluster.log(f"argocd: sync Failed: {ended.failed}{retried}")
+            return ended.errors
+        if ended.repeats or ended.failed == previous:
+            retries = "every further retry" if left is None else f"the {left} retries left"
+            cluster.log(
+                f"argocd: sync Failed: {ended.failed}{retried}; {retries} would meet the "
+                "same failure (the same revision, nothing new to apply): not waited out"
+            )
+            return ended.errors
+        attempt, previous = attempt + 1, ended.failed
+        wait = retry.wait(attempt)
+        cluster.log(
+            f"argocd: sync Failed: {ended.failed}; retry #{attempt} of "
+            f"{retry.limit if retry.limit >= 0 else 'unbounded'} in {wait * scale:g}s "
+            f"(Argo CD waits {wait:g}s)"
+        )
+        cluster.run_until(lambda: False, timeout=wait * scale)
 
 
 def _held_application(cluster: Cluster, env: str) -> Obj | None:
@@ -204,7 +269,7 @@ def _flux_release(
     action = spec.get(verb) or {}
     jobs = not action.get("disableWaitForJobs", False)
     limit = min(seconds(str(action.get("timeout") or spec.get("timeout") or "5m")), timeout)
-    errors = _sync(cluster, tree, resolver, mode="helm", app=app, timeout=limit, jobs=jobs)
+    errors = _sync(cluster, tree, resolver, mode="helm", app=app, timeout=limit, jobs=jobs).errors
     wanted = _keys([o for o in tree.objects if not _is_hook(o, "helm")])
     if _healthy(cluster, wanted, jobs=jobs):
         cluster.releases[app] = tree.objects  # the release a rollback returns to
@@ -315,14 +380,15 @@ def _sync(
     app: str,
     timeout: float,
     jobs: bool = True,
-) -> list[str]:
+) -> _Ended:
     objects = list(tree.objects)
-    hooks = [o for o in objects if _is_hook(o, mode)]
-    plain = [o for o in objects if not _is_hook(o, mode)]
     app_obj = _held_application(cluster, tree.env) if mode == "argocd" else None
-    refusal = _refused_up_front(cluster, objects, mode=mode, app=app_obj)
+    hooks, plain = _tasks(cluster, objects, mode=mode, app=app_obj)
+    left_out = len(plain) + len(hooks) < len(objects)
+    dry_run = [*plain, *hooks] if left_out else objects
+    refusal = _refused_up_front(cluster, dry_run, mode=mode, app=app_obj)
     if refusal:
-        return [refusal]
+        return _Ended([refusal], failed=refusal.removeprefix("argocd: "), repeats=True)
 
     def apply(group: list[Obj]) -> list[str]:
         return cluster.apply(group, app=app, resolver=resolver, mode=mode, prune=False)
@@ -341,23 +407,59 @@ def _sync(
         errors += apply(waves[wave])
         ended = _wave_failed(cluster, waves, wave=wave, hooks=hooks, mode=mode)
         if ended is not None:
-            return [*errors, *ended]
+            return _Ended([*errors, *ended.errors], failed=ended.failed, repeats=True)
         if mode == "argocd" and wave == order[-1] and not hooks:
             # gitops-engine ends the operation once its last wave is applied, healthy or not
             cluster.log(f"argocd: wave {wave} applied, the last: sync Succeeded")
             break
-        healthy = functools.partial(_healthy, cluster, _keys(waves[wave]), jobs=jobs)
-        if (mode == "argocd" or hooks) and not cluster.run_until(healthy, timeout=timeout):
-            failed = _failed_jobs(cluster, _keys(waves[wave]))
-            if mode == "argocd" and failed:  # Degraded: the sync fails, no later wave runs
-                return [*errors, f"argocd: sync failed in wave {wave}: Job {failed[0]} failed"]
-            if mode == "argocd":  # the operation is still Running: later waves wait
-                cluster.log(f"argocd: wave {wave} not healthy after {timeout:g}s; sync Running")
-                return errors
+        keys = _keys(waves[wave])
+        if mode == "argocd":
+            stopped = _argocd_wave(cluster, keys, wave=wave, timeout=timeout)
+            if stopped is not None:
+                return _Ended(errors, failed=stopped or None, running=not stopped)
+        elif hooks:
+            healthy = functools.partial(_healthy, cluster, keys, jobs=jobs)
+            cluster.run_until(healthy, timeout=timeout)
     errors += _run_hooks(cluster, hooks, apply=apply, timeout=timeout)
     if mode in PRUNE_MODES and mode != "argocd":
         _prune(cluster, objects, app=app, mode=mode)
-    return errors
+    return _Ended(errors)
+
+
+def _tasks(
+    cluster: Cluster, objects: list[Obj], *, mode: str, app: Obj | None
+) -> tuple[list[Obj], list[Obj]]:
+    """The hooks and the other objects a sync applies. With the Application's
+    ``ApplyOutOfSyncOnly`` no task is made for what the cluster holds as Git has it; hooks
+    (and prunes) always run (gitops-engine ``filterOutOfSyncTasks``)."""
+    hooks = [o for o in objects if _is_hook(o, mode)]
+    plain = [o for o in objects if not _is_hook(o, mode)]
+    if mode == "argocd" and OUT_OF_SYNC_ONLY in app_options(app):
+        plain = out_of_sync(cluster, plain)
+        if not plain and not hooks:
+            cluster.log("argocd: every object in sync (ApplyOutOfSyncOnly): nothing to apply")
+    return hooks, plain
+
+
+def _argocd_wave(cluster: Cluster, keys: set[Key], *, wave: int, timeout: float) -> str | None:
+    """Wait for the wave's tasks to be Healthy, or Degraded (a failed Job). None: the next
+    wave may start; "": the operation is still Running after ``timeout`` (later waves
+    wait); else why it ended Failed (no later wave runs in it)."""
+    if not cluster.run_until(functools.partial(_settled, cluster, keys), timeout=timeout):
+        cluster.log(f"argocd: wave {wave} not healthy after {timeout:g}s; sync Running")
+        return ""
+    failed = _failed_jobs(cluster, keys)
+    return f"sync failed in wave {wave}: Job {failed[0]} failed" if failed else None
+
+
+def _settled(cluster: Cluster, keys: set[Key]) -> bool:
+    """No task of the wave is still running: every workload is Healthy or a failed Job
+    (gitops-engine waits while a task is Progressing, and fails the operation only then)."""
+    return all(
+        c.healthy() or (c.kind == "Job" and c.status == "Failed")
+        for k, c in cluster.controllers.items()
+        if k in keys
+    )
 
 
 def _waves(objects: list[Obj], *, mode: str) -> dict[int, list[Obj]]:
@@ -370,18 +472,18 @@ def _waves(objects: list[Obj], *, mode: str) -> dict[int, list[Obj]]:
 
 def _wave_failed(
     cluster: Cluster, waves: dict[int, list[Obj]], *, wave: int, hooks: list[Obj], mode: str
-) -> list[str] | None:
+) -> _Ended | None:
     """Argo CD ends the operation Failed in a wave whose object of an unserved kind failed
-    to apply: the errors when a later wave is left undone, [] when it was the last (logged),
-    None when the wave applied (or the tool has no waves)."""
+    to apply: its errors when a later wave is left undone, none when it was the last
+    (logged), None when the wave applied (or the tool has no waves)."""
     unserved = _unserved(cluster, waves[wave]) if mode == "argocd" else []
     if not unserved:
         return None
-    failure = f"argocd: sync failed in wave {wave}: {_named(unserved)} failed to apply"
+    failure = f"sync failed in wave {wave}: {_named(unserved)} failed to apply"
     if any(w > wave for w in waves) or hooks:
-        return [f"{failure}; no later wave runs"]
-    cluster.log(f"{failure}; every other object is applied")
-    return []
+        return _Ended([f"argocd: {failure}; no later wave runs"], failed=failure)
+    cluster.log(f"argocd: {failure}; every other object is applied")
+    return _Ended([], failed=failure)
 
 
 def _refused_up_front(

@@ -183,10 +183,20 @@ def _argocd_root(gitops: GitOps, *, argocd: ArgoCD, plan: Plan, include: Sequenc
     }
 
 
+# A failed operation is retried as Argo CD retries an automated one by default (ADR 214),
+# written out so that a sync started by hand (``auto_sync: false``) retries too: with
+# ApplyOutOfSyncOnly a retry starts past a failed Job, at the first wave still to apply.
+ARGOCD_RETRY: Obj = {
+    "limit": 5,
+    "backoff": {"duration": "5s", "factor": 2, "maxDuration": "3m"},
+}
+
+
 def _sync_policy(argocd: ArgoCD, *, options: list[str]) -> Obj:
     sync: Obj = {"syncOptions": options}
     if argocd.auto_sync:
         sync["automated"] = {"prune": True, "selfHeal": True}
+    sync["retry"] = {"limit": ARGOCD_RETRY["limit"], "backoff": dict(ARGOCD_RETRY["backoff"])}
     return sync
 
 
