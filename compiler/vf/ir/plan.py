@@ -153,7 +153,7 @@ class Infra:
     store_url_secret: SecretRef | None
     # who may use the broker and the store (None: no store)
     broker_auth: ServiceAuth
-    store_auth: ServiceAuth | None = field(default=None, metadata=OMIT_IF_NONE)
+    store_auth: ServiceAuth | None = field(default=None, metadata=OMIT_IF_NONE)  # none: no store
 
 
 @dataclass(frozen=True, kw_only=True)
