@@ -50,8 +50,8 @@ def _environment(
         "image_pull_policy": lambda: rng.choice(["Always", "IfNotPresent"]),
         "priority_class": lambda: f"pc-{name}",
         "pods": lambda: _pods(rng, name),
-        "broker": lambda: {"profile": rng.choice(["dev", "durable"])},
-        "payload_store": lambda: {"profile": rng.choice(["dev", "durable"])},
+        "broker": lambda: {"profile": rng.choice(["dev", "durable"]), **_auth(rng)},
+        "payload_store": lambda: {"profile": rng.choice(["dev", "durable"]), **_auth(rng)},
         "pod_security": lambda: {"namespace_labels": True},
         "supervision": lambda: {"max_restarts": rng.randint(0, 5)},
         "mounts": lambda: {rng.choice(nodes): ["data-claim:/data"]},
@@ -62,6 +62,11 @@ def _environment(
     if kind == "REALTIME":
         env.update(_realtime(rng, works=works, partitioned=partitioned))
     return env
+
+
+def _auth(rng: random.Random) -> Obj:
+    """vf's default credentials, none, or other Secrets (ADR 0212)."""
+    return rng.choice([{}, {"auth": "none"}, {"auth": {"secret": "own-creds"}}])
 
 
 def _pods(rng: random.Random, name: str) -> Obj:

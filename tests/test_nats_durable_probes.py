@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support import require
-from vf.render.infra import NATS_PID_FILE, component_objects, nats_conf
+from vf.render.infra import NATS_PID_FILE, component_objects, nats_conf, nats_route_urls
 from vf_runtime.local.infra import MissingTool, free_port, nats_server_binary
 
 pytestmark = pytest.mark.slow  # real servers
@@ -41,14 +41,30 @@ def _local_conf(index: int, ports: list[dict[str, int]], root: Path) -> str:
     text = text.replace("port: 4222", f"port: {own['client']}")
     text = text.replace("http: 8222", f"http: {own['monitor']}")
     text = text.replace("  port: 6222", f"  port: {own['cluster']}")
-    text = re.sub(
-        r"nats://vf-nats-(\d+)\.vf-nats-headless:6222",
-        lambda m: f"nats://127.0.0.1:{ports[int(m.group(1))]['cluster']}",
-        text,
-    )
     pid_dir = str(PurePosixPath(NATS_PID_FILE).parent)
     text = text.replace(pid_dir, str(root / f"run-{index}"))
     return text.replace("/data/", f"{root}/data-{index}/")
+
+
+# the Secrets' values the kubelet would put in the pods' environment (ADR 0212)
+CREDENTIALS = {
+    "VF_NATS_USER": "flow",
+    "VF_NATS_PASSWORD": "a1b2c3",
+    "VF_NATS_ROUTE_USER": "route",
+    "VF_NATS_ROUTE_PASSWORD": "d4e5f6",
+}
+
+
+def _local_routes(ports: list[dict[str, int]]) -> str:
+    """The StatefulSet's ``--routes``, expanded as the kubelet does, to this machine's ports."""
+    text = nats_route_urls(name="vf-nats", replicas=REPLICAS, auth=True)
+    for var, value in CREDENTIALS.items():
+        text = text.replace(f"$({var})", value)
+    return re.sub(
+        r"vf-nats-(\d+)\.vf-nats-headless:6222",
+        lambda m: f"127.0.0.1:{ports[int(m.group(1))]['cluster']}",
+        text,
+    )
 
 
 def _status(port: int, path: str) -> int:
@@ -79,10 +95,9 @@ def cluster(tmp_path: Path) -> Iterator[tuple[list[subprocess.Popen[bytes]], lis
         conf.write_text(_local_conf(i, ports, tmp_path), encoding="utf-8")
         log = (tmp_path / f"nats-{i}.log").open("wb")
         logs.append(log)
-        env = {**os.environ, "POD_NAME": f"vf-nats-{i}"}
-        procs.append(
-            subprocess.Popen([binary, "--config", str(conf)], stdout=log, stderr=log, env=env)
-        )
+        env = {**os.environ, **CREDENTIALS, "POD_NAME": f"vf-nats-{i}"}
+        argv = [binary, "--config", str(conf), "--routes", _local_routes(ports)]
+        procs.append(subprocess.Popen(argv, stdout=log, stderr=log, env=env))
     try:
         yield procs, ports
     finally:

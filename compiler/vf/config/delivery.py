@@ -17,7 +17,7 @@ DEFAULT_MAX_REPLICAS = 10
 DEFAULT_LAG_THRESHOLD = 10
 DEFAULT_POLLING_SECONDS = 15
 DEFAULT_COOLDOWN_SECONDS = 300
-DEFAULT_NATS_ACCOUNT = "$G"
+DEFAULT_NATS_ACCOUNT = "$G"  # a broker without accounts: its one global account
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,7 +33,8 @@ class Autoscaling:
     polling_interval_seconds: int = DEFAULT_POLLING_SECONDS
     cooldown_seconds: int = DEFAULT_COOLDOWN_SECONDS
     monitoring_endpoint: str | None = None
-    account: str = DEFAULT_NATS_ACCOUNT
+    # None: the flow's account on vf's broker with credentials (ADR 0212), else $G
+    account: str | None = None
 
 
 def parse_autoscaling(raw: Mapping[str, Any] | None) -> Autoscaling | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from vf.config.network import (
@@ -18,6 +19,7 @@ from vf.config.servers import NATS_IMAGE
 from vf.config.servers import STORE_IMAGE as REDIS_IMAGE
 from vf.config.url_secrets import url_credentials
 from vf.errors import Problem
+from vf.ir.plan import AuthKind
 from vf.ir.records import Peer, SecretRef
 
 BROKER_PROFILES = ("dev", "durable", "external")
@@ -27,6 +29,17 @@ DEFAULT_STORAGE_SIZE = "10Gi"
 MAX_STREAM_REPLICAS = 5
 # A service address: printable, and nothing UTF-8 cannot encode (no unpaired surrogates).
 _PRINTABLE_URL = re.compile("^[^\\x00-\\x20\\x7f\\ud800-\\udfff]+\\Z")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuthChoice:
+    """vf.yaml's ``auth:`` of a broker or store: ``none``, or the Secrets to read (ADR 0212).
+    Absent from vf.yaml, the section's ``auth`` is None and the plan picks vf's default."""
+
+    off: bool = False  # ``auth: none``
+    secret: str | None = None
+    routes_secret: str | None = None
+    kind: AuthKind = "password"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +58,7 @@ class BrokerTarget:
     monitoring_from: tuple[Peer, ...] | None = None
     egress: Egress | None = None
     reclaim_superseded: bool = False  # the provision Job deletes the flow's other runs
+    auth: AuthChoice | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +73,7 @@ class StoreTarget:
     capabilities: tuple[tuple[str, Any], ...] = ()
     image: str = REDIS_IMAGE
     egress: Egress | None = None
+    auth: AuthChoice | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,10 +92,10 @@ class _Checker:
     source: str
     problems: list[Problem] = field(default_factory=list)
 
-    def fail(self, key: str, what: str, remedy: str) -> None:
+    def fail(self, key: str, what: str, remedy: str, *, code: str = "VF_CONFIG_PROFILE") -> None:
         self.problems.append(
             Problem(
-                code="VF_CONFIG_PROFILE",
+                code=code,
                 what=f"environments.{self.env}.{key}: {what}",
                 remedy=remedy,
                 where=f"{self.source} (environment '{self.env}')",
@@ -141,6 +156,7 @@ def parse_broker(
         monitoring_from=_monitoring_from(check, data=data, profile=profile),
         egress=_egress(check, section="broker", data=data, profile=profile, port=NATS_CLIENT_PORT),
         reclaim_superseded=data.get("reclaim_superseded", False) is True,
+        auth=_auth(check, section="broker", data=data, profile=profile),
     )
     return target, check.problems
 
@@ -191,6 +207,7 @@ def parse_store(
         **_service_fields(data),
         image=data.get("image", REDIS_IMAGE),
         egress=_egress(check, section="payload_store", data=data, profile=profile, port=REDIS_PORT),
+        auth=_auth(check, section="payload_store", data=data, profile=profile),
     )
     return target, check.problems
 
@@ -239,6 +256,48 @@ def _monitoring_from(
     for what in peer_problems(peers):
         check.fail("broker.monitoring_from", what, "write cidr: a.b.c.d/n on its own")
     return peers
+
+
+def _auth(
+    check: _Checker, *, section: str, data: dict[str, Any], profile: str
+) -> AuthChoice | None:
+    """The section's ``auth:`` (its shape already checked by the schema), and what does not
+    fit the profile: a route Secret is the durable broker's, a kind an external broker's,
+    and an external service's credentials need a Secret to come from."""
+    raw = data.get("auth")
+    if raw is None:
+        return None
+    fail = partial(check.fail, code="VF_CONFIG_AUTH")
+    if profile == "none":
+        fail(f"{section}.auth", "no store runs with profile none", "drop auth or pick a profile")
+    if raw == "none":
+        return AuthChoice(off=True)
+    choice = AuthChoice(
+        secret=raw.get("secret"),
+        routes_secret=raw.get("routes_secret"),
+        kind=raw.get("kind", "password"),
+    )
+    if "routes_secret" in raw and not (section == "broker" and profile == "durable"):
+        fail(
+            f"{section}.auth.routes_secret",
+            f"only the durable broker's servers route to each other, not a {profile} "
+            f"{section.replace('_', ' ')}",
+            "remove routes_secret, or set broker.profile: durable",
+        )
+    if "kind" in raw and not (section == "broker" and profile == "external"):
+        fail(
+            f"{section}.auth.kind",
+            "vf's own servers and an external store take a user and a password; a kind "
+            "chooses an external broker's credentials",
+            "remove kind (the Secret holds keys user and password)",
+        )
+    if profile == "external" and choice.secret is None:
+        fail(
+            f"{section}.auth.secret",
+            "vf cannot make up a name for an external service's credentials",
+            "name the Secret that holds them: auth: {secret: NAME}, or write auth: none",
+        )
+    return choice
 
 
 def _egress(

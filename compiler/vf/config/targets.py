@@ -285,6 +285,8 @@ def check_errors(check: Check, document: Any) -> Errors:
 def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Problem:
     location = ".".join(str(p) for p in error.absolute_path) or "(top level)"
     where = f"{path}:{_line_of(document, list(error.absolute_path))}"
+    if error.schema == config_schema()["$defs"]["serviceAuth"]:
+        return _auth_problem(error.instance, location=location, where=where)
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         schema = error.schema if isinstance(error.schema, dict) else {}
         allowed = sorted(schema.get("properties", {}))
@@ -318,6 +320,29 @@ def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Pr
         remedy="see the vf.yaml reference in docs/configuration.md",
         where=where,
     )
+
+
+AUTH_KEYS = ("kind", "routes_secret", "secret")
+AUTH_KINDS = ("password", "token", "creds")
+
+
+def _auth_problem(value: Any, *, location: str, where: str) -> Problem:
+    """What is wrong with a broker's or store's ``auth:`` (ADR 0212), by name."""
+    fix = "write auth: none, or auth: {secret: NAME} (with routes_secret: or kind: where allowed)"
+    what = f"{location}: {value!r} is neither none nor a mapping of {', '.join(AUTH_KEYS)}"
+    if isinstance(value, dict):
+        unknown = sorted(str(k) for k in value if k not in AUTH_KEYS)
+        kind = value.get("kind")
+        if unknown:
+            what = f"{location}: unknown key(s) {', '.join(repr(k) for k in unknown)}"
+            fix = f"allowed keys here: {', '.join(AUTH_KEYS)}"
+        elif kind is not None and kind not in AUTH_KINDS:
+            what = f"{location}.kind: {kind!r} is not a kind of credentials vf knows"
+            fix = f"use one of: {', '.join(AUTH_KINDS)}"
+        else:
+            what = f"{location}: a Secret name is not a DNS subdomain"
+            fix = "name the Secret in lower case letters, digits, '-' and '.'"
+    return Problem(code="VF_CONFIG_AUTH", what=what, remedy=fix, where=where)
 
 
 def _source_line(path: Path, line: int) -> str | None:

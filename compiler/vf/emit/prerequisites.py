@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from vf_runtime.labels import INFRA_LABEL
+
 Obj = dict[str, Any]
 _CORE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 # what each delivery does with an object of a kind the cluster does not serve (ADR 0202)
@@ -127,17 +129,20 @@ def _namespace_labels(objects: Sequence[Mapping[str, Any]]) -> list[str]:
     return items
 
 
-def _pod_owners(objects: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Obj, bool, str]]:
+def _pod_owners(objects: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Obj, bool, str, bool]]:
     """Each pod template's spec, whether several of its pods may run at once (a count over
-    one, or none: a scaler sets it), and its namespace."""
+    one, or none: a scaler sets it), its namespace, and whether it is a broker or store vf
+    runs."""
     for obj in objects:
         spec = obj.get("spec") or {}
         template = (spec.get("jobTemplate") or {}).get("spec", spec).get("template")
         if not isinstance(template, dict):
             continue
         count = spec.get("parallelism", 1) if obj.get("kind") == "Job" else spec.get("replicas")
-        namespace = str((obj.get("metadata") or {}).get("namespace") or "")
-        yield template.get("spec") or {}, not isinstance(count, int) or count > 1, namespace
+        metadata = obj.get("metadata") or {}
+        namespace = str(metadata.get("namespace") or "")
+        infra = INFRA_LABEL in (metadata.get("labels") or {})
+        yield template.get("spec") or {}, not isinstance(count, int) or count > 1, namespace, infra
 
 
 def _secret_uses(pod: Obj) -> Iterator[tuple[str, str | None, str]]:
@@ -172,7 +177,19 @@ def _ns(namespace: str) -> str:
     return f" -n {namespace}" if namespace else ""
 
 
-def _secret_command(name: str, namespace: str, keys: set[str], uses: set[str]) -> str:
+# The keys of a credential Secret whose server vf runs: any value will do, so the command
+# makes one (hex: a route password sits in a URL, ADR 0212).
+_RANDOM = '"$(openssl rand -hex 24)"'
+
+
+def _secret_command(
+    name: str, namespace: str, keys: set[str], uses: set[str], *, server: bool = False
+) -> str:
+    if server and uses == {"env"} and keys == {"user", "password"}:
+        return (
+            f"kubectl create secret generic {name}{_ns(namespace)} "
+            f"--from-literal=user={name} --from-literal=password={_RANDOM}"
+        )
     if "pull" in uses:
         return (
             f"kubectl create secret docker-registry {name}{_ns(namespace)} "
@@ -204,10 +221,13 @@ def missing_references(objects: Sequence[Mapping[str, Any]]) -> list[str]:
     }
     secrets: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
     claims: dict[tuple[str, str], list[bool]] = {}
-    for pod, many, namespace in _pod_owners(objects):
+    servers: set[tuple[str, str]] = set()  # the Secrets of a broker or store vf runs
+    for pod, many, namespace, infra in _pod_owners(objects):
         for name, key, use in _secret_uses(pod):
             if ("Secret", namespace, name) in made:
                 continue
+            if infra:
+                servers.add((namespace, name))
             keys, uses = secrets.setdefault((namespace, name), (set(), set()))
             uses.add(use)
             if key is not None:
@@ -221,10 +241,13 @@ def missing_references(objects: Sequence[Mapping[str, Any]]) -> list[str]:
         named = ", ".join(f"`{k}`" for k in sorted(keys))
         what = {"pull": "image pull", "env": "environment", "file": "mounted"}
         used = " and ".join(what[u] for u in sorted(uses))
+        server = (namespace, name) in servers
+        whose = ": credentials of a server vf runs, any values" if server else ""
+        command = _secret_command(name, namespace, keys, uses, server=server)
         items.append(
             f"The Secret `{name}`{f' in `{namespace}`' if namespace else ''} ({used}"
-            f"{f'; keys {named}' if named else ''}), which the tree does not contain: "
-            f"`{_secret_command(name, namespace, keys, uses)}`."
+            f"{f'; keys {named}' if named else ''}{whose}), which the tree does not contain: "
+            f"`{command}`."
         )
     for (namespace, name), owners in sorted(claims.items()):
         several = len(owners) > 1 or owners[0]

@@ -28,6 +28,7 @@ from vf_runtime.constants import DeviceType, FlowType, NodeKind
 PLAN_VERSION = "vf.plan/v1"
 
 Pairs = tuple[tuple[str, str], ...]
+AuthKind = Literal["password", "token", "creds"]  # what an external broker's clients present
 WorkloadKind = Literal["Deployment", "StatefulSet", "Job"]
 
 
@@ -113,6 +114,23 @@ class Provision:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ServiceAuth:
+    """The credentials a broker or payload store asks of the flow's clients (ADR 0212).
+
+    ``kind`` is what the clients present: a user and a password, a token, a ``.creds``
+    file (an external broker), or nothing. ``declared``: vf.yaml chose it (``auth: none``
+    among others); else it is vf's default (credentials on for the servers vf runs, none of
+    vf's own for an external service, whose URL may carry them). The Secrets are named,
+    never held: the operator creates them (the tree README says how)."""
+
+    kind: Literal["password", "token", "creds", "none"]
+    declared: bool
+    secret: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    # the durable broker's route credentials (its servers' pods only)
+    routes_secret: str | None = field(default=None, metadata=OMIT_IF_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Infra:
     """The broker and payload store of an environment, and what vf provisions for them."""
 
@@ -133,6 +151,9 @@ class Infra:
     nats_url_secret: SecretRef | None
     store_url: str | None
     store_url_secret: SecretRef | None
+    # who may use the broker and the store (None: no store)
+    broker_auth: ServiceAuth
+    store_auth: ServiceAuth | None = field(default=None, metadata=OMIT_IF_NONE)  # none: no store
 
 
 @dataclass(frozen=True, kw_only=True)

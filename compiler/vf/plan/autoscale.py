@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from vf.config.delivery import Autoscaling
+from vf.config.delivery import DEFAULT_NATS_ACCOUNT, Autoscaling
 from vf.errors import Problem, raise_if
 from vf.ir.graph import Graph, NodeIR
 from vf.ir.plan import Plan, Scaler, ScaleTrigger, Workload
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.constants import GPU
+from vf_runtime.credentials import NATS_ACCOUNT
 
 NATS_MONITOR_PORT = 8222
 
@@ -110,6 +111,17 @@ def _endpoint(plan: Plan, *, settings: Autoscaling, problems: list[Problem], whe
     return ""
 
 
+def scaler_account(plan: Plan, settings: Autoscaling) -> str:
+    """The NATS account whose streams KEDA reads: vf.yaml's, else the flow's one account
+    on the broker vf runs with credentials (ADR 0212), else the broker's global one."""
+    if settings.account is not None:
+        return settings.account
+    infra = plan.infra
+    if infra.broker_profile != "external" and infra.broker_auth.secret is not None:
+        return NATS_ACCOUNT
+    return DEFAULT_NATS_ACCOUNT
+
+
 def _scaler(
     plan: Plan, *, workload: Workload, node: NodeIR, settings: Autoscaling, endpoint: str
 ) -> Scaler:
@@ -129,7 +141,7 @@ def _scaler(
         polling_interval=settings.polling_interval_seconds,
         cooldown=settings.cooldown_seconds,
         endpoint=endpoint,
-        account=settings.account,
+        account=scaler_account(plan, settings),
         triggers=tuple(triggers),
         labels=workload.labels,
     )

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vf import names
+from vf.config.infra import AuthChoice
 from vf.config.targets import Environment
-from vf.ir.plan import ContainerResources, Infra, Provision
+from vf.ir.plan import ContainerResources, Infra, Provision, ServiceAuth
 from vf.plan.context import PlanContext
 from vf.plan.jobs import ignores_disruptions
 from vf.resources import shipped_components
@@ -60,6 +61,30 @@ def plan_infra(env: Environment, *, flow_id: str) -> Infra:
         nats_url_secret=broker.url_secret,
         store_url={"none": None, "external": store.url}.get(store.profile, provisioned_redis),
         store_url_secret=store.url_secret,
+        broker_auth=plan_auth(broker.auth, profile=broker.profile, name=broker_name, routes=True),
+        store_auth=None
+        if store.profile == "none"
+        else plan_auth(store.auth, profile=store.profile, name=store_name, routes=False),
+    )
+
+
+def plan_auth(choice: AuthChoice | None, *, profile: str, name: str, routes: bool) -> ServiceAuth:
+    """Who may use a broker or store (ADR 0212): the servers vf runs ask credentials unless
+    vf.yaml says ``auth: none``, from ``<name>-auth`` (and the durable broker's routes from
+    ``<name>-routes``) unless it names other Secrets; an external service asks what
+    vf.yaml declares, and nothing of vf's own when it declares nothing."""
+    external = profile == "external"
+    if choice is None and external:
+        return ServiceAuth(kind="none", declared=False)
+    if choice is not None and choice.off:
+        return ServiceAuth(kind="none", declared=True)
+    declared = choice or AuthChoice()
+    durable_routes = routes and profile == "durable"
+    return ServiceAuth(
+        kind=declared.kind if external else "password",
+        declared=choice is not None,
+        secret=declared.secret or f"{name}-auth",
+        routes_secret=(declared.routes_secret or f"{name}-routes") if durable_routes else None,
     )
 
 

@@ -49,6 +49,9 @@ class EnvView:
     verdicts: tuple[tuple[str, str], ...]  # channel → warning | rejected, where not admitted
     # GPUs held planned / at the autoscaling maximum / during a rollout ("" when unrecorded)
     gpu_cost: str = ""
+    # who may use the broker and store (ADR 0212): "auth: none", "auth: <Secret>", or ""
+    broker_auth: str = ""
+    store_auth: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,6 +150,14 @@ def _gpu_cost(gpu: Obj) -> str:
     return f"{counts} GPUs ({names})"
 
 
+def _auth(raw: Any) -> str:
+    """A plan's credential choice in a few words: the Secret, or that vf.yaml said none."""
+    auth = _mapping(raw)
+    if auth.get("secret"):
+        return f"auth: {_text(auth.get('secret'))}"
+    return "auth: none" if auth.get("declared") else ""
+
+
 def env_view(plan: Obj) -> EnvView:
     """The facts of one plan document that the diagram and the README need."""
     gpu = _mapping(plan.get("gpu"))
@@ -164,6 +175,8 @@ def env_view(plan: Obj) -> EnvView:
         store_profile=_text(infra.get("store_profile"), "?"),
         gpu_mode=mode or None,
         gpu_cost=_gpu_cost(gpu),
+        broker_auth=_auth(infra.get("broker_auth")),
+        store_auth=_auth(infra.get("store_auth")),
         nodes=tuple(_node(w, grants=grants, mode=mode) for w in _items(plan.get("workloads"))),
         profiles=tuple(
             (_text(c.get("node")), _text(c.get("profile"), "?"))

@@ -17,6 +17,16 @@ from typing import Any
 from vf.ir.plan import Infra
 from vf.resources import resource_dir, shipped_components
 from vf.textio.quantity import quantity_bytes
+from vf_runtime.credentials import (
+    NATS_ACCOUNT,
+    NATS_PASSWORD_ENV,
+    NATS_ROUTE_PASSWORD_ENV,
+    NATS_ROUTE_USER_ENV,
+    NATS_USER_ENV,
+    STORE_PASSWORD_ENV,
+    STORE_USER_ENV,
+    store_acl_rule,
+)
 from vf_runtime.labels import FLOW_LABEL, INFRA_LABEL
 
 Obj = dict[str, Any]
@@ -74,16 +84,34 @@ def component_objects(name: str) -> list[Obj]:
 SHIPPED_BROKER, SHIPPED_STORE = "vf-nats", "vf-redis"
 
 
-def _renames(infra: Infra) -> dict[str, str]:
-    """The shipped shapes' names → the flow's own (``vf-nats`` → ``vf-<flow>-nats`` …)."""
+# The shipped shapes' flow, in the store's ACL rule: no flow id is written so.
+SHIPPED_FLOW = "FLOW"
+SHIPPED_REPLICAS = 3  # the durable broker's servers in its shipped shape
+
+
+def _renames(infra: Infra, flow_id: str) -> dict[str, str]:
+    """The shipped shapes' names → the flow's own (``vf-nats`` → ``vf-<flow>-nats`` …),
+    its credentials' default Secrets and its store's key pattern among them."""
     broker, store = infra.broker_name, infra.store_name
+    shipped_routes = nats_route_urls(name=SHIPPED_BROKER, replicas=SHIPPED_REPLICAS, auth=True)
+    own_routes = nats_route_urls(name=broker, replicas=SHIPPED_REPLICAS, auth=True)
     return {
         SHIPPED_BROKER: broker,
         f"{SHIPPED_BROKER}-config": f"{broker}-config",
         f"{SHIPPED_BROKER}-headless": f"{broker}-headless",
+        f"{SHIPPED_BROKER}-auth": f"{broker}-auth",
+        f"{SHIPPED_BROKER}-routes": f"{broker}-routes",
+        shipped_routes: own_routes,
         SHIPPED_STORE: store,
         f"{SHIPPED_STORE}-data": f"{store}-data",
+        f"{SHIPPED_STORE}-auth": f"{store}-auth",
+        _key_pattern(SHIPPED_FLOW): _key_pattern(flow_id),
     }
+
+
+def _key_pattern(flow_id: str) -> str:
+    """The ACL rule's key pattern (``~vf:<flow>:*``), one argument of the store's."""
+    return store_acl_rule(flow_id).split()[0]
 
 
 def _scoped(value: Any, *, renames: dict[str, str], flow: str) -> Any:
@@ -101,10 +129,10 @@ def _scoped(value: Any, *, renames: dict[str, str], flow: str) -> Any:
     return value
 
 
-def flow_component(name: str, infra: Infra, *, flow: str) -> list[Obj]:
+def flow_component(name: str, infra: Infra, *, flow: str, flow_id: str) -> list[Obj]:
     """A shipped component's objects named and labelled for one flow: the shape the
     Kustomize tree writes under ``components/<name>/`` and patches per environment."""
-    renames = _renames(infra)
+    renames = _renames(infra, flow_id)
     return [_scoped(o, renames=renames, flow=flow) for o in _component_objects(name)]
 
 
@@ -138,9 +166,18 @@ def nats_conf(
     replicas: int,
     name: str = SHIPPED_BROKER,
     max_file_store: str = DEV_FILE_STORE,
+    auth: bool = True,
 ) -> str:
     """The NATS server configuration of a profile (max_payload above vf's inline threshold;
-    ``max_file_store`` within the volume, :func:`file_store_limit`)."""
+    ``max_file_store`` within the volume, :func:`file_store_limit`).
+
+    With ``auth`` (ADR 0212) the flow's one user, from the pod's environment, is the only
+    user of the one account with JetStream, and the durable servers take routes only from
+    a peer that presents the route credentials. nats-server reads ``$VAR`` from the
+    environment only as a whole value, so the routes (whose URLs carry the credentials) are
+    not here but on the command line: :func:`nats_route_urls`. ``replicas`` and ``name``
+    are theirs."""
+    del replicas, name  # the routes moved to the command line (nats_route_urls)
     lines = ["port: 4222"]
     if durable:
         lines += [
@@ -158,22 +195,127 @@ def nats_conf(
         f"  max_file_store: {max_file_store}",
         "}",
     ]
+    if auth:
+        user = f"{{user: ${NATS_USER_ENV}, password: ${NATS_PASSWORD_ENV}}}"
+        lines += [
+            "accounts {",
+            f"  {NATS_ACCOUNT} {{",
+            "    jetstream: enabled",
+            f"    users: [{user}]",
+            "  }",
+            "}",
+        ]
     if durable:
-        routes = [f"    nats://{name}-{i}.{name}-headless:6222" for i in range(replicas)]
-        lines += ["cluster {", "  name: vf", "  port: 6222", "  routes: [", *routes, "  ]", "}"]
+        lines += ["cluster {", "  name: vf", "  port: 6222"]
+        if auth:
+            lines += [
+                "  authorization {",
+                f"    user: ${NATS_ROUTE_USER_ENV}",
+                f"    password: ${NATS_ROUTE_PASSWORD_ENV}",
+                "  }",
+            ]
+        lines.append("}")
     return "\n".join(lines) + "\n"
 
 
+def nats_route_urls(*, name: str, replicas: int, auth: bool) -> str:
+    """The durable servers' ``--routes``: every server's cluster address, with the route
+    credentials the kubelet puts in from the pod's environment (``$(VAR)`` in args)."""
+    login = f"$({NATS_ROUTE_USER_ENV}):$({NATS_ROUTE_PASSWORD_ENV})@" if auth else ""
+    return ",".join(f"nats://{login}{name}-{i}.{name}-headless:6222" for i in range(replicas))
+
+
+def _secret_var(var: str, secret: str, key: str) -> Obj:
+    return {"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def broker_container(container: Obj, infra: Infra, *, durable: bool) -> None:
+    """The shipped broker's arguments and credentials (ADR 0212): its configuration, the
+    durable servers' routes, and the flow's (and routes') user from the Secrets."""
+    auth = infra.broker_auth
+    args = ["--config", "/etc/nats/nats.conf"]
+    if durable:
+        routes = nats_route_urls(
+            name=infra.broker_name, replicas=infra.broker_replicas, auth=auth.secret is not None
+        )
+        args += ["--routes", routes]
+    container["args"] = args
+    env = [
+        e
+        for e in container.get("env") or []
+        if "valueFrom" not in e or "fieldRef" in e["valueFrom"]
+    ]
+    if auth.secret is not None:
+        env += [
+            _secret_var(NATS_USER_ENV, auth.secret, "user"),
+            _secret_var(NATS_PASSWORD_ENV, auth.secret, "password"),
+        ]
+    if durable and auth.routes_secret is not None:
+        env += [
+            _secret_var(NATS_ROUTE_USER_ENV, auth.routes_secret, "user"),
+            _secret_var(NATS_ROUTE_PASSWORD_ENV, auth.routes_secret, "password"),
+        ]
+    if env:
+        container["env"] = env
+    else:
+        container.pop("env", None)
+
+
+def store_auth_args(flow_id: str) -> list[str]:
+    """The shipped store's users (ADR 0212): the default user off, and the flow's user on,
+    with its password from the pod's environment, confined by ``store_acl_rule``."""
+    user = f"$({STORE_USER_ENV})"
+    password = f">$({STORE_PASSWORD_ENV})"
+    return [
+        "--user",
+        "default",
+        "off",
+        "--user",
+        user,
+        "on",
+        password,
+        *store_acl_rule(flow_id).split(),
+    ]
+
+
+def store_container(container: Obj, infra: Infra, *, flow_id: str) -> None:
+    """The shipped store's arguments and credentials: its profile's own, then its users."""
+    args = [str(a) for a in container.get("args") or []]
+    if "--user" in args:
+        args = args[: args.index("--user")]
+    auth = infra.store_auth
+    env = [
+        e for e in container.get("env") or [] if "secretKeyRef" not in (e.get("valueFrom") or {})
+    ]
+    if auth is not None and auth.secret is not None:
+        args += store_auth_args(flow_id)
+        env += [
+            _secret_var(STORE_USER_ENV, auth.secret, "user"),
+            _secret_var(STORE_PASSWORD_ENV, auth.secret, "password"),
+        ]
+    container["args"] = args
+    if env:
+        container["env"] = env
+    else:
+        container.pop("env", None)
+
+
 def render_infra(
-    infra: Infra, *, namespace: str, pull_policy: str, priority_class: str | None, flow: str
+    infra: Infra,
+    *,
+    namespace: str,
+    pull_policy: str,
+    priority_class: str | None,
+    flow: str,
+    flow_id: str,
 ) -> dict[str, list[Obj]]:
     """The objects of every component the environment provisions, keyed by component."""
     out: dict[str, list[Obj]] = {}
     for name in infra.components:
-        objects = flow_component(name, infra, flow=flow)
+        objects = flow_component(name, infra, flow=flow, flow_id=flow_id)
         for obj in objects:
             obj["metadata"]["namespace"] = namespace
-            _configure(obj, name, infra)
+            _configure(obj, name, infra, flow_id=flow_id)
             template = obj.get("spec", {}).get("template")
             if template is not None:
                 pod = template["spec"]
@@ -188,10 +330,10 @@ def render_infra(
     return out
 
 
-def _configure(obj: Obj, component: str, infra: Infra) -> None:
+def _configure(obj: Obj, component: str, infra: Infra, *, flow_id: str) -> None:
     kind = obj["kind"]
+    durable = component == "nats-durable"
     if kind == "ConfigMap" and component.startswith("nats"):
-        durable = component == "nats-durable"
         obj["data"]["nats.conf"] = nats_conf(
             durable=durable,
             replicas=infra.broker_replicas,
@@ -199,8 +341,15 @@ def _configure(obj: Obj, component: str, infra: Infra) -> None:
             max_file_store=(
                 file_store_limit(infra.broker_storage_size) if durable else DEV_FILE_STORE
             ),
+            auth=infra.broker_auth.secret is not None,
         )
-    elif kind == "StatefulSet":
+    if kind in ("StatefulSet", "Deployment"):
+        container = obj["spec"]["template"]["spec"]["containers"][0]
+        if component.startswith("nats"):
+            broker_container(container, infra, durable=durable)
+        else:
+            store_container(container, infra, flow_id=flow_id)
+    if kind == "StatefulSet":
         obj["spec"]["replicas"] = infra.broker_replicas
         claim = obj["spec"]["volumeClaimTemplates"][0]["spec"]
         _storage(claim, infra.broker_storage_class, infra.broker_storage_size)

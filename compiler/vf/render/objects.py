@@ -9,6 +9,12 @@ from vf.ir.plan import ContainerResources, Pairs, Plan, Workload
 from vf.ir.records import PodOptions
 from vf.render.autoscale import apply_autoscaling
 from vf.render.component import apply_component
+from vf.render.credentials import (
+    client_credentials,
+    credential_mounts,
+    credential_volumes,
+    creds_file_env,
+)
 from vf.render.gpu import claim_templates, decorate_pod, mig_parted_configmap
 from vf.render.infra import flow_component, render_infra
 from vf.render.pods import apply_pod_options, metrics_objects, priority_class
@@ -42,6 +48,7 @@ def render_components(plan: Plan) -> dict[str, list[Obj]]:
         pull_policy=plan.image_pull_policy,
         priority_class=plan.priority_class,
         flow=dict(plan.flow_labels)[FLOW_LABEL],
+        flow_id=plan.flow_id,
     )
 
 
@@ -60,7 +67,10 @@ def as_rendered(groups: dict[str, list[Obj]], objects: list[Obj]) -> dict[str, l
 def render_shapes(plan: Plan) -> dict[str, list[Obj]]:
     """The shipped components named for the flow, as ``components/`` holds them."""
     flow = dict(plan.flow_labels)[FLOW_LABEL]
-    return {c: flow_component(c, plan.infra, flow=flow) for c in plan.infra.components}
+    return {
+        c: flow_component(c, plan.infra, flow=flow, flow_id=plan.flow_id)
+        for c in plan.infra.components
+    }
 
 
 def render_generated_components(plan: Plan) -> dict[str, list[Obj]]:
@@ -145,14 +155,20 @@ def broker_env(plan: Plan) -> dict[str, str]:
 
 
 def _secret_env(plan: Plan) -> list[Obj]:
-    """Service URLs that carry credentials come from Secrets, never from the ConfigMap."""
+    """Service URLs that carry credentials, and the flow's broker and store credentials
+    (ADR 0212), come from Secrets, never from the ConfigMap."""
     infra = plan.infra
-    pairs = (("VF_NATS_URL", infra.nats_url_secret), ("VF_BLOB_REDIS_URL", infra.store_url_secret))
-    return [
+    pairs = [
+        ("VF_NATS_URL", infra.nats_url_secret),
+        ("VF_BLOB_REDIS_URL", infra.store_url_secret),
+        *client_credentials(infra),
+    ]
+    env = [
         {"name": var, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
         for var, ref in pairs
         if ref is not None
     ]
+    return env + creds_file_env(infra)
 
 
 def _topology_configmaps(plan: Plan) -> list[Obj]:
@@ -195,7 +211,11 @@ def _pod_spec(plan: Plan, containers: list[Obj], volumes: list[Obj], restart: st
         "containers": containers,
         "restartPolicy": restart,
         "securityContext": _pod_security(),
-        "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}, *volumes],
+        "volumes": [
+            {"name": TMP_VOLUME, "emptyDir": {}},
+            *volumes,
+            *credential_volumes(plan.infra),
+        ],
     }
     if plan.priority_class is not None:
         spec["priorityClassName"] = plan.priority_class
@@ -207,6 +227,7 @@ def _provision_job(plan: Plan) -> Obj:
     mounts: list[Obj] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
     sources = [{"configMap": {"name": name}} for name in prov.topology_configmaps]
     mounts.append({"name": "topology", "mountPath": TOPOLOGY_DIR, "readOnly": True})
+    mounts += credential_mounts(plan.infra)
     container = {
         "name": "provision",
         "image": prov.image,
@@ -341,7 +362,11 @@ def _worker_container(plan: Plan, workload: Workload) -> Obj:
         "envFrom": [{"configMapRef": {"name": plan.broker_configmap}}],
         "resources": _resources(workload.resources),
         "securityContext": _container_security(),
-        "volumeMounts": [{"name": TMP_VOLUME, "mountPath": "/tmp"}, *_volume_mounts(workload)],
+        "volumeMounts": [
+            {"name": TMP_VOLUME, "mountPath": "/tmp"},
+            *_volume_mounts(workload),
+            *credential_mounts(plan.infra),
+        ],
     }
     container["ports"] = [{"name": "health", "containerPort": HEALTH_PORT}]
     # every worker: a replica whose loop stalled or whose node call ran past its bound

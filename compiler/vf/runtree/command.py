@@ -15,7 +15,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -23,6 +23,7 @@ from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem, VfError
 from vf.runtree.capacity import check_fit, pod_demand
 from vf.runtree.cluster import Cluster
 from vf.runtree.controllers import JobController
+from vf.runtree.credentials import run_credentials
 from vf.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
 from vf.runtree.manifests import TreeEnvironment, render
 from vf.runtree.notice import not_emulated, runtime_notice
@@ -140,6 +141,10 @@ def prepare(
         o["metadata"]["name"]: decoded_secret(o) for o in tree.objects if o["kind"] == "Secret"
     }
     given.update(secrets)
+    made = run_credentials(tree.plan, given=given)
+    if made:
+        tree = replace(tree, run_secrets=made)
+        given.update(made)
     templates = [
         (f"{o['kind'].lower()}/{o['metadata']['name']}", (pod_template(o) or {}).get("spec") or {})
         for o in tree.objects

@@ -6,8 +6,8 @@ import functools
 import re
 import subprocess
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,9 @@ class TreeEnvironment:
     plan: Obj
     objects: tuple[Obj, ...]
     renderer: str = "kustomize"
+    # the credential Secrets run-tree made up for this run (runtree/credentials.py): in
+    # memory only, and given to the cluster as the operator's would be
+    run_secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def _not_a_tree(tree: Path, why: str) -> VfError:

@@ -138,6 +138,8 @@ def sync(
     before the next; Flux as the tree's HelmRelease or Kustomizations say
     (``vf.runtree.flux_sync``); Argo CD and Helm run Helm hooks after the rest;
     prune last."""
+    for name, data in tree.run_secrets.items():  # as the operator created them beforehand
+        cluster.extra_secrets.setdefault(name, dict(data))
     if mode in ("argocd", "flux"):  # the controllers' objects, as this commit leaves them
         cluster.gitops.reconcile(tree.tree, env=tree.env, mode=mode, log=cluster.log)
         finalize(cluster, cluster.gitops.pruned, app=app)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from vf.emit.manifests import MANIFESTS_OVER, flux_builds_too_many, reads_manifests
 from vf.ir.delivery import GitOps
 from vf.ir.gpu import GpuPlan
-from vf.ir.plan import Plan
+from vf.ir.plan import Plan, ServiceAuth
 from vf.ir.records import Peer
 from vf.ir.security import EgressRule
 from vf.pipeline import CompileResult
@@ -185,5 +185,31 @@ def security_lines(plan: Plan) -> list[str]:
             if policy.monitoring_port is not None
             else "no monitoring readers"
         )
-        lines.append(f"  {policy.name}: accepts the flow's pods only; {readers}")
+        lines.append(
+            f"  {policy.name}: a NetworkPolicy admits the flow's pods only, where the "
+            f"cluster's network plugin enforces NetworkPolicies; {readers}"
+        )
+    lines.append(f"  broker credentials: {auth_text(plan.infra.broker_auth, 'broker')}")
+    if plan.infra.store_auth is not None:
+        lines.append(f"  store credentials: {auth_text(plan.infra.store_auth, 'store')}")
     return lines
+
+
+_KINDS = {
+    "password": "a user and a password",
+    "token": "a token",
+    "creds": "a .creds file",
+}
+
+
+def auth_text(auth: ServiceAuth, what: str) -> str:
+    """Who may use the broker or store (ADR 0212), as ``vf explain`` and the README say it."""
+    if auth.kind == "none" and auth.declared:
+        return f"none (vf.yaml: auth: none): any pod that reaches the {what} may use it"
+    if auth.kind == "none":
+        return "none of vf's (an external service: its URL may carry them)"
+    source = "vf.yaml's" if auth.declared else "vf's default"
+    text = f"{_KINDS[auth.kind]} from the Secret {auth.secret} ({source})"
+    if auth.routes_secret is not None:
+        text += f"; its servers route to each other with the Secret {auth.routes_secret}"
+    return text
