@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from vf.commands.run_local import command
+from vf.commands.run_local import command, signals
 
 
 def test_a_signal_during_provisioning_cancels_it_at_an_await(
@@ -39,11 +39,11 @@ def test_a_signal_during_provisioning_cancels_it_at_an_await(
 
     monkeypatch.setattr(command, "provision_run", provisioning)
     before = signal.getsignal(signal.SIGTERM)
-    with command._stopped_by_signals():
-        handlers = {sig: signal.getsignal(sig) for sig in command._STOP_SIGNALS}
+    with signals.stopped_by_signals():
+        handlers = {sig: signal.getsignal(sig) for sig in signals.STOP_SIGNALS}
         with pytest.raises(KeyboardInterrupt):
             command._provision("nats://127.0.0.1:1", topology=None)  # type: ignore[arg-type]
-        assert command._stop_asked()
-        assert {sig: signal.getsignal(sig) for sig in command._STOP_SIGNALS} == handlers
+        assert signals.stop_asked()
+        assert {sig: signal.getsignal(sig) for sig in signals.STOP_SIGNALS} == handlers
     assert seen == {"stretch": "whole", "closed": True}
     assert signal.getsignal(signal.SIGTERM) == before

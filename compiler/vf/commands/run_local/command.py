@@ -26,11 +26,10 @@ import secrets
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import TextIO
 
 from vf.commands.run_local.components import local_commands
@@ -38,6 +37,15 @@ from vf.commands.run_local.gpus import read_host
 from vf.commands.run_local.grants import gpu_requests, grant_local_gpus
 from vf.commands.run_local.mounts import claims, local_paths, mounted_env
 from vf.commands.run_local.notices import not_applied
+from vf.commands.run_local.signals import (
+    STOP_SIGNALS,
+    cancel_on,
+    guarded,
+    start_guardian,
+    stop_asked,
+    stop_if_asked,
+    stopped_by_signals,
+)
 from vf.commands.run_local.store import has_payload_store, needs_payload_store, store_note
 from vf.errors import EnvironmentProblem
 from vf.ir.capabilities import Known
@@ -323,8 +331,8 @@ def run_local(request: RunLocalRequest) -> int:
     """Compile, start services, provision, run every replica; return the exit code."""
     out = request.output
     generation = request.generation or fresh_generation()
-    with _stopped_by_signals(), ExitStack() as stack:
-        guardian = _guardian()  # first: whatever starts next dies with this run
+    with stopped_by_signals(), ExitStack() as stack:
+        guardian = start_guardian()  # first: whatever starts next dies with this run
         stack.callback(guardian.close)
         # it imports the worker while vf compiles, then forks each replica (ADR 0132)
         zygote = Zygote.start({**os.environ, **_common_env(request)}, group=guardian.group)
@@ -333,11 +341,11 @@ def run_local(request: RunLocalRequest) -> int:
         zygote.listen()  # vf's first thread (ADR 0170)
         launch = _prepare(plan, graph, request)  # before any server starts: refuse what cannot run
         kept = _kept_run_dir(request)  # made and tried before anything is written, claims or not
-        _guarded(guardian)
+        guarded(guardian)
         run_dir = kept or guardian.directory
-        _stop_if_asked()
+        stop_if_asked()
         services = _start_services(plan, request=request, stack=stack, guardian=guardian)
-        _stop_if_asked()
+        stop_if_asked()
         nats_url, auth = services.nats_url, services.nats_auth
         try:
             _provision(nats_url, provision_topology(plan, generation), auth)
@@ -369,7 +377,7 @@ def run_local(request: RunLocalRequest) -> int:
             output=out,
             group=guardian.group,
             zygote=zygote,
-            interrupted=_stop_asked,
+            interrupted=stop_asked,
         )
         outcome = Supervisor(replicas, options).run()
         letters = _dead_letters(nats_url, names, plan=plan, request=request, auth=auth)
@@ -401,9 +409,9 @@ def _provision(nats_url: str, topology: RunTopology, auth: NatsAuth | None = Non
             await provision_run(nats_url, topology, prune=False, timeout=15, auth=auth)
             return
         loop = asyncio.get_running_loop()
-        kept = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
-        for sig in _STOP_SIGNALS:
-            loop.add_signal_handler(sig, _cancel, sig, task)
+        kept = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, cancel_on, sig, task)
         try:
             await provision_run(nats_url, topology, prune=False, timeout=15, auth=auth)
         finally:
@@ -414,76 +422,9 @@ def _provision(nats_url: str, topology: RunTopology, auth: NatsAuth | None = Non
     try:
         asyncio.run(provisioned())
     except asyncio.CancelledError:
-        if not _SIGNALLED:
+        if not stop_asked():
             raise
         raise KeyboardInterrupt from None
-
-
-def _cancel(signum: int, task: asyncio.Task[None]) -> None:
-    _SIGNALLED.append(signum)
-    task.cancel()
-
-
-def _guardian() -> Guardian:
-    """The run's guardian, started; it makes the run directory while vf compiles."""
-    try:
-        return Guardian.launch()
-    except OSError as exc:
-        raise _no_guardian(exc) from exc
-
-
-def _guarded(guardian: Guardian) -> None:
-    """Wait for the guardian to have made the run directory."""
-    try:
-        guardian.directory  # noqa: B018 - reads the guardian's first line
-    except (OSError, RuntimeError) as exc:
-        raise _no_guardian(exc) from exc
-
-
-def _no_guardian(exc: Exception) -> EnvironmentProblem:
-    return EnvironmentProblem(
-        "VF_LOCAL_INFRA",
-        f"cannot start the run's guardian: {exc}",
-        "check that the temporary directory is writable (TMPDIR)",
-    )
-
-
-_SIGNALLED: list[int] = []  # the signals that asked this run to stop
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    """Stop the run as Ctrl-C does, and remember it: Python only prints a KeyboardInterrupt
-    raised inside a finalizer or a weakref callback (an import's lock clean-up is one), and
-    the run must still stop. A list append takes no lock, so no handler can wait on one."""
-    _SIGNALLED.append(signum)
-    raise KeyboardInterrupt
-
-
-def _stop_asked() -> bool:
-    return bool(_SIGNALLED)
-
-
-def _stop_if_asked() -> None:
-    """Raise the interrupt a swallowed signal did not, at a step between two of the run's."""
-    if _SIGNALLED:
-        raise KeyboardInterrupt
-
-
-@contextmanager
-def _stopped_by_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP (a CI cancel, ``timeout``, a closed terminal) stop the run the
-    way Ctrl-C does: workers in order, then the servers, then the run directory."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _SIGNALLED.clear()
-    previous = {sig: signal.signal(sig, _interrupt) for sig in _STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _dead_letters(
