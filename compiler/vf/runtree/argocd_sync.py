@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 
 from vf.runtree.cluster import Cluster, wave_of
 from vf.runtree.flux_sync import seconds
-from vf.runtree.manifests import key
+from vf.runtree.manifests import TreeEnvironment, key
 from vf.textio.yaml_read import reader
 
 Obj = dict[str, Any]
@@ -164,3 +165,77 @@ def delete_application(cluster: Cluster, app: str, *, timeout: float = 60.0) -> 
     for k in kept:
         cluster.owner.pop(k, None)  # no longer managed by the deleted Application
     return kept
+
+
+def held_application(cluster: Cluster, env: str) -> Obj | None:
+    held = cluster.gitops.held(env=env, kind="Application")
+    return held[0] if held else None
+
+
+def not_permitted(cluster: Cluster, tree: TreeEnvironment) -> list[str]:
+    """Argo CD checks every resource of a sync against the Application's project, as the
+    cluster holds it; one refusal fails the whole operation (argo-cd ``controller/sync.go``:
+    a failed permission check invalidates the task list). Only vf's own projects are
+    modelled; another project admits everything here."""
+    app = held_application(cluster, tree.env)
+    if app is None:
+        return []
+    name = str(app["spec"].get("project", "default"))
+    project = cluster.gitops.find("AppProject", str(app["metadata"].get("namespace")), name)
+    if project is None:
+        return []
+    refused = sorted(
+        {f"{o['kind']} {o['metadata']['name']}" for o in tree.objects if not permits(project, o)}
+    )
+    if not refused:
+        return []
+    cluster.log(f"argocd: project {name} refuses {', '.join(refused)}")
+    return [
+        f"argocd: sync failed: resource {refused[0]} is not permitted in project {name}"
+        + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
+    ]
+
+
+def permits(project: Obj, obj: Obj) -> bool:
+    """An AppProject's whitelists admit the object's group and kind."""
+    spec = project.get("spec") or {}
+    group = str(obj["apiVersion"]).rpartition("/")[0]
+    cluster_scoped = obj["kind"] in ("Namespace", "PriorityClass")
+    listed = spec.get(
+        "clusterResourceWhitelist" if cluster_scoped else "namespaceResourceWhitelist"
+    )
+    if listed is None:
+        return not cluster_scoped  # Argo CD's defaults: every namespaced kind, no cluster kind
+    return any(
+        entry.get("group") in (group, "*") and entry.get("kind") in (obj["kind"], "*")
+        for entry in listed
+    )
+
+
+def argocd_wave(cluster: Cluster, keys: set[Key], *, wave: int, timeout: float) -> str | None:
+    """Wait for the wave's tasks to be Healthy, or Degraded (a failed Job). None: the next
+    wave may start; "": the operation is still Running after ``timeout`` (later waves
+    wait); else why it ended Failed (no later wave runs in it)."""
+    if not cluster.run_until(functools.partial(settled, cluster, keys), timeout=timeout):
+        cluster.log(f"argocd: wave {wave} not healthy after {timeout:g}s; sync Running")
+        return ""
+    failed = failed_jobs(cluster, keys)
+    return f"sync failed in wave {wave}: Job {failed[0]} failed" if failed else None
+
+
+def settled(cluster: Cluster, keys: set[Key]) -> bool:
+    """No task of the wave is still running: every workload is Healthy or a failed Job
+    (gitops-engine waits while a task is Progressing, and fails the operation only then)."""
+    return all(
+        c.healthy() or (c.kind == "Job" and c.status == "Failed")
+        for k, c in cluster.controllers.items()
+        if k in keys
+    )
+
+
+def failed_jobs(cluster: Cluster, keys: set[Key]) -> list[str]:
+    return sorted(
+        c.name
+        for k, c in cluster.controllers.items()
+        if k in keys and c.kind == "Job" and c.status == "Failed"
+    )

@@ -30,6 +30,9 @@ from vf.runtree.argocd_sync import (
     KUBERNETES_BACKOFF,
     OUT_OF_SYNC_ONLY,
     app_options,
+    argocd_wave,
+    held_application,
+    not_permitted,
     options,
     out_of_sync,
     prune_waves,
@@ -163,11 +166,11 @@ def _argocd(
     operation on the same revision, ``retry.limit`` of them at most. Each wait is the
     retry's, scaled by ``--backoff`` over Kubernetes' 10 s as the pods' back-off is. A
     failed Job stays failed: no retry applies it again, and its failure is the run's."""
-    retry = retry_of(_held_application(cluster, tree.env))
+    retry = retry_of(held_application(cluster, tree.env))
     scale = cluster.options.backoff_base / KUBERNETES_BACKOFF
     attempt, previous = 0, None
     while True:
-        refused = _not_permitted(cluster, tree)
+        refused = not_permitted(cluster, tree)
         if refused:
             ended = _Ended(refused, failed=refused[0].removeprefix("argocd: "), repeats=True)
         else:
@@ -197,51 +200,6 @@ def _argocd(
             f"(Argo CD waits {wait:g}s)"
         )
         cluster.run_until(lambda: False, timeout=wait * scale)
-
-
-def _held_application(cluster: Cluster, env: str) -> Obj | None:
-    held = cluster.gitops.held(env=env, kind="Application")
-    return held[0] if held else None
-
-
-def _not_permitted(cluster: Cluster, tree: TreeEnvironment) -> list[str]:
-    """Argo CD checks every resource of a sync against the Application's project, as the
-    cluster holds it; one refusal fails the whole operation (argo-cd ``controller/sync.go``:
-    a failed permission check invalidates the task list). Only vf's own projects are
-    modelled; another project admits everything here."""
-    app = _held_application(cluster, tree.env)
-    if app is None:
-        return []
-    name = str(app["spec"].get("project", "default"))
-    project = cluster.gitops.find("AppProject", str(app["metadata"].get("namespace")), name)
-    if project is None:
-        return []
-    refused = sorted(
-        {f"{o['kind']} {o['metadata']['name']}" for o in tree.objects if not permits(project, o)}
-    )
-    if not refused:
-        return []
-    cluster.log(f"argocd: project {name} refuses {', '.join(refused)}")
-    return [
-        f"argocd: sync failed: resource {refused[0]} is not permitted in project {name}"
-        + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
-    ]
-
-
-def permits(project: Obj, obj: Obj) -> bool:
-    """An AppProject's whitelists admit the object's group and kind."""
-    spec = project.get("spec") or {}
-    group = str(obj["apiVersion"]).rpartition("/")[0]
-    cluster_scoped = obj["kind"] in ("Namespace", "PriorityClass")
-    listed = spec.get(
-        "clusterResourceWhitelist" if cluster_scoped else "namespaceResourceWhitelist"
-    )
-    if listed is None:
-        return not cluster_scoped  # Argo CD's defaults: every namespaced kind, no cluster kind
-    return any(
-        entry.get("group") in (group, "*") and entry.get("kind") in (obj["kind"], "*")
-        for entry in listed
-    )
 
 
 def _flux_release(
@@ -384,7 +342,7 @@ def _sync(
     jobs: bool = True,
 ) -> _Ended:
     objects = list(tree.objects)
-    app_obj = _held_application(cluster, tree.env) if mode == "argocd" else None
+    app_obj = held_application(cluster, tree.env) if mode == "argocd" else None
     hooks, plain = _tasks(cluster, objects, mode=mode, app=app_obj)
     left_out = len(plain) + len(hooks) < len(objects)
     dry_run = [*plain, *hooks] if left_out else objects
@@ -416,7 +374,7 @@ def _sync(
             break
         keys = _keys(waves[wave])
         if mode == "argocd":
-            stopped = _argocd_wave(cluster, keys, wave=wave, timeout=timeout)
+            stopped = argocd_wave(cluster, keys, wave=wave, timeout=timeout)
             if stopped is not None:
                 return _Ended(errors, failed=stopped or None, running=not stopped)
         elif hooks:
@@ -441,27 +399,6 @@ def _tasks(
         if not plain and not hooks:
             cluster.log("argocd: every object in sync (ApplyOutOfSyncOnly): nothing to apply")
     return hooks, plain
-
-
-def _argocd_wave(cluster: Cluster, keys: set[Key], *, wave: int, timeout: float) -> str | None:
-    """Wait for the wave's tasks to be Healthy, or Degraded (a failed Job). None: the next
-    wave may start; "": the operation is still Running after ``timeout`` (later waves
-    wait); else why it ended Failed (no later wave runs in it)."""
-    if not cluster.run_until(functools.partial(_settled, cluster, keys), timeout=timeout):
-        cluster.log(f"argocd: wave {wave} not healthy after {timeout:g}s; sync Running")
-        return ""
-    failed = _failed_jobs(cluster, keys)
-    return f"sync failed in wave {wave}: Job {failed[0]} failed" if failed else None
-
-
-def _settled(cluster: Cluster, keys: set[Key]) -> bool:
-    """No task of the wave is still running: every workload is Healthy or a failed Job
-    (gitops-engine waits while a task is Progressing, and fails the operation only then)."""
-    return all(
-        c.healthy() or (c.kind == "Job" and c.status == "Failed")
-        for k, c in cluster.controllers.items()
-        if k in keys
-    )
 
 
 def _waves(objects: list[Obj], *, mode: str) -> dict[int, list[Obj]]:
@@ -525,14 +462,6 @@ def _argocd_prunes(
         return {}
     live = {k: cluster.objects[k] for k in _left_the_tree(cluster, objects, app=app, mode=mode)}
     return prune_waves(live, app=app_obj, apply_waves=waves)
-
-
-def _failed_jobs(cluster: Cluster, keys: set[Key]) -> list[str]:
-    return sorted(
-        c.name
-        for k, c in cluster.controllers.items()
-        if k in keys and c.kind == "Job" and c.status == "Failed"
-    )
 
 
 def _left_the_tree(cluster: Cluster, objects: list[Obj], *, app: str, mode: str) -> list[Key]:

@@ -170,6 +170,28 @@ async def connect(
             **options,
         )
     )
+    await _connected(client, connecting, refused, url=url, auth=auth, timeout=timeout)
+    try:
+        await client.jetstream().account_info()
+    except Exception as exc:
+        await client.close()
+        raise BrokerError(
+            "VF_BROKER_NO_JETSTREAM", f"{url} does not offer JetStream (start it with -js): {exc}"
+        ) from exc
+    return client
+
+
+async def _connected(
+    client: Client,
+    connecting: asyncio.Future[Any],
+    refused: asyncio.Future[Exception],
+    *,
+    url: str,
+    auth: NatsAuth,
+    timeout: float,
+) -> None:
+    """Wait for ``connecting`` to succeed, or raise: the server refused the credentials
+    (``refused`` came first), or the connection failed or took longer than ``timeout``."""
     try:
         either: set[asyncio.Future[Any]] = {connecting, refused}
         await asyncio.wait_for(
@@ -184,14 +206,6 @@ async def connect(
     except Exception as exc:
         await _abandon(client, connecting)
         raise BrokerError("VF_BROKER_UNAVAILABLE", f"cannot connect to {url}: {exc}") from exc
-    try:
-        await client.jetstream().account_info()
-    except Exception as exc:
-        await client.close()
-        raise BrokerError(
-            "VF_BROKER_NO_JETSTREAM", f"{url} does not offer JetStream (start it with -js): {exc}"
-        ) from exc
-    return client
 
 
 def _auth_refused(error: BaseException) -> bool:
