@@ -32,8 +32,12 @@ STOP_REPEAT = 2.0
 _ENDED = (0, EXIT_STOPPED, EXIT_ABORTED)  # a life that ended by design: never restarted
 _NOT_LOST = (*_ENDED, None)
 PROGRESS_EVERY = 5.0
-_COUNTER = re.compile(r'^vf_messages_(\w+)_total\{node="((?:[^"\\]|\\.)*)"\} (\d+)$', re.MULTILINE)
-METRICS_LIMIT = 1 << 20  # a worker's /metrics is a few hundred bytes
+_VALUE = r'"(?:[^"\\]|\\.)*"'  # a quoted label value, escapes and all
+_COUNTER = re.compile(
+    rf'^vf_messages_(\w+)_total\{{flow={_VALUE},node="((?:[^"\\]|\\.)*)",replica="\d+"\}} (\d+)$',
+    re.MULTILINE,
+)
+METRICS_LIMIT = 1 << 20  # a worker's /metrics is a few kilobytes
 
 
 @dataclass(frozen=True, kw_only=True)
