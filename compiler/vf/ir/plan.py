@@ -16,6 +16,7 @@ from vf.ir.records import (
     AS_OBJECT,
     OMIT_IF_NONE,
     Mount,
+    Observability,
     PlannedRollout,
     PodOptions,
     SecretRef,
@@ -195,6 +196,8 @@ class Plan:
     autoscaling: tuple[Scaler, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
     # vf.yaml's name for the environment's cluster, when it gives one
     cluster: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    # vf.yaml's observability: alerts and a dashboard (omitted when neither is asked for)
+    observability: Observability | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
