@@ -43,7 +43,11 @@ def kustomize_build(kubectl: str, overlay: Path) -> str:
 
 
 # the APIs the chart renders an object of only where the cluster serves them (ADR 0202)
-OPTIONAL_APIS = ("keda.sh/v1alpha1/ScaledObject", "monitoring.coreos.com/v1/ServiceMonitor")
+OPTIONAL_APIS = (
+    "keda.sh/v1alpha1/ScaledObject",
+    "monitoring.coreos.com/v1/PrometheusRule",
+    "monitoring.coreos.com/v1/ServiceMonitor",
+)
 
 
 def helm_template(

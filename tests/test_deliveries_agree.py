@@ -61,12 +61,25 @@ def _environment(
             env[key] = make()
     if kind == "REALTIME":
         env.update(_realtime(rng, works=works, partitioned=partitioned))
+    env.update(_observability(name, works))
     return env
 
 
 def _auth(rng: random.Random) -> Obj:
     """vf's default credentials, none, or other Secrets (ADR 0212)."""
     return rng.choice([{}, {"auth": "none"}, {"auth": {"secret": "own-creds"}}])
+
+
+def _observability(name: str, works: list[str]) -> Obj:
+    """Alerts and a dashboard, from a generator of their own: the seeds' other draws stay."""
+    rng = random.Random(f"observability:{name}:{','.join(works)}")
+    if rng.random() < 0.5:
+        return {}
+    alerts = rng.random() < 0.8
+    target = {"latency_target_seconds": rng.choice([0.5, 5, 30])} if alerts else {}
+    return {
+        "observability": {"alerts": alerts, "dashboard": not alerts or rng.random() < 0.7, **target}
+    }
 
 
 def _pods(rng: random.Random, name: str) -> Obj:

@@ -1,8 +1,8 @@
 """An object of an API the cluster may lack (KEDA's ScaledObject, the Prometheus Operator's
-ServiceMonitor) leaves the rest of the flow deliverable (ADR 0202): Argo CD skips its dry-run
-and applies it in the last wave, Flux holds it in a Kustomization of its own that nothing
-depends on, the chart renders it only where Helm's discovery finds its API, and the tree's
-README lists it with the vf.yaml switch that removes it."""
+ServiceMonitor and PrometheusRule) leaves the rest of the flow deliverable (ADR 0202): Argo CD
+skips its dry-run and applies it in the last wave, Flux holds it in a Kustomization of its
+own that nothing depends on, the chart renders it only where Helm's discovery finds its API,
+and the tree's README lists it with the vf.yaml switch that removes it."""
 
 from __future__ import annotations
 
@@ -24,13 +24,14 @@ CONFIG = """environments:
     images: {{default: r.io/a:1}}
     autoscaling: {{enabled: true}}
     pods: {{metrics: {{service_monitor: {monitor}}}}}
+    observability: {{alerts: {monitor}}}
 gitops:
   repo_url: https://git.example.com/a/b.git
   path: deploy
   argocd: {{}}
   flux: {{}}
 """
-OPTIONAL = {"ScaledObject", "ServiceMonitor"}
+OPTIONAL = {"ScaledObject", "ServiceMonitor", "PrometheusRule"}
 Obj = dict[str, Any]
 
 
@@ -89,6 +90,7 @@ def test_the_chart_renders_them_only_where_the_cluster_serves_their_api(
     chart = _tree(write_graph) / "chart"
     assert asked_apis(chart) == [
         "keda.sh/v1alpha1/ScaledObject",
+        "monitoring.coreos.com/v1/PrometheusRule",
         "monitoring.coreos.com/v1/ServiceMonitor",
     ]
     values = ("-f", str(chart / "values-dev.yaml"), "--namespace", "opt-dev", "--skip-tests")
@@ -113,6 +115,7 @@ def test_the_readme_lists_the_prometheus_operator_with_its_switch(
         print(f"service_monitor {monitor}: {section.splitlines()[2:6]}")
         assert ("monitoring.coreos.com/v1" in section) is monitor
         assert ("environments.dev.pods.metrics.service_monitor: false" in section) is monitor
+        assert ("environments.dev.observability.alerts: false" in section) is monitor
         assert "KEDA" in section and "Optional:" in section
         # a Failed operation is retried, then the revision is neither synced nor self-healed
         # (argo-cd controller/appcontroller.go, alreadyAttemptedSync)

@@ -27,11 +27,11 @@ from tests.test_run_tree_lifecycle import (
     report,
     results,
 )
+from vf.runtree.argocd_sync import permits
 from vf.runtree.cluster import Cluster
 from vf.runtree.command import RunTreeRequest, prepare, workloads_done
 from vf.runtree.gitops_state import GitopsState, is_root
 from vf.runtree.manifests import render
-from vf.runtree.argocd_sync import permits
 from vf.runtree.sync import sync
 from vf.runtree.teardown import delete_flow
 from vf.textio.yaml_read import reader

@@ -303,8 +303,9 @@ def test_health_endpoints_follow_the_worker_state() -> None:
         assert _get(port, "/healthz") == (200, "ok\n")
         status, text = _get(port, "/metrics")
         assert status == 200
-        assert 'vf_messages_processed_total{node="scale"} 3' in text
-        assert 'vf_processing_seconds_sum{node="scale"} 0.500000' in text
+        labels = 'flow="",node="scale",replica="0"'
+        assert f"vf_messages_processed_total{{{labels}}} 3" in text
+        assert f"vf_process_seconds_sum{{{labels}}} 0.500000" in text
         assert _get(port, "/other")[0] == 404
         assert scrape(port, "scale")["processed"] == 3
         assert scrape(port, "other") == {}, "a worker of another node was taken for this one"

@@ -21,13 +21,14 @@ from vf.config.infra import (
     parse_store,
 )
 from vf.config.network import PodSecurity, parse_pod_security
+from vf.config.observability import parse_observability
 from vf.config.pod_options import parse_pod_options
 from vf.config.schema_hints import schema_hint
 from vf.config.workload import WorkloadOptions, parse_workloads
 from vf.errors import Problem, VfError, raise_if
 from vf.ir.delivery import GitOps
 from vf.ir.plan import ContainerResources
-from vf.ir.records import PodOptions
+from vf.ir.records import Observability, PodOptions
 from vf.resources import schema_path
 from vf.textio.patterns import validator as schema_validator
 from vf.textio.safe_read import Unreadable, read_regular
@@ -70,6 +71,7 @@ class Environment:
     workloads: WorkloadOptions = field(default_factory=WorkloadOptions)
     pod_security: PodSecurity = field(default_factory=PodSecurity)
     pods: PodOptions = field(default_factory=PodOptions)
+    observability: Observability = field(default_factory=Observability)
     # Where entries are in the config file: ("replicas.double", "vf.yaml:12"), each
     # section of the environment ("gpu", ...) and the environment itself ("").
     places: tuple[tuple[str, str], ...] = ()
@@ -443,6 +445,7 @@ def _environment(name: str, raw: dict[str, Any]) -> Environment:
         autoscaling=parse_autoscaling(raw.get("autoscaling")),
         pod_security=parse_pod_security(raw.get("pod_security")),
         pods=parse_pod_options(raw.get("pods")),
+        observability=parse_observability(raw.get("observability")),
     )
 
 

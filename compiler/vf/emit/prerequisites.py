@@ -16,6 +16,7 @@ from typing import Any
 from vf_runtime.labels import INFRA_LABEL
 
 Obj = dict[str, Any]
+DASHBOARD = "grafana_dashboard"  # the label Grafana's dashboard sidecar loads ConfigMaps by
 _CORE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 # what each delivery does with an object of a kind the cluster does not serve (ADR 0202)
 _OPTIONAL = (
@@ -63,6 +64,24 @@ def prerequisites(objects: Sequence[Mapping[str, Any]], *, env: str) -> list[str
             "The Prometheus Operator (`monitoring.coreos.com/v1` ServiceMonitor), which has "
             f"Prometheus scrape the workers' `/metrics`. Optional: {_OPTIONAL} nothing "
             f"scrapes them. Without it: `environments.{env}.pods.metrics.service_monitor: false`."
+        )
+    if "PrometheusRule" in kinds:
+        items.append(
+            "The Prometheus Operator (`monitoring.coreos.com/v1` PrometheusRule), which loads "
+            "the flow's alerts into a Prometheus that scrapes the workers (a Prometheus "
+            "selects rules by label: add the one yours selects with "
+            f"`environments.{env}.pods.labels`). Optional: {_OPTIONAL} no alert is "
+            f"evaluated. Without it: `environments.{env}.observability.alerts: false`."
+        )
+    dashboards = [
+        o for o in objects if ((o.get("metadata") or {}).get("labels") or {}).get(DASHBOARD)
+    ]
+    if dashboards:
+        items.append(
+            "Grafana with its dashboard sidecar watching this namespace for ConfigMaps "
+            f'labelled `{DASHBOARD}: "1"` (`{dashboards[0]["metadata"]["name"]}`), and a '
+            "Prometheus data source. Without it the ConfigMap is only stored. Without it: "
+            f"`environments.{env}.observability.dashboard: false`."
         )
     if "ResourceClaimTemplate" in kinds:
         classes = sorted(

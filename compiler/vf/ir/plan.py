@@ -16,6 +16,7 @@ from vf.ir.records import (
     AS_OBJECT,
     OMIT_IF_NONE,
     Mount,
+    Observability,
     PlannedRollout,
     PodOptions,
     SecretRef,
@@ -219,6 +220,8 @@ class Plan:
     # BATCH only: producers not declared replayable with an idempotent consumer downstream,
     # whose restart re-emits items that consumer applies again (omitted when there are none)
     unreplayable_producers: tuple[str, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
+    # vf.yaml's observability: alerts and a dashboard (omitted when neither is asked for)
+    observability: Observability | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:

@@ -65,6 +65,16 @@ class PodOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Observability:
+    """What an environment ships for watching the flow (``observability:`` in vf.yaml):
+    a PrometheusRule of alerts and a Grafana dashboard ConfigMap (ADR 0216)."""
+
+    alerts: bool = False
+    dashboard: bool = False
+    latency_target_seconds: float | None = None  # the end-to-end latency alert's threshold
+
+
+@dataclass(frozen=True, kw_only=True)
 class Peer:
     """Where traffic may come from or go to: an address block, or pods/namespaces by label.
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from vf import names
+from vf.config.observability import observability_problems
 from vf.config.pod_options import pod_problems
 from vf.config.targets import Environment
 from vf.config.workload import pod_mounts
@@ -26,7 +27,7 @@ from vf.ir.plan import (
     WorkloadKind,
     record_to_json,
 )
-from vf.ir.records import PodOptions
+from vf.ir.records import Observability, PodOptions
 from vf.plan.admission import admit
 from vf.plan.autoscale import plan_autoscaling
 from vf.plan.component import component_resources, component_run
@@ -76,6 +77,9 @@ def _checked_inputs(graph: Graph, env: Environment) -> tuple[dict[str, int], dic
         options=env.pods,
         priority_class=env.priority_class,
         where=env.place_of("pods"),
+    )
+    problems += observability_problems(
+        env.name, options=env.observability, where=env.place_of("observability")
     )
     raise_if(problems)
     return replicas, images
@@ -152,6 +156,7 @@ def plan_environment(
         supervision=env.workloads.supervision,
         security=security,
         pods=None if env.pods == PodOptions() else env.pods,
+        observability=env.observability if env.observability != Observability() else None,
         warnings=_warnings(graph, images, admission)
         + tuple(replay_warnings(unreplayable))
         + security_warnings(security),

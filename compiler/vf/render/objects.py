@@ -17,6 +17,7 @@ from vf.render.credentials import (
 )
 from vf.render.gpu import claim_templates, decorate_pod, mig_parted_configmap
 from vf.render.infra import flow_component, render_infra
+from vf.render.observe import observability_objects
 from vf.render.pods import apply_pod_options, metrics_objects, priority_class
 from vf.render.security import namespace_object, network_policies
 from vf.render.shared import with_shared_labels, with_shared_parts
@@ -112,6 +113,7 @@ def render_plan(plan: Plan) -> list[Obj]:
         flow=dict(plan.flow_labels)[FLOW_LABEL],
         namespace=plan.namespace,
     )
+    objects += observability_objects(plan)
     apply_pod_options(objects, options=options)
     if plan.autoscaling:
         objects = apply_autoscaling(plan, objects=objects)

@@ -38,7 +38,9 @@ SHOWN = ("received", "processed", "published", "redelivered")
 # may restart once or twice while the broker it reaches is still starting
 CRASH_RESTARTS = 2  # the counters the summary prints, beside the dead letters
 _SUMMARY = re.compile(r"summary: (.*)$", re.MULTILINE)
-_METRIC = re.compile(r'^vf_messages_(\w+)_total\{node="[^"]*"\} (\d+)$', re.MULTILINE)
+_METRIC = re.compile(
+    r'^vf_messages_(\w+)_total\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\} (\d+)$', re.MULTILINE
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,11 +32,15 @@ STOP_REPEAT = 2.0
 _ENDED = (0, EXIT_STOPPED, EXIT_ABORTED)  # a life that ended by design: never restarted
 _NOT_LOST = (*_ENDED, None)
 PROGRESS_EVERY = 5.0
-_COUNTER = re.compile(r'^vf_messages_(\w+)_total\{node="((?:[^"\\]|\\.)*)"\} (\d+)$', re.MULTILINE)
+_VALUE = r'"(?:[^"\\]|\\.)*"'  # a quoted label value, escapes and all
+_COUNTER = re.compile(
+    rf'^vf_messages_(\w+)_total\{{flow={_VALUE},node="((?:[^"\\]|\\.)*)",replica="\d+"\}} (\d+)$',
+    re.MULTILINE,
+)
 _SUMMARY = re.compile(r"summary: ((?:\w+=\d+ ?)+)")  # the worker's last line (Metrics.summary)
 _SUMMARY_PAIR = re.compile(r"(\w+?)=(\d+)(?= |$)")
 _NOT_COUNTS = frozenset({"cpu_seconds"})
-METRICS_LIMIT = 1 << 20  # a worker's /metrics is a few hundred bytes
+METRICS_LIMIT = 1 << 20  # a worker's /metrics is a few kilobytes
 
 
 @dataclass(frozen=True, kw_only=True)

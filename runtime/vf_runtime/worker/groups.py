@@ -97,6 +97,16 @@ def stamp(group: Group, elapsed: float) -> Stamp:
     )
 
 
+def _stamped(group: Group) -> float | None:
+    """When the group's producer stamped it (``event_ts``): its earliest input's."""
+    if len(group) == 1:
+        envelope = group[0].envelope
+        return None if envelope is None else envelope.event_ts
+    times = [d.envelope.event_ts for d in group if d.envelope is not None]
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
 def group_id(group: Group) -> str:
     """What an idempotent consumer records: the message id, or a digest of a join's ids."""
     ids = [d.envelope.message_id for d in group if d.envelope is not None]
@@ -151,9 +161,14 @@ class GroupRunner:
         sent = await self._call_all(groups)
         finished = await self._confirm_all(sent)
         await self.settler.finish_many([item.group for item in finished])
+        metrics = self.metrics
+        now = time.time()
         for item in finished:
-            self.metrics.bump("processed")
-            self.metrics.observe(item.elapsed)
+            metrics.bump("processed")
+            metrics.observe(item.elapsed)
+            stamped = _stamped(item.group)
+            if stamped is not None:
+                metrics.arrived(now - stamped)
 
     async def _unapplied(self, groups: list[Group]) -> list[Group]:
         """Leave out what an idempotent consumer applied already (acked, never re-applied)."""

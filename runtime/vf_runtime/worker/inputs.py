@@ -195,11 +195,18 @@ class Inputs:
     async def _taken_before(self, parent: str) -> bool:
         return await delivered_before(self.js, self.names.stream(parent), self.durables[parent])
 
+    def holding(self) -> int:
+        """How many messages this replica holds, received and not yet settled."""
+        return len(self.held)
+
     def _received(self, parent: str, reader: str, msg: Msg) -> None:
         self.backlog += 1
-        self.metrics.bump("received")
-        if redelivered(msg):
-            self.metrics.bump("redelivered")
+        metrics = self.metrics
+        metrics.bump("received")
+        again, pending = _delivery_counts(msg)
+        if again:
+            metrics.bump("redelivered")
+        metrics.backlog[(parent, reader)] = pending
         self.held[id(msg)] = msg
         delivery = _decode(msg, parent=parent, reader=reader)
         if self.counting and self._counts(delivery.envelope, parent=parent):
@@ -379,6 +386,18 @@ def redelivered(msg: Msg) -> bool:
     if reply.count(".") == 8 and reply.startswith("$JS.ACK."):
         return reply.rsplit(".", 5)[1] != "1"
     return msg.metadata.num_delivered > 1
+
+
+def _delivery_counts(msg: Msg) -> tuple[bool, int]:
+    """Whether ``msg`` was delivered before, and how many messages its durable had not
+    delivered yet when it did: both from its ack subject, as :func:`redelivered` reads it
+    (``….<delivered>.<stream seq>.<consumer seq>.<timestamp>.<pending>``)."""
+    reply = msg.reply
+    if reply.count(".") == 8 and reply.startswith("$JS.ACK."):
+        tail = reply.rsplit(".", 5)
+        return tail[1] != "1", int(tail[5])
+    meta = msg.metadata
+    return meta.num_delivered > 1, int(meta.num_pending or 0)
 
 
 def _stream_seq(msg: Msg) -> int:

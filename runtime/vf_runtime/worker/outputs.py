@@ -402,7 +402,7 @@ class DeadLetters:
         for attempt in range(3):
             try:
                 await self.js.publish(self.subject, msg.data, timeout=5.0, headers=headers)
-                self.metrics.bump("dead_lettered")
+                self.metrics.dead_lettered(code)
                 log.error(
                     "dead-lettered %s#%d: %s %s", meta.stream, meta.sequence.stream, code, reason
                 )

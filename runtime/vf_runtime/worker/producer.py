@@ -111,6 +111,7 @@ class ProducerLoop:
                 pending.extend(thread.submit_many(self._next, more_calls, bounded=True))
             self.count += 1
             self.metrics.bump("processed")
+            self.metrics.observe(elapsed)
             if self.publisher is None:
                 continue
             stamp = Stamp(

@@ -96,7 +96,9 @@ class Worker:
         self.nats_auth = nats or NatsAuth()
         self.store_auth = store or StoreAuth()
         self.names = config.names
-        self.metrics = Metrics(node=config.node_name)
+        self.metrics = Metrics(
+            node=config.node_name, flow=config.flow_id, replica=config.replica_id
+        )
         self.stop = asyncio.Event()
         self.blobs: BlobStore | None = None
         self.applied: AppliedLog | None = None
@@ -150,6 +152,7 @@ class Worker:
         if slot is None:
             return EXIT_OK  # stopped before an ordinal was free: nothing was taken
         self.config = dataclasses.replace(config, replica_id=slot)
+        self.metrics.replica = slot
         keeper = asyncio.create_task(lease.keep())
         keeper.add_done_callback(self._slot_lost)
         try:
@@ -204,6 +207,7 @@ class Worker:
         self._stores()
         publisher = await self._outputs(client) if self.config.has_children else None
         inputs = Inputs(client, config=self.config, metrics=self.metrics)
+        self.metrics.in_flight = inputs.holding
         self.reconnect_listeners.append(inputs.reconnected)
         if publisher is not None:
             self.reconnect_listeners.append(publisher.reconnected)
