@@ -22,9 +22,9 @@ from vf.pipeline import CompileRequest, compile_project
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import provision
 from vf_runtime.local.infra import LocalServer, free_port
-from vf_runtime.local.supervisor import _COUNTER
+from vf_runtime.local.supervisor import COUNTER
 from vf_runtime.worker.health import LATENCY_BUCKETS, PROCESS_BUCKETS, Histogram, Metrics
-from vf_runtime.worker.inputs import _delivery_counts
+from vf_runtime.worker.inputs import delivery_counts
 from vf_runtime.worker.replica import run_worker
 
 LABELS = 'flow="f",node="n",replica="2"'
@@ -105,7 +105,7 @@ def test_every_series_names_the_flow_node_and_replica() -> None:
 def test_label_values_are_escaped() -> None:
     text = Metrics(node='a"b\\c', flow="f").render()
     assert 'node="a\\"b\\\\c"' in text
-    assert "processed" in {name for name, _, _ in _COUNTER.findall(text)}
+    assert "processed" in {name for name, _, _ in COUNTER.findall(text)}
 
 
 def test_promtool_reads_the_metrics_and_finds_nothing_to_lint() -> None:
@@ -127,11 +127,11 @@ def _msg(reply: str) -> Msg:
 
 
 def test_the_backlog_is_read_from_the_ack_subject() -> None:
-    assert _delivery_counts(_msg("$JS.ACK.S.C.1.10.9.1700000000000000000.5")) == (False, 5)
-    assert _delivery_counts(_msg("$JS.ACK.S.C.3.10.9.1700000000000000000.0")) == (True, 0)
+    assert delivery_counts(_msg("$JS.ACK.S.C.1.10.9.1700000000000000000.5")) == (False, 5)
+    assert delivery_counts(_msg("$JS.ACK.S.C.3.10.9.1700000000000000000.0")) == (True, 0)
     # the long form (a domain and an account hash) goes through nats-py's parser
     long = "$JS.ACK.dom.acc.S.C.2.10.9.1700000000000000000.12.tok"
-    assert _delivery_counts(_msg(long)) == (True, 12)
+    assert delivery_counts(_msg(long)) == (True, 12)
 
 
 def _get(port: int) -> str | None:

@@ -59,30 +59,7 @@ def prerequisites(objects: Sequence[Mapping[str, Any]], *, env: str) -> list[str
             f"Optional: {_OPTIONAL} the scaled Deployments run one replica. Without it: "
             f"`environments.{env}.autoscaling.enabled: false`."
         )
-    if "ServiceMonitor" in kinds:
-        items.append(
-            "The Prometheus Operator (`monitoring.coreos.com/v1` ServiceMonitor), which has "
-            f"Prometheus scrape the workers' `/metrics`. Optional: {_OPTIONAL} nothing "
-            f"scrapes them. Without it: `environments.{env}.pods.metrics.service_monitor: false`."
-        )
-    if "PrometheusRule" in kinds:
-        items.append(
-            "The Prometheus Operator (`monitoring.coreos.com/v1` PrometheusRule), which loads "
-            "the flow's alerts into a Prometheus that scrapes the workers (a Prometheus "
-            "selects rules by label: add the one yours selects with "
-            f"`environments.{env}.pods.labels`). Optional: {_OPTIONAL} no alert is "
-            f"evaluated. Without it: `environments.{env}.observability.alerts: false`."
-        )
-    dashboards = [
-        o for o in objects if ((o.get("metadata") or {}).get("labels") or {}).get(DASHBOARD)
-    ]
-    if dashboards:
-        items.append(
-            "Grafana with its dashboard sidecar watching this namespace for ConfigMaps "
-            f'labelled `{DASHBOARD}: "1"` (`{dashboards[0]["metadata"]["name"]}`), and a '
-            "Prometheus data source. Without it the ConfigMap is only stored. Without it: "
-            f"`environments.{env}.observability.dashboard: false`."
-        )
+    items += _monitoring(objects, kinds=kinds, env=env)
     if "ResourceClaimTemplate" in kinds:
         classes = sorted(
             {
@@ -122,6 +99,36 @@ def prerequisites(objects: Sequence[Mapping[str, Any]], *, env: str) -> list[str
                 "creates it."
             )
     items += _namespace_labels(objects)
+    return items
+
+
+def _monitoring(objects: Sequence[Mapping[str, Any]], *, kinds: set[str], env: str) -> list[str]:
+    """What the flow's monitoring objects need: the Prometheus Operator, Grafana's sidecar."""
+    items: list[str] = []
+    if "ServiceMonitor" in kinds:
+        items.append(
+            "The Prometheus Operator (`monitoring.coreos.com/v1` ServiceMonitor), which has "
+            f"Prometheus scrape the workers' `/metrics`. Optional: {_OPTIONAL} nothing "
+            f"scrapes them. Without it: `environments.{env}.pods.metrics.service_monitor: false`."
+        )
+    if "PrometheusRule" in kinds:
+        items.append(
+            "The Prometheus Operator (`monitoring.coreos.com/v1` PrometheusRule), which loads "
+            "the flow's alerts into a Prometheus that scrapes the workers (a Prometheus "
+            "selects rules by label: add the one yours selects with "
+            f"`environments.{env}.pods.labels`). Optional: {_OPTIONAL} no alert is "
+            f"evaluated. Without it: `environments.{env}.observability.alerts: false`."
+        )
+    dashboards = [
+        o for o in objects if ((o.get("metadata") or {}).get("labels") or {}).get(DASHBOARD)
+    ]
+    if dashboards:
+        items.append(
+            "Grafana with its dashboard sidecar watching this namespace for ConfigMaps "
+            f'labelled `{DASHBOARD}: "1"` (`{dashboards[0]["metadata"]["name"]}`), and a '
+            "Prometheus data source. Without it the ConfigMap is only stored. Without it: "
+            f"`environments.{env}.observability.dashboard: false`."
+        )
     return items
 
 

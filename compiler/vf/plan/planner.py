@@ -122,7 +122,6 @@ def plan_environment(
     security = plan_security(env, workloads=workloads, flow_id=flow_id)
     provision = plan_provision(ctx, images)
     generation = _generation(graph, workloads=workloads, provision=provision, gpu=gpu, env=env)
-    broker = ctx.broker_names(generation)
     ids = {"flow_id": flow_id, "run_id": run_id}
     workloads = tag_jobs(workloads, **ids, generation=generation, gpu=gpu, pods=env.pods)
     unreplayable = replay_unsafe(graph)
@@ -145,11 +144,7 @@ def plan_environment(
         run_labels=ctx.run_labels,
         provision=tag_provision(provision, **ids, generation=generation, pods=env.pods),
         workloads=workloads,
-        channels=tuple(
-            _channel(ctx, node, admission.profile_of(node.name), broker=broker)
-            for node in graph.nodes
-            if node.children
-        ),
+        channels=_channels(ctx, graph, admission, generation=generation),
         infra=plan_infra(env, flow_id=flow_id),
         admission=admission,
         gpu=gpu,
@@ -163,6 +158,17 @@ def plan_environment(
         unreplayable_producers=tuple(p for p, _ in unreplayable) or None,
     )
     return _scaled(ctx, plan, env=env)
+
+
+def _channels(
+    ctx: PlanContext, graph: Graph, admission: Admission, *, generation: str | None
+) -> tuple[Channel, ...]:
+    broker = ctx.broker_names(generation)
+    return tuple(
+        _channel(ctx, node, admission.profile_of(node.name), broker=broker)
+        for node in graph.nodes
+        if node.children
+    )
 
 
 def _scaled(ctx: PlanContext, plan: Plan, *, env: Environment) -> Plan:

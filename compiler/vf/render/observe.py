@@ -59,6 +59,14 @@ def _labels(plan: Plan) -> dict[str, str]:
 def alert_rules(plan: Plan, options: Observability) -> list[Obj]:
     """The rules of the flow's one group, each with what to do in its annotations."""
     sel = _selector(plan)
+    rules = [_stalled_rule(plan, sel), _dead_letter_rule(plan, sel), _restart_rule(plan, sel)]
+    target = options.latency_target_seconds
+    if target is not None:
+        rules.append(_latency_rule(plan, sel, target))
+    return rules
+
+
+def _stalled_rule(plan: Plan, sel: str) -> Obj:
     flow, ns = plan.flow_id, plan.namespace
     # items settled: each counter summed on its own (a range over several names would
     # give series that differ by name only, which increase() cannot return together)
@@ -70,81 +78,85 @@ def alert_rules(plan: Plan, options: Observability) -> list[Obj]:
         f"(max by ({_BY}) (min by ({_BY}, durable) (vf_backlog_messages{sel})) > 0)"
         f" or (sum by ({_BY}) (vf_messages_in_flight{sel}) > 0)"
     )
-    rules: list[Obj] = [
-        {
-            "alert": "VfNodeStalled",
-            "expr": f"({settled} == 0) and on ({_BY}) ({waiting})",
-            "for": STALL_WINDOW,  # the window alone would judge a node on its first samples
-            "labels": {"severity": "critical"},
-            "annotations": {
-                "summary": f"vf flow {flow}: node {{{{ $labels.node }}}} has stopped",
-                "description": f"No item of node {{{{ $labels.node }}}} was settled in "
-                f"{STALL_WINDOW} while its durable still holds undelivered messages or its "
-                "replicas hold some in flight: a hung call, a full store or broker, or a "
-                "crash-looping worker.",
-                "runbook": f"vf runs --flow {flow} (pending per durable); kubectl -n {ns} "
-                f"logs -l {FLOW_LABEL}={dict(plan.flow_labels)[FLOW_LABEL]} --tail=100 "
-                "(look for error[VF_...] lines); docs/observability.md#vfnodestalled",
-            },
+    return {
+        "alert": "VfNodeStalled",
+        "expr": f"({settled} == 0) and on ({_BY}) ({waiting})",
+        "for": STALL_WINDOW,  # the window alone would judge a node on its first samples
+        "labels": {"severity": "critical"},
+        "annotations": {
+            "summary": f"vf flow {flow}: node {{{{ $labels.node }}}} has stopped",
+            "description": f"No item of node {{{{ $labels.node }}}} was settled in "
+            f"{STALL_WINDOW} while its durable still holds undelivered messages or its "
+            "replicas hold some in flight: a hung call, a full store or broker, or a "
+            "crash-looping worker.",
+            "runbook": f"vf runs --flow {flow} (pending per durable); kubectl -n {ns} "
+            f"logs -l {FLOW_LABEL}={dict(plan.flow_labels)[FLOW_LABEL]} --tail=100 "
+            "(look for error[VF_...] lines); docs/observability.md#vfnodestalled",
         },
-        {
-            "alert": "VfDeadLettersGrowing",
-            "expr": f"sum by ({_BY}, code) (increase(vf_dead_letters_total{sel}[10m])) > 0",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": f"vf flow {flow}: node {{{{ $labels.node }}}} is dead-lettering "
-                "{{ $labels.code }}",
-                "description": "Items of node {{ $labels.node }} went to the dead-letter "
-                "stream with code {{ $labels.code }} in the last 10 minutes "
-                "(about {{ $value | humanize }}).",
-                "runbook": f"vf dlq ls --flow {flow} --node {{{{ $labels.node }}}} --code "
-                "{{ $labels.code }}; vf dlq show ID; after the fix: vf dlq replay --flow "
-                f"{flow} --node {{{{ $labels.node }}}} --dry-run; "
-                "docs/observability.md#vfdeadlettersgrowing",
-            },
+    }
+
+
+def _dead_letter_rule(plan: Plan, sel: str) -> Obj:
+    flow = plan.flow_id
+    return {
+        "alert": "VfDeadLettersGrowing",
+        "expr": f"sum by ({_BY}, code) (increase(vf_dead_letters_total{sel}[10m])) > 0",
+        "labels": {"severity": "warning"},
+        "annotations": {
+            "summary": f"vf flow {flow}: node {{{{ $labels.node }}}} is dead-lettering "
+            "{{ $labels.code }}",
+            "description": "Items of node {{ $labels.node }} went to the dead-letter "
+            "stream with code {{ $labels.code }} in the last 10 minutes "
+            "(about {{ $value | humanize }}).",
+            "runbook": f"vf dlq ls --flow {flow} --node {{{{ $labels.node }}}} --code "
+            "{{ $labels.code }}; vf dlq show ID; after the fix: vf dlq replay --flow "
+            f"{flow} --node {{{{ $labels.node }}}} --dry-run; "
+            "docs/observability.md#vfdeadlettersgrowing",
         },
-        {
-            "alert": "VfReplicaRestarting",
-            "expr": f"max by ({_BY}, replica) (changes(vf_start_time_seconds{sel}"
-            f"[{RESTART_WINDOW}])) > {RESTARTS}",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": f"vf flow {flow}: replica {{{{ $labels.replica }}}} of node "
-                "{{ $labels.node }} keeps restarting",
-                "description": "A replica of node {{ $labels.node }} started again "
-                f"{{{{ $value }}}} times in {RESTART_WINDOW}.",
-                "runbook": f"kubectl -n {ns} get pods -l {FLOW_LABEL}="
-                f"{dict(plan.flow_labels)[FLOW_LABEL]}; kubectl -n {ns} logs POD --previous "
-                "(the exit code and the last error[VF_...] line say why); "
-                "docs/observability.md#vfreplicarestarting",
-            },
+    }
+
+
+def _restart_rule(plan: Plan, sel: str) -> Obj:
+    flow, ns = plan.flow_id, plan.namespace
+    return {
+        "alert": "VfReplicaRestarting",
+        "expr": f"max by ({_BY}, replica) (changes(vf_start_time_seconds{sel}"
+        f"[{RESTART_WINDOW}])) > {RESTARTS}",
+        "labels": {"severity": "warning"},
+        "annotations": {
+            "summary": f"vf flow {flow}: replica {{{{ $labels.replica }}}} of node "
+            "{{ $labels.node }} keeps restarting",
+            "description": "A replica of node {{ $labels.node }} started again "
+            f"{{{{ $value }}}} times in {RESTART_WINDOW}.",
+            "runbook": f"kubectl -n {ns} get pods -l {FLOW_LABEL}="
+            f"{dict(plan.flow_labels)[FLOW_LABEL]}; kubectl -n {ns} logs POD --previous "
+            "(the exit code and the last error[VF_...] line say why); "
+            "docs/observability.md#vfreplicarestarting",
         },
-    ]
-    target = options.latency_target_seconds
-    if target is not None:
-        buckets = f"rate(vf_end_to_end_seconds_bucket{sel}[5m])"
-        rules.append(
-            {
-                "alert": "VfEndToEndLatencyHigh",
-                "expr": f"histogram_quantile({QUANTILE}, sum by ({_BY}, le) ({buckets}))"
-                f" > {target:g}",
-                "for": "10m",
-                "labels": {"severity": "warning"},
-                "annotations": {
-                    "summary": f"vf flow {flow}: items reach node {{{{ $labels.node }}}} "
-                    f"later than {target:g}s",
-                    "description": f"The {QUANTILE:.0%} quantile of the time from an "
-                    "item's producer to node {{ $labels.node }} is "
-                    "{{ $value | humanizeDuration }}, over the target of "
-                    f"{target:g}s.",
-                    "runbook": f"vf runs --flow {flow} (which durable's pending grows); "
-                    "the dashboard's per-node latency shows the slow node; scale it "
-                    "(replicas, autoscaling) or speed it up; "
-                    "docs/observability.md#vfendtoendlatencyhigh",
-                },
-            }
-        )
-    return rules
+    }
+
+
+def _latency_rule(plan: Plan, sel: str, target: float) -> Obj:
+    flow = plan.flow_id
+    buckets = f"rate(vf_end_to_end_seconds_bucket{sel}[5m])"
+    return {
+        "alert": "VfEndToEndLatencyHigh",
+        "expr": f"histogram_quantile({QUANTILE}, sum by ({_BY}, le) ({buckets})) > {target:g}",
+        "for": "10m",
+        "labels": {"severity": "warning"},
+        "annotations": {
+            "summary": f"vf flow {flow}: items reach node {{{{ $labels.node }}}} "
+            f"later than {target:g}s",
+            "description": f"The {QUANTILE:.0%} quantile of the time from an "
+            "item's producer to node {{ $labels.node }} is "
+            "{{ $value | humanizeDuration }}, over the target of "
+            f"{target:g}s.",
+            "runbook": f"vf runs --flow {flow} (which durable's pending grows); "
+            "the dashboard's per-node latency shows the slow node; scale it "
+            "(replicas, autoscaling) or speed it up; "
+            "docs/observability.md#vfendtoendlatencyhigh",
+        },
+    }
 
 
 def prometheus_rule(plan: Plan, options: Observability) -> Obj:
@@ -182,11 +194,10 @@ def _panel(
     }
 
 
-def node_panels(plan: Plan, node: str, *, y: int, first_id: int) -> list[Obj]:
-    """One row of four panels for ``node``: rate, latency, dead letters and in flight."""
-    sel = _selector(plan, f"node={_string(node)}")
+def _panel_specs(sel: str) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """Each panel's title, unit and queries (with their legends)."""
     by = "sum by (le)"
-    specs: list[tuple[str, str, list[tuple[str, str]]]] = [
+    return [
         (
             "rate",
             "ops",
@@ -231,6 +242,11 @@ def node_panels(plan: Plan, node: str, *, y: int, first_id: int) -> list[Obj]:
             ],
         ),
     ]
+
+
+def node_panels(plan: Plan, node: str, *, y: int, first_id: int) -> list[Obj]:
+    """One row of four panels for ``node``: rate, latency, dead letters and in flight."""
+    specs = _panel_specs(_selector(plan, f"node={_string(node)}"))
     row = {
         "collapsed": False,
         "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},

@@ -124,12 +124,11 @@ async def connect(
 ) -> Client:
     """A connected client with JetStream reachable, or :class:`BrokerError`.
 
-    ``on_reconnect`` runs after every reconnection: requests that were in flight
-    when the connection dropped will never be answered, and their owners re-issue them.
-    ``refused_fails``: see :func:`wait_for_port`. ``auth``: the credentials to present;
-    by default the process environment's (:func:`vf_runtime.clientauth.nats_auth`). A
-    server that refuses them is ``VF_BROKER_AUTH`` at once: nats-py would retry forever.
-    """
+    ``on_reconnect`` runs after every reconnection: requests that were in flight when the
+    connection dropped will never be answered, and their owners re-issue them.
+    ``refused_fails``: see :func:`wait_for_port`. ``auth``: the credentials to present, by
+    default the environment's (:func:`vf_runtime.clientauth.nats_auth`); a server that
+    refuses them is ``VF_BROKER_AUTH`` at once: nats-py would retry forever."""
     try:
         auth = nats_auth() if auth is None else auth
     except CredentialsError as exc:
@@ -155,15 +154,16 @@ async def connect(
     options: dict[str, Any] = {  # nats-py declares the two waits int; it takes seconds
         "connect_timeout": min(5.0, timeout),
         "reconnect_time_wait": 0.5,
+        "max_reconnect_attempts": -1,
+        "allow_reconnect": True,
         **auth.options(),
     }
     client = Client()
+    servers = [u.strip() for u in url.split(",")]
     connecting = asyncio.ensure_future(
         client.connect(
-            servers=[u.strip() for u in url.split(",")],
+            servers=servers,
             name=name,
-            max_reconnect_attempts=-1,
-            allow_reconnect=True,
             error_cb=on_error,
             disconnected_cb=_log_disconnect,
             reconnected_cb=reconnected,
@@ -171,6 +171,11 @@ async def connect(
         )
     )
     await _connected(client, connecting, refused, url=url, auth=auth, timeout=timeout)
+    await _require_jetstream(client, url)
+    return client
+
+
+async def _require_jetstream(client: Client, url: str) -> None:
     try:
         await client.jetstream().account_info()
     except Exception as exc:
@@ -178,7 +183,6 @@ async def connect(
         raise BrokerError(
             "VF_BROKER_NO_JETSTREAM", f"{url} does not offer JetStream (start it with -js): {exc}"
         ) from exc
-    return client
 
 
 async def _connected(

@@ -33,7 +33,7 @@ _ENDED = (0, EXIT_STOPPED, EXIT_ABORTED)  # a life that ended by design: never r
 _NOT_LOST = (*_ENDED, None)
 PROGRESS_EVERY = 5.0
 _VALUE = r'"(?:[^"\\]|\\.)*"'  # a quoted label value, escapes and all
-_COUNTER = re.compile(
+COUNTER = re.compile(
     rf'^vf_messages_(\w+)_total\{{flow={_VALUE},node="((?:[^"\\]|\\.)*)",replica="\d+"\}} (\d+)$',
     re.MULTILINE,
 )
@@ -316,4 +316,4 @@ def scrape(port: int, node: str) -> dict[str, int]:
     finally:
         connection.close()
     label = node.replace("\\", "\\\\").replace('"', '\\"')
-    return {name: int(value) for name, owner, value in _COUNTER.findall(text) if owner == label}
+    return {name: int(value) for name, owner, value in COUNTER.findall(text) if owner == label}

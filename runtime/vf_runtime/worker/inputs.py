@@ -203,7 +203,7 @@ class Inputs:
         self.backlog += 1
         metrics = self.metrics
         metrics.bump("received")
-        again, pending = _delivery_counts(msg)
+        again, pending = delivery_counts(msg)
         if again:
             metrics.bump("redelivered")
         metrics.backlog[(parent, reader)] = pending
@@ -388,7 +388,7 @@ def redelivered(msg: Msg) -> bool:
     return msg.metadata.num_delivered > 1
 
 
-def _delivery_counts(msg: Msg) -> tuple[bool, int]:
+def delivery_counts(msg: Msg) -> tuple[bool, int]:
     """Whether ``msg`` was delivered before, and how many messages its durable had not
     delivered yet when it did: both from its ack subject, as :func:`redelivered` reads it
     (``….<delivered>.<stream seq>.<consumer seq>.<timestamp>.<pending>``)."""

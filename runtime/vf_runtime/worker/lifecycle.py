@@ -4,9 +4,13 @@ kept in the dead-letter stream (STOP-5), and an abort ends a replica by name (EO
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import logging
+import os
 import sys
+from collections.abc import Callable, Mapping
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -118,3 +122,37 @@ def report_breaker(config: WorkerConfig, opened: str) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+STOP_GRACE = 20.0  # below Kubernetes' default terminationGracePeriodSeconds (30)
+log = logging.getLogger("vf.worker")
+
+
+def grace_of(env: Mapping[str, str]) -> float:
+    """``VF_STOP_GRACE_SECONDS``, or the default when unset or not a number."""
+    try:
+        return float(env.get("VF_STOP_GRACE_SECONDS", STOP_GRACE))
+    except ValueError:
+        return STOP_GRACE
+
+
+def stop_within(
+    stop: asyncio.Event,
+    stopped_code: Callable[[], int],
+    loop: asyncio.AbstractEventLoop,
+    grace: float,
+    signal_name: str,
+) -> None:
+    """Stop cleanly, but exit within the stop grace even if the broker or store is gone and
+    in-flight work cannot settle: it was not acked, so it is delivered again (STOP-6)."""
+    if stop.is_set():
+        return
+    stop.set()
+    log.info("%s received; stopping, at most %gs from now", signal_name, grace)
+
+    def give_up() -> None:
+        log.warning("stop grace of %gs exceeded; exiting with unsettled work unacked", grace)
+        logging.shutdown()
+        os._exit(stopped_code())
+
+    loop.call_later(grace, give_up)

@@ -28,8 +28,6 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from vf_runtime.broker.client import (
-    AUTH_CODES,
-    BrokerError,
     connect,
     ensure_consumer,
     ensure_stream,
@@ -39,9 +37,8 @@ from vf_runtime.broker.topology import dlq_config, eos_anchor_config, stream_con
 from vf_runtime.clientauth import CredentialsError, NatsAuth, StoreAuth, nats_auth, store_auth
 from vf_runtime.constants import BATCH
 from vf_runtime.context import RuntimeContext, context_parameter, with_context
-from vf_runtime.credentials import store_key_prefix
 from vf_runtime.nodes import Consumer, Node, Processor, Producer
-from vf_runtime.store.blobstore import AppliedLog, BlobStore, StoreFull, StoreRefused
+from vf_runtime.store.blobstore import AppliedLog, BlobStore
 from vf_runtime.worker.build import build_node
 from vf_runtime.worker.config import ConfigError, WorkerConfig, load_worker_config
 from vf_runtime.worker.eos import (
@@ -51,7 +48,6 @@ from vf_runtime.worker.eos import (
     record_loss,
 )
 from vf_runtime.worker.exits import (
-    EXIT_BROKER,
     EXIT_CONFIG,
     EXIT_FAILED,
     EXIT_HUNG,
@@ -61,14 +57,16 @@ from vf_runtime.worker.exits import (
 from vf_runtime.worker.health import HealthServer, Metrics
 from vf_runtime.worker.inputs import Inputs
 from vf_runtime.worker.lifecycle import (
-    GenerationFinished,
     check_not_finished,
     end_on_abort,
+    grace_of,
     record_refused_stop,
     report_breaker,
     report_full,
+    stop_within,
 )
 from vf_runtime.worker.nodethread import NodeThread
+from vf_runtime.worker.opening import ended_by, open_stores
 from vf_runtime.worker.outputs import DeadLetters, Publisher
 from vf_runtime.worker.processor import ProcessorLoop, Wiring
 from vf_runtime.worker.producer import READ_AHEAD, ProducerLoop
@@ -77,7 +75,6 @@ from vf_runtime.worker.slots import SlotLease
 from vf_runtime.worker.watchdog import NodeHung, watch
 
 log = logging.getLogger("vf.worker")
-STOP_GRACE = 20.0  # below Kubernetes' default terminationGracePeriodSeconds (30)
 
 
 class Worker:
@@ -335,26 +332,7 @@ class Worker:
             await asyncio.sleep(0.2)
 
     def _stores(self) -> None:
-        url = self.config.blob_redis_url
-        if url is None:
-            if self.config.idempotent:
-                log.warning(
-                    "VF_IDEMPOTENT=1 but VF_BLOB_REDIS_URL is unset: no sink de-duplication"
-                )
-            return
-        self.blobs = BlobStore.from_url(
-            url,
-            ttl_seconds=self.config.blob_ttl_seconds,
-            prefix=store_key_prefix(self.config.flow_id),
-            auth=self.store_auth,
-        )
-        if self.config.idempotent:
-            self.applied = AppliedLog(
-                self.blobs.client,
-                flow_id=self.config.flow_id,
-                node=self.config.node_name,
-                generation=self.config.generation,
-            )
+        self.blobs, self.applied = open_stores(self.config, self.store_auth)
 
     async def _produce(self, publisher: Publisher | None, thread: NodeThread) -> int:
         assert isinstance(self.node, Producer)
@@ -372,9 +350,9 @@ class Worker:
             return EXIT_HUNG  # no end-of-stream marker: the source did not end
         if publisher is not None:
             await publisher.terminator()
-        return self._stopped_code() if self.stop.is_set() and not loop.ended else EXIT_OK
+        return self.stopped_code() if self.stop.is_set() and not loop.ended else EXIT_OK
 
-    def _stopped_code(self) -> int:
+    def stopped_code(self) -> int:
         """A BATCH replica stopped before its work was done did not succeed (STOP-1)."""
         if self.config.flow_type == BATCH:
             log.warning("stopped before the work was done (exit %d)", EXIT_STOPPED)
@@ -408,7 +386,7 @@ class Worker:
         if drained:
             log.info("all inputs drained; done")
             return EXIT_OK
-        return self._stopped_code()
+        return self.stopped_code()
 
     async def _aborted(self, abort: Abort) -> int:
         return await end_on_abort(self.control_js, abort, config=self.config)
@@ -464,47 +442,17 @@ async def run_worker(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, functools.partial(_stop_within, worker, loop, env, sig))
+            loop.add_signal_handler(sig, functools.partial(_stop, worker, loop, env, sig))
     try:
         return await worker.run()
-    except (BrokerError, StoreRefused) as exc:  # a refused replica's inputs were handed back
-        print(exc.render(), file=sys.stderr)
-        refused = isinstance(exc, StoreRefused) or exc.code in AUTH_CODES
-        return EXIT_CONFIG if refused else EXIT_BROKER
-    except (EosMismatch, StoreFull) as exc:
-        if isinstance(exc, StoreFull):  # a producer's offload: it holds no inputs to hand back
-            report_full(config, exc)
-        else:
-            print(f"error[{exc.code}] {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except GenerationFinished as exc:
-        print(exc.render(), file=sys.stderr)
-        return EXIT_FAILED
-    except Exception:
-        log.exception("worker failed")
-        return EXIT_FAILED
+    except Exception as exc:
+        return ended_by(exc, config)
 
 
-def _stop_within(
+def _stop(
     worker: Worker, loop: asyncio.AbstractEventLoop, env: Mapping[str, str], sig: signal.Signals
 ) -> None:
-    """Stop cleanly, but exit within the stop grace even if the broker or store is gone and
-    in-flight work cannot settle: it was not acked, so it is delivered again (STOP-6)."""
-    if worker.stop.is_set():
-        return
-    worker.stop.set()
-    try:
-        grace = float(env.get("VF_STOP_GRACE_SECONDS", STOP_GRACE))
-    except ValueError:
-        grace = STOP_GRACE
-    log.info("%s received; stopping, at most %gs from now", sig.name, grace)
-
-    def give_up() -> None:
-        log.warning("stop grace of %gs exceeded; exiting with unsettled work unacked", grace)
-        logging.shutdown()
-        os._exit(worker._stopped_code())
-
-    loop.call_later(grace, give_up)
+    stop_within(worker.stop, worker.stopped_code, loop, grace_of(env), sig.name)
 
 
 def main() -> None:
