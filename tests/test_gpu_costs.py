@@ -22,11 +22,17 @@ from vf.resources import resource_dir
 from vf.tree.write import write_tree
 
 Obj = dict[str, Any]
+LONG_CALLS = (
+    "delivery=DeliveryPolicy(delivery='best-effort', dlq='sampled', call_timeout_seconds=900)"
+)
 
 
 def _graph(tmp_path: Path, fields: str) -> Path:
     path = tmp_path / "graph.py"
-    path.write_text(SHARER.replace("FIELDS", fields), encoding="utf-8")
+    text = SHARER.replace("FIELDS", fields).replace(
+        "from vf import GPU,", "from vf import GPU, DeliveryPolicy,"
+    )
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -49,7 +55,8 @@ def _worker(result: CompileResult) -> Obj:
 
 
 def test_a_warm_up_sets_the_startup_budget_and_paces_keda(tmp_path: Path) -> None:
-    graph = _graph(tmp_path, "gpu_count=1, warmup_seconds=600")
+    # open() runs under the bound of a node call, so a 600 s load needs a longer bound
+    graph = _graph(tmp_path, f"gpu_count=1, warmup_seconds=600, {LONG_CALLS}")
     result = _compile(tmp_path, graph, _config("exclusive", "two-a100-40", _autoscaling()))
     container = _worker(result)
     # twice the warm-up at one probe every 2 s: 2 x 600 / 2 = 600 failures
@@ -83,6 +90,20 @@ def test_a_warm_up_sets_the_startup_budget_and_paces_keda(tmp_path: Path) -> Non
     text = explain(result)
     assert "warm-up infer: 600 s; the startup probe allows 1200 s; KEDA scales up on lag" in text
     assert "by at most 100% per 600 s, and down after 600 s without it (cooldown 600 s)" in text
+
+
+def test_a_warm_up_longer_than_the_call_bound_is_named(tmp_path: Path) -> None:
+    graph = _graph(tmp_path, "gpu_count=1, warmup_seconds=600")  # the bound: 300 s
+    with pytest.raises(VfError) as caught:
+        _compile(tmp_path, graph, _config("exclusive", "two-a100-40", {}))
+    (problem,) = caught.value.problems
+    assert problem.code == "VF_GRAPH_WARMUP"
+    assert "longer than the bound of a node call (call_timeout_seconds=300)" in problem.what
+    assert "DeliveryPolicy(call_timeout_seconds=600)" in problem.remedy
+    unbounded = _graph(
+        tmp_path, "gpu_count=1, warmup_seconds=600, " + LONG_CALLS.replace("=900", "=0")
+    )
+    _compile(tmp_path, unbounded, _config("exclusive", "two-a100-40", {}))
 
 
 def test_a_short_warm_up_keeps_the_floors(tmp_path: Path) -> None:
@@ -162,7 +183,7 @@ def test_mig_slices_are_counted_in_slice_hours(tmp_path: Path) -> None:
         assert dict(hours.slice_hours) == {p: 24 * n for p, n in moment.slices}
         assert sum(dict(hours.slice_hours).values()) == 24 * dict(moment.replicas)["infer"]
     assert [h.moment for h in gpu.hours_per_day] == ["planned", "autoscaled"]
-    assert " x 3g.20gb)" in explain(result)
+    assert " 3g.20gb slice-hours)" in explain(result)
 
 
 # --- vf diff ------------------------------------------------------------------------------

@@ -257,7 +257,9 @@ def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) ->
     join = fields.pop("join_policy")
     if join is None and len(parents) > 1:
         join = JoinPolicy.default_for(flow_type)
-    delivery = fields.pop("delivery")
+    declared = fields.pop("delivery")
+    delivery = declared or DeliveryPolicy.default_for(flow_type)
+    _check_warmup_bound(fields["warmup_seconds"], delivery, where, scan)
     native = component_spec(node)  # a native component: no class, params already checked
     arity = None if native else arity_problem(node, parents=len(parents))
     if arity is not None:
@@ -271,8 +273,8 @@ def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) ->
         parents=parents,
         children=tuple(children),
         join_policy=join,
-        delivery=delivery or DeliveryPolicy.default_for(flow_type),
-        delivery_declared=delivery is not None,
+        delivery=delivery,
+        delivery_declared=declared is not None,
         site=where,
         **fields,
     )
@@ -435,6 +437,24 @@ def _check_warmup(values: dict[str, Any], bad: Any) -> None:
             "or drop it for a node that starts at once",
         )
         values["warmup_seconds"] = None
+
+
+def _check_warmup_bound(
+    warmup: int | None, delivery: DeliveryPolicy, where: str, scan: _Scan
+) -> None:
+    """The worker bounds ``open()`` as any node call (DELIV-12): a warm-up past the bound
+    would be called hung before it ends."""
+    bound = delivery.call_timeout_seconds
+    if warmup is None or not bound or warmup <= bound:
+        return
+    scan.add(
+        "VF_GRAPH_WARMUP",
+        f"warmup_seconds={warmup} is longer than the bound of a node call "
+        f"(call_timeout_seconds={bound:g}), which open() runs under: the replica would be "
+        "called hung while it loads",
+        f"pass delivery=DeliveryPolicy(call_timeout_seconds={warmup}) or more, or 0 for no bound",
+        where,
+    )
 
 
 def _check_join_rules(values: dict[str, Any], parents: tuple[str, ...], bad: Any) -> None:

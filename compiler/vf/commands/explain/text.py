@@ -159,7 +159,7 @@ def _hours_lines(gpu: GpuPlan) -> list[str]:
     for hours in gpu.hours_per_day:
         text = f"{MOMENT_WORDS[hours.moment]} {hours.gpu_hours}"
         if hours.slice_hours:
-            text += " (" + ", ".join(f"{n} x {p}" for p, n in hours.slice_hours) + ")"
+            text += " (" + ", ".join(f"{n} {p} slice-hours" for p, n in hours.slice_hours) + ")"
         parts.append(text)
     return [f"  gpu-hours a day: {'; '.join(parts)} (GPUs x 24)"]
 
