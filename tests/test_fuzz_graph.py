@@ -134,7 +134,7 @@ environments:
 """ % ("b" * 64)
 BASE_KEYWORDS = {
     "name", "image", "is_finite", "nb_tasks", "device_type", "gpu_count", "gpu_memory_gib",
-    "partition_by", "join_policy", "delivery", "idempotent",
+    "partition_by", "join_policy", "delivery", "idempotent", "warmup_seconds",
 }  # fmt: skip
 ODD_NAMES = [
     "a.b", "a_b", "a-b", "A-b", "A_B", "-x", "x-", ".x", "x.", "{{x}}", "a:b", "a b",

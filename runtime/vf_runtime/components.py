@@ -25,7 +25,7 @@ COMPONENT_REF_ENV = "VF_COMPONENT_REF"
 OPTIONS: Mapping[str, frozenset[str]] = {
     "producer": frozenset({"name", "image"}),
     "processor": frozenset(
-        {"name", "image", "nb_tasks", "partition_by", "join_policy", "delivery"}
+        {"name", "image", "nb_tasks", "partition_by", "join_policy", "delivery", "warmup_seconds"}
     ),
     "consumer": frozenset({"name", "image", "join_policy", "delivery", "idempotent"}),
 }

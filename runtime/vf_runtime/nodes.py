@@ -292,12 +292,16 @@ class Processor(Node):
         partition_by: str | None = None,
         join_policy: JoinPolicy | None = None,
         delivery: DeliveryPolicy | None = None,
+        warmup_seconds: int | None = None,
     ) -> None:
         super().__init__(name=name, image=image)
         self.nb_tasks = nb_tasks
         self.device_type = device_type
         self.gpu_count = gpu_count
         self.gpu_memory_gib = gpu_memory_gib
+        # how long open() takes to load what the node needs (a model): vf compile gives the
+        # replica that long to start and paces autoscaling by it
+        self.warmup_seconds = warmup_seconds
         self.partition_by = partition_by
         self.join_policy = join_policy
         self.delivery = delivery

@@ -25,6 +25,8 @@ from vf_runtime.signature import arity_problem
 # The most replicas of one node, as vf.yaml's replicas: allow; an Indexed Job allows
 # 100,000 completions, and each replica is also a broker consumer and a pod.
 MAX_NB_TASKS = 1000
+# The longest warm-up a node may declare: HPAScalingPolicy.periodSeconds is at most 1800.
+MAX_WARMUP_SECONDS = 1800
 # Keywords of the base classes: carried by dedicated VF_* variables, not by the params.
 BASE_KEYWORDS = frozenset(
     {
@@ -35,6 +37,7 @@ BASE_KEYWORDS = frozenset(
         "device_type",
         "gpu_count",
         "gpu_memory_gib",
+        "warmup_seconds",
         "partition_by",
         "join_policy",
         "delivery",
@@ -254,7 +257,9 @@ def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) ->
     join = fields.pop("join_policy")
     if join is None and len(parents) > 1:
         join = JoinPolicy.default_for(flow_type)
-    delivery = fields.pop("delivery")
+    declared = fields.pop("delivery")
+    delivery = declared or DeliveryPolicy.default_for(flow_type)
+    _check_warmup_bound(fields["warmup_seconds"], delivery, where, scan)
     native = component_spec(node)  # a native component: no class, params already checked
     arity = None if native else arity_problem(node, parents=len(parents))
     if arity is not None:
@@ -268,8 +273,8 @@ def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) ->
         parents=parents,
         children=tuple(children),
         join_policy=join,
-        delivery=delivery or DeliveryPolicy.default_for(flow_type),
-        delivery_declared=delivery is not None,
+        delivery=delivery,
+        delivery_declared=declared is not None,
         site=where,
         **fields,
     )
@@ -287,6 +292,7 @@ def _node_fields(node: Node, parents: tuple[str, ...], where: str, scan: _Scan) 
         "device_type": device,
         "gpu_count": gpu_count,
         "gpu_memory_gib": memory,
+        "warmup_seconds": getattr(node, "warmup_seconds", None) if processor else None,
         "is_finite": getattr(node, "is_finite", True),
         "image": node.image,
         "partition_by": partition_by,
@@ -334,6 +340,7 @@ def _check_fields(
             "pass gpu_count >= 1",
         )
     _check_gpu_memory(values, bad)
+    _check_warmup(values, bad)
     for key, expected in (
         ("is_finite", bool),
         ("idempotent", bool),
@@ -413,6 +420,41 @@ def _check_gpu_memory(values: dict[str, Any], bad: Any) -> None:
             "gpu_memory_gib cannot be combined with gpu_count > 1 (a shared slice is one device)",
             "drop gpu_memory_gib to claim whole GPUs, or set gpu_count=1",
         )
+
+
+def _check_warmup(values: dict[str, Any], bad: Any) -> None:
+    """A warm-up becomes a Kubernetes startup budget and an HPA policy period, which
+    allows at most 1800 s (``HPAScalingPolicy.periodSeconds``)."""
+    warmup = values["warmup_seconds"]
+    if warmup is None:
+        return
+    if not _positive_int(warmup) or warmup > MAX_WARMUP_SECONDS:
+        bad(
+            "VF_GRAPH_WARMUP",
+            f"warmup_seconds={safe_repr(warmup)} is not an integer from 1 to {MAX_WARMUP_SECONDS}",
+            f"pass the seconds open() takes to load, 1 <= warmup_seconds <= "
+            f"{MAX_WARMUP_SECONDS} (the longest period a Kubernetes scaling policy allows), "
+            "or drop it for a node that starts at once",
+        )
+        values["warmup_seconds"] = None
+
+
+def _check_warmup_bound(
+    warmup: int | None, delivery: DeliveryPolicy, where: str, scan: _Scan
+) -> None:
+    """The worker bounds ``open()`` as any node call (DELIV-12): a warm-up past the bound
+    would be called hung before it ends."""
+    bound = delivery.call_timeout_seconds
+    if warmup is None or not bound or warmup <= bound:
+        return
+    scan.add(
+        "VF_GRAPH_WARMUP",
+        f"warmup_seconds={warmup} is longer than the bound of a node call "
+        f"(call_timeout_seconds={bound:g}), which open() runs under: the replica would be "
+        "called hung while it loads",
+        f"pass delivery=DeliveryPolicy(call_timeout_seconds={warmup}) or more, or 0 for no bound",
+        where,
+    )
 
 
 def _check_join_rules(values: dict[str, Any], parents: tuple[str, ...], bad: Any) -> None:

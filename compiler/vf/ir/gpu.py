@@ -8,6 +8,7 @@ from typing import Literal
 from vf.ir.records import AS_OBJECT, OMIT_IF_NONE
 
 MomentName = Literal["planned", "autoscaled", "rollout"]
+DailyMoment = Literal["planned", "autoscaled"]  # the moments that can last a day
 DecisionKind = Literal["max-replicas", "no-surge"]
 
 
@@ -69,6 +70,17 @@ class GpuMoment:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GpuHours:
+    """What one moment costs a day if it is held all day: its cards (and its MIG slices)
+    x 24. Recorded for ``planned`` (the floor) and ``autoscaled`` (the ceiling); a rollout
+    lasts minutes, not a day."""
+
+    moment: DailyMoment
+    gpu_hours: int
+    slice_hours: tuple[tuple[str, int], ...] = field(metadata=AS_OBJECT)  # MIG profile -> hours
+
+
+@dataclass(frozen=True, kw_only=True)
 class GpuDecision:
     """What vf changed so that a moment fits: a lower maxReplicaCount, or a rollout
     without surge (maxSurge 0, maxUnavailable 1); ``asked`` and ``chosen`` count replicas
@@ -95,6 +107,7 @@ class GpuPlan:
     notes: tuple[str, ...]
     moments: tuple[GpuMoment, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
     decisions: tuple[GpuDecision, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
+    hours_per_day: tuple[GpuHours, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
 
     def grant_for(self, node: str) -> GpuGrant | None:
         return next((g for g in self.grants if g.node == node), None)

@@ -31,6 +31,8 @@ class NodeIR:
     device_type: DeviceType
     gpu_count: int
     gpu_memory_gib: float | None
+    # seconds the node's open() takes to load (a model); None: starts at once
+    warmup_seconds: int | None
     is_finite: bool
     image: str | None
     partition_by: str | None

@@ -76,6 +76,8 @@ class Workload:
     mounts: tuple[Mount, ...]
     rollout: PlannedRollout | None
     component: ComponentRun | None = field(default=None, metadata=OMIT_IF_NONE)
+    # the node's declared warm-up: the startup probe allows twice it (vf.plan.warmup)
+    warmup_seconds: int | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,6 +168,19 @@ class ScaleTrigger:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ScaleBehavior:
+    """The HorizontalPodAutoscaler behaviour of a scaled node that warms up (vf.plan.warmup):
+    scale up only on lag that lasted a warm-up, by at most ``scale_up_percent`` per warm-up,
+    and scale down on lag that has been gone for ``scale_down_window`` seconds."""
+
+    warmup_seconds: int
+    scale_up_window: int
+    scale_up_percent: int
+    scale_up_period: int
+    scale_down_window: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class Scaler:
     """One autoscaled worker (a KEDA ScaledObject): its Deployment, bounds and lag triggers."""
 
@@ -180,6 +195,7 @@ class Scaler:
     account: str
     triggers: tuple[ScaleTrigger, ...]
     labels: Pairs = field(metadata=AS_OBJECT)
+    behavior: ScaleBehavior | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,6 +14,7 @@ from vf.config.delivery import DEFAULT_NATS_ACCOUNT, Autoscaling
 from vf.errors import Problem, raise_if
 from vf.ir.graph import Graph, NodeIR
 from vf.ir.plan import Plan, Scaler, ScaleTrigger, Workload
+from vf.plan.warmup import cooldown, scale_behavior
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.constants import GPU
 from vf_runtime.credentials import NATS_ACCOUNT
@@ -139,9 +140,10 @@ def _scaler(
         max_replicas=settings.max_replicas,
         lag_threshold=settings.lag_threshold,
         polling_interval=settings.polling_interval_seconds,
-        cooldown=settings.cooldown_seconds,
+        cooldown=cooldown(settings.cooldown_seconds, node.warmup_seconds),
         endpoint=endpoint,
         account=scaler_account(plan, settings),
         triggers=tuple(triggers),
         labels=workload.labels,
+        behavior=scale_behavior(node.warmup_seconds),
     )

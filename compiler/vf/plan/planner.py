@@ -307,6 +307,7 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str, gpu: GpuPlan | None) -
         mounts=pod_mounts(ctx.env.workloads.mounts_for(node.name)),
         rollout=ctx.env.workloads.rollout_for(node.name) if kind == "Deployment" else None,
         component=component_run(node),
+        warmup_seconds=node.warmup_seconds if long_running else None,
     )
 
 

@@ -10,16 +10,37 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from vf.ir.plan import Plan, Scaler
+from vf.ir.plan import Plan, ScaleBehavior, Scaler
 from vf_runtime.labels import OPTIONAL_LABEL
 
 Obj = dict[str, Any]
 KEDA_API = "keda.sh/v1alpha1"
 
 
+def _advanced(behavior: ScaleBehavior) -> Obj:
+    """KEDA hands ``advanced.horizontalPodAutoscalerConfig.behavior`` to the HPA it makes
+    (autoscaling/v2 ``HorizontalPodAutoscalerBehavior``)."""
+    scale_up = {
+        "stabilizationWindowSeconds": behavior.scale_up_window,
+        "policies": [
+            {
+                "type": "Percent",
+                "value": behavior.scale_up_percent,
+                "periodSeconds": behavior.scale_up_period,
+            }
+        ],
+    }
+    scale_down = {"stabilizationWindowSeconds": behavior.scale_down_window}
+    return {
+        "horizontalPodAutoscalerConfig": {
+            "behavior": {"scaleUp": scale_up, "scaleDown": scale_down}
+        }
+    }
+
+
 def scaled_object(plan: Plan, *, scaler: Scaler) -> Obj:
     """The KEDA ScaledObject of one scaler (``nats-jetstream`` trigger per input)."""
-    return {
+    obj: Obj = {
         "apiVersion": KEDA_API,
         "kind": "ScaledObject",
         "metadata": {
@@ -53,6 +74,9 @@ def scaled_object(plan: Plan, *, scaler: Scaler) -> Obj:
             ],
         },
     }
+    if scaler.behavior is not None:
+        obj["spec"]["advanced"] = _advanced(scaler.behavior)
+    return obj
 
 
 def apply_autoscaling(plan: Plan, *, objects: Sequence[Obj]) -> list[Obj]:

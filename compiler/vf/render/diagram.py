@@ -47,7 +47,8 @@ class EnvView:
     nodes: tuple[NodeView, ...]
     profiles: tuple[tuple[str, str], ...]  # channel (its node) → messaging profile
     verdicts: tuple[tuple[str, str], ...]  # channel → warning | rejected, where not admitted
-    # GPUs held planned / at the autoscaling maximum / during a rollout ("" when unrecorded)
+    # GPUs held planned / at the autoscaling maximum / during a rollout, and GPU-hours a day
+    # planned / at the maximum ("" when unrecorded)
     gpu_cost: str = ""
     # who may use the broker and store (ADR 0212): "auth: none", "auth: <Secret>", or ""
     broker_auth: str = ""
@@ -147,7 +148,12 @@ def _gpu_cost(gpu: Obj) -> str:
         return ""
     counts = " / ".join(str(m.get("gpus", "?")) for m in moments)
     names = " / ".join(_text(m.get("name")) for m in moments)
-    return f"{counts} GPUs ({names})"
+    text = f"{counts} GPUs ({names})"
+    hours = _items(gpu.get("hours_per_day"))
+    if hours:
+        per_day = " / ".join(str(h.get("gpu_hours", "?")) for h in hours)
+        text += f"; {per_day} GPU-hours a day ({' / '.join(_text(h.get('moment')) for h in hours)})"
+    return text
 
 
 def _auth(raw: Any) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 from vf.ir.plan import ContainerResources, Pairs, Plan, Workload
 from vf.ir.records import PodOptions
+from vf.plan.warmup import STARTUP_PERIOD_SECONDS, startup_failures
 from vf.render.autoscale import apply_autoscaling
 from vf.render.component import apply_component
 from vf.render.credentials import (
@@ -376,7 +377,11 @@ def _worker_container(plan: Plan, workload: Workload) -> Obj:
     container["livenessProbe"] = _probe("/healthz", initialDelaySeconds=10, periodSeconds=15)
     if workload.probes:  # long-running workloads: readiness gates rollouts and Services
         container["readinessProbe"] = _probe("/readyz", initialDelaySeconds=2, periodSeconds=5)
-        container["startupProbe"] = _probe("/readyz", periodSeconds=2, failureThreshold=60)
+        container["startupProbe"] = _probe(
+            "/readyz",
+            periodSeconds=STARTUP_PERIOD_SECONDS,
+            failureThreshold=startup_failures(workload.warmup_seconds),
+        )
     apply_component(container, workload)
     return container
 

@@ -345,7 +345,62 @@ def _gpu(old: Obj, *, new: Obj) -> list[Finding]:
         if a.get(field) != b.get(field) and (a.get(field) or b.get(field)):
             message = f"{what} changed (see gpu.{field} in the plan)"
             found.append(Finding(category="gpu", subject="gpu", message=message, severity=WARNING))
+    found.extend(_peaks(a, b))
     return found
+
+
+_AT = {
+    "planned": "at the plan",
+    "autoscaled": "at the autoscaling maximum",
+    "rollout": "during a rollout",
+}
+HOURS_PER_DAY = 24
+
+
+def _peaks(old: Obj, new: Obj) -> list[Finding]:
+    """Each moment whose GPUs rose or fell (a plan of an earlier vf records no moments:
+    nothing is said):
+    by how much, which nodes' pods changed, and for a moment that can last a day the
+    GPU-hours a day."""
+    before, after = _moments(old), _moments(new)
+    found = []
+    for name, at in _AT.items():
+        a, b = before.get(name), after.get(name)
+        if a is None or b is None:
+            continue
+        gpus_a, gpus_b = a.get("gpus"), b.get("gpus")
+        if not isinstance(gpus_a, int) or not isinstance(gpus_b, int) or gpus_a == gpus_b:
+            continue
+        delta = gpus_b - gpus_a
+        verb = "raised" if delta > 0 else "lowered"
+        message = f"GPUs {at} {verb} by {abs(delta)}: {gpus_a} → {gpus_b}"
+        pods = _pods(a.get("replicas"), b.get("replicas"))
+        if pods:
+            message += f" ({pods})"
+        if name != "rollout":
+            message += f", {delta * HOURS_PER_DAY:+d} GPU-hours a day"
+        severity = WARNING if delta > 0 else INFO
+        found.append(Finding(category="gpu", subject=name, message=message, severity=severity))
+    return found
+
+
+def _moments(gpu: Obj) -> dict[Any, Obj]:
+    """The moments by name; a plan without GPU nodes (no ``gpu`` section) holds none at
+    every moment."""
+    if not gpu:
+        return {name: {"gpus": 0, "replicas": {}} for name in _AT}
+    return {m.get("name"): m for m in gpu.get("moments") or () if isinstance(m, dict)}
+
+
+def _pods(old: Any, new: Any) -> str:
+    """``ocr 2 → 4 pods``: the GPU nodes whose pods changed at one moment."""
+    a = old if isinstance(old, dict) else {}
+    b = new if isinstance(new, dict) else {}
+    return ", ".join(
+        f"{node} {a.get(node, 0)} → {b.get(node, 0)} pods"
+        for node in sorted(set(a) | set(b))
+        if a.get(node, 0) != b.get(node, 0)
+    )
 
 
 def _grant(grant: Obj | None) -> str:

@@ -11,6 +11,7 @@ from vf.ir.plan import Plan, ServiceAuth
 from vf.ir.records import Peer
 from vf.ir.security import EgressRule
 from vf.pipeline import CompileResult
+from vf.plan.warmup import STARTUP_PERIOD_SECONDS, startup_failures
 
 
 def explain(result: CompileResult) -> str:
@@ -39,6 +40,7 @@ def explain(result: CompileResult) -> str:
                 f"stream {channel.stream}, {len(channel.readers)} reader(s)"
             )
         lines.extend(_admission_lines(plan))
+        lines.extend(warmup_lines(plan))
         lines.extend(_gpu_lines(plan))
         lines.extend(security_lines(plan))
         for warning in plan.warnings:
@@ -143,8 +145,44 @@ def _moment_lines(gpu: GpuPlan) -> list[str]:
         parts.append(text)
     fits = gpu.moments[0].fits
     lines = [f"  gpu cost: {'; '.join(parts)} ({'fit proven' if fits == 'proven' else fits})"]
+    lines.extend(_hours_lines(gpu))
     for decision in gpu.decisions or ():
         lines.append(f"  gpu decision {decision.node}: {decision.reason}")
+    return lines
+
+
+def _hours_lines(gpu: GpuPlan) -> list[str]:
+    """GPU-hours a day at the plan and at the autoscaling maximum, held all day."""
+    if not gpu.hours_per_day:
+        return []
+    parts = []
+    for hours in gpu.hours_per_day:
+        text = f"{MOMENT_WORDS[hours.moment]} {hours.gpu_hours}"
+        if hours.slice_hours:
+            text += " (" + ", ".join(f"{n} {p} slice-hours" for p, n in hours.slice_hours) + ")"
+        parts.append(text)
+    return [f"  gpu-hours a day: {'; '.join(parts)} (GPUs x 24)"]
+
+
+def warmup_lines(plan: Plan) -> list[str]:
+    """What each node's declared warm-up sets: its startup budget and its autoscaling pace."""
+    scalers = {s.node: s for s in plan.autoscaling or ()}
+    lines = []
+    for workload in plan.workloads:
+        warmup = workload.warmup_seconds
+        if warmup is None:
+            continue
+        budget = STARTUP_PERIOD_SECONDS * startup_failures(warmup)
+        text = f"  warm-up {workload.node}: {warmup} s; the startup probe allows {budget} s"
+        scaler = scalers.get(workload.node)
+        if scaler is not None and scaler.behavior is not None:
+            b = scaler.behavior
+            text += (
+                f"; KEDA scales up on lag that lasted {b.scale_up_window} s, by at most "
+                f"{b.scale_up_percent}% per {b.scale_up_period} s, and down after "
+                f"{b.scale_down_window} s without it (cooldown {scaler.cooldown} s)"
+            )
+        lines.append(text)
     return lines
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from vf.config.gpu import GpuNode
 from vf.errors import Problem, raise_if
-from vf.ir.gpu import GpuDecision, GpuMoment, GpuPlan, MomentName
+from vf.ir.gpu import DailyMoment, GpuDecision, GpuHours, GpuMoment, GpuPlan, MomentName
 from vf.ir.graph import NodeIR
 from vf.ir.plan import Plan, Scaler, Workload
 from vf.plan.context import PlanContext
@@ -45,6 +45,7 @@ from vf.plan.gpu.planner import (
 from vf_runtime.constants import GPU
 
 Counts = dict[str, int]
+HOURS_PER_DAY = 24
 DEFAULT_SURGE_PERCENT = 25  # Kubernetes' default maxSurge (and maxUnavailable) of a Deployment
 
 
@@ -121,12 +122,29 @@ def plan_moments(ctx: PlanContext, plan: Plan) -> Plan:
     )
     if placer is not None and placer.mode == "mix" and rollout != planned:
         gpu = _envelope(ctx, nodes, placer, rollout, planned=planned, notes=gpu.notes)
-    gpu = replace(gpu, moments=moments, decisions=tuple(job.decisions))
+    gpu = replace(
+        gpu, moments=moments, decisions=tuple(job.decisions), hours_per_day=daily(moments)
+    )
     return replace(
         plan,
         gpu=gpu,
         workloads=tuple(_rolled(w, job.no_surge) for w in plan.workloads),
         autoscaling=_capped(plan.autoscaling, maxima),
+    )
+
+
+def daily(moments: Sequence[GpuMoment]) -> tuple[GpuHours, ...]:
+    """GPU-hours a day at the plan and at the autoscaling maximum: cards (slices) x 24."""
+    by_name = {m.name: m for m in moments}
+    daily: tuple[DailyMoment, ...] = ("planned", "autoscaled")
+    return tuple(
+        GpuHours(
+            moment=name,
+            gpu_hours=by_name[name].gpus * HOURS_PER_DAY,
+            slice_hours=tuple((p, n * HOURS_PER_DAY) for p, n in by_name[name].slices),
+        )
+        for name in daily
+        if name in by_name
     )
 
 
