@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import heapq
-import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -13,20 +12,25 @@ from vf import names
 from vf.errors import Problem, raise_if
 from vf.frontend.graph_checks import identity_problems
 from vf.frontend.load import FALLBACK_MODULE
+from vf.frontend.node_checks import (
+    check_gpu_memory,
+    check_join_rules,
+    check_strings,
+    check_warmup,
+    positive_int,
+)
 from vf.frontend.params import json_problem, safe_repr
 from vf.ir.graph import Graph, NodeIR, node_kind
 from vf.textio.jsontext import compact_json
 from vf_runtime import Consumer, Flow, Node, Processor, Producer
 from vf_runtime.components import component_params, component_spec
-from vf_runtime.constants import DEVICE_TYPES, GPU
+from vf_runtime.constants import DEVICE_TYPES
 from vf_runtime.policies import DeliveryPolicy, JoinPolicy
 from vf_runtime.signature import arity_problem
 
 # The most replicas of one node, as vf.yaml's replicas: allow; an Indexed Job allows
 # 100,000 completions, and each replica is also a broker consumer and a pod.
 MAX_NB_TASKS = 1000
-# The longest warm-up a node may declare: HPAScalingPolicy.periodSeconds is at most 1800.
-MAX_WARMUP_SECONDS = 1800
 # Keywords of the base classes: carried by dedicated VF_* variables, not by the params.
 BASE_KEYWORDS = frozenset(
     {
@@ -259,7 +263,7 @@ def _lower_node(node: Node, children: list[str], flow_type: str, scan: _Scan) ->
         join = JoinPolicy.default_for(flow_type)
     declared = fields.pop("delivery")
     delivery = declared or DeliveryPolicy.default_for(flow_type)
-    _check_warmup_bound(fields["warmup_seconds"], delivery, where, scan)
+    check_warmup_bound(fields["warmup_seconds"], delivery, where, scan)
     native = component_spec(node)  # a native component: no class, params already checked
     arity = None if native else arity_problem(node, parents=len(parents))
     if arity is not None:
@@ -321,7 +325,7 @@ def _check_fields(
         scan.add(code, what, remedy, where)
 
     nb_tasks, gpu_count = values["nb_tasks"], values["gpu_count"]
-    if not _positive_int(nb_tasks) or nb_tasks > MAX_NB_TASKS:
+    if not positive_int(nb_tasks) or nb_tasks > MAX_NB_TASKS:
         bad(
             "VF_GRAPH_NB_TASKS",
             f"nb_tasks={safe_repr(nb_tasks)} is not an integer from 1 to {MAX_NB_TASKS}",
@@ -333,14 +337,14 @@ def _check_fields(
             f"device_type={safe_repr(values['device_type'])} is not one of cpu, gpu",
             "pass device_type=CPU or GPU",
         )
-    if not _positive_int(gpu_count):
+    if not positive_int(gpu_count):
         bad(
             "VF_GRAPH_GPU",
             f"gpu_count={safe_repr(gpu_count)} is not a positive integer",
             "pass gpu_count >= 1",
         )
-    _check_gpu_memory(values, bad)
-    _check_warmup(values, bad)
+    check_gpu_memory(values, bad)
+    check_warmup(values, bad)
     for key, expected in (
         ("is_finite", bool),
         ("idempotent", bool),
@@ -354,7 +358,7 @@ def _check_fields(
                 f"{key}={safe_repr(value)} has the wrong type",
                 f"pass a {expected.__name__}",
             )
-    _check_strings(values, bad)
+    check_strings(values, bad)
     join, delivery = values["join_policy"], values["delivery"]
     if join is not None and not isinstance(join, JoinPolicy):
         bad(
@@ -370,76 +374,10 @@ def _check_fields(
             "pass DeliveryPolicy(...)",
         )
         values["delivery"] = None
-    _check_join_rules(values, parents, bad)
+    check_join_rules(values, parents, bad)
 
 
-def _check_strings(values: dict[str, Any], bad: Any) -> None:
-    """An image reference and a partition key reach manifests verbatim: check their grammar."""
-    image, key = values["image"], values["partition_by"]
-    if isinstance(image, str) and (
-        len(image) > names.IMAGE_REF_MAX or not names.IMAGE_REF.match(image)
-    ):
-        bad(
-            "VF_GRAPH_IMAGE",
-            f"image={safe_repr(image)} is not a valid image reference",
-            "pass registry/path[:tag][@sha256:digest] in lowercase, e.g. "
-            "registry.example.com/team/worker:1.2",
-        )
-    if isinstance(key, str) and not names.PARTITION_KEY.match(key):
-        bad(
-            "VF_GRAPH_FIELD_TYPE",
-            f"partition_by={safe_repr(key)} is not a field name",
-            "pass the name of a message field: letters, digits, '_', '.', ':', '/' or '-'",
-        )
-
-
-def _check_gpu_memory(values: dict[str, Any], bad: Any) -> None:
-    memory = values["gpu_memory_gib"]
-    if memory is None:
-        return
-    if (
-        not isinstance(memory, int | float)
-        or isinstance(memory, bool)
-        or not math.isfinite(memory)
-        or memory <= 0
-    ):
-        bad(
-            "VF_GRAPH_GPU",
-            f"gpu_memory_gib={safe_repr(memory)} is not a positive number",
-            "pass the GiB the node needs",
-        )
-    if values["device_type"] != GPU:
-        bad(
-            "VF_GRAPH_GPU",
-            "gpu_memory_gib needs device_type=GPU",
-            "pass device_type=GPU or drop gpu_memory_gib",
-        )
-    if _positive_int(values["gpu_count"]) and values["gpu_count"] > 1:
-        bad(
-            "VF_GRAPH_GPU",
-            "gpu_memory_gib cannot be combined with gpu_count > 1 (a shared slice is one device)",
-            "drop gpu_memory_gib to claim whole GPUs, or set gpu_count=1",
-        )
-
-
-def _check_warmup(values: dict[str, Any], bad: Any) -> None:
-    """A warm-up becomes a Kubernetes startup budget and an HPA policy period, which
-    allows at most 1800 s (``HPAScalingPolicy.periodSeconds``)."""
-    warmup = values["warmup_seconds"]
-    if warmup is None:
-        return
-    if not _positive_int(warmup) or warmup > MAX_WARMUP_SECONDS:
-        bad(
-            "VF_GRAPH_WARMUP",
-            f"warmup_seconds={safe_repr(warmup)} is not an integer from 1 to {MAX_WARMUP_SECONDS}",
-            f"pass the seconds open() takes to load, 1 <= warmup_seconds <= "
-            f"{MAX_WARMUP_SECONDS} (the longest period a Kubernetes scaling policy allows), "
-            "or drop it for a node that starts at once",
-        )
-        values["warmup_seconds"] = None
-
-
-def _check_warmup_bound(
+def check_warmup_bound(
     warmup: int | None, delivery: DeliveryPolicy, where: str, scan: _Scan
 ) -> None:
     """The worker bounds ``open()`` as any node call (DELIV-12): a warm-up past the bound
@@ -455,36 +393,6 @@ def _check_warmup_bound(
         f"pass delivery=DeliveryPolicy(call_timeout_seconds={warmup}) or more, or 0 for no bound",
         where,
     )
-
-
-def _check_join_rules(values: dict[str, Any], parents: tuple[str, ...], bad: Any) -> None:
-    nb_tasks = values["nb_tasks"] if _positive_int(values["nb_tasks"]) else 1
-    if len(parents) > 1 and nb_tasks > 1 and not values["partition_by"]:
-        bad(
-            "VF_GRAPH_JOIN_PARTITION",
-            f"joins {len(parents)} parents with nb_tasks={nb_tasks} but no partition_by; "
-            "replicas would receive the halves of a join on different workers",
-            "set partition_by='trace_id' (recommended for joins) or nb_tasks=1",
-        )
-    join = values["join_policy"]
-    if isinstance(join, JoinPolicy) and join.mode == "time" and len(parents) > 1 and nb_tasks > 1:
-        bad(
-            "VF_POLICY_JOIN",
-            "a time-mode join cannot run on more than one replica",
-            "set nb_tasks=1 for time-aligned joins",
-        )
-    if isinstance(join, JoinPolicy):
-        unknown = sorted((k for k, _ in join._collect_items() if k not in parents), key=safe_repr)
-        if unknown:
-            bad(
-                "VF_POLICY_JOIN",
-                f"collect names unknown parents: {', '.join(map(safe_repr, unknown))}",
-                "collect by parent node names",
-            )
-
-
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _node_class(node: Node, where: str, scan: _Scan) -> str:
