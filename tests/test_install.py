@@ -51,7 +51,8 @@ def test_worker_env_runs_node_modules_that_import_vf(worker_env: WorkerEnv, tmp_
 
 
 @pytest.mark.parametrize(
-    "module", ["vf.cli", "vf.pipeline", "click", "jinja2", "ruamel.yaml", "jsonschema"]
+    "module",
+    ["vf.cli", "vf.pipeline", "click", "jinja2", "ruamel.yaml", "jsonschema", "jsonschema_rs"],
 )
 def test_worker_env_holds_no_compiler(worker_env: WorkerEnv, tmp_path: Path, module: str) -> None:
     done = _python(worker_env, f"import {module}", tmp_path)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-BLOCKED = ("vf", "jinja2", "ruamel", "jsonschema", "click")
+BLOCKED = ("vf", "jinja2", "ruamel", "jsonschema", "jsonschema_rs", "click")
 
 
 def test_vf_runtime_imports_without_compiler_modules() -> None:

@@ -32,7 +32,7 @@ from vf.ir.records import Observability, PodOptions
 from vf.resources import schema_path
 from vf.textio.patterns import validator as schema_validator
 from vf.textio.safe_read import Unreadable, read_regular
-from vf.textio.schema_check import Check, Errors, try_compile
+from vf.textio.schema_check import accepts, fast_validator, json_values
 from vf.textio.yaml_errors import describe
 from vf.textio.yaml_guard import MAX_INPUT_BYTES, amplified, too_large
 from vf.textio.yaml_read import reader
@@ -253,15 +253,14 @@ def _check_text(document: Any, path: Path) -> None:
 
 
 @cache
-def config_check() -> Check | None:
-    """vf.yaml's schema compiled (ADR 25)."""
-    return try_compile(config_schema())
+def config_fast_validator() -> Any:
+    """vf.yaml's schema as a jsonschema-rs validator (ADR 218)."""
+    return fast_validator(config_schema())
 
 
 def _validate(document: Any, path: Path) -> None:
-    check = config_check()
-    if check is not None and not check_errors(check, document):
-        return  # valid: jsonschema is only loaded to explain a problem
+    if accepts(config_fast_validator(), json_values(document)):
+        return  # valid: jsonschema is only loaded to decide and explain a refusal
 
     validator = schema_validator(config_schema())
     try:
@@ -272,16 +271,6 @@ def _validate(document: Any, path: Path) -> None:
         ) from None
     problems = [_problem(error, document, path) for error in errors]
     raise_if(problems)
-
-
-def check_errors(check: Check, document: Any) -> Errors:
-    """What the compiled schema check finds wrong with ``document`` (empty: valid)."""
-    found: Errors = []
-    try:
-        check(document, "", found)
-    except (TypeError, ValueError):
-        found.append(("", "the fast checker could not read this document"))
-    return found
 
 
 def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Problem:

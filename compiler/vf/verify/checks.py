@@ -1,10 +1,8 @@
 """Verify a plan and its objects: the plan schema and the API server's hard limits.
 
-The plan schema is checked in two parts (ADR 0020): jsonschema validates the plan's
-structure with one representative of each repeated record, and a checker compiled from the
-same schema's ``$defs`` validates every workload and channel record. The compiled checker
-understands only the keywords the schema uses and refuses any other, so a schema change can
-never be silently skipped.
+jsonschema-rs decides whether a plan follows its schema (ADR 218); only a plan it refuses
+goes to jsonschema, whose verdict is final and whose messages name each problem by its
+path in the plan.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from vf.ir.plan import Plan, plan_to_json
 from vf.plan.admission import admission_problems
 from vf.resources import schema_path
 from vf.textio.patterns import validator as schema_validator
-from vf.textio.schema_check import Check, try_compile
+from vf.textio.schema_check import accepts, fast_validator
 
 if TYPE_CHECKING:
     import jsonschema
@@ -27,14 +25,6 @@ if TYPE_CHECKING:
 PLAN_SCHEMA = "plan.v1.schema.json"
 CONFIGMAP_MAX_BYTES = 1024 * 1024
 OBJECT_MAX_BYTES = 1536 * 1024  # etcd's default request limit
-# The plan's repeated records: where the array sits and the schema its items follow.
-RECORD_ARRAYS = (
-    (("workloads",), "#/$defs/workload"),
-    (("channels",), "#/$defs/channel"),
-    (("admission", "requests"), "#/$defs/admission/properties/requests/items"),
-    (("admission", "findings"), "#/$defs/admission/properties/findings/items"),
-    (("gpu", "grants"), "#/$defs/gpu/properties/grants/items"),
-)
 
 
 @cache
@@ -51,68 +41,23 @@ def _plan_validator() -> jsonschema.Draft202012Validator:
 
 
 @cache
-def _whole_plan_check() -> Check | None:
-    """The whole plan schema compiled (ADR 25)."""
-    return try_compile(plan_schema())
-
-
-@cache
-def record_checks() -> tuple[tuple[tuple[str, ...], Check], ...]:
-    """The compiled checker of each repeated record, with the path of its array.
-
-    A record whose schema cannot be compiled (moved, or using a keyword the compiler does
-    not know) is left whole to jsonschema: slower, never weaker.
-    """
-    schema = plan_schema()
-    compiled = ((path, try_compile(schema, pointer)) for path, pointer in RECORD_ARRAYS)
-    return tuple((path, check) for path, check in compiled if check is not None)
+def plan_fast_validator() -> Any:
+    """The plan schema's jsonschema-rs validator (ADR 218)."""
+    return fast_validator(plan_schema())
 
 
 def plan_schema_errors(document: dict[str, Any]) -> list[tuple[str, str]]:
     """Every schema violation of a plan document as (JSON path, message).
 
-    The compiled checker of the whole schema decides; only when it finds a problem does
-    jsonschema see the document (each record array cut to its first record, the compiled
-    checkers seeing every other record) to name each problem as jsonschema does.
+    jsonschema-rs decides; only when it refuses the plan does jsonschema see it, to give
+    the final verdict and name each problem as jsonschema does.
     """
-    check = _whole_plan_check()
-    found: list[tuple[str, str]] = []
-    if check is not None:
-        check(document, "", found)
-        if not found:
-            return []
-    return _explained_errors(document) or found
-
-
-def _explained_errors(document: dict[str, Any]) -> list[tuple[str, str]]:
-    sample = dict(document)
-    rest: list[tuple[str, list[Any], Check]] = []
-    for path, check in record_checks():
-        holder = _cut_holder(sample, path[:-1])
-        records = holder.get(path[-1]) if holder is not None else None
-        if isinstance(records, list):
-            holder[path[-1]] = records[:1]  # type: ignore[index]
-            rest.append(("/".join(path), records, check))
-    errors = [
+    if accepts(plan_fast_validator(), document):
+        return []
+    return [
         ("/".join(map(str, error.absolute_path)), error.message)
-        for error in _plan_validator().iter_errors(sample)
+        for error in _plan_validator().iter_errors(document)
     ]
-    for prefix, records, check in rest:
-        for index in range(1, len(records)):
-            check(records[index], f"{prefix}/{index}", errors)
-    return errors
-
-
-def _cut_holder(sample: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
-    """The dict at ``path`` inside ``sample``, copied so cutting it leaves the plan intact."""
-    holder = sample
-    for key in path:
-        inner = holder.get(key)
-        if not isinstance(inner, dict):
-            return None
-        holder[key] = inner = dict(inner)
-        holder = inner
-    return holder
 
 
 def plan_document(plan: Plan) -> tuple[dict[str, Any], list[Problem]]:
