@@ -151,6 +151,34 @@ def test_the_image_holds_no_compiler(images: Images, which: str) -> None:
     assert done.returncode == 1 and "No module named 'vf.pipeline'" in done.stderr
 
 
+@pytest.mark.parametrize("which", ["worker", "gpu_python"])
+def test_no_file_keeps_a_set_id_bit_and_pip_is_the_pinned_one(images: Images, which: str) -> None:
+    """The worker images carry no set-user or set-group file (the Debian base had su, mount,
+    passwd, …), pip at the Dockerfiles' PIP_VERSION, and no setuptools or wheel."""
+    script = (
+        "import os, stat, importlib.util as u, importlib.metadata as m\n"
+        "found = []\n"
+        "for top in ('/usr', '/bin', '/sbin', '/etc', '/opt', '/var', '/app'):\n"
+        "    for root, dirs, files in os.walk(top):\n"
+        "        for f in files:\n"
+        "            p = os.path.join(root, f)\n"
+        "            try:\n"
+        "                mode = os.lstat(p).st_mode\n"
+        "            except OSError:\n"
+        "                continue\n"
+        "            if stat.S_ISREG(mode) and mode & (stat.S_ISUID | stat.S_ISGID):\n"
+        "                found.append(p)\n"
+        "print(sorted(found), m.version('pip'),\n"
+        "      [n for n in ('setuptools', 'wheel') if u.find_spec(n) is not None])\n"
+    )
+    pinned = next(
+        line.split("=", 1)[1]
+        for line in (Path(__file__).parents[1] / "docker" / "Dockerfile").read_text().splitlines()
+        if line.startswith("ARG PIP_VERSION=")
+    )
+    assert _run(images, getattr(images, which), "-c", script).split() == ["[]", pinned, "[]"]
+
+
 @pytest.mark.parametrize("which", WORKERS)
 def test_the_image_env_is_the_one_vf_run_tree_emulates(images: Images, which: str) -> None:
     env = dict(item.split("=", 1) for item in _inspect(images, getattr(images, which))["Env"])  # type: ignore[attr-defined]
