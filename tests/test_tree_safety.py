@@ -199,6 +199,7 @@ main()
 """
 
 
+@pytest.mark.slow  # above the fast tier's 1.5 s on a busy 2-core machine
 @pytest.mark.parametrize("after", ["first", "second"])
 def test_a_kill_between_the_fallback_renames_loses_nothing(
     tmp_path: Path, after: str, monkeypatch: pytest.MonkeyPatch

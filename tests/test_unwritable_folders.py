@@ -69,6 +69,7 @@ def test_run_local_with_a_run_dir_it_cannot_write(blocked: Path) -> None:
     _refused(["run-local", example_graph("batch_pipeline"), "--run-dir", str(blocked)], blocked)
 
 
+@pytest.mark.slow  # above the fast tier's 1.5 s on a busy 2-core machine
 def test_run_tree_with_a_run_dir_that_cannot_be_made(tmp_path: Path, blocked: Path) -> None:
     require(find_tool("kubectl") is not None, "kubectl is not installed (make setup)")
     tree = tmp_path / "deploy"

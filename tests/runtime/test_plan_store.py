@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.runtime.support import FLOWS, RUN_TIMEOUT
 from vf_runtime.local.infra import LocalServer
 
@@ -63,6 +65,7 @@ def _applied(out: Path) -> list[int]:
     return sorted(json.loads(line)["i"] for line in lines)
 
 
+@pytest.mark.slow  # above the fast tier's 1.5 s on a busy 2-core machine
 def test_no_store_in_the_plan_is_no_store_in_the_run(
     tmp_path: Path, nats_server: LocalServer
 ) -> None:
