@@ -5,6 +5,7 @@ image puts them. Bad input is refused by name before anything starts."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -73,17 +74,14 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _external_secrets(tree: Path, env: str, tmp: Path, nats_url: str) -> list[str]:
-    """An external broker's URL comes from a Secret: give it the URL of a real server."""
-    names = set()
-    for path in (tree / "overlays" / env).rglob("*.yaml"):
-        names.update(
-            re.findall(r"secretKeyRef:\s*\n\s*key: (\S+)\s*\n\s*name: (\S+)", path.read_text())
-        )
-    if not names:
+    """An external broker's URL comes from a Secret: give it the URL of a real server. (The
+    broker's and store's credential Secrets vf names are made up by run-tree itself.)"""
+    infra = json.loads((tree / "plan" / f"{env}.json").read_text())["infra"]
+    ref = infra.get("nats_url_secret")
+    if not ref:
         return []
-    lines = [f"{name}:\n  {key}: {nats_url}" for key, name in sorted(names)]
     secrets = tmp / "secrets.yaml"
-    secrets.write_text("\n".join(lines) + "\n")
+    secrets.write_text(json.dumps({ref["name"]: {ref["key"]: nats_url}}))
     return ["--secrets", str(secrets)]
 
 

@@ -23,6 +23,7 @@ import pytest
 from vf.runtree.cluster import Cluster
 from vf.runtree.command import RunTreeRequest, prepare, workloads_done
 from vf.runtree.controllers import JobController
+from vf.runtree.outcome import worker_auth
 from vf.runtree.podhost import ClusterOptions
 from vf.runtree.sync import sync
 
@@ -219,9 +220,12 @@ def _streams(cluster: Cluster, flow: str = "tree-batch") -> list[str]:
 
     port = cluster.books[NAMESPACE].entries[(f"vf-{flow}-nats.{NAMESPACE}.svc", 4222)]
 
+    auth = worker_auth(cluster, flow)  # the flow's broker asks for its credentials
+    options = auth.options() if auth is not None else {}
+
     async def names() -> list[str]:
         client = await nats.connect(
-            f"nats://127.0.0.1:{port}", connect_timeout=5, allow_reconnect=False
+            f"nats://127.0.0.1:{port}", connect_timeout=5, allow_reconnect=False, **options
         )
         try:
             return [s.config.name or "" for s in await client.jetstream().streams_info()]

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -23,11 +24,12 @@ import pytest
 from tests.support import require
 from vf.runtree.cluster import Cluster
 from vf.runtree.command import RunTreeRequest, prepare, workloads_done
-from vf.runtree.outcome import dead_letters, run_names, run_status
+from vf.runtree.outcome import dead_letters, run_names, run_status, worker_auth
 from vf.runtree.podhost import ClusterOptions
 from vf.runtree.sync import sync
 from vf_runtime.broker.client import BrokerError, announce_stop
 from vf_runtime.broker.naming import RunNames
+from vf_runtime.clientauth import NatsAuth
 from vf_runtime.local.outcome import exit_code, settled
 
 REPO = Path(__file__).resolve().parent.parent
@@ -204,7 +206,7 @@ def test_a_flow_stopped_before_its_work_was_done_is_a_stop_not_a_pass(
             if found is not None and time.monotonic() - last > 0.5:
                 last = time.monotonic()
                 with contextlib.suppress(BrokerError):  # the broker may not be ready yet
-                    announce_stop(*found)
+                    announce_stop(*found, auth=worker_auth(cluster))
             return workloads_done(cluster, batch=True)
 
         finished = cluster.run_until(stopped_or_done, timeout=120)
@@ -218,9 +220,13 @@ def test_a_flow_stopped_before_its_work_was_done_is_a_stop_not_a_pass(
     assert cluster.idle()
 
 
-async def _delete_one_before_it_is_read(url: str, names: RunNames) -> None:
+def _options(auth: NatsAuth | None) -> dict[str, Any]:
+    return auth.options() if auth is not None else {}
+
+
+async def _delete_one_before_it_is_read(url: str, names: RunNames, options: dict[str, Any]) -> None:
     """Once the producer's marker is stored, delete its last data message from the stream."""
-    client = await nats.connect(url)
+    client = await nats.connect(url, **options)
     try:
         js = client.jetstream()
         stream = names.stream("numbers")
@@ -259,7 +265,8 @@ def test_an_item_lost_before_its_reader_got_it_fails_the_node_as_run_local_does(
         found = run_names(cluster, tree.plan)
         assert found is not None
         deleter = threading.Thread(
-            target=asyncio.run, args=(_delete_one_before_it_is_read(*found),)
+            target=asyncio.run,
+            args=(_delete_one_before_it_is_read(*found, _options(worker_auth(cluster))),),
         )
         deleter.start()
         assert cluster.run_until(lambda: not deleter.is_alive(), timeout=60)

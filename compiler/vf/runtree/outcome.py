@@ -5,9 +5,7 @@ broker. The exit code comes from ``vf_runtime.local.outcome``, which both runner
 
 from __future__ import annotations
 
-import contextlib
 import http.client
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,13 +15,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from vf.runtree.controllers import JobController
 from vf.runtree.pods import Container
 from vf_runtime.broker.naming import RunNames
-from vf_runtime.credentials import (
-    NATS_CREDS_ENV,
-    NATS_PASSWORD_ENV,
-    NATS_TOKEN_ENV,
-    NATS_USER_ENV,
-)
-from vf_runtime.labels import NODE_LABEL
+from vf_runtime.clientauth import NatsAuth, nats_auth
+from vf_runtime.labels import FLOW_LABEL, NODE_LABEL
 from vf_runtime.local.deadletters import DeadLetterReport
 from vf_runtime.local.outcome import report_dead_letters
 from vf_runtime.worker.exits import EXIT_ABORTED as WORKER_ABORTED
@@ -158,31 +151,19 @@ def dead_letters(
     nodes = tuple(str(w["node"]) for w in plan.get("workloads") or [])
     external = bool((plan.get("infra") or {}).get("nats_url_secret"))
     kept = f"on the broker at {url}" if external else "gone with the tree's broker"
-    with _client_credentials(cluster):  # read as the workers connect: with their credentials
-        return report_dead_letters(url, names, nodes, out=out, kept=kept, copy_dir=copy_dir)
+    auth = worker_auth(cluster)  # read as the workers connect: with their credentials
+    return report_dead_letters(url, names, nodes, out=out, kept=kept, copy_dir=copy_dir, auth=auth)
 
 
-_CREDENTIALS = (NATS_USER_ENV, NATS_PASSWORD_ENV, NATS_TOKEN_ENV, NATS_CREDS_ENV)
-
-
-@contextlib.contextmanager
-def _client_credentials(cluster: Cluster) -> Iterator[None]:
-    """This process's environment holds a worker's broker credentials (ADR 0212) while it
-    reads the dead letters, as an operator's shell holds them for ``vf`` commands."""
-    found: dict[str, str] = {}
-    for _node, container in _worker_containers(cluster):
-        found = {k: v for k, v in container.launch.env.items() if k in _CREDENTIALS}
-        break
-    before = {k: os.environ.get(k) for k in found}
-    os.environ.update(found)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+def worker_auth(cluster: Cluster, flow: str | None = None) -> NatsAuth | None:
+    """The broker credentials the workers (of ``flow``, when named) were given (ADR 0212),
+    as an operator's shell holds them for ``vf`` commands; None when no worker ran."""
+    for pod in cluster.pods():
+        if pod.labels.get(NODE_LABEL) is None:
+            continue
+        if flow is None or pod.labels.get(FLOW_LABEL) == flow:
+            return nats_auth(pod.containers[0].launch.env)
+    return None
 
 
 def _scrape(container: Container) -> dict[str, int]:
