@@ -88,6 +88,33 @@ class OtlpSpan:
         span.end()
 
 
+class Unsampled:
+    """An item its trace does not record: its outputs pass the parent's context on as it
+    came (a span a parent-based sampler drops would only draw a span id nobody sees)."""
+
+    __slots__ = ("headers",)
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self.headers = headers
+
+    def end(self, outcome: str, *, code: str = "") -> None:
+        pass
+
+
+def _unsampled(carrier: Mapping[str, str] | None) -> Unsampled | None:
+    """The pass-through of a well-formed ``traceparent`` whose sampled flag is clear."""
+    parent = carrier.get(TRACEPARENT) if carrier else None
+    if parent is None or len(parent) != 55 or not parent.startswith("00-"):
+        return None
+    if int(parent[53:], 16) & 1:
+        return None
+    assert carrier is not None
+    state = carrier.get(TRACESTATE)
+    return Unsampled(
+        {TRACEPARENT: parent} if state is None else {TRACEPARENT: parent, TRACESTATE: state}
+    )
+
+
 class OtlpTracer:
     """A replica's tracer provider: its resource is the flow, its spans the items."""
 
@@ -109,6 +136,9 @@ class OtlpTracer:
             "vf.generation": config.generation,
         }
         self.names = (f"{node} emit", f"{node} process")
+        # a parent-based sampler (the default) never records below an unsampled parent
+        sampler = env.get("OTEL_TRACES_SAMPLER", "parentbased_always_on").strip()
+        self.parent_based = sampler.startswith("parentbased_")
 
     def emitted(self, *, item: str, seconds: float) -> OtlpSpan:
         started = time.time_ns() - int(seconds * 1e9)
@@ -121,7 +151,13 @@ class OtlpTracer:
         )
         return OtlpSpan(span)
 
-    def processing(self, carriers: Sequence[Mapping[str, str] | None], *, item: str) -> OtlpSpan:
+    def processing(
+        self, carriers: Sequence[Mapping[str, str] | None], *, item: str
+    ) -> OtlpSpan | Unsampled:
+        if self.parent_based and carriers:
+            unsampled = _unsampled(carriers[0])
+            if unsampled is not None:
+                return unsampled
         contexts = [_PROPAGATOR.extract(carrier or {}) for carrier in carriers]
         links: list[Link] = []
         if len(contexts) > 1:  # a join: a link to each input's span
