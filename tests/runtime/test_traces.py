@@ -214,3 +214,30 @@ def test_without_an_endpoint_no_worker_imports_opentelemetry(
         assert "install vf-gitops-worker[otel]" in run.output  # said, and the run goes on
     else:
         assert not mark.exists(), mark.read_text()
+
+
+def test_an_unsampled_parent_passes_its_context_on_and_a_sampled_one_gets_a_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    require(importlib.util.find_spec("opentelemetry") is not None, "no OpenTelemetry packages")
+    from vf_runtime.worker.otel import OtlpTracer, Unsampled
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    config: Any = type("Config", (), {})()
+    config.flow_id, config.node_name, config.replica_id = "f", "n", 0
+    config.run_id, config.generation = "r", ""
+    tracer = OtlpTracer(config, {"OTEL_TRACES_SAMPLER": "parentbased_always_on"})
+    unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+    span = tracer.processing([{"traceparent": unsampled, "tracestate": "a=1"}], item="i")
+    assert isinstance(span, Unsampled)
+    assert dict(span.headers) == {"traceparent": unsampled, "tracestate": "a=1"}
+    sampled = unsampled[:-2] + "01"
+    child = tracer.processing([{"traceparent": sampled}], item="i")
+    version, trace_id, span_id, flags = child.headers["traceparent"].split("-")
+    assert (version, trace_id, flags) == ("00", sampled[3:35], "01")
+    assert span_id != sampled[36:52]
+    child.end("ok")
+    root = tracer.processing([None], item="i")  # a message without headers: a new trace
+    assert root.headers["traceparent"].split("-")[1] != trace_id
+    root.end("ok")
+    tracer.close(0.5)
