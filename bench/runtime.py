@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import http.server
 import io
 import json
 import os
@@ -20,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -219,6 +221,54 @@ def throughput(servers: Servers, *, work: Path, count: int, reps: int) -> dict[s
         medians[key] = {s: statistics.median(r[key][s] for r in runs) for s in runs[0][key]}
     spread = {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in keys}
     return {"count": count, "reps": reps, "median": medians, "spread": spread, "runs": runs}
+
+
+class _Collector(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP endpoint that takes every export and keeps nothing."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def tracing_cost(servers: Servers, *, work: Path, count: int, reps: int) -> dict[str, Any]:
+    """CPU per item of one identity hop with tracing off and at 1 % sampling (TRACE-5),
+    alternating rep by rep; the spans go to a collector that discards them."""
+    collector = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    sampled = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_address[1]}",
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": "0.01",
+    }
+    found: dict[str, list[float]] = {"off": [], "sampled_1pct": []}
+    try:
+        for rep in range(reps):
+            for label, runs in found.items():
+                if label != "off":
+                    os.environ.update(sampled)
+                try:
+                    flow = vf_flow(
+                        servers, work=work, flow=f"trace{rep}{label[:3]}", count=count, depth=1
+                    )
+                finally:
+                    for key in sampled:
+                        os.environ.pop(key, None)
+                runs.append(flow["cpu"]["hop0"] / count * 1e6)
+    finally:
+        collector.shutdown()
+    off, on = (statistics.median(found[k]) for k in found)
+    return {
+        "count": count,
+        "hop_cpu_us_per_msg": {"off": off, "sampled_1pct": on},
+        "ratio": on / off,
+        "runs": found,
+    }
 
 
 def peer_records(servers: Servers, *, work: Path, **params: Any) -> list[list[float]]:
@@ -429,6 +479,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         results["scaling"] = {k: scaling(servers, work=work, kind=k, count=paced) for k in kinds}
         results["frames"] = frames(servers, work=work, count=args.frames, reps=args.reps)
         results["startup"] = startup(work, reps=args.reps)
+        results["tracing"] = tracing_cost(servers, work=work, count=args.count, reps=args.reps)
     finally:
         for server in servers:
             server.stop()

@@ -26,6 +26,12 @@ from vf_runtime.constants import HEALTH_PORT
 REPO = Path(__file__).resolve().parent.parent
 DOCKERFILES = ["Dockerfile", "Dockerfile.gpu"]
 RUNTIME_DEPENDENCIES = {"nats-py", "redis", "protobuf"}
+OTEL_EXTRA = {
+    "opentelemetry-sdk",
+    "opentelemetry-exporter-otlp-proto-http",
+    "opentelemetry-exporter-otlp-proto-grpc",
+    "opentelemetry-proto",
+}
 
 
 def _logical_lines(name: str) -> list[str]:
@@ -124,8 +130,11 @@ def test_the_wheel_stage_copies_what_the_worker_build_reads(name: str) -> None:
 @pytest.mark.parametrize("name", DOCKERFILES)
 def test_the_image_installs_the_worker_distribution_with_the_shared_pins(name: str) -> None:
     run = " ".join(_instruction(_final_stage(name), "RUN"))
-    install = f"pip install --constraint /tmp/{CONSTRAINTS_NAME} /tmp/wheels/vf_gitops_worker-*.whl"
-    assert install in run
+    assert "wheel=$(ls /tmp/wheels/vf_gitops_worker-*.whl)" in run
+    install = f"pip install --constraint /tmp/{CONSTRAINTS_NAME}"
+    assert f'{install} "pip==${{PIP_VERSION}}" "${{wheel}}[otel]"' in run  # traces exported
+    assert "pip uninstall --yes setuptools wheel" in run
+    assert "vf_runtime.worker.otel" in run  # the extra's imports checked at build
     assert 'rm -rf "$site/vf"' not in run and "/bin/vf " not in run  # nothing is deleted
     assert _instruction(_final_stage(name), "COPY")[0].startswith(f"docker/{CONSTRAINTS_NAME} ")
     assert "from vf import Producer" in run  # node modules' import is checked at build
@@ -137,12 +146,15 @@ def test_worker_pins_are_exactly_the_worker_dependencies_in_range() -> None:
         for item in _worker_project()["dependencies"]  # type: ignore[attr-defined]
     }
     assert set(declared) == RUNTIME_DEPENDENCIES
+    extras = _worker_project()["optional-dependencies"]  # type: ignore[index]
+    declared |= {Requirement(item).name: Requirement(item) for item in extras["otel"]}
+    assert set(declared) == RUNTIME_DEPENDENCIES | OTEL_EXTRA
     pinned = [
         Requirement(line)
         for line in (REPO / "docker" / CONSTRAINTS_NAME).read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
-    assert {r.name for r in pinned} == RUNTIME_DEPENDENCIES
+    assert {r.name for r in pinned} == RUNTIME_DEPENDENCIES | OTEL_EXTRA
     for requirement in pinned:
         (version,) = [s.version for s in requirement.specifier]
         assert declared[requirement.name].specifier.contains(version), requirement
@@ -156,6 +168,8 @@ def test_the_full_distribution_declares_the_worker_dependencies_alike() -> None:
     for item in _worker_project()["dependencies"]:  # type: ignore[attr-defined]
         requirement = Requirement(item)
         assert full[requirement.name] == requirement.specifier, requirement.name
+    full_extra = _pyproject(REPO)["project"]["optional-dependencies"]["otel"]  # type: ignore[index]
+    assert full_extra == _worker_project()["optional-dependencies"]["otel"]  # type: ignore[index]
 
 
 def test_missing_podman_is_a_named_environment_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -304,3 +304,67 @@ def test_the_readme_lists_the_operator_and_grafana(write_graph: Callable[..., Pa
     section = readme[readme.index("### `dev`") :]
     assert "PrometheusRule" in section and "observability.alerts: false" in section
     assert 'grafana_dashboard: "1"' in section and "observability.dashboard: false" in section
+
+
+TRACING = (
+    "    observability:\n      tracing: {endpoint: 'http://otel.obs:4318', sample_ratio: 0.05}\n"
+)
+
+
+def _worker_env(objects: list[Obj]) -> dict[str, dict[str, str]]:
+    """Each worker container's plain ``env`` values, by workload name."""
+    found: dict[str, dict[str, str]] = {}
+    for obj in objects:
+        if obj["kind"] not in ("Deployment", "StatefulSet", "Job"):
+            continue
+        containers = obj["spec"]["template"]["spec"]["containers"]
+        workers = [c for c in containers if c["name"] == "worker"]
+        if not workers:
+            continue  # the provision Job
+        (container,) = workers
+        found[obj["metadata"]["name"]] = {
+            e["name"]: e["value"] for e in container["env"] if "value" in e
+        }
+    return found
+
+
+def test_tracing_renders_the_otel_variables_into_every_worker(
+    write_graph: Callable[..., Path],
+) -> None:
+    plain = _worker_env(_objects(write_graph, ""))
+    assert plain and not [k for env in plain.values() for k in env if k.startswith("OTEL_")]
+    traced = _worker_env(_objects(write_graph, TRACING))
+    assert len(traced) == len(plain)  # a producer Job's name carries its template's digest
+    for env in traced.values():
+        assert {k: v for k, v in env.items() if k.startswith("OTEL_")} == {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel.obs:4318",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": "0.05",
+        }
+    grpc = TRACING.replace("sample_ratio: 0.05", "protocol: grpc")
+    for env in _worker_env(_objects(write_graph, grpc)).values():
+        assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "grpc"
+        assert env["OTEL_TRACES_SAMPLER_ARG"] == "0.01"  # the default ratio
+
+
+@pytest.mark.parametrize(
+    ("tracing", "code", "words"),
+    [
+        ("{sample_ratio: 0.1}", "VF_CONFIG_SCHEMA", "endpoint"),
+        ("{endpoint: 'http://c:4318', sample_ratio: 1.5}", "VF_CONFIG_SCHEMA", "sample_ratio"),
+        ("{endpoint: 'http://c:4318', protocol: http/json}", "VF_CONFIG_SCHEMA", "protocol"),
+        ("{endpoint: 'otel-collector:4318'}", "VF_CONFIG_TRACING", "http:// or https://"),
+        ("{endpoint: 'http://u:p@c:4318'}", "VF_CONFIG_TRACING", "credentials"),
+        ("{endpoint: 'http://c:43x8'}", "VF_CONFIG_TRACING", "not a URL"),
+        ("{endpoint: 'http://c:4318/?a=1'}", "VF_CONFIG_TRACING", "query"),
+    ],
+)
+def test_bad_tracing_settings_are_named_errors(
+    write_graph: Callable[..., Path], tracing: str, code: str, words: str
+) -> None:
+    with pytest.raises(VfError) as error:
+        _objects(write_graph, f"    observability:\n      tracing: {tracing}\n")
+    problem = error.value.problems[0]
+    assert problem.code == code, problem
+    assert words in f"{problem.what} {problem.remedy}"

@@ -65,13 +65,25 @@ class PodOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Tracing:
+    """Where the workers send their spans (``observability.tracing``, ADR 0221): rendered
+    as the OpenTelemetry SDK's standard ``OTEL_*`` variables of every worker."""
+
+    endpoint: str  # the OTLP collector's base URL
+    sample_ratio: float = 0.01  # of new traces (parentbased_traceidratio)
+    protocol: str = "http/protobuf"  # or grpc
+
+
+@dataclass(frozen=True, kw_only=True)
 class Observability:
     """What an environment ships for watching the flow (``observability:`` in vf.yaml):
-    a PrometheusRule of alerts and a Grafana dashboard ConfigMap (ADR 0216)."""
+    a PrometheusRule of alerts and a Grafana dashboard ConfigMap (ADR 0216), and the
+    workers' trace export (ADR 0221)."""
 
     alerts: bool = False
     dashboard: bool = False
     latency_target_seconds: float | None = None  # the end-to-end latency alert's threshold
+    tracing: Tracing | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)

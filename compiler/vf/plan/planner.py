@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from vf import names
-from vf.config.observability import observability_problems
+from vf.config.observability import observability_problems, tracing_env
 from vf.config.pod_options import pod_problems
 from vf.config.targets import Environment
 from vf.config.workload import pod_mounts
@@ -378,6 +378,7 @@ def _worker_env(ctx: PlanContext, node: NodeIR, grant: GpuGrant | None) -> Pairs
             env["VF_GPU_PROFILE"] = grant.profile
     if node.idempotent:
         env["VF_IDEMPOTENT"] = "1"
+    env.update(tracing_env(ctx.env.observability.tracing))
     return tuple(sorted(env.items()))
 
 

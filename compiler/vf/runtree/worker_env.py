@@ -44,6 +44,7 @@ IMAGE_ENV: Mapping[str, str] = MappingProxyType(
 
 WORKER_DISTRIBUTION = "vf-gitops-worker"
 CONSTRAINTS_NAME = "worker-constraints.txt"
+TRACING_EXTRA = "otel"
 STAMP_NAME = ".vf-worker-env-complete"
 INSTALL_TIMEOUT = 900.0
 
@@ -165,6 +166,7 @@ def _run(command: list[str], *, step: str, remedy: str, where: Path) -> None:
 
 def _install(env: WorkerEnv, source: _Source, *, scratch: Path) -> None:
     pip = [str(env.python), "-m", "pip"]
+    extra = f"{WORKER_DISTRIBUTION}[{TRACING_EXTRA}]"  # the images' traces (ADR 0221)
     if source.project is None:
         requirement = f"{WORKER_DISTRIBUTION}=={__version__}"
         remedy = (
@@ -182,10 +184,10 @@ def _install(env: WorkerEnv, source: _Source, *, scratch: Path) -> None:
         )
         (wheel,) = scratch.glob("vf_gitops_worker-*.whl")
         requirement = str(wheel)
-    # The command shape of docker/Dockerfile: pip install --constraint <pins> <worker>.
+    # The command shape of docker/Dockerfile: pip install --constraint <pins> <worker> <extra>.
     _run(
-        [*pip, "install", "--constraint", str(source.constraints), requirement],
-        step=f"pip install --constraint {source.constraints.name} {requirement}",
+        [*pip, "install", "--constraint", str(source.constraints), requirement, extra],
+        step=f"pip install --constraint {source.constraints.name} {requirement} {extra}",
         remedy=remedy,
         where=env.root,
     )

@@ -27,6 +27,7 @@ from vf_runtime.worker.inputs import Delivery, Inputs
 from vf_runtime.worker.nodethread import NodeThread, NotStarted
 from vf_runtime.worker.outputs import Prepared, Publisher, Stamp
 from vf_runtime.worker.settle import Settler
+from vf_runtime.worker.tracing import HANDED_BACK, OK, end_spans, start_spans
 from vf_runtime.worker.watchdog import NodeHung
 
 ONE_SHOT = "_partition_key"
@@ -76,11 +77,13 @@ def stamp(group: Group, elapsed: float) -> Stamp:
         carried = dict(envelope.metadata)
         carried.pop(ONE_SHOT, None)
         carried["proctime"] = elapsed
+        span = group[0].span
         return Stamp(
             trace_id=envelope.trace_id,
             seq=envelope.seq,
             event_ts=envelope.event_ts,
             metadata=carried,
+            context=None if span is None else span.headers,
         )
     envelopes = [d.envelope for d in group if d.envelope is not None]
     metadata: dict[str, Any] = {}
@@ -89,11 +92,13 @@ def stamp(group: Group, elapsed: float) -> Stamp:
     metadata.pop(ONE_SHOT, None)
     metadata["proctime"] = elapsed
     times = [e.event_ts for e in envelopes if e.event_ts is not None]
+    span = group[0].span if group else None
     return Stamp(
         trace_id=envelopes[0].trace_id,
         seq=min(e.seq for e in envelopes),
         event_ts=min(times) if times else None,
         metadata=metadata,
+        context=None if span is None else span.headers,
     )
 
 
@@ -158,9 +163,18 @@ class GroupRunner:
         """Take ``groups`` through: call the node, publish, confirm, then ack (never before)."""
         if self.applied is not None:
             groups = await self._unapplied(groups)
-        sent = await self._call_all(groups)
-        finished = await self._confirm_all(sent)
-        await self.settler.finish_many([item.group for item in finished])
+        tracer = self.settler.tracer
+        if tracer is None:
+            finished = await self._through(groups)
+        else:  # each group's span ends here at the latest: what is not settled is handed back
+            start_spans(tracer, groups)
+            try:
+                finished = await self._through(groups)
+                for item in finished:
+                    end_spans(item.group, OK)
+            finally:
+                for group in groups:
+                    end_spans(group, HANDED_BACK)
         metrics = self.metrics
         now = time.time()
         for item in finished:
@@ -169,6 +183,13 @@ class GroupRunner:
             stamped = _stamped(item.group)
             if stamped is not None:
                 metrics.arrived(now - stamped)
+
+    async def _through(self, groups: list[Group]) -> list[_Sent]:
+        """Call, publish, confirm, then ack; the groups that went all the way."""
+        sent = await self._call_all(groups)
+        finished = await self._confirm_all(sent)
+        await self.settler.finish_many([item.group for item in finished])
+        return finished
 
     async def _unapplied(self, groups: list[Group]) -> list[Group]:
         """Leave out what an idempotent consumer applied already (acked, never re-applied)."""

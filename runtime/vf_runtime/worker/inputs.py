@@ -18,7 +18,7 @@ import functools
 import hashlib
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -40,6 +40,9 @@ from vf_runtime.worker.health import Metrics
 from vf_runtime.worker.outputs import LIFE_HEADER
 from vf_runtime.worker.tally import Doubt, Pooled, Received, SharedTally, judge
 
+if TYPE_CHECKING:
+    from vf_runtime.worker.tracing import ItemSpan
+
 log = logging.getLogger("vf.worker")
 HOLD_SECONDS = 0.1
 SMOOTHING = 0.2
@@ -56,6 +59,7 @@ class Delivery:
     error: WireError | None
     value: Any = None
     blob_ref: str | None = None
+    span: ItemSpan | None = None  # its group's span, while traced (tracing.py)
 
 
 def owns(key: object, *, replicas: int, replica: int) -> bool:

@@ -81,15 +81,20 @@ class Stamp:
     seq: int
     event_ts: float | None
     metadata: Mapping[str, Any]
+    context: Mapping[str, str] | None = None  # its trace context headers, when traced
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """An encoded output, ready to publish; ``size`` is its payload's, before any offload."""
+    """An encoded output, ready to publish; ``size`` is its payload's, before any offload.
+
+    ``context`` holds the headers of its trace context (TRACE-1), None when untraced.
+    """
 
     raw: bytes
     message_id: str
     size: int = 0
+    context: Mapping[str, str] | None = None
 
 
 class Publisher:
@@ -147,7 +152,7 @@ class Publisher:
         if len(payload[1]) > self.config.max_inline_bytes:
             envelope = await self._offload(envelope)
         raw, size = encode_envelope(envelope), len(payload[1])
-        return Prepared(raw=raw, message_id=envelope.message_id, size=size)
+        return Prepared(raw=raw, message_id=envelope.message_id, size=size, context=stamp.context)
 
     async def start(self) -> None:
         await self.acks.start()
@@ -160,6 +165,8 @@ class Publisher:
         with the ack, the broker's refusal, or a timeout after ``PUBLISH_TIMEOUT``.
         """
         headers = {"Nats-Msg-Id": prepared.message_id, "VF-Env": "4", **self.stamp}
+        if prepared.context is not None:
+            headers.update(prepared.context)
         try:
             token, future = await self.acks.publish(self.subject, prepared.raw, headers=headers)
         except TRANSIENT as exc:  # reconnecting with a full buffer: confirm() retries it
@@ -172,8 +179,11 @@ class Publisher:
             self.sweeper = asyncio.create_task(self._sweep())
         return future
 
-    async def confirm(self, prepared: Prepared, future: asyncio.Future[bool]) -> None:
-        """Wait for a submitted output; a failed one is republished with DELIV-2's patience."""
+    async def confirm(self, prepared: Prepared, future: asyncio.Future[bool]) -> bool:
+        """Wait for a submitted output; a failed one is republished with DELIV-2's patience.
+
+        False: a REALTIME output the broker did not take, dropped.
+        """
         try:
             fresh = not await future
         except TRANSIENT as exc:
@@ -181,11 +191,13 @@ class Publisher:
                 raise
             if self.config.flow_type != BATCH:
                 log.warning("dropped a REALTIME output after a failed publish: %s", exc)
-                return
+                return False
             self._held_back(exc)
             await asyncio.sleep(BACKOFF[0])
             raw, msg_id = prepared.raw, prepared.message_id
-            stored = await self._send(raw, subject=self.subject, msg_id=msg_id)
+            stored = await self._send(
+                raw, subject=self.subject, msg_id=msg_id, extra=prepared.context
+            )
             # After an unanswered attempt a "duplicate" is most likely that attempt itself,
             # but it may be a sibling's copy: the count is no longer exact (EOS-6).
             fresh = stored or not isinstance(exc, APIError)
@@ -195,6 +207,7 @@ class Publisher:
             self.metrics.bump("published")
         else:
             self.metrics.bump("deduplicated")
+        return True
 
     async def _sweep(self) -> None:
         """Time out submitted publishes the broker never answered (a restart, a lost reply)."""

@@ -28,12 +28,15 @@ from vf_runtime.nodes import Producer
 from vf_runtime.worker.health import Metrics
 from vf_runtime.worker.nodethread import NodeThread
 from vf_runtime.worker.outputs import Prepared, Publisher, Stamp
+from vf_runtime.worker.tracing import DROPPED, HANDED_BACK, OK, ItemSpan, Tracer
 
 log = logging.getLogger("vf.worker")
 READ_AHEAD = 8  # BATCH items a source may produce before the publisher takes them
 READ_AHEAD_MAX = 32  # the most, when its items are small
 AHEAD_BYTES = 1024 * 1024  # the payload bytes read ahead beyond READ_AHEAD items
 SMOOTHING = 0.2
+# an output in flight: its encoding, the stream's ack to come and its span (when traced)
+Sent = tuple[Prepared, asyncio.Future[bool], ItemSpan | None]
 
 
 class ProducerLoop:
@@ -47,8 +50,10 @@ class ProducerLoop:
         publisher: Publisher | None,
         metrics: Metrics,
         thread: NodeThread,
+        tracer: Tracer | None = None,
     ) -> None:
         self.node = node
+        self.tracer = tracer
         self.publisher = publisher
         self.metrics = metrics
         self.thread = thread
@@ -80,12 +85,12 @@ class ProducerLoop:
 
     async def run(self, stop: asyncio.Event, *, beat: Callable[[], None], ahead: int) -> None:
         """Publish every item (``ahead``: items read in advance); the caller ends the stream."""
-        sent: collections.deque[tuple[Prepared, asyncio.Future[bool]]] = collections.deque()
+        sent: collections.deque[Sent] = collections.deque()
         try:
             await self._loop(stop, beat=beat, sent=sent, ahead=max(ahead, 1))
         finally:
             while sent and self.publisher is not None:
-                await self.publisher.confirm(*sent.popleft())
+                await self._confirm(self.publisher, *sent.popleft())
         if stop.is_set():
             log.info("stopped after %d items, before the source ended", self.count)
         else:
@@ -96,7 +101,7 @@ class ProducerLoop:
         stop: asyncio.Event,
         *,
         beat: Callable[[], None],
-        sent: collections.deque[tuple[Prepared, asyncio.Future[bool]]],
+        sent: collections.deque[Sent],
         ahead: int,
     ) -> None:
         thread, args, limit = self.thread, (stop.is_set,), ahead
@@ -114,19 +119,42 @@ class ProducerLoop:
             self.metrics.observe(elapsed)
             if self.publisher is None:
                 continue
+            trace_id = f"{self.prefix}:{self.count}"
+            span = None
+            if self.tracer is not None:
+                span = self.tracer.emitted(item=trace_id, seconds=elapsed)
             stamp = Stamp(
-                trace_id=f"{self.prefix}:{self.count}",
+                trace_id=trace_id,
                 seq=self.count,
                 event_ts=time.time(),
                 metadata={"proctime": elapsed},
+                context=None if span is None else span.headers,
             )
             prepared = await self.publisher.prepare(item, stamp)
             if ahead > 1:
                 limit = self._ahead(prepared.size, floor=ahead)
-            sent.append((prepared, await self.publisher.submit(prepared)))
+            sent.append((prepared, await self.publisher.submit(prepared), span))
             # confirm in order: at most a window unconfirmed, and whatever is already back
             while sent and (len(sent) >= PUBLISH_WINDOW or sent[0][1].done()):
-                await self.publisher.confirm(*sent.popleft())
+                await self._confirm(self.publisher, *sent.popleft())
+
+    @staticmethod
+    async def _confirm(
+        publisher: Publisher,
+        prepared: Prepared,
+        future: asyncio.Future[bool],
+        span: ItemSpan | None,
+    ) -> None:
+        """Confirm one output; its span, when traced, ends with the outcome."""
+        if span is None:
+            await publisher.confirm(prepared, future)
+            return
+        try:
+            stored = await publisher.confirm(prepared, future)
+        except BaseException:
+            span.end(HANDED_BACK)
+            raise
+        span.end(OK if stored else DROPPED)
 
     def _ahead(self, size: int, *, floor: int) -> int:
         """How many items to read ahead: ``floor``, more while items are small."""

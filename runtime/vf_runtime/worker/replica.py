@@ -72,6 +72,7 @@ from vf_runtime.worker.processor import ProcessorLoop, Wiring
 from vf_runtime.worker.producer import READ_AHEAD, ProducerLoop
 from vf_runtime.worker.settle import Settler
 from vf_runtime.worker.slots import SlotLease
+from vf_runtime.worker.tracing import CLOSE_SECONDS, Tracer, tracer_from
 from vf_runtime.worker.watchdog import NodeHung, watch
 
 log = logging.getLogger("vf.worker")
@@ -106,6 +107,7 @@ class Worker:
         self.lost_slot = False  # another replica took this one's leased ordinal (ENV-6)
         self.hung: str | None = None  # a node call ran past its bound (DELIV-12)
         self.keepalive: asyncio.Task[None] | None = None
+        self.tracer: Tracer | None = None  # an OTLP endpoint is set (tracing.py)
 
     async def run(self) -> int:
         health = HealthServer(self.metrics, port=self.config.health_port)
@@ -197,6 +199,7 @@ class Worker:
     async def _run_connected(self, client: Client) -> int:
         js = client.jetstream(timeout=10)
         self.control_js = js
+        self.tracer = tracer_from(self.config)
         await client.subscribe(self.names.control(), cb=self._on_stop)
         if os.environ.get("VF_EXIT_WITH_PARENT") == "1":
             self._watch = asyncio.create_task(self._orphan_watch())
@@ -242,6 +245,8 @@ class Worker:
             thread.close()
             if publisher is not None:
                 await publisher.close()
+            if self.tracer is not None:
+                await asyncio.to_thread(self.tracer.close, CLOSE_SECONDS)
             log.info("summary: %s", self.metrics.summary())
 
     def _processor_loop(
@@ -259,6 +264,7 @@ class Worker:
             blobs=self.blobs,
             metrics=self.metrics,
         )
+        settler.tracer = self.tracer
         wiring = Wiring(
             inputs=inputs,
             settler=settler,
@@ -342,6 +348,7 @@ class Worker:
             publisher=publisher,
             metrics=self.metrics,
             thread=thread,
+            tracer=self.tracer,
         )
         ahead = READ_AHEAD if self.config.flow_type == BATCH else 1
         try:

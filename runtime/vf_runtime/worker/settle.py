@@ -26,6 +26,14 @@ from vf_runtime.worker.config import WorkerConfig
 from vf_runtime.worker.health import Metrics
 from vf_runtime.worker.inputs import Delivery, Inputs
 from vf_runtime.worker.outputs import DeadLetters
+from vf_runtime.worker.tracing import (
+    DEAD_LETTERED,
+    HANDED_BACK,
+    RETRIED,
+    Tracer,
+    end_spans,
+    start_spans,
+)
 
 log = logging.getLogger("vf.worker")
 T = TypeVar("T")
@@ -50,6 +58,7 @@ class Settler:
         self.metrics = metrics
         self.stopping: Callable[[], bool] = lambda: False
         self.releasing: set[asyncio.Task[None]] = set()
+        self.tracer: Tracer | None = None  # set when traces are exported (tracing.py)
 
     async def finish(self, group: list[Delivery]) -> None:
         """Ack every input of a group that went through, then release its blobs."""
@@ -113,6 +122,7 @@ class Settler:
         if disposition == "worker_fatal":
             for delivery in group:
                 await self.inputs.settle(delivery.msg, action="nak")
+            end_spans(group, HANDED_BACK)
             return True
         budget = self.config.delivery.max_deliver
         for delivery in group:
@@ -126,6 +136,7 @@ class Settler:
                 await self.inputs.settle(
                     delivery.msg, action="nak", delay=delay * random.uniform(0.5, 1.5)
                 )
+        end_spans(group, RETRIED)  # unless a dead letter ended the group's span first
         return False
 
     async def incomplete(self, group: Group[Delivery], *, at_end: bool = False) -> None:
@@ -144,9 +155,17 @@ class Settler:
     async def dead_letter(
         self, group: list[Delivery], *, code: str, reason: str, disposition: str = "poison"
     ) -> None:
-        """Copy to the DLQ, then terminate; if the DLQ refuses, nak so nothing is lost."""
+        """Copy to the DLQ, then terminate; if the DLQ refuses, nak so nothing is lost.
+
+        Traced, each dead letter ends a span: its group's, or one of its own for a message
+        refused before it reached the node (undecodable, foreign, an incomplete join).
+        """
         for delivery in group:
+            if self.tracer is not None and delivery.span is None:
+                start_spans(self.tracer, [[delivery]])
             if await self.dlq.send(delivery.msg, code=code, reason=reason, disposition=disposition):
                 await self.inputs.settle(delivery.msg, action="term")
+                end_spans([delivery], DEAD_LETTERED, code=code)
             else:
                 await self.inputs.settle(delivery.msg, action="nak", delay=5.0)
+                end_spans([delivery], RETRIED)

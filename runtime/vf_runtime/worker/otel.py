@@ -1,0 +1,183 @@
+"""Item spans through the OpenTelemetry SDK, exported over OTLP (the ``otel`` extra).
+
+Imported only by :func:`vf_runtime.worker.tracing.tracer_from` once an OTLP endpoint
+is set. The SDK reads the standard variables itself: the endpoint
+(``OTEL_EXPORTER_OTLP_ENDPOINT``, ``…_TRACES_ENDPOINT``), headers, timeout, the
+sampler (``OTEL_TRACES_SAMPLER``, ``OTEL_TRACES_SAMPLER_ARG``) and resource
+attributes; vf picks the exporter from ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` or
+``OTEL_EXPORTER_OTLP_PROTOCOL`` (``http/protobuf``, the default, or ``grpc``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.trace import (
+    Link,
+    Span,
+    SpanKind,
+    Status,
+    StatusCode,
+    get_current_span,
+)
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+if TYPE_CHECKING:
+    from vf_runtime.worker.config import WorkerConfig
+
+log = logging.getLogger("vf.worker")
+PROTOCOLS = ("http/protobuf", "grpc")
+TRACEPARENT, TRACESTATE = "traceparent", "tracestate"  # the headers of TRACE-1
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def exporter(env: Mapping[str, str]) -> SpanExporter:
+    """The OTLP span exporter the environment names (the SDK's own variables)."""
+    protocol = (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip()
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+    if protocol not in PROTOCOLS:
+        log.warning("OTLP protocol %r is not one vf exports with: using http/protobuf", protocol)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpExporter,
+    )
+
+    return HttpExporter()
+
+
+class OtlpSpan:
+    """One item's SDK span and the ``traceparent`` its outputs carry."""
+
+    __slots__ = ("ended", "headers", "span")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.ended = False
+        context = span.get_span_context()
+        trace_id, span_id = context.trace_id, context.span_id
+        flags = int(context.trace_flags)
+        headers = {TRACEPARENT: f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"}
+        if context.trace_state:
+            headers[TRACESTATE] = context.trace_state.to_header()
+        self.headers: Mapping[str, str] = headers
+
+    def end(self, outcome: str, *, code: str = "") -> None:
+        if self.ended:
+            return
+        self.ended = True
+        span = self.span
+        if span.is_recording():
+            span.set_attribute("vf.outcome", outcome)
+            if code:
+                span.set_attribute("vf.dead_letter.code", code)
+                span.set_status(Status(StatusCode.ERROR, code))
+        span.end()
+
+
+class Unsampled:
+    """An item its trace does not record: its outputs pass the parent's context on as it
+    came (a span a parent-based sampler drops would only draw a span id nobody sees)."""
+
+    __slots__ = ("headers",)
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self.headers = headers
+
+    def end(self, outcome: str, *, code: str = "") -> None:
+        pass
+
+
+def _unsampled(carrier: Mapping[str, str] | None) -> Unsampled | None:
+    """The pass-through of a well-formed ``traceparent`` whose sampled flag is clear."""
+    parent = carrier.get(TRACEPARENT) if carrier else None
+    if parent is None or len(parent) != 55 or not parent.startswith("00-"):
+        return None
+    if int(parent[53:], 16) & 1:
+        return None
+    assert carrier is not None
+    state = carrier.get(TRACESTATE)
+    return Unsampled(
+        {TRACEPARENT: parent} if state is None else {TRACEPARENT: parent, TRACESTATE: state}
+    )
+
+
+class OtlpTracer:
+    """A replica's tracer provider: its resource is the flow, its spans the items."""
+
+    def __init__(self, config: WorkerConfig, env: Mapping[str, str]) -> None:
+        node, replica = config.node_name, config.replica_id
+        resource = Resource.create(
+            {"service.name": config.flow_id, "service.instance.id": f"{node}/{replica}"}
+        )
+        # the worker shuts the provider down itself, bounded (close): an exit hook would
+        # wait out the exporter's retries when the collector is away
+        self.provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        self.provider.add_span_processor(BatchSpanProcessor(exporter(env)))
+        self.tracer = self.provider.get_tracer("vf_runtime.worker")
+        self.attributes: dict[str, str | int] = {
+            "vf.flow": config.flow_id,
+            "vf.node": node,
+            "vf.replica": replica,
+            "vf.run": config.run_id,
+            "vf.generation": config.generation,
+        }
+        self.names = (f"{node} emit", f"{node} process")
+        # a parent-based sampler (the default) never records below an unsampled parent
+        sampler = env.get("OTEL_TRACES_SAMPLER", "parentbased_always_on").strip()
+        self.parent_based = sampler.startswith("parentbased_")
+
+    def emitted(self, *, item: str, seconds: float) -> OtlpSpan:
+        started = time.time_ns() - int(seconds * 1e9)
+        span = self.tracer.start_span(
+            self.names[0],
+            context=Context(),  # a new trace, whatever the thread's context holds
+            kind=SpanKind.PRODUCER,
+            attributes={**self.attributes, "vf.item": item},
+            start_time=started,
+        )
+        return OtlpSpan(span)
+
+    def processing(
+        self, carriers: Sequence[Mapping[str, str] | None], *, item: str
+    ) -> OtlpSpan | Unsampled:
+        if self.parent_based and carriers:
+            unsampled = _unsampled(carriers[0])
+            if unsampled is not None:
+                return unsampled
+        contexts = [_PROPAGATOR.extract(carrier or {}) for carrier in carriers]
+        links: list[Link] = []
+        if len(contexts) > 1:  # a join: a link to each input's span
+            for context in contexts:
+                parent = get_current_span(context).get_span_context()
+                if parent.is_valid:
+                    links.append(Link(parent))
+        span = self.tracer.start_span(
+            self.names[1],
+            context=contexts[0] if contexts else Context(),
+            kind=SpanKind.CONSUMER,
+            attributes={**self.attributes, "vf.item": item},
+            links=links,
+        )
+        return OtlpSpan(span)
+
+    def close(self, timeout: float) -> None:
+        """Export the spans still queued; a collector that does not answer costs ``timeout``."""
+        closing = threading.Thread(target=self.provider.shutdown, name="vf-otel-close", daemon=True)
+        closing.start()
+        closing.join(timeout)
+        if closing.is_alive():
+            log.warning("the trace collector did not take the last spans within %gs", timeout)

@@ -1,0 +1,243 @@
+"""Traces of whole flows (TRACE-1…5): ``vf run-local`` exports to an OTLP receiver here,
+which decodes every ``ExportTraceServiceRequest`` with the opentelemetry-proto package."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.runtime.support import run_flow
+from tests.support import require
+from vf_runtime.local.infra import LocalServer
+
+pytestmark = pytest.mark.slow  # real servers and whole runs
+
+
+@dataclass(frozen=True)
+class Span:
+    service: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent: str
+    links: tuple[str, ...]
+    attributes: dict[str, Any]
+
+
+def _value(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    return getattr(value, kind) if kind else None
+
+
+def _decode(body: bytes) -> list[Span]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest.FromString(body)
+    spans: list[Span] = []
+    for resource_spans in request.resource_spans:
+        resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+        for scope in resource_spans.scope_spans:
+            for span in scope.spans:
+                spans.append(
+                    Span(
+                        service=str(resource.get("service.name")),
+                        name=span.name,
+                        trace_id=span.trace_id.hex(),
+                        span_id=span.span_id.hex(),
+                        parent=span.parent_span_id.hex(),
+                        links=tuple(link.span_id.hex() for link in span.links),
+                        attributes={a.key: _value(a.value) for a in span.attributes},
+                    )
+                )
+    return spans
+
+
+class _Receiver(ThreadingHTTPServer):
+    spans: list[Span]
+    paths: set[str]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.paths.add(self.path)
+        self.server.spans.extend(_decode(body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[_Receiver]:
+    require(
+        importlib.util.find_spec("opentelemetry") is not None,
+        "the OpenTelemetry packages are missing: pip install -e '.[dev]' (the otel extra)",
+    )
+    server = _Receiver(("127.0.0.1", 0), _Handler)
+    server.spans, server.paths = [], set()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _otel_env(server: _Receiver, out: Path) -> dict[str, str]:
+    return {
+        "VF_TEST_OUT": str(out),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": "1.0",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
+
+
+def _traces(spans: list[Span]) -> dict[str, list[Span]]:
+    traces: dict[str, list[Span]] = defaultdict(list)
+    for span in spans:
+        traces[span.trace_id].append(span)
+    return traces
+
+
+def test_every_item_of_a_join_flow_is_one_trace_through_all_its_nodes(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer, receiver: _Receiver
+) -> None:
+    out = tmp_path / "sink.jsonl"
+    run = run_flow("join.py", nats=nats_server, redis=redis_server, env=_otel_env(receiver, out))
+    assert run.code == 0, run.output[-4000:]
+    assert receiver.paths == {"/v1/traces"}
+    traces = _traces(receiver.spans)
+    assert len(traces) == 30, "one trace per item the producer emitted"
+    for spans in traces.values():
+        by_node = {s.attributes["vf.node"]: s for s in spans}
+        assert sorted(by_node) == ["left", "numbers", "pair", "right", "sink"], spans
+        assert len(spans) == 5, "one span per node, nothing retried"
+        numbers, left, right = by_node["numbers"], by_node["left"], by_node["right"]
+        pair, sink = by_node["pair"], by_node["sink"]
+        assert numbers.parent == "" and numbers.name == "numbers emit"
+        assert left.parent == numbers.span_id and right.parent == numbers.span_id
+        assert pair.parent in (left.span_id, right.span_id)
+        assert sorted(pair.links) == sorted([left.span_id, right.span_id])
+        assert sink.parent == pair.span_id and sink.name == "sink process"
+        item = numbers.attributes["vf.item"]
+        for span in spans:
+            assert span.service == "joins"
+            assert span.attributes["vf.flow"] == "joins"
+            assert span.attributes["vf.outcome"] == "ok"
+            assert span.attributes["vf.item"] == item, "the envelope's trace id, every hop"
+            assert span.attributes["vf.run"] and "vf.generation" in span.attributes
+            assert "vf.dead_letter.code" not in span.attributes
+    replicas = {
+        s.attributes["vf.replica"] for s in receiver.spans if s.attributes["vf.node"] == "pair"
+    }
+    assert replicas == {0, 1}
+
+
+def test_a_dead_lettered_item_ends_its_trace_with_the_code(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer, receiver: _Receiver
+) -> None:
+    out = tmp_path / "sink.jsonl"
+    env = {**_otel_env(receiver, out), "VF_RETRY_DELAY_CAP_SECONDS": "0.5"}
+    run = run_flow("poison.py", nats=nats_server, redis=redis_server, env=env)
+    assert run.code == 6, run.output[-4000:]  # finished, one item dead-lettered
+    traces = _traces(receiver.spans)
+    assert len(traces) == 6
+    failed = [
+        spans for spans in traces.values() if any(s.attributes["vf.outcome"] != "ok" for s in spans)
+    ]
+    assert len(failed) == 1, "only item 3 fails"
+    scale = [s for s in failed[0] if s.attributes["vf.node"] == "scale"]
+    outcomes = sorted(s.attributes["vf.outcome"] for s in scale)
+    assert outcomes == ["dead_lettered", "retried"], "one retry (max_retries=1), then the DLQ"
+    (dead,) = [s for s in scale if s.attributes["vf.outcome"] == "dead_lettered"]
+    assert dead.attributes["vf.dead_letter.code"] == "VF_NODE_VALUEERROR"
+    (emitted,) = [s for s in failed[0] if s.attributes["vf.node"] == "numbers"]
+    assert all(s.parent == emitted.span_id for s in scale), "each delivery a child of the item"
+    assert not [s for s in failed[0] if s.attributes["vf.node"] == "sink"]
+
+
+# Loaded first by every interpreter of the run (vf run-local, the zygote, each worker):
+# an import of OpenTelemetry leaves a mark, then fails.
+WATCH = """
+import importlib.abc, os, sys
+
+class _Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "opentelemetry":
+            with open(os.environ["VF_TEST_OTEL_MARK"], "a") as mark:
+                mark.write(name + "\\n")
+            raise ImportError("blocked: " + name)
+        return None
+
+sys.meta_path.insert(0, _Watch())
+"""
+
+
+@pytest.mark.parametrize("endpoint", [False, True])
+def test_without_an_endpoint_no_worker_imports_opentelemetry(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer, endpoint: bool
+) -> None:
+    """With tracing off nothing of OpenTelemetry loads in any process of a run; the same
+    watch sees the import once an endpoint is set (the check is not vacuous)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(WATCH)
+    mark = tmp_path / "imported"
+    env = {
+        "VF_TEST_OUT": str(tmp_path / "sink.jsonl"),
+        "VF_TEST_OTEL_MARK": str(mark),
+        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+    }
+    if endpoint:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
+    run = run_flow("join.py", nats=nats_server, redis=redis_server, env=env)
+    assert run.code == 0, run.output[-4000:]
+    if endpoint:
+        assert "opentelemetry" in mark.read_text()
+        assert "install vf-gitops-worker[otel]" in run.output  # said, and the run goes on
+    else:
+        assert not mark.exists(), mark.read_text()
+
+
+def test_an_unsampled_parent_passes_its_context_on_and_a_sampled_one_gets_a_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    require(importlib.util.find_spec("opentelemetry") is not None, "no OpenTelemetry packages")
+    from vf_runtime.worker.otel import OtlpTracer, Unsampled
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    config: Any = type("Config", (), {})()
+    config.flow_id, config.node_name, config.replica_id = "f", "n", 0
+    config.run_id, config.generation = "r", ""
+    tracer = OtlpTracer(config, {"OTEL_TRACES_SAMPLER": "parentbased_always_on"})
+    unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+    span = tracer.processing([{"traceparent": unsampled, "tracestate": "a=1"}], item="i")
+    assert isinstance(span, Unsampled)
+    assert dict(span.headers) == {"traceparent": unsampled, "tracestate": "a=1"}
+    sampled = unsampled[:-2] + "01"
+    child = tracer.processing([{"traceparent": sampled}], item="i")
+    version, trace_id, span_id, flags = child.headers["traceparent"].split("-")
+    assert (version, trace_id, flags) == ("00", sampled[3:35], "01")
+    assert span_id != sampled[36:52]
+    child.end("ok")
+    root = tracer.processing([None], item="i")  # a message without headers: a new trace
+    assert root.headers["traceparent"].split("-")[1] != trace_id
+    root.end("ok")
+    tracer.close(0.5)
