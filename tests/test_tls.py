@@ -104,9 +104,9 @@ def test_the_broker_speaks_tls_to_clients_and_routes(write_graph: Callable[..., 
     pod = _objects(result, "StatefulSet", "nats")[0]["spec"]["template"]["spec"]
     volume = next(v for v in pod["volumes"] if v["name"] == "tls")
     assert volume["secret"]["secretName"] == "nats-tls"
-    assert {"name": "tls", "mountPath": "/etc/nats-tls", "readOnly": True} in pod["containers"][
-        0
-    ]["volumeMounts"]
+    assert {"name": "tls", "mountPath": "/etc/nats-tls", "readOnly": True} in pod["containers"][0][
+        "volumeMounts"
+    ]
     # the probes read the monitoring port, which stays plain HTTP
     assert pod["containers"][0]["readinessProbe"]["httpGet"]["port"] == "monitor"
 
@@ -122,7 +122,10 @@ def test_the_store_speaks_tls_alone_and_asks_no_client_certificate(
     assert args[at - 2 : at + 2] == ["--port", "0", "--tls-port", "6379"]
     assert args[args.index("--tls-auth-clients") + 1] == "no"
     assert args.index("--tls-port") < args.index("--user")  # the users end the arguments
-    assert pod["containers"][0]["readinessProbe"] == {"tcpSocket": {"port": "redis"}, "periodSeconds": 5}
+    assert pod["containers"][0]["readinessProbe"] == {
+        "tcpSocket": {"port": "redis"},
+        "periodSeconds": 5,
+    }
     assert any(v.get("secret", {}).get("secretName") == "redis-tls" for v in pod["volumes"])
 
 

@@ -318,8 +318,7 @@ def _tls(check: _Checker, *, section: str, data: dict[str, Any], profile: str) -
     if section == "payload_store" and isinstance(url, str) and not url.startswith("rediss://"):
         fail(
             f"{section}.url",
-            "tls is set but the url's scheme is not rediss://, so the clients would not "
-            "speak TLS",
+            "tls is set but the url's scheme is not rediss://, so the clients would not speak TLS",
             "write the address as rediss://HOST:PORT/DB",
         )
     return str(raw["secret"])

@@ -207,15 +207,7 @@ def nats_conf(
     if tls:
         lines += nats_tls_block("")
     if auth:
-        user = f"{{user: ${NATS_USER_ENV}, password: ${NATS_PASSWORD_ENV}}}"
-        lines += [
-            "accounts {",
-            f"  {NATS_ACCOUNT} {{",
-            "    jetstream: enabled",
-            f"    users: [{user}]",
-            "  }",
-            "}",
-        ]
+        lines += _flow_account()
     if durable:
         lines += ["cluster {", "  name: vf", "  port: 6222"]
         if auth:
@@ -229,6 +221,19 @@ def nats_conf(
             lines += nats_tls_block("  ")
         lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _flow_account() -> list[str]:
+    """The one account, with JetStream, whose one user is the flow's (ADR 0212)."""
+    user = f"{{user: ${NATS_USER_ENV}, password: ${NATS_PASSWORD_ENV}}}"
+    return [
+        "accounts {",
+        f"  {NATS_ACCOUNT} {{",
+        "    jetstream: enabled",
+        f"    users: [{user}]",
+        "  }",
+        "}",
+    ]
 
 
 def nats_route_urls(*, name: str, replicas: int, auth: bool) -> str:

@@ -160,13 +160,7 @@ async def connect(
             return
         await _log_error(error)
 
-    options: dict[str, Any] = {  # nats-py declares the two waits int; it takes seconds
-        "connect_timeout": min(5.0, timeout),
-        "reconnect_time_wait": 0.5,
-        "max_reconnect_attempts": -1,
-        "allow_reconnect": True,
-        **auth.options(),
-    }
+    options = _options(auth, timeout=timeout)
     client = Client()
     servers = [u.strip() for u in url.split(",")]
     connecting = asyncio.ensure_future(
@@ -183,6 +177,17 @@ async def connect(
     await _require_tls(client, url, auth)
     await _require_jetstream(client, url)
     return client
+
+
+def _options(auth: NatsAuth, *, timeout: float) -> dict[str, Any]:
+    """nats-py's ``connect`` options: reconnect for ever, present ``auth`` (and its CA)."""
+    return {  # nats-py declares the two waits int; it takes seconds
+        "connect_timeout": min(5.0, timeout),
+        "reconnect_time_wait": 0.5,
+        "max_reconnect_attempts": -1,
+        "allow_reconnect": True,
+        **auth.options(),
+    }
 
 
 async def _require_tls(client: Client, url: str, auth: NatsAuth) -> None:
@@ -247,7 +252,9 @@ def _auth_refused(error: BaseException) -> bool:
 
 def _refusal(url: str, auth: NatsAuth, error: Exception) -> BrokerError:
     if isinstance(error, ssl.SSLError):
-        trusted = f"the CA in {auth.ca}" if auth.ca else f"the system's CAs ({NATS_TLS_CA_ENV} unset)"
+        trusted = (
+            f"the CA in {auth.ca}" if auth.ca else f"the system's CAs ({NATS_TLS_CA_ENV} unset)"
+        )
         return BrokerError(
             "VF_BROKER_TLS",
             f"the TLS handshake with the broker at {url} failed, trusting {trusted}: {error}",
