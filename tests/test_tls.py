@@ -195,3 +195,26 @@ def test_the_readme_shows_the_certificate_each_secret_needs(
         "--from-file=tls.crt --from-file=tls.key`"
     ) in readme
     assert "openssl x509 -req -in tls.csr" in readme
+
+
+def test_a_ca_the_client_cannot_read_is_named_before_anything_connects(tmp_path: Path) -> None:
+    from vf_runtime.clientauth import CredentialsError, nats_auth, store_auth
+
+    bogus = tmp_path / "ca.crt"
+    bogus.write_text("not a certificate\n")
+    with pytest.raises(CredentialsError) as broker:
+        nats_auth({"VF_NATS_TLS_CA": str(bogus)})
+    assert broker.value.code == "VF_BROKER_CREDENTIALS"
+    with pytest.raises(CredentialsError) as store:
+        store_auth({"VF_BLOB_REDIS_TLS_CA": str(tmp_path / "missing.crt")})
+    assert store.value.code == "VF_STORE_CREDENTIALS"
+    assert "VF_BLOB_REDIS_TLS_CA" in str(store.value)
+
+
+def test_the_store_client_passes_the_ca_for_rediss_only() -> None:
+    from vf_runtime.clientauth import StoreAuth
+
+    auth = StoreAuth(user="u", password="p", ca="/etc/vf/tls/redis/ca.crt")
+    assert auth.options("rediss://s:6379/0")["ssl_ca_certs"] == "/etc/vf/tls/redis/ca.crt"
+    assert "ssl_ca_certs" not in auth.options("redis://s:6379/0")
+    assert auth.env()["VF_BLOB_REDIS_TLS_CA"] == "/etc/vf/tls/redis/ca.crt"
