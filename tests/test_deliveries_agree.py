@@ -50,8 +50,16 @@ def _environment(
         "image_pull_policy": lambda: rng.choice(["Always", "IfNotPresent"]),
         "priority_class": lambda: f"pc-{name}",
         "pods": lambda: _pods(rng, name),
-        "broker": lambda: {"profile": rng.choice(["dev", "durable"]), **_auth(rng)},
-        "payload_store": lambda: {"profile": rng.choice(["dev", "durable"]), **_auth(rng)},
+        "broker": lambda: {
+            "profile": rng.choice(["dev", "durable"]),
+            **_auth(rng),
+            **_tls(name, "broker"),
+        },
+        "payload_store": lambda: {
+            "profile": rng.choice(["dev", "durable"]),
+            **_auth(rng),
+            **_tls(name, "store"),
+        },
         "pod_security": lambda: {"namespace_labels": True},
         "supervision": lambda: {"max_restarts": rng.randint(0, 5)},
         "mounts": lambda: {rng.choice(nodes): ["data-claim:/data"]},
@@ -68,6 +76,12 @@ def _environment(
 def _auth(rng: random.Random) -> Obj:
     """vf's default credentials, none, or other Secrets (ADR 0212)."""
     return rng.choice([{}, {"auth": "none"}, {"auth": {"secret": "own-creds"}}])
+
+
+def _tls(name: str, service: str) -> Obj:
+    """TLS or not (ADR 0222), from a generator of its own: the seeds' other draws stay."""
+    rng = random.Random(f"tls:{name}:{service}")
+    return {"tls": {"secret": f"{service}-tls"}} if rng.random() < 0.5 else {}
 
 
 def _observability(name: str, works: list[str]) -> Obj:

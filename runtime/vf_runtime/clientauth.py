@@ -5,6 +5,8 @@ run-local``) reads one form of credentials from its environment (the names are i
 :mod:`vf_runtime.credentials`): ``VF_NATS_USER`` with ``VF_NATS_PASSWORD``, or
 ``VF_NATS_TOKEN``, or ``VF_NATS_CREDS`` (the path of a ``.creds`` file); none of them is an
 anonymous client. The store client reads ``VF_BLOB_REDIS_USER``/``VF_BLOB_REDIS_PASSWORD``.
+``VF_NATS_TLS_CA`` and ``VF_BLOB_REDIS_TLS_CA`` name the CA (a PEM file) a client trusts
+for a server that speaks TLS (ADR 0222).
 
 The values never reach a log line: the classes here show which form is set, never a value.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,9 +23,11 @@ from typing import Any
 from vf_runtime.credentials import (
     NATS_CREDS_ENV,
     NATS_PASSWORD_ENV,
+    NATS_TLS_CA_ENV,
     NATS_TOKEN_ENV,
     NATS_USER_ENV,
     STORE_PASSWORD_ENV,
+    STORE_TLS_CA_ENV,
     STORE_USER_ENV,
 )
 
@@ -47,6 +52,7 @@ class NatsAuth:
     password: str = field(default="", repr=False)
     token: str = field(default="", repr=False)
     creds: str = ""  # a path, not a secret
+    ca: str = ""  # the CA file the client trusts for TLS (ADR 0222); empty: the system's
 
     @property
     def form(self) -> str:
@@ -57,23 +63,26 @@ class NatsAuth:
             return "token"
         return "creds" if self.creds else "none"
 
-    def options(self) -> dict[str, str]:
-        """nats-py's ``connect`` keyword arguments for these credentials."""
+    def options(self) -> dict[str, Any]:
+        """nats-py's ``connect`` keyword arguments for these credentials (and, with a CA,
+        the TLS context that trusts it: nats-py upgrades when the server asks TLS)."""
+        found: dict[str, Any] = {"tls": tls_context(self.ca)} if self.ca else {}
         if self.user:
-            return {"user": self.user, "password": self.password}
+            return found | {"user": self.user, "password": self.password}
         if self.token:
-            return {"token": self.token}
+            return found | {"token": self.token}
         if self.creds:
-            return {"user_credentials": self.creds}
-        return {}
+            return found | {"user_credentials": self.creds}
+        return found
 
     def env(self) -> dict[str, str]:
         """The environment variables that carry these credentials to another process."""
+        found = {NATS_TLS_CA_ENV: self.ca} if self.ca else {}
         if self.user:
-            return {NATS_USER_ENV: self.user, NATS_PASSWORD_ENV: self.password}
+            return found | {NATS_USER_ENV: self.user, NATS_PASSWORD_ENV: self.password}
         if self.token:
-            return {NATS_TOKEN_ENV: self.token}
-        return {NATS_CREDS_ENV: self.creds} if self.creds else {}
+            return found | {NATS_TOKEN_ENV: self.token}
+        return found | ({NATS_CREDS_ENV: self.creds} if self.creds else {})
 
     def described(self) -> str:
         """How the client authenticates, for an error message (never a value)."""
@@ -123,7 +132,30 @@ def nats_auth(env: Mapping[str, str] | None = None) -> NatsAuth:
         )
     if creds:
         _check_creds_file(creds)
-    return NatsAuth(user=user, password=password, token=token, creds=creds)
+    ca = _ca_file(env, NATS_TLS_CA_ENV, "VF_BROKER_CREDENTIALS")
+    return NatsAuth(user=user, password=password, token=token, creds=creds, ca=ca)
+
+
+def tls_context(ca: str) -> ssl.SSLContext:
+    """A client's TLS context that trusts the CA in the PEM file ``ca`` (and checks the
+    server's name against its certificate)."""
+    return ssl.create_default_context(cafile=ca)
+
+
+def _ca_file(env: Mapping[str, str], var: str, code: str) -> str:
+    """The CA file ``var`` names, checked now: a client retries a TLS failure as an outage."""
+    path = env.get(var, "")
+    if not path:
+        return ""
+    try:
+        tls_context(path)
+    except (OSError, ssl.SSLError) as exc:
+        raise CredentialsError(
+            code,
+            f"{var}={path} is not a readable PEM CA certificate: {exc}",
+            "mount the TLS Secret's ca.crt at that path (a Secret volume), or correct the path",
+        ) from exc
+    return path
 
 
 def _check_creds_file(path: str) -> None:
@@ -153,10 +185,14 @@ class StoreAuth:
 
     user: str = field(default="", repr=False)
     password: str = field(default="", repr=False)
+    ca: str = ""  # the CA file the client trusts for a ``rediss://`` store (ADR 0222)
 
-    def options(self) -> dict[str, Any]:
-        """redis-py's ``username``/``password`` keyword arguments (empty: none set)."""
+    def options(self, url: str = "") -> dict[str, Any]:
+        """redis-py's ``username``/``password`` keyword arguments (empty: none set), and for
+        a ``rediss://`` ``url`` the CA it trusts."""
         found: dict[str, Any] = {}
+        if self.ca and url.startswith("rediss://"):
+            found["ssl_ca_certs"] = self.ca
         if self.user:
             found["username"] = self.user
         if self.password:
@@ -164,7 +200,7 @@ class StoreAuth:
         return found
 
     def env(self) -> dict[str, str]:
-        found = {}
+        found = {STORE_TLS_CA_ENV: self.ca} if self.ca else {}
         if self.user:
             found[STORE_USER_ENV] = self.user
         if self.password:
@@ -186,4 +222,5 @@ def store_auth(env: Mapping[str, str] | None = None) -> StoreAuth:
             f"{STORE_USER_ENV} is set but {STORE_PASSWORD_ENV} is empty or unset",
             f"set {STORE_PASSWORD_ENV} from the same Secret as the user",
         )
-    return StoreAuth(user=user, password=password)
+    ca = _ca_file(env, STORE_TLS_CA_ENV, "VF_STORE_CREDENTIALS")
+    return StoreAuth(user=user, password=password, ca=ca)

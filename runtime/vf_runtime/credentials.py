@@ -15,6 +15,9 @@ NATS_TOKEN_ENV: Final = "VF_NATS_TOKEN"
 NATS_CREDS_ENV: Final = "VF_NATS_CREDS"  # the path of a mounted .creds file
 STORE_USER_ENV: Final = "VF_BLOB_REDIS_USER"
 STORE_PASSWORD_ENV: Final = "VF_BLOB_REDIS_PASSWORD"
+# The CA a client trusts for a broker or store that speaks TLS (a PEM file's path, ADR 0222).
+NATS_TLS_CA_ENV: Final = "VF_NATS_TLS_CA"
+STORE_TLS_CA_ENV: Final = "VF_BLOB_REDIS_TLS_CA"
 
 # The durable broker's own route credentials (its servers' pods only).
 NATS_ROUTE_USER_ENV: Final = "VF_NATS_ROUTE_USER"

@@ -59,6 +59,7 @@ class BrokerTarget:
     egress: Egress | None = None
     reclaim_superseded: bool = False  # the provision Job deletes the flow's other runs
     auth: AuthChoice | None = None
+    tls_secret: str | None = None  # ``tls: {secret}`` (ADR 0222); None: plaintext
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +75,7 @@ class StoreTarget:
     image: str = REDIS_IMAGE
     egress: Egress | None = None
     auth: AuthChoice | None = None
+    tls_secret: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,6 +159,7 @@ def parse_broker(
         egress=_egress(check, section="broker", data=data, profile=profile, port=NATS_CLIENT_PORT),
         reclaim_superseded=data.get("reclaim_superseded", False) is True,
         auth=_auth(check, section="broker", data=data, profile=profile),
+        tls_secret=_tls(check, section="broker", data=data, profile=profile),
     )
     return target, check.problems
 
@@ -208,6 +211,7 @@ def parse_store(
         image=data.get("image", REDIS_IMAGE),
         egress=_egress(check, section="payload_store", data=data, profile=profile, port=REDIS_PORT),
         auth=_auth(check, section="payload_store", data=data, profile=profile),
+        tls_secret=_tls(check, section="payload_store", data=data, profile=profile),
     )
     return target, check.problems
 
@@ -298,6 +302,26 @@ def _auth(
             "name the Secret that holds them: auth: {secret: NAME}, or write auth: none",
         )
     return choice
+
+
+def _tls(check: _Checker, *, section: str, data: dict[str, Any], profile: str) -> str | None:
+    """The section's ``tls:`` Secret (its shape already checked by the schema), and what
+    does not fit: a store of profile none, and an external store whose URL is not
+    ``rediss://`` (redis-py speaks TLS only for that scheme)."""
+    raw = data.get("tls")
+    if raw is None:
+        return None
+    fail = partial(check.fail, code="VF_CONFIG_TLS")
+    if profile == "none":
+        fail(f"{section}.tls", "no store runs with profile none", "drop tls or pick a profile")
+    url = data.get("url")
+    if section == "payload_store" and isinstance(url, str) and not url.startswith("rediss://"):
+        fail(
+            f"{section}.url",
+            "tls is set but the url's scheme is not rediss://, so the clients would not speak TLS",
+            "write the address as rediss://HOST:PORT/DB",
+        )
+    return str(raw["secret"])
 
 
 def _egress(

@@ -278,6 +278,14 @@ def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Pr
     where = f"{path}:{_line_of(document, list(error.absolute_path))}"
     if error.schema == config_schema()["$defs"]["serviceAuth"]:
         return _auth_problem(error.instance, location=location, where=where)
+    if _within_tls(error):
+        return Problem(
+            code="VF_CONFIG_TLS",
+            what=f"{location}: {error.message}",
+            remedy="write tls: {secret: NAME}, NAME a Secret in lower case letters, digits, "
+            "'-' and '.'",
+            where=where,
+        )
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         schema = error.schema if isinstance(error.schema, dict) else {}
         allowed = sorted(schema.get("properties", {}))
@@ -311,6 +319,13 @@ def _problem(error: jsonschema.ValidationError, document: Any, path: Path) -> Pr
         remedy="see the vf.yaml reference in docs/configuration.md",
         where=where,
     )
+
+
+def _within_tls(error: jsonschema.ValidationError) -> bool:
+    """Whether the refusal is of a ``tls:`` value (ADR 0222): its mapping or its Secret."""
+    path = [str(p) for p in error.absolute_path]
+    at = [i for i in range(max(1, len(path) - 2), len(path)) if path[i] == "tls"]
+    return bool(at) and path[at[-1] - 1] in ("broker", "payload_store")
 
 
 AUTH_KEYS = ("kind", "routes_secret", "secret")

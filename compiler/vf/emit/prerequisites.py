@@ -211,6 +211,9 @@ _RANDOM = '"$(openssl rand -hex 24)"'
 def _secret_command(
     name: str, namespace: str, keys: set[str], uses: set[str], *, server: bool = False
 ) -> str:
+    if "tls.key" in keys:  # a server's certificate (ADR 0222): the README's TLS section
+        files = " ".join(f"--from-file={key}" for key in sorted(keys))
+        return f"kubectl create secret generic {name}{_ns(namespace)} {files}"
     if server and uses == {"env"} and keys == {"user", "password"}:
         return (
             f"kubectl create secret generic {name}{_ns(namespace)} "
@@ -269,6 +272,11 @@ def missing_references(objects: Sequence[Mapping[str, Any]]) -> list[str]:
         used = " and ".join(what[u] for u in sorted(uses))
         server = (namespace, name) in servers
         whose = ": credentials of a server vf runs, any values" if server else ""
+        if "tls.key" in keys:
+            whose = (
+                ": the certificate of a server vf runs and the CA its clients trust; a "
+                "cert-manager Certificate can write it, see TLS above"
+            )
         command = _secret_command(name, namespace, keys, uses, server=server)
         items.append(
             f"The Secret `{name}`{f' in `{namespace}`' if namespace else ''} ({used}"

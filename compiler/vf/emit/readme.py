@@ -72,8 +72,12 @@ def _environment(
         "name": env,
         "namespace": view.namespace,
         "kubernetes": _cell(view.kubernetes_version),
-        "broker": _cell(", ".join(t for t in (view.broker_profile, view.broker_auth) if t)),
-        "store": _cell(", ".join(t for t in (view.store_profile, view.store_auth) if t)),
+        "broker": _cell(
+            ", ".join(t for t in (view.broker_profile, view.broker_auth, view.broker_tls) if t)
+        ),
+        "store": _cell(
+            ", ".join(t for t in (view.store_profile, view.store_auth, view.store_tls) if t)
+        ),
         "gpu": _cell(", ".join(t for t in (view.gpu_mode or "", view.gpu_cost) if t)),
         "replicas": _cell(replicas),
         "argocd": root if root in paths else "",
@@ -86,6 +90,19 @@ def _environment(
         "manifests": manifests,
         "needs": list(needs),
     }
+
+
+def _tls_certs(views: Sequence[EnvView]) -> list[dict[str, Any]]:
+    """Each TLS Secret of a server vf runs (ADR 0222), once, with its namespace and the
+    names its certificate must carry, for the README's TLS section."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for view in views:
+        for secret, names in view.tls_certs:
+            found.setdefault(
+                (view.namespace, secret),
+                {"secret": secret, "namespace": view.namespace, "names": list(names)},
+            )
+    return list(found.values())
 
 
 def tree_readme(
@@ -116,6 +133,7 @@ def tree_readme(
         "manifests": any(p.startswith(f"{MANIFESTS_DIR}/") for p in paths),
         "manifests_over": f"{MANIFESTS_OVER:,}",
         "flux_crowded": flux_builds_too_many(gitops, counts=counts or {}),
+        "tls": _tls_certs(views),
         "environments": [
             _environment(
                 v,

@@ -134,6 +134,15 @@ class ServiceAuth:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ServiceTls:
+    """A broker or payload store that speaks TLS (ADR 0222): the Secret of its certificate
+    (keys ``tls.crt``, ``tls.key``, ``ca.crt``, as cert-manager writes them) for a server
+    vf runs; for an external one, the Secret whose ``ca.crt`` its clients trust."""
+
+    secret: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Infra:
     """The broker and payload store of an environment, and what vf provisions for them."""
 
@@ -157,6 +166,9 @@ class Infra:
     # who may use the broker and the store (None: no store)
     broker_auth: ServiceAuth
     store_auth: ServiceAuth | None = field(default=None, metadata=OMIT_IF_NONE)  # none: no store
+    # TLS on the clients' (and the durable broker's routes') connections; None: plaintext
+    broker_tls: ServiceTls | None = field(default=None, metadata=OMIT_IF_NONE)
+    store_tls: ServiceTls | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from vf import names
 from vf.config.infra import AuthChoice
 from vf.config.targets import Environment
-from vf.ir.plan import ContainerResources, Infra, Provision, ServiceAuth
+from vf.ir.plan import ContainerResources, Infra, Provision, ServiceAuth, ServiceTls
 from vf.plan.context import PlanContext
 from vf.plan.jobs import ignores_disruptions
 from vf.resources import shipped_components
@@ -40,9 +40,12 @@ def plan_infra(env: Environment, *, flow_id: str) -> Infra:
         components.append(f"nats-{broker.profile}")
     if store.profile in ("dev", "durable", "cache"):
         components.append(f"redis-{store.profile}")
-    # In-namespace names: the same in every environment and wherever a release installs it.
-    provisioned_nats = f"nats://{broker_name}:4222"
-    provisioned_redis = f"redis://{store_name}:6379/0"
+    # In-namespace names: the same in every environment and wherever a release installs it;
+    # the schemes of TLS where vf.yaml asks it (ADR 0222)
+    broker_tls = ServiceTls(secret=broker.tls_secret) if broker.tls_secret else None
+    store_tls = ServiceTls(secret=store.tls_secret) if store.tls_secret else None
+    provisioned_nats = f"{'tls' if broker_tls else 'nats'}://{broker_name}:4222"
+    provisioned_redis = f"{'rediss' if store_tls else 'redis'}://{store_name}:6379/0"
     return Infra(
         broker_name=broker_name,
         store_name=store_name,
@@ -65,6 +68,8 @@ def plan_infra(env: Environment, *, flow_id: str) -> Infra:
         store_auth=None
         if store.profile == "none"
         else plan_auth(store.auth, profile=store.profile, name=store_name, routes=False),
+        broker_tls=broker_tls,
+        store_tls=store_tls,
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from vf.ir.plan import Infra
 from vf.ir.records import SecretRef
+from vf.render.tls import client_ca_env, client_ca_mounts, client_ca_volumes
 from vf_runtime.credentials import (
     NATS_CREDS_ENV,
     NATS_PASSWORD_ENV,
@@ -44,12 +45,13 @@ def client_credentials(infra: Infra) -> list[tuple[str, SecretRef]]:
 
 
 def creds_file_env(infra: Infra) -> list[Obj]:
-    """``VF_NATS_CREDS``: where a client finds an external broker's ``.creds`` file."""
-    return [{"name": NATS_CREDS_ENV, "value": NATS_CREDS_PATH}] if credential_volumes(infra) else []
+    """``VF_NATS_CREDS``: where a client finds an external broker's ``.creds`` file; and
+    where it finds the CA of a broker or store that speaks TLS (ADR 0222)."""
+    creds = [{"name": NATS_CREDS_ENV, "value": NATS_CREDS_PATH}] if _creds_volumes(infra) else []
+    return creds + client_ca_env(infra)
 
 
-def credential_volumes(infra: Infra) -> list[Obj]:
-    """An external broker's ``.creds`` file, from its Secret's key ``creds``."""
+def _creds_volumes(infra: Infra) -> list[Obj]:
     auth = infra.broker_auth
     if auth.kind != "creds" or auth.secret is None:
         return []
@@ -57,9 +59,16 @@ def credential_volumes(infra: Infra) -> list[Obj]:
     return [{"name": CREDS_VOLUME, "secret": {"secretName": auth.secret, "items": items}}]
 
 
+def credential_volumes(infra: Infra) -> list[Obj]:
+    """An external broker's ``.creds`` file, from its Secret's key ``creds``, and the CA
+    of each service that speaks TLS."""
+    return _creds_volumes(infra) + client_ca_volumes(infra)
+
+
 def credential_mounts(infra: Infra) -> list[Obj]:
-    """The ``.creds`` file's folder in a client's container, read-only."""
-    if not credential_volumes(infra):
-        return []
-    folder = str(PurePosixPath(NATS_CREDS_PATH).parent)
-    return [{"name": CREDS_VOLUME, "mountPath": folder, "readOnly": True}]
+    """The ``.creds`` file's folder and the CAs' in a client's container, read-only."""
+    found = []
+    if _creds_volumes(infra):
+        folder = str(PurePosixPath(NATS_CREDS_PATH).parent)
+        found.append({"name": CREDS_VOLUME, "mountPath": folder, "readOnly": True})
+    return found + client_ca_mounts(infra)

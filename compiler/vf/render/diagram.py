@@ -53,6 +53,11 @@ class EnvView:
     # who may use the broker and store (ADR 0212): "auth: none", "auth: <Secret>", or ""
     broker_auth: str = ""
     store_auth: str = ""
+    # TLS on the flow's connections (ADR 0222): "tls: <Secret>", or "" (plaintext)
+    broker_tls: str = ""
+    store_tls: str = ""
+    # each TLS Secret of a server vf runs, with the DNS names its certificate must carry
+    tls_certs: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +161,27 @@ def _gpu_cost(gpu: Obj) -> str:
     return text
 
 
+def _tls_certs(infra: Mapping[str, Any], namespace: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The TLS Secrets of the broker and store vf runs, each with the names its clients
+    (and the durable broker's routes, which reach each pod by name) check it against."""
+    found = []
+    for service, profile in (("broker", "broker_profile"), ("store", "store_profile")):
+        secret = _mapping(infra.get(f"{service}_tls")).get("secret")
+        name = _text(infra.get(f"{service}_name"))
+        if not secret or infra.get(profile) in ("external", "none"):
+            continue
+        names = [name, f"{name}.{namespace}.svc"]
+        if service == "broker" and infra.get(profile) == "durable":
+            names += [f"*.{name}-headless", f"*.{name}-headless.{namespace}.svc"]
+        found.append((_text(secret), tuple(names)))
+    return tuple(found)
+
+
+def _tls(raw: Any) -> str:
+    secret = _mapping(raw).get("secret")
+    return f"tls: {_text(secret)}" if secret else ""
+
+
 def _auth(raw: Any) -> str:
     """A plan's credential choice in a few words: the Secret, or that vf.yaml said none."""
     auth = _mapping(raw)
@@ -183,6 +209,9 @@ def env_view(plan: Obj) -> EnvView:
         gpu_cost=_gpu_cost(gpu),
         broker_auth=_auth(infra.get("broker_auth")),
         store_auth=_auth(infra.get("store_auth")),
+        broker_tls=_tls(infra.get("broker_tls")),
+        store_tls=_tls(infra.get("store_tls")),
+        tls_certs=_tls_certs(infra, _text(plan.get("namespace"))),
         nodes=tuple(_node(w, grants=grants, mode=mode) for w in _items(plan.get("workloads"))),
         profiles=tuple(
             (_text(c.get("node")), _text(c.get("profile"), "?"))

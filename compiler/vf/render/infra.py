@@ -15,6 +15,13 @@ from functools import cache
 from typing import Any
 
 from vf.ir.plan import Infra
+from vf.render.tls import (
+    NATS_TLS_DIR,
+    STORE_TLS_DIR,
+    mount_server_tls,
+    nats_tls_block,
+    store_tls_args,
+)
 from vf.resources import resource_dir, shipped_components
 from vf.textio.quantity import quantity_bytes
 from vf_runtime.credentials import (
@@ -167,6 +174,7 @@ def nats_conf(
     name: str = SHIPPED_BROKER,
     max_file_store: str = DEV_FILE_STORE,
     auth: bool = True,
+    tls: bool = False,
 ) -> str:
     """The NATS server configuration of a profile (max_payload above vf's inline threshold;
     ``max_file_store`` within the volume, :func:`file_store_limit`).
@@ -176,7 +184,8 @@ def nats_conf(
     a peer that presents the route credentials. nats-server reads ``$VAR`` from the
     environment only as a whole value, so the routes (whose URLs carry the credentials) are
     not here but on the command line: :func:`nats_route_urls`. ``replicas`` and ``name``
-    are theirs."""
+    are theirs. With ``tls`` (ADR 0222) clients and, durable, routes speak TLS alone,
+    with the certificate of the Secret mounted at ``NATS_TLS_DIR``."""
     del replicas, name  # the routes moved to the command line (nats_route_urls)
     lines = ["port: 4222"]
     if durable:
@@ -195,16 +204,10 @@ def nats_conf(
         f"  max_file_store: {max_file_store}",
         "}",
     ]
+    if tls:
+        lines += nats_tls_block("")
     if auth:
-        user = f"{{user: ${NATS_USER_ENV}, password: ${NATS_PASSWORD_ENV}}}"
-        lines += [
-            "accounts {",
-            f"  {NATS_ACCOUNT} {{",
-            "    jetstream: enabled",
-            f"    users: [{user}]",
-            "  }",
-            "}",
-        ]
+        lines += _flow_account()
     if durable:
         lines += ["cluster {", "  name: vf", "  port: 6222"]
         if auth:
@@ -214,8 +217,23 @@ def nats_conf(
                 f"    password: ${NATS_ROUTE_PASSWORD_ENV}",
                 "  }",
             ]
+        if tls:
+            lines += nats_tls_block("  ")
         lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _flow_account() -> list[str]:
+    """The one account, with JetStream, whose one user is the flow's (ADR 0212)."""
+    user = f"{{user: ${NATS_USER_ENV}, password: ${NATS_PASSWORD_ENV}}}"
+    return [
+        "accounts {",
+        f"  {NATS_ACCOUNT} {{",
+        "    jetstream: enabled",
+        f"    users: [{user}]",
+        "  }",
+        "}",
+    ]
 
 
 def nats_route_urls(*, name: str, replicas: int, auth: bool) -> str:
@@ -287,6 +305,8 @@ def store_container(container: Obj, infra: Infra, *, flow_id: str) -> None:
     env = [
         e for e in container.get("env") or [] if "secretKeyRef" not in (e.get("valueFrom") or {})
     ]
+    if infra.store_tls is not None:  # before the users: they end the arguments
+        args += store_tls_args()
     if auth is not None and auth.secret is not None:
         args += store_auth_args(flow_id)
         env += [
@@ -342,13 +362,17 @@ def _configure(obj: Obj, component: str, infra: Infra, *, flow_id: str) -> None:
                 file_store_limit(infra.broker_storage_size) if durable else DEV_FILE_STORE
             ),
             auth=infra.broker_auth.secret is not None,
+            tls=infra.broker_tls is not None,
         )
     if kind in ("StatefulSet", "Deployment"):
-        container = obj["spec"]["template"]["spec"]["containers"][0]
+        pod = obj["spec"]["template"]["spec"]
+        container = pod["containers"][0]
         if component.startswith("nats"):
             broker_container(container, infra, durable=durable)
+            mount_server_tls(pod, infra.broker_tls, folder=NATS_TLS_DIR)
         else:
             store_container(container, infra, flow_id=flow_id)
+            mount_server_tls(pod, infra.store_tls, folder=STORE_TLS_DIR)
     if kind == "StatefulSet":
         obj["spec"]["replicas"] = infra.broker_replicas
         claim = obj["spec"]["volumeClaimTemplates"][0]["spec"]

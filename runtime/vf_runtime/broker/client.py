@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableErr
 
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.clientauth import CredentialsError, NatsAuth, nats_auth
+from vf_runtime.credentials import NATS_TLS_CA_ENV
 from vf_runtime.redact import redact
 
 _STREAM_FIELDS = (
@@ -56,11 +58,18 @@ class BrokerError(Exception):
 
 # The client's credentials are wrong or refused: an environment to correct, not a broker
 # to wait for (a worker and the provision Job exit 2 on these, LIFE-5).
-AUTH_CODES = frozenset({"VF_BROKER_AUTH", "VF_BROKER_CREDENTIALS"})
+AUTH_CODES = frozenset({"VF_BROKER_AUTH", "VF_BROKER_CREDENTIALS", "VF_BROKER_TLS"})
 AUTH_FIX = (
     "give the client the credentials of a user the broker knows: VF_NATS_USER and "
     "VF_NATS_PASSWORD, or VF_NATS_TOKEN, or VF_NATS_CREDS (a .creds file's path), from the "
     "Secret the broker's own configuration reads"
+)
+
+
+TLS_FIX = (
+    f"point {NATS_TLS_CA_ENV} at the ca.crt of the broker's TLS Secret, use the broker's "
+    "Service name (the one its certificate names), and give the broker and its clients the "
+    "same tls: in vf.yaml"
 )
 
 
@@ -143,21 +152,15 @@ async def connect(
     refused: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
 
     async def on_error(error: Exception) -> None:
-        if _auth_refused(error):
+        if _auth_refused(error) or isinstance(error, ssl.SSLError):
             if not refused.done():
-                refused.set_result(error)  # while connecting: raised as VF_BROKER_AUTH
+                refused.set_result(error)  # while connecting: VF_BROKER_AUTH or _TLS
             elif connecting.done():  # connected once with them: refused now (rotated?)
                 log.warning("the broker refuses this client's credentials: %s", error)
             return
         await _log_error(error)
 
-    options: dict[str, Any] = {  # nats-py declares the two waits int; it takes seconds
-        "connect_timeout": min(5.0, timeout),
-        "reconnect_time_wait": 0.5,
-        "max_reconnect_attempts": -1,
-        "allow_reconnect": True,
-        **auth.options(),
-    }
+    options = _options(auth, timeout=timeout)
     client = Client()
     servers = [u.strip() for u in url.split(",")]
     connecting = asyncio.ensure_future(
@@ -171,8 +174,34 @@ async def connect(
         )
     )
     await _connected(client, connecting, refused, url=url, auth=auth, timeout=timeout)
+    await _require_tls(client, url, auth)
     await _require_jetstream(client, url)
     return client
+
+
+def _options(auth: NatsAuth, *, timeout: float) -> dict[str, Any]:
+    """nats-py's ``connect`` options: reconnect for ever, present ``auth`` (and its CA)."""
+    return {  # nats-py declares the two waits int; it takes seconds
+        "connect_timeout": min(5.0, timeout),
+        "reconnect_time_wait": 0.5,
+        "max_reconnect_attempts": -1,
+        "allow_reconnect": True,
+        **auth.options(),
+    }
+
+
+async def _require_tls(client: Client, url: str, auth: NatsAuth) -> None:
+    """A client given a CA speaks TLS or nothing: nats-py upgrades only when the server
+    asks it, so a server that does not would get the credentials in the clear."""
+    if not auth.ca or client._server_info.get("tls_required"):
+        return
+    await client.close()
+    raise BrokerError(
+        "VF_BROKER_TLS",
+        f"the broker at {url} does not speak TLS, and this client trusts a CA for it "
+        f"({NATS_TLS_CA_ENV}={auth.ca})",
+        TLS_FIX,
+    )
 
 
 async def _require_jetstream(client: Client, url: str) -> None:
@@ -222,6 +251,15 @@ def _auth_refused(error: BaseException) -> bool:
 
 
 def _refusal(url: str, auth: NatsAuth, error: Exception) -> BrokerError:
+    if isinstance(error, ssl.SSLError):
+        trusted = (
+            f"the CA in {auth.ca}" if auth.ca else f"the system's CAs ({NATS_TLS_CA_ENV} unset)"
+        )
+        return BrokerError(
+            "VF_BROKER_TLS",
+            f"the TLS handshake with the broker at {url} failed, trusting {trusted}: {error}",
+            TLS_FIX,
+        )
     return BrokerError(
         "VF_BROKER_AUTH",
         f"the broker at {url} refused this client {auth.described()}: {error}",

@@ -265,7 +265,7 @@ class BlobStore:
             from redis.asyncio import Redis
 
             self._client = Redis.from_url(
-                self.url, socket_timeout=10, socket_connect_timeout=5, **self.auth.options()
+                self.url, socket_timeout=10, socket_connect_timeout=5, **self.auth.options(self.url)
             )
         return self._client
 

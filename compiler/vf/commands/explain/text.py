@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from vf.emit.manifests import MANIFESTS_OVER, flux_builds_too_many, reads_manifests
 from vf.ir.delivery import GitOps
 from vf.ir.gpu import GpuPlan
-from vf.ir.plan import Plan, ServiceAuth
+from vf.ir.plan import Plan, ServiceAuth, ServiceTls
 from vf.ir.records import Peer
 from vf.ir.security import EgressRule
 from vf.pipeline import CompileResult
@@ -227,10 +227,22 @@ def security_lines(plan: Plan) -> list[str]:
             f"  {policy.name}: a NetworkPolicy admits the flow's pods only, where the "
             f"cluster's network plugin enforces NetworkPolicies; {readers}"
         )
-    lines.append(f"  broker credentials: {auth_text(plan.infra.broker_auth, 'broker')}")
-    if plan.infra.store_auth is not None:
-        lines.append(f"  store credentials: {auth_text(plan.infra.store_auth, 'store')}")
+    infra = plan.infra
+    lines.append(f"  broker credentials: {auth_text(infra.broker_auth, 'broker')}")
+    lines.append(f"  broker TLS: {tls_text(infra.broker_tls, infra.broker_profile)}")
+    if infra.store_auth is not None:
+        lines.append(f"  store credentials: {auth_text(infra.store_auth, 'store')}")
+        lines.append(f"  store TLS: {tls_text(infra.store_tls, infra.store_profile)}")
     return lines
+
+
+def tls_text(tls: ServiceTls | None, profile: str) -> str:
+    """Whether the flow's connections to a broker or store speak TLS (ADR 0222)."""
+    if tls is None:
+        return "off: the flow's connections (and credentials) cross the network in the clear"
+    if profile == "external":
+        return f"on: the clients trust the CA in the Secret {tls.secret} (key ca.crt)"
+    return f"on: the certificate and CA of the Secret {tls.secret}; the clients trust its CA"
 
 
 _KINDS = {

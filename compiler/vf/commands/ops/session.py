@@ -59,7 +59,8 @@ def _store(redis_url: str) -> Redis:
         auth = store_auth()
     except CredentialsError as exc:
         raise EnvironmentProblem(exc.code, str(exc), exc.fix, redact(redis_url)) from exc
-    return Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5, **auth.options())
+    options = auth.options(redis_url)
+    return Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5, **options)
 
 
 async def _converse(
