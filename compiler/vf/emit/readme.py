@@ -6,17 +6,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from vf.emit import shards as sharding
 from vf.emit.gitops.files import FLUX_SOURCE_FILE, argocd_root_file, flux_root_file
 from vf.emit.manifests import MANIFESTS_DIR, source_path
-from vf.emit.shards import (
-    SHARD_MAX_BYTES,
-    SHARD_MAX_OBJECTS,
-    SHARD_OVER,
-    Shard,
-    argocd_shards,
-    flux_shards,
-    shard_path,
-)
+from vf.emit.shards import Shard, argocd_shards, flux_shards, shard_path
 from vf.ir.delivery import GitOps
 from vf.render.diagram import Diagram, EnvView, diagram_of
 from vf.render.diagram_syntax import mermaid
@@ -144,9 +137,9 @@ def tree_readme(
         "gitops": gitops is not None,
         "manifests": any(p.startswith(f"{MANIFESTS_DIR}/") for p in paths),
         "sharded": bool(shards),
-        "shard_over": f"{SHARD_OVER:,}",
-        "shard_max_objects": f"{SHARD_MAX_OBJECTS:,}",
-        "shard_max_mb": f"{SHARD_MAX_BYTES / 1e6:g}",
+        "shard_over": f"{sharding.SHARD_OVER:,}",
+        "shard_max_objects": f"{sharding.SHARD_MAX_OBJECTS:,}",
+        "shard_max_mb": f"{sharding.SHARD_MAX_BYTES / 1e6:g}",
         "environments": [
             _environment(
                 v,

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from vf.emit import shards as sharding
 from vf.emit.manifests import reads_manifests
-from vf.emit.shards import (
-    SHARD_MAX_BYTES,
-    SHARD_MAX_OBJECTS,
-    SHARD_OVER,
-    argocd_shards,
-    environment_shards,
-    flux_shards,
-    sharded,
-)
+from vf.emit.shards import argocd_shards, environment_shards, flux_shards, sharded
 from vf.ir.delivery import GitOps
 from vf.ir.gpu import GpuPlan
 from vf.ir.plan import Plan, ServiceAuth
@@ -108,9 +101,10 @@ def _shards_line(gitops: GitOps, *, env: str, count: int, shards: int | None) ->
     ]
     many = f"{shards} shards" if shards is not None else "shards"
     return (
-        f"{env}: {count} objects, over {SHARD_OVER}: {' and '.join(who)} read it in {many} "
-        f"(shards/{env}/<nn>, an Application or Kustomization each, at most "
-        f"{SHARD_MAX_OBJECTS} objects and {SHARD_MAX_BYTES // 1_000_000} MB each): one render "
+        f"{env}: {count} objects, over {sharding.SHARD_OVER}: {' and '.join(who)} read it in "
+        f"{many} (shards/{env}/<nn>, an Application or Kustomization each, at most "
+        f"{sharding.SHARD_MAX_OBJECTS} objects and {sharding.SHARD_MAX_BYTES // 1_000_000} MB "
+        "each): one render "
         "of the whole overlay grows with the square of its objects and passes Argo CD's "
         "10 MB directory limit near 3,500 objects"
     )
