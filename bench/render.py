@@ -55,6 +55,7 @@ from compile import filesystem, shape, update_doc, write_project
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "render.json"
 MARKS = ("<!-- render-table:start -->", "<!-- render-table:end -->")
+SHARD_MARKS = ("<!-- shard-table:start -->", "<!-- shard-table:end -->")
 TOOLS = ROOT / ".tools" / "bin"
 SIZES = (1000, 5000)
 KUSTOMIZE_DIRS = frozenset({"base", "components", "overlays"})
@@ -114,6 +115,41 @@ def manifests_read(folder: Path) -> dict[str, Any] | None:
         "objects": objects,
         "bytes": sum(f.stat().st_size for f in files),
         "parse_s": round(time.perf_counter() - start, 3),
+    }
+
+
+def shard_renders(tree: Path, env: str, cap: float, work: Path) -> dict[str, Any] | None:
+    """What the controllers render per sync of an environment delivered in shards (ADR
+    220), summed over its shards: Argo CD's read of each folder (libyaml's parse, as for
+    ``manifests/``) and the kustomize build Flux runs of each (a copy of the folder with the
+    kustomization.yaml kustomize-controller generates: every YAML file a resource)."""
+    folder = tree / "shards" / env
+    if not folder.is_dir():
+        return None
+    rows = []
+    for shard in sorted(folder.iterdir()):
+        read = manifests_read(shard)
+        assert read is not None
+        scratch = work / f"shard-{env}-{shard.name}"
+        shutil.copytree(shard, scratch)
+        files = sorted(p.name for p in scratch.iterdir())
+        (scratch / "kustomization.yaml").write_text(
+            "resources:\n" + "".join(f"- {name}\n" for name in files), encoding="utf-8"
+        )
+        built = capped([tool("kubectl"), "kustomize", str(scratch)], tree, cap, work / "s.yaml")
+        shutil.rmtree(scratch)
+        rows.append({**read, "build": built})
+    builds = [r["build"] for r in rows]
+    capped_any = any(b["capped"] for b in builds)
+    return {
+        "shards": len(rows),
+        "objects_total": sum(r["objects"] for r in rows),
+        "max_objects": max(r["objects"] for r in rows),
+        "max_bytes": max(r["bytes"] for r in rows),
+        "parse_s": round(sum(r["parse_s"] for r in rows), 3),
+        "capped": capped_any,
+        "kustomize_wall_s": round(sum(b["wall_s"] for b in builds), 3),
+        "kustomize_cpu_s": None if capped_any else round(sum(b["cpu_s"] for b in builds), 3),
     }
 
 
@@ -181,9 +217,11 @@ def spread(samples: list[dict[str, Any]], key: str) -> dict[str, Any]:
     }
 
 
-def measure(graph: Path, n: int, envs: list[str], repeat: int, cap: float) -> dict[str, Any]:
+def measure(
+    graph: Path, n: int, envs: list[str], repeat: int, cap: float, *, shards_only: bool = False
+) -> dict[str, Any]:
     """Compile ``envs`` (all when empty), then render each environment ``repeat`` times,
-    kustomize and helm alternating."""
+    kustomize and helm alternating, and each shard once; ``shards_only``: the shards."""
     key = "two_envs" if not envs else "one_env"
     tree = graph.parent / key / "deploy"
     row: dict[str, Any] = {"compile_wall_s": compile_tree(graph, envs, tree)}
@@ -195,6 +233,9 @@ def measure(graph: Path, n: int, envs: list[str], repeat: int, cap: float) -> di
         "kustomize_bytes": sum(p.stat().st_size for p in kustomize_files),
     }
     for env in envs or sorted(NAMESPACES):
+        if shards_only:
+            row[env] = {"shards": shard_renders(tree, env, cap, graph.parent)}
+            continue
         cases: dict[str, list[dict[str, Any]]] = {}
         runs = renders(tree, env, cap, graph.parent)
         for _ in range(repeat):
@@ -206,6 +247,7 @@ def measure(graph: Path, n: int, envs: list[str], repeat: int, cap: float) -> di
             for name, s in cases.items()
         }
         result["manifests"] = manifests_read(tree / "manifests" / env)
+        result["shards"] = shard_renders(tree, env, cap, graph.parent)
         done = [name for name, s in cases.items() if not any(r["capped"] for r in s)]
         if done:
             result["stored"] = stored(runs[done[-1]][1], n)
@@ -268,6 +310,46 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def shard_table(report: dict[str, Any]) -> str:
+    """Per environment delivered in shards: what the controllers render per sync, summed
+    over the shards, beside the compile."""
+    lines = [
+        "| N | envs | env | objects | compile wall (s) | shards | largest (objects / MB) "
+        "| Argo CD: parse of every shard (s) | Flux: `kubectl kustomize` of every shard, "
+        "wall / CPU (s) | Flux / compile (wall) |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n, sizes in sorted(report.get("shard_sizes", {}).items(), key=lambda i: int(i[0])):
+        for key in ("one_env", "two_envs"):
+            row = sizes.get(key) or {}
+            for env in sorted(k for k in row if k in NAMESPACES):
+                sh = row[env].get("shards")
+                if not sh:
+                    continue
+                cpu = sh["kustomize_cpu_s"]
+                ratio = sh["kustomize_wall_s"] / row["compile_wall_s"]
+                lines.append(
+                    f"| {n} | {1 if key == 'one_env' else 2} | {env} | {sh['objects_total']} | "
+                    f"{row['compile_wall_s']:.2f} | {sh['shards']} | "
+                    f"{sh['max_objects']} / {sh['max_bytes'] / 1e6:.2f} | {sh['parse_s']:.2f} | "
+                    f"{sh['kustomize_wall_s']:.2f} / {'—' if cpu is None else f'{cpu:.2f}'} | "
+                    f"{ratio:.1f}x |"
+                )
+    m = report.get("shard_machine") or {**report["machine"], "filesystem": report["filesystem"]}
+    loads = "; ".join(
+        f"{n} nodes: {row.get('loadavg', '?')}"
+        for n, row in sorted(report.get("shard_sizes", {}).items(), key=lambda i: int(i[0]))
+    )
+    lines += [
+        "",
+        f"One render of each shard; the compile is `vf compile` of the same environments. "
+        f"Load average at the start of each size: {loads}. Machine: {m['cpu_count']} CPUs, "
+        f"{m['platform']}, shared with other work while it ran; trees on {m['filesystem']}. "
+        "Sizes without a row are not sharded (at most 2,000 objects per environment).",
+    ]
+    return "\n".join(lines)
+
+
 def versions() -> dict[str, str]:
     out = subprocess.run(
         [tool("kubectl"), "version", "--client"], check=True, capture_output=True, text=True
@@ -295,6 +377,11 @@ def main() -> None:
         help="keep the saved sizes (and environment sets) this run does not measure",
     )
     parser.add_argument("--tmp", type=Path, default=None, help="where graphs and trees go")
+    parser.add_argument(
+        "--shards-only",
+        action="store_true",
+        help="compile and render only the shards (their own table), keeping the rest",
+    )
     args = parser.parse_args()
     report: dict[str, Any] = {
         "machine": {
@@ -308,6 +395,7 @@ def main() -> None:
         "repeat": args.repeat,
         "filesystem": filesystem(args.tmp or Path(tempfile.gettempdir())),
         "sizes": {},
+        "shard_sizes": {},
     }
     with tempfile.TemporaryDirectory(prefix="vf-render-", dir=args.tmp) as tmp:
         for n in (int(s) for s in args.sizes.split(",") if s):
@@ -322,22 +410,30 @@ def main() -> None:
             }
             for key, envs in (("one_env", ["dev"]), ("two_envs", [])):
                 if key.split("_")[0] in args.envs.split(","):
-                    row[key] = measure(graph, n, envs, args.repeat, args.cap)
-            report["sizes"][str(n)] = row
+                    row[key] = measure(
+                        graph, n, envs, args.repeat, args.cap, shards_only=args.shards_only
+                    )
+            report["shard_sizes" if args.shards_only else "sizes"][str(n)] = row
     if args.merge and RESULTS.exists():
         saved = json.loads(RESULTS.read_text(encoding="utf-8"))
+        report["shard_sizes"] = {**saved.get("shard_sizes", {}), **report["shard_sizes"]}
+        if args.shards_only:  # the render table and the machine it ran on stay as saved
+            report["shard_machine"] = {**report["machine"], "filesystem": report["filesystem"]}
+            for field in ("cap_s", "repeat", "machine", "versions", "filesystem"):
+                report[field] = saved[field]
         kept = {n: row for n, row in saved["sizes"].items() if n not in report["sizes"]}
         for n, row in report["sizes"].items():  # and a size's environment sets not measured
             for envs in ("one_env", "two_envs"):
                 if envs not in row and envs in saved["sizes"].get(n, {}):
                     row[envs] = saved["sizes"][n][envs]
         report["sizes"] = {**kept, **report["sizes"]}
-    text = table(report)
-    print(text)
+    text, shards = table(report), shard_table(report)
+    print(text, shards, sep="\n\n")
     if not args.no_save:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         update_doc(text, MARKS)
+        update_doc(shards, SHARD_MARKS)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +10,10 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.support import example_graph, kustomize_build
-from vf.commands.explain.text import delivery_lines, explain
-from vf.emit.manifests import MANIFESTS_OVER, reads_manifests
-from vf.emit.readme import tree_readme
-from vf.ir.delivery import ArgoCD, Flux, GitOps
+from vf.commands.explain.text import explain
+from vf.emit.manifests import reads_manifests
+from vf.ir.delivery import ArgoCD, GitOps
 from vf.pipeline import CompileRequest, CompileResult, compile_project
-from vf.render.diagram import env_view
 from vf.tree.write import write_tree
 
 Obj = dict[str, Any]
@@ -82,54 +78,12 @@ def test_small_flows_and_overlay_keep_the_overlays(tmp_path: Path, source: str |
     assert "Argo CD reads overlays/<env>" in explain(result)
 
 
-def test_auto_chooses_manifests_past_the_limit() -> None:
+def test_only_an_explicit_source_reads_manifests() -> None:
+    """``auto`` delivers a large environment in shards (ADR 220), never manifests/."""
     gitops = GitOps(
         repo_url="https://g.example/r.git", revision="main", path=".", argocd=None, flux=None
     )
-    auto = GitOps(**{**vars(gitops), "argocd": ArgoCD()})
-    over, under = {"dev": 10, "prod": MANIFESTS_OVER + 1}, {"dev": MANIFESTS_OVER}
-    assert reads_manifests(auto, counts=over)
-    assert not reads_manifests(auto, counts=under)
-    assert not reads_manifests(gitops, counts=over)  # no Applications: nothing reads them
-    forced = GitOps(**{**vars(gitops), "argocd": ArgoCD(source="overlay")})
-    assert not reads_manifests(forced, counts=over)
-    chosen = GitOps(**{**vars(gitops), "argocd": ArgoCD(source="manifests")})
-    assert reads_manifests(chosen, counts=under)
-
-
-def test_explain_says_what_flux_builds_and_when_it_is_too_large() -> None:
-    """Flux builds any path with kustomize: past the limit vf says what that costs and
-    which delivery avoids it; a HelmRelease delivery renders with Helm."""
-    plain = GitOps(
-        repo_url="https://g.example/r.git", revision="main", path=".", argocd=None, flux=Flux()
-    )
-    released = GitOps(**{**vars(plain), "flux": Flux(helm_release=True)})
-    over, under = {"dev": MANIFESTS_OVER + 1}, {"dev": MANIFESTS_OVER}
-    (small,) = delivery_lines(plain, counts=under)
-    assert small == f"Flux builds overlays/<env> with kustomize (at most {MANIFESTS_OVER} objects)"
-    (large,) = delivery_lines(plain, counts=over)
-    assert "grows with the square of the objects" in large
-    assert "gitops.flux.helm_release: true" in large
-    (chart,) = delivery_lines(released, counts=over)
-    assert chart.startswith("Flux installs chart/ with a HelmRelease")
-    both = GitOps(**{**vars(plain), "argocd": ArgoCD()})
-    assert [line.split(" ")[0] for line in delivery_lines(both, counts=over)] == ["Argo", "Flux"]
-    assert delivery_lines(None, counts=over) == []
-
-
-@pytest.mark.parametrize(("helm_release", "count"), [(False, MANIFESTS_OVER + 1), (True, 10**5)])
-def test_the_readme_says_when_flux_should_take_the_chart(
-    chosen: CompileResult, helm_release: bool, count: int
-) -> None:
-    """The tree README tells a Flux user when the kustomize build is too large, and only
-    when Flux builds one."""
-    gitops = chosen.targets.gitops
-    assert gitops is not None and gitops.flux is not None
-    gitops = replace(gitops, flux=replace(gitops.flux, helm_release=helm_release))
-    views = [env_view(json.loads(chosen.tree[f"plan/{env}.json"])) for env in ("dev", "prod")]
-    paths = frozenset(chosen.tree)
-    crowded = tree_readme(views, gitops=gitops, paths=paths, counts={"dev": 5, "prod": count})
-    calm = tree_readme(views, gitops=gitops, paths=paths, counts={"dev": 5, "prod": 5})
-    advice = "deliver this flow with\n  `gitops.flux.helm_release: true`"
-    assert (advice in crowded) is not helm_release
-    assert advice not in calm
+    assert not reads_manifests(GitOps(**{**vars(gitops), "argocd": ArgoCD()}))
+    assert not reads_manifests(gitops)  # no Applications: nothing reads them
+    assert not reads_manifests(GitOps(**{**vars(gitops), "argocd": ArgoCD(source="overlay")}))
+    assert reads_manifests(GitOps(**{**vars(gitops), "argocd": ArgoCD(source="manifests")}))

@@ -19,6 +19,7 @@ from vf.emit.kustomize.tree import EnvObjects, kustomize_files
 from vf.emit.manifests import manifest_files, reads_manifests
 from vf.emit.prerequisites import missing_references, prerequisites
 from vf.emit.readme import README, tree_readme
+from vf.emit.shards import environment_shards, shard_files
 from vf.errors import VfError
 from vf.frontend.graph_checks import graph_module_classes
 from vf.frontend.isolate import load_graph
@@ -225,7 +226,8 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
         env: prerequisites(objs, env=env) + missing_references(objs)
         for env, objs in objects.items()
     }
-    gitops = gitops_files(planned.targets.gitops, plans=plans, objects=objects)
+    shards = environment_shards(planned.targets.gitops, objects)
+    gitops = gitops_files(planned.targets.gitops, plans=plans, objects=objects, shards=shards)
     values_maps = flux_values_maps(planned.targets.gitops, plans=plans)
     paths = []
     for file, text in gitops:
@@ -234,10 +236,11 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
     info = chart_info(plans, previous=previous, partitioned=planned.partitioned)
     plans.clear()
     counts = {env: len(objs) for env, objs in objects.items()}
-    rendered = (
-        manifest_files(objects) if reads_manifests(planned.targets.gitops, counts=counts) else ()
+    rendered = manifest_files(objects) if reads_manifests(planned.targets.gitops) else ()
+    files = itertools.chain(
+        chart_files(objects, info=info), kustomize, rendered, shard_files(shards)
     )
-    for file, made in itertools.chain(chart_files(objects, info=info), kustomize, rendered):
+    for file, made in files:
         text = made
         follows = values_maps.get(file)
         if follows is not None:  # the ConfigMap a Flux HelmRelease reads these values from
@@ -252,6 +255,7 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
         paths=frozenset(paths),
         needs=needs,
         counts=counts,
+        shards=shards,
     )
     sink(README, readme)
 

@@ -22,6 +22,9 @@ CONFIG_HASH_KEY = f"{DOMAIN}/config-hash"  # a pod template annotation
 # name or its vf.dev/node label had to shorten it (ADR 0209)
 NODE_NAME_KEY = f"{DOMAIN}/node-name"
 RUN_TREE_LABEL = f"{DOMAIN}/run-tree"  # a container's label: the vf run-tree run that started it
+# on each Application and Kustomization of an environment delivered in shards (ADR 220):
+# the shard it reads, and what that shard holds, in words
+SHARD_KEY, SHARD_HOLDS_KEY = f"{DOMAIN}/shard", f"{DOMAIN}/shard-holds"
 # an object of an API (a CRD: KEDA's, the Prometheus Operator's) the cluster may lack; every
 # delivery keeps the rest of the flow running without it (ADR 0202)
 OPTIONAL_LABEL = f"{DOMAIN}/optional"

@@ -9,20 +9,26 @@ from typing import Any
 
 from vf.emit.helm.chart import ChartInfo
 from vf.emit.helm.version import ChartRelease
+from vf.emit.shards import Shard
 from vf.ir.delivery import GitOps
 from vf.ir.plan import Plan
 from vf.textio.filetext import FileText
 
 
 def gitops_files(
-    gitops: GitOps | None, *, plans: Sequence[Plan], objects: Mapping[str, Sequence[dict[str, Any]]]
+    gitops: GitOps | None,
+    *,
+    plans: Sequence[Plan],
+    objects: Mapping[str, Sequence[dict[str, Any]]],
+    shards: Mapping[str, Sequence[Shard]],
 ) -> Iterator[tuple[str, FileText]]:
-    """``gitops/``, when vf.yaml has a ``gitops:`` section (its emitters load only then)."""
+    """``gitops/``, when vf.yaml has a ``gitops:`` section (its emitters load only then);
+    ``shards``: those of each environment delivered in shards."""
     if gitops is None:
         return
     from vf.emit.gitops.manifests import emit_gitops
 
-    yield from emit_gitops(gitops, plans=plans, objects=objects).items()
+    yield from emit_gitops(gitops, plans=plans, objects=objects, shards=shards).items()
 
 
 def chart_info(

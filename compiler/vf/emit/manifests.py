@@ -1,12 +1,12 @@
 """``manifests/<env>/``: each environment's objects as plain files, for Argo CD to read.
 
-kustomize's build grows with the square of the objects (ADR 180): past a few thousand
-objects an overlay no longer builds within Argo CD's manifest-generation timeout. A folder
-of plain object files is read by Argo CD as a directory source, without a build. vf writes
-it when ``gitops.argocd.source`` asks for it, or (``auto``, the default) when an
-environment has more than ``MANIFESTS_OVER`` objects, and points the Applications at it
-(ADR 182). The files are the objects ``kubectl kustomize overlays/<env>`` gives, one per
-file, named as in the overlays; the overlays and the chart are written as before.
+kustomize's build grows with the square of the objects (ADR 180). A folder of plain object
+files is read by Argo CD as a directory source, without a build. vf writes it when
+``gitops.argocd.source: manifests`` asks for it and points the Applications at it (ADR
+182); ``auto``, the default, delivers an environment past ``vf.emit.shards.SHARD_OVER``
+objects in shards instead (ADR 220), since Argo CD refuses a directory of more than 10 MB.
+The files are the objects ``kubectl kustomize overlays/<env>`` gives, one per file, named
+as in the overlays; the overlays and the chart are written as before.
 """
 
 from __future__ import annotations
@@ -21,30 +21,15 @@ from vf.textio import yamlout
 
 Obj = dict[str, Any]
 MANIFESTS_DIR = "manifests"
-# An environment of more objects than this is read by Argo CD from manifests/<env>/: the
-# 1,000-node benchmark tree (2,008 objects) took 14 CPU seconds to build on a 2-core machine,
-# and the build grows with the square of the objects (ADR 180).
-MANIFESTS_OVER = 2000
 
 
-def reads_manifests(gitops: GitOps | None, *, counts: Mapping[str, int]) -> bool:
+def reads_manifests(gitops: GitOps | None) -> bool:
     """Whether the Argo CD Applications read ``manifests/<env>`` instead of the overlays:
-    ``gitops.argocd.source`` says so, or is ``auto`` and an environment has more than
-    ``MANIFESTS_OVER`` objects."""
+    ``gitops.argocd.source`` says so (``auto`` delivers a large environment in shards
+    instead, ``vf.emit.shards``)."""
     if gitops is None or gitops.argocd is None:
         return False
-    source = gitops.argocd.source
-    if source == "auto":
-        return any(count > MANIFESTS_OVER for count in counts.values())
-    return source == "manifests"
-
-
-def flux_builds_too_many(gitops: GitOps | None, *, counts: Mapping[str, int]) -> bool:
-    """Whether Flux Kustomizations build an overlay of more than ``MANIFESTS_OVER`` objects
-    (kustomize-controller builds any path it is given; a HelmRelease renders with Helm)."""
-    if gitops is None or gitops.flux is None or gitops.flux.helm_release:
-        return False
-    return any(count > MANIFESTS_OVER for count in counts.values())
+    return gitops.argocd.source == "manifests"
 
 
 def source_path(gitops: GitOps, *, env: str, manifests: bool) -> str:

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from vf.emit import shards as sharding
 from vf.emit.gitops.files import FLUX_SOURCE_FILE, argocd_root_file, flux_root_file
-from vf.emit.manifests import MANIFESTS_DIR, MANIFESTS_OVER, flux_builds_too_many, source_path
+from vf.emit.manifests import MANIFESTS_DIR, source_path
+from vf.emit.shards import Shard, argocd_shards, flux_shards, shard_path
 from vf.ir.delivery import GitOps
 from vf.render.diagram import Diagram, EnvView, diagram_of
 from vf.render.diagram_syntax import mermaid
@@ -63,6 +65,7 @@ def _environment(
     paths: Collection[str],
     replicas: str,
     needs: Sequence[str],
+    shards: Sequence[Shard],
 ) -> dict[str, Any]:
     env = view.environment
     root = f"gitops/argocd/{argocd_root_file(env)}"
@@ -89,6 +92,23 @@ def _environment(
         "argocd_source": _source(gitops, env, manifests=manifests),
         "manifests": manifests,
         "needs": list(needs),
+        **_sharding(gitops, env, shards),
+    }
+
+
+def _sharding(gitops: GitOps | None, env: str, shards: Sequence[Shard]) -> dict[str, Any]:
+    """What the README says of an environment delivered in shards (ADR 220)."""
+    if gitops is None or not shards:
+        return {"shards": [], "argocd_shards": False, "flux_shards": False}
+    count = sum(len(s.objects) for s in shards)
+    return {
+        "shards": [
+            {"number": s.number, "holds": s.holds(), "kib": f"{s.size / 1024:,.0f}"} for s in shards
+        ],
+        "shard_objects": f"{count:,}",
+        "shared_path": shard_path(gitops, env=env, number=shards[0].number),
+        "argocd_shards": argocd_shards(gitops, count=count),
+        "flux_shards": flux_shards(gitops, count=count),
     }
 
 
@@ -112,10 +132,12 @@ def tree_readme(
     paths: Collection[str],
     needs: Mapping[str, Sequence[str]] | None = None,
     counts: Mapping[str, int] | None = None,
+    shards: Mapping[str, Sequence[Shard]] | None = None,
 ) -> str:
     """The README of a compiled tree; ``paths`` are the tree's other files, ``needs`` what
     each environment's objects assume of its cluster (``vf.emit.prerequisites``),
-    ``counts`` each environment's number of objects."""
+    ``counts`` each environment's number of objects, ``shards`` those of each environment
+    delivered in shards."""
     arrows = max((sum(len(n.parents) for n in v.nodes) for v in views), default=0)
     if arrows > MERMAID_MAX_EDGES:  # known too large: spare drawing it
         diagram, too_large = "", f"{arrows} arrows, over Mermaid's {MERMAID_MAX_EDGES}"
@@ -131,8 +153,10 @@ def tree_readme(
         "too_large": too_large,
         "gitops": gitops is not None,
         "manifests": any(p.startswith(f"{MANIFESTS_DIR}/") for p in paths),
-        "manifests_over": f"{MANIFESTS_OVER:,}",
-        "flux_crowded": flux_builds_too_many(gitops, counts=counts or {}),
+        "sharded": bool(shards),
+        "shard_over": f"{sharding.SHARD_OVER:,}",
+        "shard_max_objects": f"{sharding.SHARD_MAX_OBJECTS:,}",
+        "shard_max_mb": f"{sharding.SHARD_MAX_BYTES / 1e6:g}",
         "tls": _tls_certs(views),
         "environments": [
             _environment(
@@ -141,6 +165,7 @@ def tree_readme(
                 paths=paths,
                 replicas=replicas[v.environment],
                 needs=(needs or {}).get(v.environment, ()),
+                shards=(shards or {}).get(v.environment, ()),
             )
             for v in views
         ],

@@ -167,8 +167,11 @@ def delete_application(cluster: Cluster, app: str, *, timeout: float = 60.0) -> 
     return kept
 
 
-def held_application(cluster: Cluster, env: str) -> Obj | None:
+def held_application(cluster: Cluster, env: str, name: str = "") -> Obj | None:
+    """The environment's Application the cluster holds (``name``: that one of several)."""
     held = cluster.gitops.held(env=env, kind="Application")
+    if name:
+        held = [a for a in held if a["metadata"]["name"] == name]
     return held[0] if held else None
 
 
@@ -177,7 +180,7 @@ def not_permitted(cluster: Cluster, tree: TreeEnvironment) -> list[str]:
     cluster holds it; one refusal fails the whole operation (argo-cd ``controller/sync.go``:
     a failed permission check invalidates the task list). Only vf's own projects are
     modelled; another project admits everything here."""
-    app = held_application(cluster, tree.env)
+    app = held_application(cluster, tree.env, tree.application)
     if app is None:
         return []
     name = str(app["spec"].get("project", "default"))

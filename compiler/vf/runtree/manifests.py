@@ -38,6 +38,9 @@ class TreeEnvironment:
     # the credential Secrets run-tree made up for this run (runtree/credentials.py): in
     # memory only, and given to the cluster as the operator's would be
     run_secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # in an environment delivered in shards, the Argo CD Application whose objects these
+    # are (vf.runtree.shards); empty: the environment's one Application
+    application: str = ""
 
 
 def _not_a_tree(tree: Path, why: str) -> VfError:

@@ -45,6 +45,7 @@ from vf.runtree.flux_sync import job_reader, part_objects, seconds, wait_set
 from vf.runtree.gitops_state import ordered
 from vf.runtree.images import ImageResolver
 from vf.runtree.manifests import TreeEnvironment, render
+from vf.runtree.shards import each_application, source_objects
 from vf.runtree.teardown import finalize, never_pruned
 
 Obj = dict[str, Any]
@@ -154,7 +155,14 @@ def sync(
         if parts and tree.renderer == "kustomize":
             return _flux_parts(cluster, tree, resolver, parts=parts, app=app, timeout=timeout)
     if mode == "argocd":
-        return _argocd(cluster, tree, resolver, app=app, timeout=timeout)
+        return each_application(
+            tree,
+            cluster.gitops.held(env=tree.env, kind="Application"),
+            app=app,
+            operation=lambda part, owner: _argocd(
+                cluster, part, resolver, app=owner, timeout=timeout
+            ),
+        )
     return _sync(cluster, tree, resolver, mode=mode, app=app, timeout=timeout).errors
 
 
@@ -166,7 +174,7 @@ def _argocd(
     operation on the same revision, ``retry.limit`` of them at most. Each wait is the
     retry's, scaled by ``--backoff`` over Kubernetes' 10 s as the pods' back-off is. A
     failed Job stays failed: no retry applies it again, and its failure is the run's."""
-    retry = retry_of(held_application(cluster, tree.env))
+    retry = retry_of(held_application(cluster, tree.env, tree.application))
     scale = cluster.options.backoff_base / KUBERNETES_BACKOFF
     attempt, previous = 0, None
     while True:
@@ -280,10 +288,9 @@ def _flux_parts(
     A health check on an object that is not there is never Current (fluxcd/pkg
     ``ssa/manager_wait.go``)."""
     errors: list[str] = []
-    objects = list(tree.objects)
     for kustomization in parts:
         spec, name = kustomization["spec"], kustomization["metadata"]["name"]
-        part = part_objects(spec, objects)
+        part = part_objects(spec, source_objects(tree, str(spec.get("path", ""))))
         unserved = _unserved(cluster, part)
         if unserved:  # its dry-run of every object fails: none of them is applied
             failure = (
@@ -342,7 +349,7 @@ def _sync(
     jobs: bool = True,
 ) -> _Ended:
     objects = list(tree.objects)
-    app_obj = held_application(cluster, tree.env) if mode == "argocd" else None
+    app_obj = held_application(cluster, tree.env, tree.application) if mode == "argocd" else None
     hooks, plain = _tasks(cluster, objects, mode=mode, app=app_obj)
     left_out = len(plain) + len(hooks) < len(objects)
     dry_run = [*plain, *hooks] if left_out else objects

@@ -10,6 +10,7 @@ from vf.runtree.argocd_sync import deletable, delete_application, options
 from vf.runtree.cluster import Cluster
 from vf.runtree.gitops_state import is_root, of_env
 from vf.runtree.manifests import key as state_key
+from vf.runtree.shards import owner
 
 Obj = dict[str, Any]
 
@@ -43,7 +44,7 @@ def finalize(cluster: Cluster, pruned: list[Obj], *, app: str) -> None:
             obj["metadata"].get("finalizers") or []
         ):
             cluster.log(f"application/{name} deleted: its finalizer deletes what it manages")
-            delete_application(cluster, app)
+            delete_application(cluster, owner(app, obj))
 
 
 def uninstall(cluster: Cluster, *, app: str) -> None:

@@ -33,11 +33,12 @@ from vf.tree.swap import (
 MANIFEST = ".vf-manifest.json"
 # Folders a tool reads whole, not file by file from a list vf wrote, and what reads them:
 # Helm loads every file of a chart (templates/, charts/, crds/ …), and an Argo CD directory
-# source applies every YAML and JSON file of manifests/<env>/; a file there vf did not
-# write is applied with the flow.
+# source applies every YAML and JSON file of manifests/<env>/ (and of shards/<env>/<nn>/,
+# which Flux reads too); a file there vf did not write is applied with the flow.
 GLOB_READ = {
     "chart": "Helm renders every file of chart/",
     "manifests": ("Argo CD applies every file of manifests/<env>/"),
+    "shards": "Argo CD and Flux apply every file of shards/<env>/<nn>/",
 }
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BLOCK = 256 * 1024

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from vf.emit.manifests import MANIFESTS_OVER, flux_builds_too_many, reads_manifests
+from vf.emit import shards as sharding
+from vf.emit.manifests import reads_manifests
+from vf.emit.shards import argocd_shards, environment_shards, flux_shards, sharded
 from vf.ir.delivery import GitOps
 from vf.ir.gpu import GpuPlan
 from vf.ir.plan import Plan, ServiceAuth, ServiceTls
@@ -50,41 +52,64 @@ def explain(result: CompileResult) -> str:
 
 def _delivery_lines(result: CompileResult) -> list[str]:
     counts = {env: len(objects) for env, objects in result.objects.items()}
-    return delivery_lines(result.targets.gitops, counts=counts)
+    gitops = result.targets.gitops
+    shards = {env: len(s) for env, s in environment_shards(gitops, result.objects).items()}
+    return delivery_lines(gitops, counts=counts, shards=shards)
 
 
-def delivery_lines(gitops: GitOps | None, *, counts: Mapping[str, int]) -> list[str]:
+def delivery_lines(
+    gitops: GitOps | None, *, counts: Mapping[str, int], shards: Mapping[str, int] | None = None
+) -> list[str]:
     """What Argo CD and Flux read, when vf.yaml has them: the overlays (a kustomize build),
-    ``manifests/`` or the chart, given each environment's count of objects."""
+    ``manifests/``, shards or the chart, given each environment's count of objects and,
+    for those delivered in shards, of shards."""
     if gitops is None:
         return []
-    most = max(counts.values(), default=0)
     lines = []
     if gitops.argocd is not None:
-        lines.append(_argocd_line(gitops, counts=counts, most=most))
+        whole = {e: n for e, n in counts.items() if not argocd_shards(gitops, count=n)}
+        if whole or not counts:
+            lines.append(_argocd_line(gitops, most=max(whole.values(), default=0)))
     if gitops.flux is not None and gitops.flux.helm_release:
         lines.append("Flux installs chart/ with a HelmRelease per environment (helm renders)")
     elif gitops.flux is not None:
-        line = f"Flux builds overlays/<env> with kustomize (at most {most} objects"
-        if flux_builds_too_many(gitops, counts=counts):
-            line += (
-                f", over {MANIFESTS_OVER}: a kustomize build grows with the square of the "
-                "objects, tens of CPU seconds to minutes at every reconcile; "
-                "gitops.flux.helm_release: true delivers the chart instead"
-            )
-        lines.append(line + ")")
+        whole = {e: n for e, n in counts.items() if not flux_shards(gitops, count=n)}
+        if whole or not counts:
+            most = max(whole.values(), default=0)
+            lines.append(f"Flux builds overlays/<env> with kustomize (at most {most} objects)")
+    for env, count in sorted(counts.items()):
+        if sharded(gitops, count=count):
+            lines.append(_shards_line(gitops, env=env, count=count, shards=(shards or {}).get(env)))
     return lines
 
 
-def _argocd_line(gitops: GitOps, *, counts: Mapping[str, int], most: int) -> str:
-    if not reads_manifests(gitops, counts=counts):
+def _argocd_line(gitops: GitOps, *, most: int) -> str:
+    if not reads_manifests(gitops):
         return f"Argo CD reads overlays/<env> (kustomize builds; at most {most} objects)"
-    assert gitops.argocd is not None
-    why = f"gitops.argocd.source: {gitops.argocd.source}"
-    if gitops.argocd.source == "auto":
-        why = f"{most} objects in an environment, over {MANIFESTS_OVER}: a kustomize build "
-        why += "grows with the square of the objects"
-    return f"Argo CD reads manifests/<env>, plain files without a kustomize build ({why})"
+    return (
+        "Argo CD reads manifests/<env>, plain files without a kustomize build "
+        "(gitops.argocd.source: manifests)"
+    )
+
+
+def _shards_line(gitops: GitOps, *, env: str, count: int, shards: int | None) -> str:
+    who = [
+        name
+        for name, reads in (
+            ("Argo CD", argocd_shards(gitops, count=count)),
+            ("Flux", flux_shards(gitops, count=count)),
+        )
+        if reads
+    ]
+    many = f"{shards} shards" if shards is not None else "shards"
+    return (
+        f"{env}: {count} objects, over {sharding.SHARD_OVER}: {' and '.join(who)} read it in "
+        f"{many} (shards/{env}/<nn>, an Application or Kustomization each, at most "
+        f"{sharding.SHARD_MAX_OBJECTS} objects and {sharding.SHARD_MAX_BYTES // 1_000_000} MB "
+        "each): one render "
+        "of the whole overlay grows with the square of its objects and passes Argo CD's "
+        "10 MB directory limit near 3,500 objects"
+    )
 
 
 def _admission_lines(plan: Plan) -> list[str]:

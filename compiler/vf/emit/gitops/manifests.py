@@ -1,7 +1,8 @@
 """Emit ``gitops/``: an Argo CD Application and a Flux Kustomization per environment.
 
 Both point at ``overlays/<env>`` in the repository the tree is committed to, or the
-Applications at ``manifests/<env>`` when ``vf.emit.manifests`` writes it. Deployments
+Applications at ``manifests/<env>`` when ``vf.emit.manifests`` writes it; an environment
+delivered in shards (``vf.emit.shards``) has one of each per shard. Deployments
 that KEDA scales carry no ``spec.replicas``; the Applications also ignore that field on
 them, so a controller never reports the autoscaler's work as drift.
 
@@ -16,6 +17,7 @@ objects are applied before the parts they describe reconcile.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,7 +27,9 @@ from vf.emit.gitops.argocd_project import app_project
 from vf.emit.gitops.files import FLUX_SOURCE_FILE, argocd_root_file, flux_root_file
 from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release, values_file
 from vf.emit.gitops.flux_parts import INFRA, OPTIONAL, WORKERS, deleting, part_spec
+from vf.emit.gitops.shard_apps import argocd_shard_files, flux_shard_files
 from vf.emit.manifests import reads_manifests, source_path
+from vf.emit.shards import Shard, argocd_shards, flux_shards, shard_dir
 from vf.ir.delivery import ArgoCD, Flux, GitOps
 from vf.ir.plan import Plan
 from vf.textio import yamlout
@@ -64,20 +68,31 @@ def scaled_deployments(objects: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def emit_gitops(
-    gitops: GitOps | None, *, plans: Sequence[Plan], objects: Mapping[str, Sequence[Obj]]
+    gitops: GitOps | None,
+    *,
+    plans: Sequence[Plan],
+    objects: Mapping[str, Sequence[Obj]],
+    shards: Mapping[str, Sequence[Shard]],
 ) -> Tree:
-    """The ``gitops/argocd`` and ``gitops/flux`` files; nothing without ``gitops:``."""
+    """The ``gitops/argocd`` and ``gitops/flux`` files; nothing without ``gitops:``.
+    ``shards``: those of each environment delivered in shards (``vf.emit.shards``)."""
     if gitops is None:
         return {}
     tree: Tree = {}
     if gitops.argocd is not None:
-        counts = {env: len(objs) for env, objs in objects.items()}
-        manifests = reads_manifests(gitops, counts=counts)
+        manifests = reads_manifests(gitops)
         files: dict[str, Obj] = {}
         for plan in plans:
+            count = len(objects[plan.environment])
+            parts = shards.get(plan.environment) if argocd_shards(gitops, count=count) else None
             files.update(
                 _argocd_files(
-                    gitops, argocd=gitops.argocd, plan=plan, objects=objects, manifests=manifests
+                    gitops,
+                    argocd=gitops.argocd,
+                    plan=plan,
+                    objects=objects,
+                    manifests=manifests,
+                    shards=parts,
                 )
             )
         tree.update(_folder("gitops/argocd", files=files))
@@ -85,7 +100,11 @@ def emit_gitops(
         files = {}
         for plan in plans:
             env_objects = objects[plan.environment]
-            files.update(_flux_files(gitops, flux=gitops.flux, plan=plan, objects=env_objects))
+            count = len(env_objects)
+            parts = shards.get(plan.environment) if flux_shards(gitops, count=count) else None
+            files.update(
+                _flux_files(gitops, flux=gitops.flux, plan=plan, objects=env_objects, shards=parts)
+            )
         if gitops.flux.source is None:
             files[FLUX_SOURCE_FILE] = _git_repository(
                 gitops, flux=gitops.flux, flow_id=plans[0].flow_id
@@ -124,20 +143,25 @@ def _argocd_files(
     plan: Plan,
     objects: Mapping[str, Sequence[Obj]],
     manifests: bool,
+    shards: Sequence[Shard] | None = None,
 ) -> dict[str, Obj]:
-    """One environment's Argo CD objects: its Application, its AppProject when vf writes
-    one, and the root Application that keeps those and itself in sync with Git."""
+    """One environment's Argo CD objects: its Application (with ``shards``, one per shard,
+    ``vf.emit.gitops.shard_apps``), its AppProject when vf writes one, and the root
+    Application that keeps those and itself in sync with Git."""
     env = plan.environment
     env_objects = objects[env]
-    files: dict[str, Obj] = {
-        f"application-{env}.yaml": _application(
-            gitops,
-            argocd=argocd,
-            plan=plan,
-            scaled=scaled_deployments(env_objects),
-            manifests=manifests,
+    app = _application(
+        gitops,
+        argocd=argocd,
+        plan=plan,
+        scaled=scaled_deployments(env_objects),
+        manifests=manifests,
+    )
+    files: dict[str, Obj] = {f"application-{env}.yaml": app}
+    if shards:
+        files.update(
+            argocd_shard_files(gitops, shared_app=app, flow_id=plan.flow_id, env=env, shards=shards)
         )
-    }
     if argocd.app_project:
         files[f"appproject-{env}.yaml"] = app_project(
             gitops,
@@ -262,26 +286,49 @@ def _source_name(flow_id: str) -> str:
 
 
 def _flux_files(
-    gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj]
+    gitops: GitOps,
+    *,
+    flux: Flux,
+    plan: Plan,
+    objects: Sequence[Obj],
+    shards: Sequence[Shard] | None = None,
 ) -> dict[str, Obj]:
     """One environment's Flux objects: a HelmRelease, or the infrastructure Kustomization,
     the workers' Kustomization that depends on it, and one for the objects the flow runs
-    without (``vf.emit.gitops.flux_parts``), when the environment has any, after those."""
+    without (``vf.emit.gitops.flux_parts``), when the environment has any, after those.
+    With ``shards`` these read shard 00, and each other shard has its own
+    (``vf.emit.gitops.shard_apps``)."""
     env = plan.environment
     root = {flux_root_file(env): _flux_root(gitops, flux=flux, plan=plan)}
     if flux.helm_release:
         release = helm_release(gitops, flux=flux, plan=plan, source=_flux_source(flux, plan=plan))
         return {f"helmrelease-{env}.yaml": release, **root}
-    infra = _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects, part=INFRA)
-    workers = _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects, part=WORKERS)
+    below = f"overlays/{env}"
+    if shards:
+        below, objects = shard_dir(env, shards[0].number), shards[0].objects
+    part = functools.partial(
+        _flux_kustomization, gitops, flux=flux, plan=plan, objects=objects, below=below
+    )
+    infra, workers = part(part=INFRA), part(part=WORKERS)
     files = {
         f"kustomization-{env}-infra.yaml": infra,
         f"kustomization-{env}.yaml": workers,
         **root,
     }
     if any(is_optional(o) for o in objects):
-        optional = _flux_kustomization(gitops, flux=flux, plan=plan, objects=objects, part=OPTIONAL)
-        files[f"kustomization-{env}-optional.yaml"] = optional
+        files[f"kustomization-{env}-optional.yaml"] = part(part=OPTIONAL)
+    if shards:
+        infra_name = str(infra["metadata"]["name"])
+        files.update(
+            flux_shard_files(
+                gitops,
+                workers=workers,
+                infra_name=infra_name,
+                flow_id=plan.flow_id,
+                env=env,
+                shards=shards,
+            )
+        )
     return files
 
 
@@ -324,13 +371,14 @@ def _flux_source(flux: Flux, *, plan: Plan) -> Obj:
 
 
 def _flux_kustomization(
-    gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj], part: str
+    gitops: GitOps, *, flux: Flux, plan: Plan, objects: Sequence[Obj], part: str, below: str
 ) -> Obj:
-    """The Kustomization of one part of an environment's overlay (``vf.emit.gitops.flux_parts``)."""
+    """The Kustomization of one part of an environment's overlay (``vf.emit.gitops.flux_parts``)
+    or shard 00; ``below``: the folder it reads, from the tree's root."""
     spec: Obj = {
         "interval": flux.interval,
         "retryInterval": flux.retry_interval,
-        "path": flux_path(gitops, flux=flux, below=f"overlays/{plan.environment}"),
+        "path": flux_path(gitops, flux=flux, below=below),
         "prune": True,
         "sourceRef": _flux_source(flux, plan=plan),
         "timeout": flux.timeout,
