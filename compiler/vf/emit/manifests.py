@@ -12,14 +12,13 @@ as in the overlays; the overlays and the chart are written as before.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 from vf.emit.kustomize.tree import object_file
 from vf.emit.ordering import with_sync_waves
 from vf.ir.delivery import GitOps
 from vf.textio import yamlout
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 MANIFESTS_DIR = "manifests"
 
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vf.textio.objects import Obj
 from vf_runtime.labels import GENERATION_KEY, INFRA_LABEL, NODE_LABEL, is_optional, is_provision_job
-
-Obj = dict[str, Any]
 
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"

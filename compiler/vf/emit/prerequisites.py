@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from vf.textio.objects import Obj
 from vf_runtime.labels import INFRA_LABEL
 
-Obj = dict[str, Any]
 DASHBOARD = "grafana_dashboard"  # the label Grafana's dashboard sidecar loads ConfigMaps by
 _CORE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 # what each delivery does with an object of a kind the cluster does not serve (ADR 0202)

@@ -31,9 +31,9 @@ from vf.emit.kustomize.tree import object_file
 from vf.emit.ordering import with_sync_waves
 from vf.ir.delivery import GitOps
 from vf.textio import yamlout
+from vf.textio.objects import Obj
 from vf_runtime.labels import NODE_LABEL
 
-Obj = dict[str, Any]
 SHARDS_DIR = "shards"
 SHARED = "00"
 # An environment of more objects than this is delivered in shards: the 1,000-node benchmark

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
 
 from vf.ir.plan import Plan, ScaleBehavior, Scaler
+from vf.textio.objects import Obj
 from vf_runtime.labels import OPTIONAL_LABEL
 
-Obj = dict[str, Any]
 KEDA_API = "keda.sh/v1alpha1"
 
 

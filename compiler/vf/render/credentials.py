@@ -4,11 +4,11 @@ references for the workers and the provision Job, never the values."""
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Any
 
 from vf.ir.plan import Infra
 from vf.ir.records import SecretRef
 from vf.render.tls import client_ca_env, client_ca_mounts, client_ca_volumes
+from vf.textio.objects import Obj
 from vf_runtime.credentials import (
     NATS_CREDS_ENV,
     NATS_PASSWORD_ENV,
@@ -18,7 +18,6 @@ from vf_runtime.credentials import (
     STORE_USER_ENV,
 )
 
-Obj = dict[str, Any]
 # an external broker's .creds file, where every client of the flow reads it
 CREDS_VOLUME = "vf-nats-creds"
 NATS_CREDS_PATH = "/etc/vf/nats/nats.creds"

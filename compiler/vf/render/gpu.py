@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from vf.ir.gpu import DraClaim, GpuGrant, GpuPlan, MigNode
 from vf.ir.plan import Plan
 from vf.textio import yamlout
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 CLAIM_NAME = "gpu"

@@ -23,6 +23,7 @@ from vf.render.tls import (
     store_tls_args,
 )
 from vf.resources import resource_dir, shipped_components
+from vf.textio.objects import Obj
 from vf.textio.quantity import quantity_bytes
 from vf_runtime.credentials import (
     NATS_ACCOUNT,
@@ -36,7 +37,6 @@ from vf_runtime.credentials import (
 )
 from vf_runtime.labels import FLOW_LABEL, INFRA_LABEL
 
-Obj = dict[str, Any]
 NATS_CLIENT_PORT = 4222
 
 

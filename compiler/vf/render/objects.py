@@ -22,6 +22,7 @@ from vf.render.observe import observability_objects
 from vf.render.pods import apply_pod_options, metrics_objects, priority_class
 from vf.render.security import namespace_object, network_policies
 from vf.render.shared import with_shared_labels, with_shared_parts
+from vf.textio.objects import Obj
 from vf_runtime.constants import HEALTH_PORT
 from vf_runtime.labels import (
     BROKER_CONFIG,
@@ -34,7 +35,6 @@ from vf_runtime.labels import (
     REPLICA_COUNTS,
 )
 
-Obj = dict[str, Any]
 TMP_VOLUME = "tmp"
 GENERATION_ANNOTATION = GENERATION_KEY
 TOPOLOGY_DIR = "/etc/vf/topology"

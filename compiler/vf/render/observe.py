@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from vf import names
 from vf.ir.plan import Plan
 from vf.ir.records import Observability
+from vf.textio.objects import Obj
 from vf_runtime.labels import FLOW_LABEL, MANAGED_BY, MANAGER, OPTIONAL_LABEL
 
-Obj = dict[str, Any]
 DASHBOARD_LABEL = "grafana_dashboard"  # what the sidecar of Grafana's Helm chart looks for
 STALL_WINDOW = "10m"  # no item settled for this long, with work waiting: stalled
 RESTARTS = 2  # more restarts of one replica than this in RESTART_WINDOW page

@@ -8,6 +8,7 @@ from typing import Any
 from vf import names
 from vf.ir.records import PodOptions
 from vf.render.security import peer_selector
+from vf.textio.objects import Obj
 from vf_runtime.constants import HEALTH_PORT
 from vf_runtime.labels import (
     COMPONENT,
@@ -20,7 +21,6 @@ from vf_runtime.labels import (
     PROVISION,
 )
 
-Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
 _SPREAD_KINDS = ("Deployment", "StatefulSet")
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from vf.ir.plan import Plan
 from vf.ir.records import Peer
 from vf.ir.security import EgressRule, InfraPolicy
 from vf.plan.security import DNS_PORT, RESTRICTED
+from vf.textio.objects import Obj
 from vf_runtime.labels import (
     COMPONENT,
     FLOW_LABEL,
@@ -19,7 +18,6 @@ from vf_runtime.labels import (
     POD_SECURITY,
 )
 
-Obj = dict[str, Any]
 API = "networking.k8s.io/v1"
 PSA_PREFIX = POD_SECURITY
 

@@ -15,8 +15,8 @@ import itertools
 from typing import Any
 
 from vf.memo import kept
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 _POD_TEMPLATE = ("spec", "template", "spec")
 
 

@@ -10,12 +10,11 @@ service's Secret needs ``ca.crt`` only: the CA its clients trust.
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Any
 
 from vf.ir.plan import Infra, ServiceTls
+from vf.textio.objects import Obj
 from vf_runtime.credentials import NATS_TLS_CA_ENV, STORE_TLS_CA_ENV
 
-Obj = dict[str, Any]
 CERT, KEY, CA = "tls.crt", "tls.key", "ca.crt"
 # where a server vf runs finds its certificate (beside, not inside, its configuration)
 NATS_TLS_DIR = "/etc/nats-tls"

@@ -29,9 +29,9 @@ from typing import Any
 from vf.runtree.cluster import Cluster, wave_of
 from vf.runtree.flux_sync import seconds
 from vf.runtree.manifests import TreeEnvironment, key
+from vf.textio.objects import Obj
 from vf.textio.yaml_read import reader
 
-Obj = dict[str, Any]
 Key = tuple[str, str, str]
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
 OUT_OF_SYNC_ONLY = "ApplyOutOfSyncOnly=true"

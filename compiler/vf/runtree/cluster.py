@@ -29,9 +29,9 @@ from vf.runtree.podhost import ClusterOptions, Key
 from vf.runtree.pods import Pod
 from vf.runtree.podspec import ContainerLaunch, Sources, decoded_secret
 from vf.runtree.runtime import ContainerRuntime, ProcessRuntime
+from vf.textio.objects import Obj
 from vf_runtime.local.infra import free_port
 
-Obj = dict[str, Any]
 SYNC_MODES = ("kubectl", "argocd", "flux", "helm")
 _ALPHABET = string.ascii_lowercase + string.digits
 

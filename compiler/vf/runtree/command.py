@@ -45,7 +45,6 @@ from vf.textio.yaml_guard import MAX_INPUT_BYTES, amplified
 from vf_runtime.local.guardian import Guardian
 from vf_runtime.local.outcome import exit_code, replayed_producers, settled
 
-Obj = dict[str, Any]
 EXIT_SYNC = 1
 
 

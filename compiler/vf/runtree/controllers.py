@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vf.runtree.pods import Pod
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 JOB_BACKOFF_CAP = 360.0
 MakePod = Callable[..., Pod]
 

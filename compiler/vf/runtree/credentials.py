@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from typing import Any
 
-Obj = dict[str, Any]
+from vf.textio.objects import Obj
+
 PASSWORD_BYTES = 24  # hex, as the README's `openssl rand -hex 24`: a route URL holds it
 
 

@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from vf.errors import VfError
+from vf.textio.objects import Obj
 from vf.textio.yaml_read import reader
-
-Obj = dict[str, Any]
 
 
 def helm_release(tree: Path, *, env: str) -> Obj | None:

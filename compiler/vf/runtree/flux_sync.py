@@ -18,12 +18,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from vf.runtree.controllers import Controller
+from vf.textio.objects import Obj
 from vf.textio.yaml_read import reader
 
-Obj = dict[str, Any]
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 

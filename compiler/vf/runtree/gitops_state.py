@@ -30,10 +30,10 @@ from typing import Any
 from vf.names import label_value
 from vf.runtree.flux_sync import part_objects
 from vf.runtree.manifests import key
+from vf.textio.objects import Obj
 from vf.textio.yaml_read import reader
 from vf_runtime.labels import ENVIRONMENT_LABEL
 
-Obj = dict[str, Any]
 Key = tuple[str, str, str]
 Found = list[tuple[str, Obj]]  # (file name in the gitops folder, object)
 _INDEX_API = "kustomize.config.k8s.io/v1beta1"

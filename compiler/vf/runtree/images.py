@@ -13,14 +13,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from vf.errors import EnvironmentProblem, Problem, VfError
+from vf.textio.objects import Obj
 from vf_runtime.components import ComponentSpec
 from vf_runtime.labels import NODE_LABEL
 from vf_runtime.local.infra import MissingTool, nats_server_binary, redis_server_binary
 
-Obj = dict[str, Any]
 ROLES = ("worker", "nats", "redis", "component")
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 

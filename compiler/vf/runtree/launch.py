@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from vf.runtree.controllers import Controller, template_hash
 from vf.runtree.images import LocalImage, pod_template
@@ -22,9 +21,9 @@ from vf.runtree.podspec import (
     mount_paths,
     write_config_volumes,
 )
+from vf.textio.objects import Obj
 from vf_runtime.labels import NODE_LABEL
 
-Obj = dict[str, Any]
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 

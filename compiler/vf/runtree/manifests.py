@@ -9,17 +9,16 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import EnvironmentProblem, VfError
 from vf.runtree.flux_chart import FluxChart, flux_chart, helm_release
 from vf.runtree.tools import find_tool, where_looked
+from vf.textio.objects import Obj
 from vf.textio.safe_read import load_json, read_regular
 from vf.textio.yaml_read import reader
 
-Obj = dict[str, Any]
 RENDERERS = ("kustomize", "helm")
 _RENDER_TIMEOUT = 120.0
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vf.runtree.images import pod_template
+from vf.textio.objects import Obj
 from vf_runtime.labels import RUN_TREE_LABEL
 
 if TYPE_CHECKING:
     from vf.runtree.podman_runtime import PodmanRuntime
 
-Obj = dict[str, Any]
 _KINDS = {
     "NetworkPolicy": "NetworkPolicies are not enforced (every local process reaches every port)",
     "PodDisruptionBudget": "PodDisruptionBudgets (no node drains happen here)",

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-Obj = dict[str, Any]
+from vf.textio.objects import Obj
+
 CONFIG_KINDS = ("configMap", "secret", "projected", "downwardAPI")
 # containerd's default capabilities beyond podman's own default set (both start from Docker's)
 CRI_EXTRA_CAPS = ("AUDIT_WRITE", "MKNOD", "NET_RAW")

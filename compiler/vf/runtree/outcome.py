@@ -10,10 +10,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from vf.runtree.controllers import JobController
 from vf.runtree.pods import Container
+from vf.textio.objects import Obj
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.clientauth import NatsAuth, nats_auth
 from vf_runtime.labels import FLOW_LABEL, NODE_LABEL
@@ -25,7 +26,6 @@ from vf_runtime.worker.exits import EXIT_STOPPED as WORKER_STOPPED
 if TYPE_CHECKING:
     from vf.runtree.cluster import Cluster
 
-Obj = dict[str, Any]
 SHOWN = ("received", "processed", "published", "redelivered")
 # restarts of one long-running workload's pods beyond which it is crash-looping: a worker
 # may restart once or twice while the broker it reaches is still starting

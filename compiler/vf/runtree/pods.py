@@ -11,12 +11,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from vf.runtree.podspec import ContainerLaunch
 from vf.runtree.runtime import ContainerRuntime, ProcessRuntime, Running, StartRefused
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 RESTART_CAP = 300.0
 DEFAULT_GRACE = 30.0
 

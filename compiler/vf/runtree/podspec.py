@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from vf.errors import Problem, VfError
 from vf.runtree.images import LocalImage
+from vf.textio.objects import Obj
 
 if TYPE_CHECKING:
     from vf.runtree.ocispec import OciSpec
 
-Obj = dict[str, Any]
 _EXPAND = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _FIELD = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
 

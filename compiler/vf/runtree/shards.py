@@ -18,14 +18,13 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from vf.runtree.cluster import wave_of
 from vf.runtree.manifests import TreeEnvironment, parse_objects
+from vf.textio.objects import Obj
 from vf.textio.safe_read import read_regular
 from vf_runtime.labels import SHARD_KEY
 
-Obj = dict[str, Any]
 _SHARD_PATH = re.compile(r"(?:^|/)(shards/[^/]+/[^/]+)/*\Z")
 _FILE_BYTES = 64 * 1024 * 1024
 

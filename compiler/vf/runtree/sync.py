@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from vf.runtree.argocd_sync import (
     KUBERNETES_BACKOFF,
@@ -47,8 +46,8 @@ from vf.runtree.images import ImageResolver
 from vf.runtree.manifests import TreeEnvironment, render
 from vf.runtree.shards import each_application, source_objects
 from vf.runtree.teardown import finalize, never_pruned
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 Key = tuple[str, str, str]
 
 

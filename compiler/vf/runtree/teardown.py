@@ -4,15 +4,12 @@ Kustomizations and HelmReleases and of Argo CD's Applications, ``helm uninstall`
 
 from __future__ import annotations
 
-from typing import Any
-
 from vf.runtree.argocd_sync import deletable, delete_application, options
 from vf.runtree.cluster import Cluster
 from vf.runtree.gitops_state import is_root, of_env
 from vf.runtree.manifests import key as state_key
 from vf.runtree.shards import owner
-
-Obj = dict[str, Any]
+from vf.textio.objects import Obj
 
 
 def never_pruned(obj: Obj) -> bool:

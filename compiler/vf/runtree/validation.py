@@ -8,11 +8,10 @@ and a cluster would reject it at apply time.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from vf.errors import Problem
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 _PROJECTED = ("configMap", "secret", "downwardAPI")
 
 

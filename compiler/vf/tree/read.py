@@ -15,11 +15,11 @@ from typing import Any
 from ruamel.yaml.error import YAMLError
 
 from vf.errors import VfError
+from vf.textio.objects import Obj
 from vf.textio.safe_read import load_json
 from vf.textio.yaml_guard import amplified
 from vf.textio.yaml_read import reader
 
-Obj = dict[str, Any]
 Files = Mapping[str, str]
 _KNOWN_KEYS = frozenset({"apiVersion", "kind", "resources", "components", "patches", "namespace"})
 

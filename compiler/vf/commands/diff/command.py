@@ -21,6 +21,7 @@ from vf.commands.diff.plan import BREAKING, INFO, WARNING, Finding, plan_finding
 from vf.emit.kustomize.tree import json_patch
 from vf.emit.ordering import without_tool_annotations
 from vf.pipeline import CompileResult
+from vf.textio.objects import Obj
 from vf.tree.owned_read import read_owned
 from vf.tree.read import build_overlay, committed_environments, committed_plan
 from vf.tree.write import (
@@ -32,7 +33,6 @@ from vf.tree.write import (
     with_manifest,
 )
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 _SELECTOR_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
 _STATEFULSET_IMMUTABLE = ("serviceName", "podManagementPolicy", "volumeClaimTemplates")

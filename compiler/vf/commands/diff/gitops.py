@@ -22,12 +22,12 @@ from vf import names
 from vf.commands.diff.paths import changed_paths, segment
 from vf.commands.diff.plan import INFO, WARNING
 from vf.textio import yamlout
+from vf.textio.objects import Obj
 from vf.textio.yaml_guard import amplified
 from vf.textio.yaml_read import reader
 from vf.tree.read import yaml_documents
 from vf_runtime.labels import ENVIRONMENT_LABEL
 
-Obj = dict[str, Any]
 Key = tuple[str, str, str]  # kind, namespace, name
 MAX_PATHS = 5  # dotted paths named per object by the generic reading
 MAX_NAMES = 8  # names listed per added or dropped set

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vf.plan.config_hash import PARENT_REPLICAS, restart_reason
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 INFO, WARNING, BREAKING = "info", "warning", "breaking"
 # How much a channel profile keeps: live_latest may drop, the others retain and redeliver.
 PROFILE_RANK = {"live_latest": 0, "reliable_work": 1, "durable_control": 1, "replay_archive": 2}

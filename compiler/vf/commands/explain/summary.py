@@ -8,8 +8,7 @@ from typing import Any
 from vf.errors import VfError
 from vf.ir.plan import plan_to_json
 from vf.pipeline import CompileResult
-
-Obj = dict[str, Any]
+from vf.textio.objects import Obj
 
 
 def json_text(document: Any) -> str:

@@ -10,9 +10,9 @@ from typing import Any
 from vf import names
 from vf.ir.delivery import ArgoCD, GitOps
 from vf.ir.plan import Plan
+from vf.textio.objects import Obj
 from vf_runtime.labels import ENVIRONMENT_LABEL, FLOW_LABEL, MANAGED_BY, MANAGER, PART_OF
 
-Obj = dict[str, Any]
 _CLUSTER_KINDS = frozenset({"Namespace", "PriorityClass"})
 
 

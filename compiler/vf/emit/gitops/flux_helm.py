@@ -16,9 +16,9 @@ from vf.errors import VfError
 from vf.ir.delivery import Flux, GitOps
 from vf.ir.plan import Plan
 from vf.textio import yamlout
+from vf.textio.objects import Obj
 from vf_runtime.labels import ENVIRONMENT_LABEL, FLOW_LABEL, MANAGED_BY, MANAGER, PART_OF
 
-Obj = dict[str, Any]
 FLUX_HELM_API = "helm.toolkit.fluxcd.io/v2"
 VALUES_KEY = "values.yaml"
 # helm-controller watches a ConfigMap a release reads only when it carries this label

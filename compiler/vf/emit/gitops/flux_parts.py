@@ -27,11 +27,10 @@ until it completes, so a batch longer than ``timeout`` would fail the Kustomizat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from vf.textio.objects import Obj
 from vf_runtime.labels import COMPONENT, NODE_LABEL, OPTIONAL_LABEL, PROVISION
 
-Obj = dict[str, Any]
 INFRA, WORKERS, OPTIONAL = "infra", "workers", "optional"
 WORKER_SELECTORS = (NODE_LABEL, f"{COMPONENT}={PROVISION}")
 INFRA_SELECTOR = f"!{NODE_LABEL},{COMPONENT}!={PROVISION}"

@@ -33,6 +33,7 @@ from vf.emit.shards import Shard, argocd_shards, flux_shards, shard_dir
 from vf.ir.delivery import ArgoCD, Flux, GitOps
 from vf.ir.plan import Plan
 from vf.textio import yamlout
+from vf.textio.objects import Obj
 from vf_runtime.labels import (
     ENVIRONMENT_LABEL,
     FLOW_LABEL,
@@ -42,7 +43,6 @@ from vf_runtime.labels import (
     is_optional,
 )
 
-Obj = dict[str, Any]
 Tree = dict[str, str]
 ARGOCD_API = "argoproj.io/v1alpha1"
 FLUX_KUSTOMIZE_API = "kustomize.toolkit.fluxcd.io/v1"

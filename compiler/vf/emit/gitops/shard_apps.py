@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
 
 from vf import names
 from vf.emit.gitops.flux_parts import OPTIONAL, OPTIONAL_SELECTOR, WORKERS, deleting, part_spec
 from vf.emit.shards import Shard, shard_path
 from vf.ir.delivery import GitOps
+from vf.textio.objects import Obj
 from vf_runtime.labels import SHARD_HOLDS_KEY, SHARD_KEY, is_optional
 
-Obj = dict[str, Any]
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 SHARD_WAVE = "1"  # after the shared Application (wave 0) and the AppProject (-1)
 

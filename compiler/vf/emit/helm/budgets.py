@@ -21,9 +21,9 @@ from vf import names
 from vf.emit.helm.rows import Member
 from vf.emit.helm.slots import owner
 from vf.emit.helm.text import values_key
+from vf.textio.objects import Obj
 from vf_runtime.labels import FLOW_LABEL, NODE_LABEL, RUN_LABEL
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 BUDGET = "PodDisruptionBudget"
 _LONG_RUNNING = frozenset({"Deployment", "StatefulSet"})

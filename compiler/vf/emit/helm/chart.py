@@ -74,9 +74,9 @@ from vf.memo import current
 from vf.textio import yamlout
 from vf.textio.filetext import Chunks, FileText, whole
 from vf.textio.jsontext import json_chunks
+from vf.textio.objects import Obj
 from vf_runtime.labels import MANAGED_BY
 
-Obj = dict[str, Any]
 Tree = dict[str, str]
 File = tuple[str, FileText]
 Key = tuple[str, str]

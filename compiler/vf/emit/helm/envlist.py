@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from vf.emit.helm.slots import ABSENT, POD_SPEC
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 _WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
 
 

@@ -16,9 +16,9 @@ from typing import Any
 from vf.emit.helm.job_tags import ANY_TAG, tag_matched
 from vf.emit.helm.slots import Slot, below, lookup, string_leaves
 from vf.emit.helm.text import GEN_NAME
+from vf.textio.objects import Obj
 from vf_runtime.labels import BROKER_CONFIG, COMPONENT
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 ANY_GENERATION = "*"
 GENERATED = "generated"  # no Kubernetes name holds it, so a matched key never meets a real one

@@ -13,9 +13,9 @@ from typing import Any
 
 from vf.emit.helm.slots import POD_SPEC, Slot, ValueKey, below, blank, owner
 from vf.emit.helm.text import LITERAL, WRAP
+from vf.textio.objects import Obj
 from vf_runtime.labels import BROKER_CONFIG, COMPONENT, GENERATION_KEY
 
-Obj = dict[str, Any]
 Path = tuple[str | int, ...]
 IMAGE_TAG_VALUES: Obj = {"image": {"tag": None}}
 GENERATION_ANNOTATION = ("spec", "template", "metadata", "annotations", GENERATION_KEY)

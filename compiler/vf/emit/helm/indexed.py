@@ -22,8 +22,8 @@ from typing import Any
 
 from vf.emit.helm.envlist import aligned
 from vf.emit.helm.slots import ABSENT, INDEXED, POD_SPEC, REPLICA_ID, TEMPLATE_NODE, Slot, lookup
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 OTHER = "~other-mode"  # the made-up version's name: sorts after every environment's
 _MODE = ("spec", "completionMode")
 _ENV = (*POD_SPEC, "containers", 0, "env")

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from vf.emit.helm.slots import Slot, owner
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 ANY_TAG = "?"  # no Kubernetes name holds it, so a matched key never meets a real one
 JOB_NAME = "jobName"

@@ -16,9 +16,9 @@ from typing import Any
 
 from vf.emit.helm.rows import Member
 from vf.emit.helm.slots import POD_SPEC, TEMPLATE_NODE, Slot, ValueKey, blank, lookup
+from vf.textio.objects import Obj
 from vf_runtime.labels import is_provision_job
 
-Obj = dict[str, Any]
 Path = tuple[str | int, ...]
 
 POD = "$pod"  # ("$pod", name, how, node, *have): the text vf.pod makes

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES
 from vf.emit.helm.overrides import OVERRIDE_VALUES
 from vf.textio.filetext import Chunks, FileText
+from vf.textio.objects import Obj
 from vf_runtime.labels import NODE_LABEL
 
-Obj = dict[str, Any]
 PLANNED_REPLICAS = "plannedReplicas"  # per environment: counts a --set must keep
 # without an environment every other template renders nothing, so environment.yaml's
 # refusal is what Helm reports (helm lint, which takes `fail` for a note, passes)

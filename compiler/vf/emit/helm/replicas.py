@@ -28,9 +28,9 @@ from vf.emit.helm.slots import (
 )
 from vf.emit.helm.text import CONFIG_HASH, HASH_IN_PLACE, HASH_RESTART, LITERAL, NB_TASKS_KEY
 from vf.plan.config_hash import NB_TASKS, PARENT_REPLICAS, scales_in_place
+from vf.textio.objects import Obj
 from vf_runtime.labels import COMPONENT, CONFIG_HASH_KEY, REPLICA_COUNTS, labels_of
 
-Obj = dict[str, Any]
 Path = tuple[str | int, ...]
 HASH_PATH: Path = ("spec", "template", "metadata", "annotations", CONFIG_HASH_KEY)
 ENV_PATH: Path = (*POD_SPEC, "containers", 0, "env")  # vf's worker is the pod's one container

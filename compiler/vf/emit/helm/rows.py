@@ -38,9 +38,9 @@ from vf.emit.helm.text import (
     values_expr,
 )
 from vf.memo import current, kept
+from vf.textio.objects import Obj
 from vf_runtime.labels import is_optional
 
-Obj = dict[str, Any]
 Path = tuple[str | int, ...]
 Key = tuple[str, str]
 IN = "in"  # a row's environments, when not every object of the shape is in every one

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vf.emit.helm.overrides import OVERRIDE_SCHEMAS
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 ValueKey = tuple[str, ...]
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 _QUANTITIES = {

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vf.memo import current, kept
+from vf.textio.objects import Obj
 from vf_runtime.labels import (
     CONFIG_HASH_KEY,
     GENERATION_KEY,
@@ -24,7 +25,6 @@ from vf_runtime.labels import (
     is_provision_job,
 )
 
-Obj = dict[str, Any]
 Path = tuple[str | int, ...]
 ValueKey = tuple[str, ...]
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()

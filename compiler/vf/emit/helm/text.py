@@ -19,8 +19,8 @@ from vf.emit.helm.slots import INDEXED, PARENT_REPLICAS_KEY, REPLICA_ID, TOPOLOG
 from vf.plan.config_hash import IN_PLACE
 from vf.resources import templates
 from vf.textio import yamlout
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 RELEASE_NAMESPACE: ValueKey = ("$release-namespace",)
 # Keys starting with "$" are not values: they name what Helm itself knows.
 IN_RELEASE_NAMESPACE = "$in-release-namespace"  # (it, head, tail): head.<ns>.svc tail

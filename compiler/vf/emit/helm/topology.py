@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from vf.emit.helm.slots import TOPOLOGY, Slot, blank
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 _SHARD = re.compile(r"nodes-\d+\.jsonl")
 _COUNT = re.compile(r'"replicas":(\d+)')
 

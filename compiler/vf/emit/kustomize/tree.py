@@ -22,8 +22,8 @@ from typing import Any
 
 from vf.emit.ordering import with_sync_waves
 from vf.textio import yamlout
+from vf.textio.objects import Obj
 
-Obj = dict[str, Any]
 Tree = dict[str, str]
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 
