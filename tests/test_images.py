@@ -209,7 +209,9 @@ def test_image_sizes_are_reported(images: Images, capsys: pytest.CaptureFixture[
     with capsys.disabled():
         print("\nimage sizes: " + ", ".join(f"{k} {v / 1e6:.0f} MB" for k, v in sizes.items()))
     assert sizes["base"] < sizes["worker"] <= sizes["pipeline"]
-    assert sizes["worker"] - sizes["base"] < 40e6  # the worker distribution only
+    # the worker distribution and its OpenTelemetry extra (OTLP over HTTP and gRPC; grpcio
+    # is most of the 52 MB measured): nothing of the compiler
+    assert sizes["worker"] - sizes["base"] < 60e6
 
 
 def test_a_failing_app_dockerfile_is_the_users_error(images: Images, tmp_path: Path) -> None:
