@@ -20,7 +20,9 @@ PINS = REPO / "compiler-constraints.txt"
 
 def _declared(pyproject: Path) -> dict[str, Requirement]:
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-    found = (Requirement(item) for item in project["dependencies"])
+    extras = project.get("optional-dependencies", {})
+    # the package's dependencies and the worker's traces extra, which its images install
+    found = (Requirement(item) for item in [*project["dependencies"], *extras.get("otel", [])])
     return {canonicalize_name(r.name): r for r in found}
 
 
