@@ -98,3 +98,12 @@ def require(available: bool, reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"missing under CI=true: {reason}")
     pytest.skip(reason)
+
+
+def one_environment(body: str) -> str:
+    """A vf.yaml of one environment, ``dev`` in namespace ``ns``, with ``body`` (YAML lines)
+    below its image."""
+    lines = "".join(f"    {line}\n" for line in body.strip("\n").splitlines())
+    return (
+        "environments:\n  dev:\n    namespace: ns\n    images:\n      default: r.io/a:1\n" + lines
+    )

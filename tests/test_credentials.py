@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.graph_sources import NODES
+from tests.support import one_environment
 from vf.cli import cli
 from vf.config.infra import AuthChoice
 from vf.emit.prerequisites import missing_references
@@ -32,15 +33,8 @@ def build_flow():
 )
 
 
-def _config(body: str) -> str:
-    lines = "".join(f"    {line}\n" for line in body.strip("\n").splitlines())
-    return (
-        "environments:\n  dev:\n    namespace: ns\n    images:\n      default: r.io/a:1\n" + lines
-    )
-
-
 def _run(write_graph: Callable[..., Path], body: str, command: str = "validate") -> Any:
-    path = write_graph(GRAPH, _config(body))
+    path = write_graph(GRAPH, one_environment(body))
     return CliRunner().invoke(cli, [command, str(path)])
 
 
@@ -95,7 +89,7 @@ def test_shipped_servers_default_to_credentials_and_take_other_names() -> None:
 
 
 def _compile(write_graph: Callable[..., Path], body: str, tmp_path: Path) -> dict[str, Any]:
-    path = write_graph(GRAPH, _config(body))
+    path = write_graph(GRAPH, one_environment(body))
     out = tmp_path / "tree"
     result = CliRunner().invoke(cli, ["compile", str(path), "--out", str(out)])
     assert result.exit_code == 0, result.output

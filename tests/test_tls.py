@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.graph_sources import NODES
+from tests.support import one_environment
 from vf.cli import cli
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 
@@ -32,21 +33,14 @@ TLS = "broker: {profile: durable, tls: {secret: nats-tls}}\n" + (
 Obj = dict[str, Any]
 
 
-def _config(body: str) -> str:
-    lines = "".join(f"    {line}\n" for line in body.strip("\n").splitlines())
-    return (
-        "environments:\n  dev:\n    namespace: ns\n    images:\n      default: r.io/a:1\n" + lines
-    )
-
-
 def _run(write_graph: Callable[..., Path], body: str, command: str = "validate") -> Any:
-    path = write_graph(GRAPH, _config(body))
+    path = write_graph(GRAPH, one_environment(body))
     return CliRunner().invoke(cli, [command, str(path)])
 
 
 def compile_tls(write_graph: Callable[..., Path], body: str = TLS) -> CompileResult:
     """The test flow compiled with ``body`` as its one environment's broker and store."""
-    return compile_project(CompileRequest(graph=str(write_graph(GRAPH, _config(body)))))
+    return compile_project(CompileRequest(graph=str(write_graph(GRAPH, one_environment(body)))))
 
 
 def _objects(result: CompileResult, kind: str, infra: str | None = None) -> list[Obj]:
@@ -179,7 +173,7 @@ def test_explain_names_tls_on_and_off_per_component(write_graph: Callable[..., P
 def test_the_readme_shows_the_certificate_each_secret_needs(
     write_graph: Callable[..., Path], tmp_path: Path
 ) -> None:
-    path = write_graph(GRAPH, _config(TLS))
+    path = write_graph(GRAPH, one_environment(TLS))
     out = tmp_path / "tree"
     done = CliRunner().invoke(cli, ["compile", str(path), "--out", str(out)])
     assert done.exit_code == 0, done.output
