@@ -22,6 +22,7 @@ from vf_runtime.local.deadletters import DeadLetterReport
 from vf_runtime.local.outcome import report_dead_letters
 from vf_runtime.worker.exits import EXIT_ABORTED as WORKER_ABORTED
 from vf_runtime.worker.exits import EXIT_STOPPED as WORKER_STOPPED
+from vf_runtime.worker.health import summary_counts
 
 if TYPE_CHECKING:
     from vf.runtree.cluster import Cluster
@@ -30,7 +31,6 @@ SHOWN = ("received", "processed", "published", "redelivered")
 # restarts of one long-running workload's pods beyond which it is crash-looping: a worker
 # may restart once or twice while the broker it reaches is still starting
 CRASH_RESTARTS = 2  # the counters the summary prints, beside the dead letters
-_SUMMARY = re.compile(r"summary: (.*)$", re.MULTILINE)
 _METRIC = re.compile(
     r'^vf_messages_(\w+)_total\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\} (\d+)$', re.MULTILINE
 )
@@ -188,11 +188,9 @@ def _ended_lives(container: Container) -> dict[str, int]:
     except OSError:
         return {}
     counts: dict[str, int] = {}
-    for line in _SUMMARY.findall(text):
-        for field in line.split():
-            name, _, value = field.partition("=")
-            if value.isdigit():
-                counts[name] = counts.get(name, 0) + int(value)
+    for line in text.splitlines():
+        for name, value in (summary_counts(line) or {}).items():
+            counts[name] = counts.get(name, 0) + value
     return counts
 
 

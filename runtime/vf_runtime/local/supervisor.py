@@ -27,6 +27,7 @@ from vf_runtime.local.zygote import ForkedWorker, Zygote
 
 # a BATCH worker stopped before its work was done; a worker that ended on an abort (EOS-5)
 from vf_runtime.worker.exits import EXIT_ABORTED, EXIT_STOPPED
+from vf_runtime.worker.health import summary_counts
 
 STOP_REPEAT = 2.0
 _ENDED = (0, EXIT_STOPPED, EXIT_ABORTED)  # a life that ended by design: never restarted
@@ -37,9 +38,6 @@ COUNTER = re.compile(
     rf'^vf_messages_(\w+)_total\{{flow={_VALUE},node="((?:[^"\\]|\\.)*)",replica="\d+"\}} (\d+)$',
     re.MULTILINE,
 )
-_SUMMARY = re.compile(r"summary: ((?:\w+=\d+ ?)+)")  # the worker's last line (Metrics.summary)
-_SUMMARY_PAIR = re.compile(r"(\w+?)=(\d+)(?= |$)")
-_NOT_COUNTS = frozenset({"cpu_seconds"})
 METRICS_LIMIT = 1 << 20  # a worker's /metrics is a few kilobytes
 
 
@@ -110,15 +108,10 @@ class _Child:
     def observe(self, line: str) -> None:
         """A worker's last log line sums up its counters: the final count of this life, which
         a scrape between its last message and its exit would miss."""
-        found = _SUMMARY.search(line)
-        if found is not None:
+        counts = summary_counts(line)
+        if counts is not None:
             with self.lock:
-                pairs = _SUMMARY_PAIR.findall(found.group(1))
-                self.counts = {
-                    k: int(v)
-                    for k, v in pairs
-                    if k not in _NOT_COUNTS and not k.endswith("_retries")
-                }
+                self.counts = counts
 
     def end_life(self) -> None:
         with self.lock:

@@ -8,6 +8,7 @@ text; anything else is 404.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from bisect import bisect_left
@@ -82,6 +83,19 @@ def _quoted(value: object) -> str:
     """A label value in the text format: backslash, quote and newline escaped."""
     text = str(value).replace("\\", "\\\\").replace('"', '\\"')
     return text.replace("\n", "\\n")
+
+
+_SUMMARY = re.compile(r"summary: (.*)$")
+
+
+def summary_counts(line: str) -> dict[str, int] | None:
+    """The message counters of a worker's summary line (:meth:`Metrics.summary`, its last
+    log line); None when ``line`` is no summary."""
+    found = _SUMMARY.search(line.rstrip("\n"))
+    if found is None:
+        return None
+    pairs = (field.partition("=") for field in found.group(1).split())
+    return {name: int(value) for name, _, value in pairs if name in COUNTERS and value.isdigit()}
 
 
 @dataclass
