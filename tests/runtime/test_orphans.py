@@ -134,3 +134,31 @@ def test_a_run_whose_reader_goes_away_stops_and_leaves_nothing(tmp_path: Path) -
     left = [p.name for p in tmp_path.iterdir() if p.name.startswith("vf-run-")]
     print(f"[reader gone] exit {code}, left: {left or 'nothing'}")
     assert code != 0 and not left
+
+
+SIGNALLED_AS_PROVISIONING_ENDS = """
+import os, signal, sys
+from vf.commands.exits import run_body
+from vf.commands.run_local import command
+from vf.commands.run_local.command import RunLocalRequest, run_local
+
+provisioned = command.provision_run
+
+async def provision_then_signal(*args, **kwargs):
+    await provisioned(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGINT)  # lands before the event loop looks again
+
+command.provision_run = provision_then_signal
+run_body(lambda: run_local(RunLocalRequest(graph=sys.argv[1], stall_seconds=30)))
+"""
+
+
+def test_a_stop_signal_as_provisioning_ends_stops_the_run(tmp_path: Path) -> None:
+    """A Ctrl-C that lands in the last instructions of provisioning, after the event loop
+    last looked for signals, still stops the run; the run once went on to its end."""
+    env = {**os.environ, "VF_TEST_OUT": str(tmp_path / "sink.jsonl"), "VF_TEST_COUNT": "40"}
+    command = [sys.executable, "-c", SIGNALLED_AS_PROVISIONING_ENDS, str(FLOWS / "paced.py")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=90)
+    output = done.stdout + done.stderr
+    assert done.returncode == 130, output[-3000:]
+    assert "interrupted" in output and "running flow" not in output, output[-3000:]

@@ -23,7 +23,6 @@ import asyncio
 import json
 import os
 import secrets
-import signal
 import sys
 import threading
 from collections.abc import Mapping
@@ -38,8 +37,7 @@ from vf.commands.run_local.grants import gpu_requests, grant_local_gpus
 from vf.commands.run_local.mounts import claims, local_paths, mounted_env
 from vf.commands.run_local.notices import not_applied
 from vf.commands.run_local.signals import (
-    STOP_SIGNALS,
-    cancel_on,
+    cancelled_by_signals,
     guarded,
     start_guardian,
     stop_asked,
@@ -399,25 +397,17 @@ def _kept_run_dir(request: RunLocalRequest) -> Path | None:
 
 def _provision(nats_url: str, topology: RunTopology, auth: NatsAuth | None = None) -> None:
     """Provision the run's streams and durables. A stop signal meanwhile cancels the
-    provisioning at an ``await``, as asyncio's own Ctrl-C handling does: a KeyboardInterrupt
-    raised at any instruction of the event loop could leave the NATS client's tasks
-    running, and the run waited on them for minutes before it stopped."""
+    provisioning at an ``await``: a KeyboardInterrupt raised at any instruction of the
+    event loop could leave the NATS client's tasks running, and the run waited on them for
+    minutes before it stopped. One that lands as provisioning ends stops the run after."""
 
     async def provisioned() -> None:
         task = asyncio.current_task()
         if task is None or threading.current_thread() is not threading.main_thread():
             await provision_run(nats_url, topology, prune=False, timeout=15, auth=auth)
             return
-        loop = asyncio.get_running_loop()
-        kept = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-        for sig in STOP_SIGNALS:
-            loop.add_signal_handler(sig, cancel_on, sig, task)
-        try:
+        with cancelled_by_signals(task):
             await provision_run(nats_url, topology, prune=False, timeout=15, auth=auth)
-        finally:
-            for sig, handler in kept.items():
-                loop.remove_signal_handler(sig)  # (which leaves SIG_DFL: ours back at once)
-                signal.signal(sig, handler)
 
     try:
         asyncio.run(provisioned())
@@ -425,6 +415,7 @@ def _provision(nats_url: str, topology: RunTopology, auth: NatsAuth | None = Non
         if not stop_asked():
             raise
         raise KeyboardInterrupt from None
+    stop_if_asked()
 
 
 def _dead_letters(

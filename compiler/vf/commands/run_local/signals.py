@@ -14,11 +14,6 @@ from vf.errors import EnvironmentProblem
 from vf_runtime.local.guardian import Guardian
 
 
-def cancel_on(signum: int, task: asyncio.Task[None]) -> None:
-    _SIGNALLED.append(signum)
-    task.cancel()
-
-
 def start_guardian() -> Guardian:
     """The run's guardian, started; it makes the run directory while vf compiles."""
     try:
@@ -74,6 +69,26 @@ def stopped_by_signals() -> Iterator[None]:
         return
     _SIGNALLED.clear()
     previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def cancelled_by_signals(task: asyncio.Task[None]) -> Iterator[None]:
+    """While the block runs, a stop signal cancels ``task`` at its next ``await`` (as
+    ``asyncio.run`` does on Ctrl-C) instead of raising at whatever instruction the event
+    loop is at. The signal is remembered as it arrives, not when the loop next looks: one
+    that lands as the task ends is never lost, and :func:`stop_if_asked` raises it after."""
+    loop = task.get_loop()
+
+    def _cancel(signum: int, frame: FrameType | None) -> None:
+        _SIGNALLED.append(signum)
+        loop.call_soon_threadsafe(task.cancel)  # wakes a loop asleep in select()
+
+    previous = {sig: signal.signal(sig, _cancel) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
