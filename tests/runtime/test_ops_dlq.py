@@ -14,6 +14,8 @@ from redis import Redis
 
 from tests.runtime.opshelp import Servers, fresh_servers, run_identity, vf, with_js
 from tests.runtime.support import finish_flow, run_flow, start_flow, wait_until
+from vf.commands.ops.dlq import DeadLetter
+from vf.commands.ops.replay import Verdict, publish
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.wire import BLOB_REF, DATA, Envelope, encode_envelope
 
@@ -301,3 +303,31 @@ def test_purge_needs_yes_and_empties_only_what_it_names(servers: Servers, poison
     assert refused.code == 2 and "error[VF_CONFIRM]" in refused.err
     assert other.code == 0 and kept == before >= 1
     assert done.code == 0 and done.json()["purged"] == before and count() == 0
+
+
+def test_a_replay_carries_the_items_trace_context_on(servers: Servers) -> None:
+    """A dead letter keeps its item's ``traceparent`` and ``tracestate`` (TRACE-1); the
+    replayed message carries both, so the item's next delivery continues its trace."""
+    context = {
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "tracestate": "vendor=1",
+    }
+
+    def letter(headers: dict[str, str], seq: int) -> Verdict:
+        record = DeadLetter(
+            flow="traced", seq=seq, subject="", time=None, headers=headers, data=b"x"
+        )
+        return Verdict(letter=record, subject="traced.replayed")
+
+    async def body(js: JetStreamContext) -> list[dict[str, str]]:
+        await js.add_stream(name="traced-replayed", subjects=["traced.replayed"])
+        first = await publish(js, letter({"VF-Run-Id": "r", **context}, 1), "a1")
+        second = await publish(js, letter({"VF-Run-Id": "r"}, 2), "a2")
+        found = [await js.get_msg("traced-replayed", seq=s) for s in (first, second)]
+        return [{str(k): str(v) for k, v in (m.headers or {}).items()} for m in found]
+
+    traced, plain = with_js(servers.nats.url, body)
+    print(f"[replay headers] {traced}")
+    assert context.items() <= traced.items()
+    assert traced["VF-Replay-Of"] == "vf-traced-dlq:1"
+    assert "traceparent" not in plain and "tracestate" not in plain

@@ -3,8 +3,11 @@ which decodes every ``ExportTraceServiceRequest`` with the opentelemetry-proto p
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+import json
 import os
+import re
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
@@ -241,3 +244,41 @@ def test_an_unsampled_parent_passes_its_context_on_and_a_sampled_one_gets_a_chil
     assert root.headers["traceparent"].split("-")[1] != trace_id
     root.end("ok")
     tracer.close(0.5)
+
+
+async def _dead_letter_headers(url: str, flow: str) -> dict[str, str]:
+    import nats
+
+    client = await nats.connect(url)
+    try:
+        message = await client.jetstream().get_last_msg(f"vf-{flow}-dlq", f"vf.{flow}._dlq.>")
+        return {str(k): str(v) for k, v in (message.headers or {}).items()}
+    finally:
+        await client.close()
+
+
+def test_a_dead_letter_keeps_the_traceparent_of_the_message_it_copies(
+    tmp_path: Path, nats_server: LocalServer, redis_server: LocalServer, receiver: _Receiver
+) -> None:
+    """The DLQ record of item 3 carries the context its input message carried, that of the
+    producer's span, so ``vf dlq show`` and the run's kept copy lead to the item's trace."""
+    out = tmp_path / "sink.jsonl"
+    env = {**_otel_env(receiver, out), "VF_RETRY_DELAY_CAP_SECONDS": "0.5"}
+    run = run_flow("poison.py", nats=nats_server, redis=redis_server, env=env)
+    assert run.code == 6, run.output[-4000:]
+    headers = asyncio.run(_dead_letter_headers(nats_server.url, "poison"))
+    print(f"[dead letter] traceparent={headers.get('traceparent')!r}")
+    (dead,) = [s for s in receiver.spans if s.attributes["vf.outcome"] == "dead_lettered"]
+    (emitted,) = [
+        s
+        for s in receiver.spans
+        if s.trace_id == dead.trace_id and s.attributes["vf.node"] == "numbers"
+    ]
+    version, trace_id, parent, flags = headers["traceparent"].split("-")
+    assert (version, trace_id, parent) == ("00", emitted.trace_id, emitted.span_id)
+    assert int(flags, 16) & 1, "sampled (the SDK may set other flag bits, e.g. random)"
+    assert headers["VF-Code"] == "VF_NODE_VALUEERROR"
+    copy = re.search(r"a copy is kept in (\S+)", run.output)
+    assert copy is not None, run.output[-4000:]
+    (record,) = [json.loads(line) for line in Path(copy.group(1)).read_text().splitlines()]
+    assert record["headers"]["traceparent"] == headers["traceparent"]

@@ -45,6 +45,7 @@ from vf_runtime.wire import (
 from vf_runtime.wire.codec import data_envelope
 from vf_runtime.worker.config import WorkerConfig
 from vf_runtime.worker.health import Metrics
+from vf_runtime.worker.tracing import TRACEPARENT, TRACESTATE
 
 log = logging.getLogger("vf.worker")
 BACKOFF = (0.05, 0.1, 0.2, 0.5, 1.0)
@@ -369,6 +370,12 @@ def broker_full(exc: BaseException) -> bool:
     return exc.err_code in BROKER_FULL
 
 
+def trace_context(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """The W3C trace context a message carries (TRACE-1), as its dead letter keeps it."""
+    found = headers or {}
+    return {name: found[name] for name in (TRACEPARENT, TRACESTATE) if found.get(name)}
+
+
 class DeadLetters:
     """Copies failed messages, raw bytes and reason headers, to the flow's DLQ."""
 
@@ -411,6 +418,7 @@ class DeadLetters:
             "VF-Error": reason[:256],
             "VF-Disposition": disposition,
             "VF-Num-Delivered": str(meta.num_delivered),
+            **trace_context(msg.headers),
         }
         for attempt in range(3):
             try:

@@ -4,12 +4,13 @@ A replay publishes the original bytes on the data subject of the envelope's prod
 in the run and generation that dead-lettered it, under a message id of its own
 (``replay:{replay id}:{flow}:{DLQ seq}``) so the stream never drops it as a duplicate
 of the original or of an earlier replay, and with ``VF-Replay-Of`` / ``VF-Replay-Id``
-headers so every replayed message can be traced to its record. Each record is checked
-first and refused by name when replaying it cannot work: the run's stream is gone, the
-node no longer reads it, another node reads it too, the envelope does not decode or
-belongs elsewhere, its offloaded payload is no longer in the store, or it belongs to a
-BATCH generation that no longer reads the node's input (a finished generation does not
-run again, PROTOCOL GEN-7).
+headers so every replayed message can be traced to its record; the item's
+``traceparent`` (and ``tracestate``), kept by its dead letter, goes with it, so a replay
+continues the item's trace. Each record is checked first and refused by name when
+replaying it cannot work: the run's stream is gone, the node no longer reads it, another
+node reads it too, the envelope does not decode or belongs elsewhere, its offloaded
+payload is no longer in the store, or it belongs to a BATCH generation that no longer
+reads the node's input (a finished generation does not run again, PROTOCOL GEN-7).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from vf_runtime.broker.inventory import Durable, durables
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.wire import BLOB_REF, DATA, WireError, decode_envelope, decode_payload
 from vf_runtime.wire.payloads import BlobRef
+from vf_runtime.worker.tracing import TRACEPARENT, TRACESTATE
 
 REPLAY_OF, REPLAY_ID = "VF-Replay-Of", "VF-Replay-Id"
 
@@ -133,5 +135,8 @@ async def publish(js: JetStreamContext, verdict: Verdict, replay: str) -> int:
     }
     if letter.generation:
         headers["VF-Generation"] = letter.generation
+    for name in (TRACEPARENT, TRACESTATE):  # the item's trace goes on (TRACE-1)
+        if letter.header(name):
+            headers[name] = letter.header(name)
     ack = await js.publish(verdict.subject, letter.data, headers=headers, timeout=5.0)
     return int(ack.seq)
