@@ -62,9 +62,16 @@ def run_flow(
 
 
 def start_flow(
-    graph: str, *, nats_url: str, redis_url: str, env: dict[str, str], log: Path
+    graph: str,
+    *,
+    nats_url: str,
+    redis_url: str,
+    env: dict[str, str],
+    log: Path,
+    args: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start ``vf run-local`` of ``flows/<graph>`` in the background, its output in ``log``."""
+    """Start ``vf run-local`` of ``flows/<graph>`` in the background, its output in ``log``,
+    with ``args`` added to the command line."""
     command = [
         str(Path(sys.executable).with_name("vf")),
         "run-local",
@@ -75,6 +82,7 @@ def start_flow(
         redis_url,
         "--stall-timeout",
         "60",
+        *args,
     ]
     with log.open("wb") as out:
         return subprocess.Popen(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from vf_runtime.local.infra import free_port
+from vf_runtime.local.scrape import ScrapeTargets
 from vf_runtime.local.zygote import ForkedWorker, Zygote
 
 # a BATCH worker stopped before its work was done; a worker that ended on an abort (EOS-5)
@@ -77,6 +78,7 @@ class SuperviseOptions:
     # Whether a stop was asked for: a signal's KeyboardInterrupt that Python swallowed (one
     # raised inside a finalizer or a weakref callback is only printed) still stops the run.
     interrupted: Callable[[], bool] = lambda: False
+    targets: ScrapeTargets | None = None  # kept up to date with the live health ports
 
 
 @dataclass
@@ -138,6 +140,7 @@ class Supervisor:
         self.children = [_Child(spec) for spec in replicas]
         self.options = options
         self.lock = threading.Lock()
+        self.targets_lock = threading.Lock()
         self.stopping = threading.Event()
         self.output_gone = False
         self.reported, self.reported_at = 0, time.monotonic()
@@ -159,6 +162,7 @@ class Supervisor:
             if child.spec.health_port > 0:  # chosen now: one chosen earlier may be taken
                 child.port = free_port()  # since (an outgoing connection's ephemeral port)
                 env["VF_HEALTH_PORT"] = str(child.port)
+            self._targets_changed()
             child.process = self._start(child.spec, env)
             assert child.process.stdout is not None
             for line in child.process.stdout:
@@ -172,6 +176,7 @@ class Supervisor:
             if ended or child.restarts >= policy.max_restarts:
                 child.exit_code = code
                 child.done.set()
+                self._targets_changed()
                 return
             delay = policy.delay(child.restarts)
             child.restarts += 1
@@ -182,6 +187,17 @@ class Supervisor:
                 child.exit_code = code
                 child.done.set()
                 return
+
+    def _targets_changed(self) -> None:
+        """Rewrite the scrape targets: the health port of every replica not yet ended."""
+        targets = self.options.targets
+        if targets is None:
+            return
+        try:
+            with self.targets_lock:
+                targets.write(c.port for c in self.children if not c.done.is_set())
+        except OSError as exc:  # a Prometheus of the user's misses the change, nothing else
+            self.emit("vf", f"could not write the scrape targets {targets.path}: {exc}")
 
     def _start(
         self, spec: ReplicaSpec, env: dict[str, str]

@@ -69,6 +69,7 @@ from vf_runtime.local.infra import (
     nats_identity,
 )
 from vf_runtime.local.outcome import exit_code, replayed_producers, report_dead_letters, settled
+from vf_runtime.local.scrape import TARGETS_FILE, ScrapeTargets
 from vf_runtime.local.supervisor import (
     Outcome,
     ReplicaSpec,
@@ -376,6 +377,7 @@ def run_local(request: RunLocalRequest) -> int:
             group=guardian.group,
             zygote=zygote,
             interrupted=stop_asked,
+            targets=_scrape_targets(plan, run_dir, out),
         )
         outcome = Supervisor(replicas, options).run()
         letters = _dead_letters(nats_url, names, plan=plan, request=request, auth=auth)
@@ -384,6 +386,13 @@ def run_local(request: RunLocalRequest) -> int:
                 "[vf] the claim folders are removed with the run: pass --run-dir to keep them\n"
             )
     return _finish(outcome, letters, unreplayable=plan.unreplayable_producers or (), out=out)
+
+
+def _scrape_targets(plan: Plan, run_dir: Path, out: TextIO) -> ScrapeTargets:
+    """The run's Prometheus file_sd file, its path said once (docs/observability.md)."""
+    targets = ScrapeTargets(path=run_dir / TARGETS_FILE, labels={"namespace": plan.namespace})
+    out.write(f"[vf] the workers' /metrics, for Prometheus' file_sd_configs: {targets.path}\n")
+    return targets
 
 
 def _kept_run_dir(request: RunLocalRequest) -> Path | None:
