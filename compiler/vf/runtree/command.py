@@ -23,7 +23,7 @@ from vf.errors import EXIT_INTERRUPTED, EnvironmentProblem, VfError
 from vf.runtree.capacity import check_fit, pod_demand
 from vf.runtree.cluster import Cluster
 from vf.runtree.controllers import JobController
-from vf.runtree.credentials import run_credentials
+from vf.runtree.credentials import run_credentials, run_tls
 from vf.runtree.images import ImageContext, ImageResolver, pod_template, unknown_images
 from vf.runtree.manifests import TreeEnvironment, render
 from vf.runtree.notice import not_emulated, runtime_notice
@@ -141,6 +141,7 @@ def prepare(
     }
     given.update(secrets)
     made = run_credentials(tree.plan, given=given)
+    made.update(run_tls(tree.plan, given=given))
     if made:
         tree = replace(tree, run_secrets=made)
         given.update(made)

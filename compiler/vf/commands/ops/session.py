@@ -6,7 +6,8 @@ can block for minutes), and the whole conversation runs under one deadline. Fail
 to reach the broker or the store is an environment problem: exit 3, the URL, the fix;
 so is a broker or store that refuses the credentials of the environment
 (``VF_NATS_USER``/``VF_NATS_PASSWORD``, ``VF_NATS_TOKEN`` or ``VF_NATS_CREDS``;
-``VF_BLOB_REDIS_USER``/``VF_BLOB_REDIS_PASSWORD``): ``VF_BROKER_AUTH``, ``VF_STORE_AUTH``.
+``VF_BLOB_REDIS_USER``/``VF_BLOB_REDIS_PASSWORD``): ``VF_BROKER_AUTH``, ``VF_STORE_AUTH``;
+and a store whose TLS connection fails: ``VF_STORE_TLS`` (ADR 0226).
 """
 
 from __future__ import annotations
@@ -15,18 +16,21 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from redis.asyncio import Redis
 from redis.exceptions import AuthenticationError, NoPermissionError, RedisError
+from redis.exceptions import TimeoutError as RedisTimeout
 
 from vf.errors import EnvironmentProblem
 from vf_runtime.broker.client import BrokerError, connect
 from vf_runtime.clientauth import CredentialsError, store_auth
-from vf_runtime.credentials import STORE_PASSWORD_ENV, STORE_USER_ENV
+from vf_runtime.credentials import STORE_PASSWORD_ENV, STORE_TLS_CA_ENV, STORE_USER_ENV
 from vf_runtime.redact import redact
+from vf_runtime.store.blobstore import speaks_plaintext, tls_failure
 
 T = TypeVar("T")
 API_TIMEOUT = 5.0
@@ -93,12 +97,36 @@ async def _check_store(store: Redis, url: str) -> None:
             shown,
         ) from exc
     except (RedisError, OSError) as exc:
+        why = await _tls_problem(url, exc)
+        if why:
+            raise EnvironmentProblem(
+                "VF_STORE_TLS",
+                f"the TLS connection to the payload store at {shown} failed: {redact(why)}",
+                f"point {STORE_TLS_CA_ENV} at the ca.crt of the store's TLS Secret, reach it "
+                "by a name its certificate carries, and use rediss:// only for a store that "
+                "speaks TLS",
+                shown,
+            ) from exc
         raise EnvironmentProblem(
             "VF_STORE_UNAVAILABLE",
             f"cannot reach the payload store at {shown}: {redact(str(exc))}",
             f"check that Redis/Valkey listens at {shown}, or pass the right --redis URL",
             shown,
         ) from exc
+
+
+async def _tls_problem(url: str, exc: BaseException) -> str:
+    """Why the store's TLS failed (a certificate, or a plaintext store behind a
+    ``rediss://`` URL that timed out the handshake); empty when it is not TLS's fault."""
+    failure = tls_failure(exc)
+    if failure is not None:
+        return str(failure)
+    where = urlsplit(url)
+    if not isinstance(exc, RedisTimeout) or where.scheme != "rediss":
+        return ""
+    if await speaks_plaintext(where.hostname or "localhost", where.port or 6379):
+        return "it does not speak TLS (it answered a plaintext PING)"
+    return ""
 
 
 def with_broker(
