@@ -158,7 +158,7 @@ def test_a_stop_signal_as_provisioning_ends_stops_the_run(tmp_path: Path) -> Non
     last looked for signals, still stops the run; the run once went on to its end."""
     env = {**os.environ, "VF_TEST_OUT": str(tmp_path / "sink.jsonl"), "VF_TEST_COUNT": "40"}
     command = [sys.executable, "-c", SIGNALLED_AS_PROVISIONING_ENDS, str(FLOWS / "paced.py")]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=90)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=90, check=False)
     output = done.stdout + done.stderr
     assert done.returncode == 130, output[-3000:]
     assert "interrupted" in output and "running flow" not in output, output[-3000:]
