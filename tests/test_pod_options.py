@@ -22,7 +22,7 @@ from vf.emit.ordering import (
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.runtree.argocd_sync import deletable
-from vf.runtree.teardown import never_pruned
+from vf.runtree.flux_gc import never_pruned
 
 Obj = dict[str, Any]
 GRAPH = (

@@ -10,7 +10,7 @@ import math
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from ruamel.yaml import YAML
@@ -18,14 +18,18 @@ from ruamel.yaml import YAML
 import vf.emit.shards as shards_module
 from tests.support import example_graph, kustomize_build
 from vf.commands.explain.text import explain
+from vf.emit.gitops.shard_apps import flux_shard_files
 from vf.emit.shards import (
     SHARD_MAX_BYTES,
     SHARD_MAX_OBJECTS,
+    Shard,
     bucket,
     first_buckets,
     shards_of,
 )
+from vf.ir.delivery import GitOps
 from vf.pipeline import CompileRequest, CompileResult, compile_project
+from vf.runtree.manifests import parse_objects
 from vf.tree.write import write_tree
 
 Obj = dict[str, Any]
@@ -186,11 +190,25 @@ def test_each_shard_has_its_application_and_kustomization(
         part = _app(result, f"flux/kustomization-dev-shard-{number}.yaml")
         assert part["spec"]["path"] == f"./deploy/cameras/shards/dev/{number}"
         assert part["spec"]["prune"] is True
+        bucket_of = int(number) - 1
+        step = 1 << bucket_of.bit_length()  # the smallest power of two above the bucket
+        heirs = [
+            f"cameras-dev-shard-{n}"
+            for n in others
+            if n > number and (int(n) - 1) % step == bucket_of
+        ]
         assert [d["name"] for d in part["spec"]["dependsOn"]] == [
             "cameras-dev-gitops",
             "cameras-dev-infra",
+            *heirs,
         ]
         assert part["spec"]["healthChecks"]
+    workers = _app(result, "flux/kustomization-dev.yaml")  # applies after every shard
+    assert [d["name"] for d in workers["spec"]["dependsOn"]] == [
+        "cameras-dev-gitops",
+        "cameras-dev-infra",
+        *(f"cameras-dev-shard-{n}" for n in others),
+    ]
     scaled = [
         p for p in result.tree if p.startswith("gitops/flux/") and p.endswith("-optional.yaml")
     ]
@@ -234,3 +252,48 @@ def test_a_large_flow_is_sharded_within_every_limit(kubectl: str, tmp_path: Path
     apps = [p for p in result.tree if p.startswith("gitops/argocd/application-dev")]
     assert len(apps) == len(shards)
     assert not [p for p in result.tree if p.startswith("manifests/")]
+
+
+def test_run_tree_reads_a_hash_as_kustomize_wrote_it(kubectl: str, tmp_path: Path) -> None:
+    """A config hash kustomize writes is text to the API server; run-tree reads the same:
+    ``1234567890``, ``12e4`` and ``0123`` are quoted by kustomize (Go's YAML would take
+    them for numbers), ``765375e546887432`` is written bare since Go's float parse of it
+    overflows, and stays text."""
+    literals = ["1234567890", "12e4", "0123", "765375e546887432", "2456789245"]
+    (tmp_path / "kustomization.yaml").write_text(
+        "configMapGenerator:\n- name: cfg\n  literals: ["
+        + ", ".join(f"h{i}={v}" for i, v in enumerate(literals))
+        + "]\n"
+    )
+    built = kustomize_build(kubectl, tmp_path)
+    assert "h3: 765375e546887432\n" in built  # bare, as Go's resolver leaves it text
+    (config_map,) = parse_objects(built, source="kustomize")
+    assert config_map["data"] == {f"h{i}": v for i, v in enumerate(literals)}
+    assert str(config_map["metadata"]["name"]).startswith("cfg-")
+
+
+@pytest.mark.parametrize("before", [1, 2, 4, 8])
+def test_a_node_moves_only_to_a_shard_its_old_one_waits_for(before: int) -> None:
+    """When the bucket count doubles (once or more), a node leaves bucket ``b`` only for a
+    bucket whose Kustomization ``b``'s depends on, so the new owner applies it before the
+    old one's garbage collection looks at it (ADR 0225)."""
+    after = 16
+    shards = [Shard(f"{n:02d}", (), (), ()) for n in range(after + 1)]
+    workers = {
+        "metadata": {"name": "f-dev"},
+        "spec": {"path": "./s/dev/00", "dependsOn": [{"name": "f-dev-gitops"}]},
+    }
+    unused = cast(GitOps, None)  # a Kustomization's folder comes from the workers part
+    files = flux_shard_files(
+        unused, workers=workers, infra_name="f-dev-infra", flow_id="f", env="dev", shards=shards
+    )
+    waits = {
+        int(o["metadata"]["name"].rpartition("-")[2]) - 1: {
+            int(d["name"].rpartition("-")[2]) - 1 for d in o["spec"]["dependsOn"][2:]
+        }
+        for o in files.values()
+    }
+    for index in range(200):
+        node = f"node-{index}"
+        old, new = bucket(node, buckets=before), bucket(node, buckets=after)
+        assert new == old or new in waits[old], (node, old, new)

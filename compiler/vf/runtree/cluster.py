@@ -67,6 +67,7 @@ class Cluster:
         self.recreated: list[str] = []  # Jobs a sync deleted and created again
         self.gitops = GitopsState()  # the controllers' own objects, as last applied
         self.inventory: dict[str, set[Key]] = {}  # what each Flux Kustomization applied
+        self.labelled: dict[Key, str] = {}  # the Kustomization named by an object's labels
         self.releases: dict[str, tuple[Obj, ...]] = {}  # each Helm release's last good objects
         self.refused: list[str] = []  # objects of a kind this cluster does not serve
 
@@ -138,6 +139,7 @@ class Cluster:
         for k in list(keys):
             self.objects.pop(k, None)
             self.owner.pop(k, None)
+            self.labelled.pop(k, None)
             controller = self.controllers.pop(k, None)
             if controller is not None:
                 controller.stop(now)

@@ -25,6 +25,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from vf.runtree import flux_gc
 from vf.runtree.argocd_sync import (
     KUBERNETES_BACKOFF,
     OUT_OF_SYNC_ONLY,
@@ -39,13 +40,14 @@ from vf.runtree.argocd_sync import (
 )
 from vf.runtree.argocd_sync import prunes as argocd_prunes
 from vf.runtree.cluster import Cluster, wave_of
+from vf.runtree.flux_gc import never_pruned
 from vf.runtree.flux_sync import healthy as flux_healthy
 from vf.runtree.flux_sync import job_reader, part_objects, seconds, wait_set
 from vf.runtree.gitops_state import ordered
 from vf.runtree.images import ImageResolver
 from vf.runtree.manifests import TreeEnvironment, render
 from vf.runtree.shards import each_application, source_objects
-from vf.runtree.teardown import finalize, never_pruned
+from vf.runtree.teardown import finalize
 from vf.textio.objects import Obj
 
 Key = tuple[str, str, str]
@@ -305,7 +307,8 @@ def _flux_parts(
                 errors.append(failure)
             break  # what depends on it is not applied
         errors += cluster.apply(part, app=app, resolver=resolver, mode="flux", prune=False)
-        _prune_inventory(cluster, name, part=part)
+        flux_gc.labelled(cluster, name, _keys(part))
+        flux_gc.prune(cluster, name, wanted=_keys(part))
         keys, reader = wait_set(spec, part), job_reader(spec)
         limit = min(seconds(str(spec.get("timeout", "5m"))), timeout)
         listed = not spec.get("wait")  # healthChecks name objects that must exist
@@ -326,15 +329,6 @@ def _flux_parts(
             )
             break  # what depends on it is not applied
     return errors
-
-
-def _prune_inventory(cluster: Cluster, name: str, *, part: list[Obj]) -> None:
-    """A Kustomization deletes what its inventory held that its build no longer has (what
-    says never to prune it aside), and keeps the build as its inventory."""
-    wanted = _keys(part)
-    gone = [k for k in sorted(cluster.inventory.get(name, set()) - wanted) if k in cluster.objects]
-    cluster.delete(k for k in gone if not never_pruned(cluster.objects[k]))
-    cluster.inventory[name] = wanted
 
 
 def _sync(

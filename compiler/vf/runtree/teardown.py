@@ -4,7 +4,8 @@ Kustomizations and HelmReleases and of Argo CD's Applications, ``helm uninstall`
 
 from __future__ import annotations
 
-from vf.runtree.argocd_sync import deletable, delete_application, options
+from vf.runtree import flux_gc
+from vf.runtree.argocd_sync import deletable, delete_application
 from vf.runtree.cluster import Cluster
 from vf.runtree.gitops_state import is_root, of_env
 from vf.runtree.manifests import key as state_key
@@ -12,28 +13,15 @@ from vf.runtree.shards import owner
 from vf.textio.objects import Obj
 
 
-def never_pruned(obj: Obj) -> bool:
-    """Argo CD's ``Prune=false``, Flux's ``prune: disabled`` or Helm's ``keep``."""
-    annotations = obj["metadata"].get("annotations") or {}
-    return (
-        "Prune=false" in options(obj)
-        or annotations.get("kustomize.toolkit.fluxcd.io/prune") == "disabled"
-        or annotations.get("helm.sh/resource-policy") == "keep"
-    )
-
-
 def finalize(cluster: Cluster, pruned: list[Obj], *, app: str) -> None:
-    """What a pruned controller object's finalizer deletes: a Kustomization with ``prune``
-    its inventory (kustomize-controller ``finalize``), a HelmRelease its release (an
-    uninstall), an Application with the resources finalizer what it manages."""
+    """What a pruned controller object's finalizer deletes: a Kustomization what it applied
+    that still carries its labels, as its ``deletionPolicy`` says (``flux_gc``); a
+    HelmRelease its release (an uninstall); an Application with the resources finalizer
+    what it manages (what its tracking still names: ``Cluster.owner``)."""
     for obj in pruned:
         kind, name = obj["kind"], obj["metadata"]["name"]
-        if kind == "Kustomization" and (obj.get("spec") or {}).get("prune"):
-            held = sorted(cluster.inventory.pop(name, set()))
-            cluster.log(f"kustomization/{name} deleted: its finalizer deletes what it applied")
-            cluster.delete(
-                k for k in held if k in cluster.objects and not never_pruned(cluster.objects[k])
-            )
+        if kind == "Kustomization":
+            flux_gc.finalize(cluster, obj)
         elif kind == "HelmRelease":
             cluster.log(f"helmrelease/{name} deleted: helm-controller uninstalls the release")
             uninstall(cluster, app=app)
