@@ -160,6 +160,6 @@ def _go_number(number: float) -> str:
         text = format(Decimal(repr(number)), "f")
         return text.rstrip("0").rstrip(".") if "." in text else text
     text = repr(number)
-    if text[-4:-2] == "-0":  # e-07 -> e-7
+    if text[-4:-1] == "e-0":  # e-07 -> e-7
         text = text[:-2] + text[-1]
     return text
