@@ -89,8 +89,7 @@ def values_schema(values: Mapping[str, Obj]) -> Obj:
             "worker (generated): the chart refuses another nodes.<node>.replicas for them; "
             "recompile to change.",
         }
-    if JOB_VALUES in root["properties"]:
-        root["properties"][JOB_VALUES] = dict(JOB_VALUES_SCHEMA)
+    root["properties"][JOB_VALUES] = dict(JOB_VALUES_SCHEMA)  # vf's digest (ADR 224)
     root["properties"]["enabled"] = {
         "type": "boolean",
         "description": "Read by a parent chart's dependency condition; unused here.",
