@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ from vf.emit.helm.generations import (
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
 from vf.emit.helm.indexed import derived, lined_up, worker_job_node
 from vf.emit.helm.job_tags import with_job_name
+from vf.emit.helm.job_values import JOB_VALUES, job_reads, job_values_digest
 from vf.emit.helm.overrides import OVERRIDE_VALUES, with_overrides
 from vf.emit.helm.planned import (
     PLANNED_REPLICAS,
@@ -147,6 +149,9 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
             _keyed, partial(shape_template, shape)
         )
     rows = {shape.name: list(shape.rows) for shape in shapes}
+    reads = job_reads(templates, shapes)
+    for env in envs:  # what vf compiled, against which the chart compares (ADR 224)
+        values[env][JOB_VALUES] = job_values_digest(reads, {**values[env], "rows": rows})
     makers["values.yaml"] = partial(yamlout.dump, neutral_values(rows))
     del shapes, singles, rows
     own = {f"values-{env}.yaml" for env in envs}
@@ -154,7 +159,8 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
         makers[f"values-{env}.yaml"] = partial(yamlout.dump, values[env])
     makers["templates/environment.yaml"] = partial(environment_guard, envs)
     makers["values.schema.json"] = partial(_schema_text, values)
-    makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
+    helpers = {"job_reads": json.dumps(reads, sort_keys=True, separators=(",", ":"))}
+    makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context=helpers)
     context = _context(info, templates=templates, envs=envs)
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
     makers["README.md"] = partial(render_text, "README.md", context=context)

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vf.emit.helm.job_values import JOB_VALUES, JOB_VALUES_SCHEMA
 from vf.emit.helm.overrides import OVERRIDE_SCHEMAS
 from vf.textio.objects import Obj
 
@@ -88,6 +89,7 @@ def values_schema(values: Mapping[str, Obj]) -> Obj:
             "worker (generated): the chart refuses another nodes.<node>.replicas for them; "
             "recompile to change.",
         }
+    root["properties"][JOB_VALUES] = dict(JOB_VALUES_SCHEMA)  # vf's digest (ADR 224)
     root["properties"]["enabled"] = {
         "type": "boolean",
         "description": "Read by a parent chart's dependency condition; unused here.",
