@@ -25,10 +25,11 @@ CLIENT_CA = {"nats": "/etc/vf/tls/nats", "redis": "/etc/vf/tls/redis"}
 CLIENT_VOLUME = {"nats": "vf-nats-tls-ca", "redis": "vf-redis-tls-ca"}
 
 
-def nats_tls_block(indent: str) -> list[str]:
+def nats_tls_block(indent: str, where: str = NATS_TLS_DIR) -> list[str]:
     """A ``tls { ... }`` block of nats.conf: the server's certificate, its key and the CA
-    (for the cluster block, the CA every route's peer must be signed by)."""
-    folder = PurePosixPath(NATS_TLS_DIR)
+    (for the cluster block, the CA every route's peer must be signed by), in the folder
+    ``where`` (the pod's mounted Secret; a local run's own files for ``vf run-local``)."""
+    folder = PurePosixPath(where)
     return [
         f"{indent}tls {{",
         f'{indent}  cert_file: "{folder / CERT}"',
@@ -38,15 +39,16 @@ def nats_tls_block(indent: str) -> list[str]:
     ]
 
 
-def store_tls_args() -> list[str]:
-    """valkey-server's TLS arguments: TLS alone on 6379 (plain port 0), the certificate,
-    its key and CA, and no client certificate asked (clients log in by ACL password)."""
-    folder = PurePosixPath(STORE_TLS_DIR)
+def store_tls_args(where: str = STORE_TLS_DIR, *, port: int = 6379) -> list[str]:
+    """valkey-server's TLS arguments: TLS alone on ``port`` (plain port 0), the certificate,
+    its key and CA in the folder ``where``, and no client certificate asked (clients log in
+    by ACL password)."""
+    folder = PurePosixPath(where)
     return [
         "--port",
         "0",
         "--tls-port",
-        "6379",
+        str(port),
         "--tls-cert-file",
         str(folder / CERT),
         "--tls-key-file",

@@ -304,10 +304,13 @@ def launch_nats(
     port: int | None = None,
     group: int | None = None,
     auth: NatsAuth | None = None,
+    tls: Sequence[str] = (),
 ) -> LocalServer:
     """Start ``nats-server -js`` as :func:`start_nats` does, without waiting for it to
     listen: a caller starting several servers waits on them together (``ready``). With
-    ``auth`` (a user and password) it admits that user alone (:func:`nats_config`)."""
+    ``auth`` (a user and password) it admits that user alone (:func:`nats_config`). ``tls``:
+    the lines of a ``tls { }`` block its configuration gets, which make its client port
+    speak TLS (its URL's scheme is then ``tls://``)."""
     port = port or free_port()
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "nats-server.log"
@@ -316,13 +319,15 @@ def launch_nats(
     command = [path, "-js", "-a", "127.0.0.1", "-p", str(port), "--server_name", name]
     command += ["-sd", str(directory / "jetstream"), "-l", str(log)]
     env = None
+    config = (nats_config(auth) if auth is not None else "") + "".join(f"{x}\n" for x in tls)
+    if config:
+        command += ["-c", str(_private(directory / "nats-server.conf", config))]
     if auth is not None:
-        command += ["-c", str(_private(directory / "nats-server.conf", nats_config(auth)))]
         env = auth.env()  # the configuration's $VF_NATS_USER and $VF_NATS_PASSWORD
     process = _spawn(command, group, env)
     # its version is asked while it starts
     binary = _described("nats", path, process)
-    url = f"nats://127.0.0.1:{port}"
+    url = f"{'tls' if tls else 'nats'}://127.0.0.1:{port}"
     return LocalServer("nats-server", url, port, process, binary, log, server_name=name)
 
 
@@ -344,23 +349,31 @@ def launch_redis(
     port: int | None = None,
     group: int | None = None,
     users: Sequence[tuple[StoreAuth, str]] = (),
+    tls: Sequence[str] = (),
+    binary: str | None = None,
 ) -> LocalServer:
     """Start ``redis-server`` as :func:`start_redis` does, without waiting for it to listen.
-    With ``users``, only they are admitted (:func:`store_config`)."""
+    With ``users``, only they are admitted (:func:`store_config`). ``tls``: the arguments
+    that make it listen with TLS alone on ``port`` (``--port 0 --tls-port PORT`` and the
+    certificate's files) in place of ``--port PORT``; its URL is then ``rediss://``, and
+    ``binary`` a server built with TLS (``store_builds.tls_store_binary``)."""
+    if tls and port is None:
+        raise ValueError("a store that speaks TLS is given the port its arguments name")
     port = port or free_port()
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "redis-server.log"
-    path = redis_server_binary()
+    path = binary or redis_server_binary()
     command = [path]
     if users:  # the configuration file comes first, the options after it
         command.append(str(_private(directory / "redis-server.conf", store_config(users))))
-    command += ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory)]
+    command += [*tls] if tls else ["--port", str(port)]
+    command += ["--bind", "127.0.0.1", "--dir", str(directory)]
     command += ["--appendonly", "yes", "--save", "", "--maxmemory-policy", "noeviction"]
     command += ["--logfile", str(log)]
     process = _spawn(command, group)
-    binary = _described("redis", path, process)
-    url = f"redis://127.0.0.1:{port}/0"
-    return LocalServer("redis-server", url, port, process, binary, log)
+    described = _described("redis", path, process)
+    url = f"{'rediss' if tls else 'redis'}://127.0.0.1:{port}/0"
+    return LocalServer("redis-server", url, port, process, described, log)
 
 
 def _described(name: str, path: str, process: subprocess.Popen[bytes]) -> ServerBinary:

@@ -44,7 +44,14 @@ from vf.commands.run_local.signals import (
     stop_if_asked,
     stopped_by_signals,
 )
-from vf.commands.run_local.store import has_payload_store, needs_payload_store, store_note
+from vf.commands.run_local.store import starts_store, store_note
+from vf.commands.run_local.tls import (
+    LocalTls,
+    launch_broker,
+    launch_store,
+    local_tls,
+    tls_notes,
+)
 from vf.errors import EnvironmentProblem
 from vf.ir.capabilities import Known
 from vf.ir.graph import Graph
@@ -56,7 +63,7 @@ from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import RunTopology, provision_run
 from vf_runtime.broker.topology import NodeTopology
 from vf_runtime.clientauth import NatsAuth, StoreAuth
-from vf_runtime.credentials import NATS_CREDS_ENV, NATS_TOKEN_ENV, store_acl_rule
+from vf_runtime.credentials import NATS_CREDS_ENV, NATS_TLS_CA_ENV, NATS_TOKEN_ENV, STORE_TLS_CA_ENV
 from vf_runtime.local.deadletters import DeadLetterReport
 from vf_runtime.local.guardian import Guardian
 from vf_runtime.local.infra import (
@@ -64,8 +71,6 @@ from vf_runtime.local.infra import (
     MissingTool,
     describe_nats,
     free_port,
-    launch_nats,
-    launch_redis,
     nats_identity,
 )
 from vf_runtime.local.outcome import exit_code, replayed_producers, report_dead_letters, settled
@@ -101,10 +106,12 @@ class RunLocalRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class _Launch:
-    """How each replica starts: native components' local commands, GPU grants' variables."""
+    """How each replica starts: native components' local commands, GPU grants' variables;
+    the TLS the run's own servers speak."""
 
     commands: Mapping[str, tuple[str, ...]]
     gpus: Mapping[tuple[str, int], Mapping[str, str]]
+    tls: LocalTls
 
 
 def _prepare(plan: Plan, graph: Graph, request: RunLocalRequest) -> _Launch:
@@ -124,7 +131,8 @@ def _prepare(plan: Plan, graph: Graph, request: RunLocalRequest) -> _Launch:
     )
     for warning in grants.warnings:
         request.output.write(f"[vf] warning: {warning}\n")
-    return _Launch(commands=commands, gpus=grants.env)
+    tls = local_tls(plan, nats_url=request.nats_url, redis_url=request.redis_url)
+    return _Launch(commands=commands, gpus=grants.env, tls=tls)
 
 
 def _plan(request: RunLocalRequest) -> tuple[Plan, Graph]:
@@ -270,24 +278,28 @@ def run_credentials(flow_id: str) -> tuple[NatsAuth, StoreAuth]:
 
 
 def _start_services(
-    plan: Plan, *, request: RunLocalRequest, stack: ExitStack, guardian: Guardian
+    plan: Plan, *, request: RunLocalRequest, stack: ExitStack, guardian: Guardian, tls: LocalTls
 ) -> _Services:
     """The embedded servers the run needs, started together and then waited on, each
-    admitting only the run's own credentials."""
+    admitting only the run's own credentials, over TLS where the environment asks it."""
     out = request.output
     urls: dict[str, str] = {}
     started: list[LocalServer] = []
     workdir, group = guardian.directory, guardian.group
     nats, store = run_credentials(plan.flow_id)
+    tls = tls.made(workdir / "tls")  # the run's folder: removed with it
     try:
         if request.nats_url is None:
-            started.append(launch_nats(workdir / "nats", group=group, auth=nats))
-            # the run's user only: another form in vf's environment is not for this broker
-            urls.update({**nats.env(), NATS_TOKEN_ENV: "", NATS_CREDS_ENV: ""})
-        if request.redis_url is None and has_payload_store(plan) and needs_payload_store(plan):
-            rule = store_acl_rule(plan.flow_id)
-            started.append(launch_redis(workdir / "redis", group=group, users=[(store, rule)]))
-            urls.update(store.env())
+            server, nats = launch_broker(workdir / "nats", group=group, auth=nats, tls=tls)
+            started.append(server)
+            # the run's user and CA only: another in vf's environment is not for this broker
+            urls.update({NATS_TLS_CA_ENV: "", **nats.env(), NATS_TOKEN_ENV: "", NATS_CREDS_ENV: ""})
+        if starts_store(plan, request.redis_url):
+            server, store = launch_store(
+                workdir / "redis", group=group, auth=store, flow_id=plan.flow_id, tls=tls
+            )
+            started.append(server)
+            urls.update({STORE_TLS_CA_ENV: "", **store.env()})  # the run's CA, or none
         for server in started:
             server.ready()
     except (MissingTool, RuntimeError) as exc:
@@ -311,6 +323,7 @@ def _start_services(
     note = store_note(plan, redis_url=request.redis_url)
     if note is not None:
         out.write(note)
+    out.write(tls_notes(plan, nats_url=request.nats_url, redis_url=request.redis_url, tls=tls))
     own = None if request.nats_url is not None else nats
     return _Services(env=urls, nats_url=urls["VF_NATS_URL"], nats_auth=own)
 
@@ -343,7 +356,9 @@ def run_local(request: RunLocalRequest) -> int:
         guarded(guardian)
         run_dir = kept or guardian.directory
         stop_if_asked()
-        services = _start_services(plan, request=request, stack=stack, guardian=guardian)
+        services = _start_services(
+            plan, request=request, stack=stack, guardian=guardian, tls=launch.tls
+        )
         stop_if_asked()
         nats_url, auth = services.nats_url, services.nats_auth
         try:

@@ -19,6 +19,12 @@ def has_payload_store(plan: Plan) -> bool:
     return plan.infra.store_profile != "none"
 
 
+def starts_store(plan: Plan, redis_url: str | None) -> bool:
+    """Whether the run starts a store of its own: the plan has one, a worker would use it,
+    and ``--redis`` names none."""
+    return redis_url is None and has_payload_store(plan) and needs_payload_store(plan)
+
+
 def store_note(plan: Plan, *, redis_url: str | None) -> str | None:
     """The line a run of a plan without a payload store prints (none runs here either, or
     --redis's is used); None when the plan has one or no worker would use one."""
