@@ -4,8 +4,9 @@ One subprocess per replica, each with the environment its pod would get, against
 an embedded ``nats-server -js`` and, where the plan has a payload store, ``redis-server``
 (started here on free loopback ports unless URLs are given), supervised with the Jobs'
 restart budget. The embedded servers admit only credentials made for the run (held in
-memory and handed to the workers' environments; ADR 0213); servers given by URL get the
-environment's (``VF_NATS_*``, ``VF_BLOB_REDIS_USER``/``VF_BLOB_REDIS_PASSWORD``).
+memory and handed to the workers' environments; ADR 0213), over TLS with a CA made for the
+run where the environment asks it (ADR 0230); servers given by URL get the environment's
+(``VF_NATS_*``, ``VF_BLOB_REDIS_*``).
 Everything it starts joins the process group of a guardian (vf_runtime.local.guardian), so a
 SIGTERM, SIGHUP or Ctrl-C at any moment, or even a SIGKILL of vf, leaves no server, worker
 or run directory behind.
@@ -278,7 +279,7 @@ def run_credentials(flow_id: str) -> tuple[NatsAuth, StoreAuth]:
 
 
 def _start_services(
-    plan: Plan, *, request: RunLocalRequest, stack: ExitStack, guardian: Guardian, tls: LocalTls
+    plan: Plan, launch: _Launch, *, request: RunLocalRequest, stack: ExitStack, guardian: Guardian
 ) -> _Services:
     """The embedded servers the run needs, started together and then waited on, each
     admitting only the run's own credentials, over TLS where the environment asks it."""
@@ -287,7 +288,7 @@ def _start_services(
     started: list[LocalServer] = []
     workdir, group = guardian.directory, guardian.group
     nats, store = run_credentials(plan.flow_id)
-    tls = tls.made(workdir / "tls")  # the run's folder: removed with it
+    tls = launch.tls.made(workdir / "tls")  # the run's folder: removed with it
     try:
         if request.nats_url is None:
             server, nats = launch_broker(workdir / "nats", group=group, auth=nats, tls=tls)
@@ -356,9 +357,7 @@ def run_local(request: RunLocalRequest) -> int:
         guarded(guardian)
         run_dir = kept or guardian.directory
         stop_if_asked()
-        services = _start_services(
-            plan, request=request, stack=stack, guardian=guardian, tls=launch.tls
-        )
+        services = _start_services(plan, launch, request=request, stack=stack, guardian=guardian)
         stop_if_asked()
         nats_url, auth = services.nats_url, services.nats_auth
         try:
