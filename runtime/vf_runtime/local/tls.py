@@ -1,10 +1,10 @@
 """A throw-away certificate authority and server certificate for one run (ADR 0222).
 
-``vf run-local --tls`` and ``vf run-tree`` meet TLS as a cluster would: the servers they
-start present a certificate that a fresh CA signed for this run, and every client trusts
-that CA only. The files are made with the ``openssl`` command line (the ``cryptography``
-package is not a dependency of vf) and hold the keys cert-manager's Secrets hold:
-``tls.crt``, ``tls.key`` and ``ca.crt``.
+``vf run-local`` and ``vf run-tree`` meet TLS as a cluster would (ADR 0226, 0230): the
+servers they start present a certificate that a fresh CA signed for this run, and every
+client trusts that CA only. The files are made with the ``openssl`` command line (the
+``cryptography`` package is not a dependency of vf) and hold the keys cert-manager's
+Secrets hold: ``tls.crt``, ``tls.key`` and ``ca.crt``.
 """
 
 from __future__ import annotations
