@@ -205,9 +205,7 @@ def test_a_real_prometheus_scrapes_a_local_run_and_evaluates_every_alert(
     print(f"[prometheus] run ended with {run.code}")
 
 
-def _while_it_runs(
-    server: Prometheus, sel: str, rule: Any, panels: list[tuple[str, str]]
-) -> None:
+def _while_it_runs(server: Prometheus, sel: str, rule: Any, panels: list[tuple[str, str]]) -> None:
     processed = f'sum(vf_messages_processed_total{{{sel},node="sink"}})'
     dead = f"sum(vf_dead_letters_total{{{sel}}})"
     quantile = (
