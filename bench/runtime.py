@@ -237,8 +237,9 @@ class _Collector(http.server.BaseHTTPRequestHandler):
 
 
 def tracing_cost(servers: Servers, *, work: Path, count: int, reps: int) -> dict[str, Any]:
-    """CPU per item of one identity hop with tracing off and at 1 % sampling (TRACE-5),
-    alternating rep by rep; the spans go to a collector that discards them."""
+    """CPU per item of each worker of one identity hop (source, hop0, sink) with tracing off
+    and at 1 % sampling (TRACE-5), alternating rep by rep; the spans go to a collector that
+    discards them. Medians, spreads (min-max) and each worker's ratio on / off."""
     collector = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
     threading.Thread(target=collector.serve_forever, daemon=True).start()
     sampled = {
@@ -246,7 +247,7 @@ def tracing_cost(servers: Servers, *, work: Path, count: int, reps: int) -> dict
         "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
         "OTEL_TRACES_SAMPLER_ARG": "0.01",
     }
-    found: dict[str, list[float]] = {"off": [], "sampled_1pct": []}
+    found: dict[str, list[dict[str, float]]] = {"off": [], "sampled_1pct": []}
     try:
         for rep in range(reps):
             for label, runs in found.items():
@@ -259,14 +260,23 @@ def tracing_cost(servers: Servers, *, work: Path, count: int, reps: int) -> dict
                 finally:
                     for key in sampled:
                         os.environ.pop(key, None)
-                runs.append(flow["cpu"]["hop0"] / count * 1e6)
+                runs.append({node: cpu / count * 1e6 for node, cpu in flow["cpu"].items()})
     finally:
         collector.shutdown()
-    off, on = (statistics.median(found[k]) for k in found)
+    nodes = sorted(found["off"][0])
+    median = {
+        k: {n: statistics.median(r[n] for r in runs) for n in nodes} for k, runs in found.items()
+    }
+    spread = {
+        k: {n: [min(r[n] for r in runs), max(r[n] for r in runs)] for n in nodes}
+        for k, runs in found.items()
+    }
+    ratio = {n: median["sampled_1pct"][n] / median["off"][n] for n in nodes}
     return {
         "count": count,
-        "hop_cpu_us_per_msg": {"off": off, "sampled_1pct": on},
-        "ratio": on / off,
+        "cpu_us_per_msg": median,
+        "spread": spread,
+        "ratio": ratio,
         "runs": found,
     }
 

@@ -285,7 +285,11 @@ def test_the_dashboard_has_a_row_per_node_in_diagram_order(
     rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
     assert rows == ["src", "work", "sink"]
     titles = [p["title"] for p in board["panels"] if p["type"] != "row"]
-    assert titles[:4] == ["src: rate", "src: latency", "src: dead letters", "src: in flight"]
+    assert titles == [
+        *("src: rate", "src: latency", "src: retries"),
+        *("work: rate", "work: latency", "work: dead letters", "work: in flight"),
+        *("sink: rate", "sink: latency", "sink: dead letters", "sink: in flight"),
+    ]
     assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
     for panel in board["panels"]:
         for target in panel.get("targets", []):
@@ -294,6 +298,28 @@ def test_the_dashboard_has_a_row_per_node_in_diagram_order(
             )
     again = _one(_objects(write_graph, ALL), "ConfigMap", grafana_dashboard="1")
     assert again["data"][key] == text  # the same bytes on every compile
+
+
+def test_a_row_selects_only_what_its_nodes_kind_exposes(
+    write_graph: Callable[..., Path],
+) -> None:
+    """A producer receives nothing (no input rate, end-to-end latency, dead letter or
+    backlog) and its row shows its publish retries; a consumer publishes nothing."""
+    configmap = _one(_objects(write_graph, ALL), "ConfigMap", grafana_dashboard="1")
+    board = json.loads(next(iter(configmap["data"].values())))
+    exprs: dict[str, str] = {}
+    for panel in board["panels"]:
+        if panel["type"] != "row":
+            node = panel["title"].split(":")[0]
+            exprs[node] = exprs.get(node, "") + " ".join(t["expr"] for t in panel["targets"])
+    inputs = ("received", "end_to_end", "dead_letters", "backlog", "in_flight")
+    assert not [name for name in inputs if f"vf_{name}" in exprs["src"].replace("messages_", "")]
+    assert "vf_publish_retries_total" in exprs["src"] and "vf_store_retries_total" in exprs["src"]
+    assert "vf_messages_published_total" not in exprs["sink"]
+    for node in ("work", "sink"):
+        assert all(f"vf_{name}" in exprs[node].replace("messages_", "") for name in inputs)
+    widths = {p["title"]: p["gridPos"]["w"] for p in board["panels"]}
+    assert widths["src: rate"] == 8 and widths["work: rate"] == 6  # each row spans the width
 
 
 def test_the_readme_lists_the_operator_and_grafana(write_graph: Callable[..., Path]) -> None:

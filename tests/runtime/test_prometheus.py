@@ -112,9 +112,11 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _rule_and_dashboard(config: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[str]]:
+def _rule_and_dashboard(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, list[tuple[str, str]]]:
     """The PrometheusRule vf compiles for slowfix.py's environment, and the dashboard's
-    expressions."""
+    expressions, each with the node whose row holds it."""
     monkeypatch.setenv("VF_TEST_OUT", "unused")
     monkeypatch.setenv("VF_TEST_BUG", "unused")
     request = CompileRequest(graph=str(FLOWS / "slowfix.py"), config=str(config))
@@ -122,7 +124,12 @@ def _rule_and_dashboard(config: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[
     (rule,) = [o for o in objects if o["kind"] == "PrometheusRule"]
     (board,) = [o for o in objects if o["kind"] == "ConfigMap" and "grafana_dashboard" in str(o)]
     panels = json.loads(next(iter(board["data"].values())))["panels"]
-    return rule, [t["expr"] for p in panels for t in p.get("targets", [])]
+    rows: list[tuple[str, str]] = []
+    node = ""
+    for panel in panels:  # a row, then its node's panels
+        node = panel["title"] if panel["type"] == "row" else node
+        rows += [(node, target["expr"]) for target in panel.get("targets", [])]
+    return rule, rows
 
 
 def _names_what_the_workers_expose(server: Prometheus, expr: str) -> None:
@@ -144,6 +151,19 @@ def _names_what_the_workers_expose(server: Prometheus, expr: str) -> None:
     assert grouping <= seen, (grouping - seen, expr)
 
 
+def _selects_the_nodes_series(server: Prometheus, node: str, expr: str) -> None:
+    """Each metric a panel of ``node``'s row names has series of that node, and each
+    histogram it reads has observations: a panel that draws nothing for the node's kind (a
+    producer's backlog, or its dead letters or end-to-end latency) fails."""
+    for metric, matchers in SELECTOR.findall(expr):
+        assert f'node="{node}"' in matchers, (node, expr)
+        found = server.vector(f"{metric}{{{matchers}}}")
+        assert found, f"the row of {node} selects no series: {metric}{{{matchers}}} of {expr}"
+        if metric.endswith("_bucket"):
+            count = server.vector(f"sum({metric.removesuffix('_bucket')}_count{{{matchers}}})")
+            assert float(count[0]["value"][1]) > 0, f"{node}: no observation of {metric}"
+
+
 def test_a_real_prometheus_scrapes_a_local_run_and_evaluates_every_alert(
     tmp_path: Path,
     nats_server: LocalServer,
@@ -155,7 +175,8 @@ def test_a_real_prometheus_scrapes_a_local_run_and_evaluates_every_alert(
     follows the run's targets file. While the run goes on: the processed counter and an
     end-to-end quantile answer, and every alert (and dashboard) expression of the rule
     compiled for the same vf.yaml parses and evaluates; each alert selects series that
-    exist and groups by labels they carry."""
+    exist and groups by labels they carry, and each dashboard panel selects series its
+    node's kind exposes."""
     config, run_dir, bug = tmp_path / "vf.yaml", tmp_path / "run", tmp_path / "bug"
     config.write_text(CONFIG, encoding="utf-8")
     bug.write_text("1")
@@ -184,7 +205,7 @@ def test_a_real_prometheus_scrapes_a_local_run_and_evaluates_every_alert(
     print(f"[prometheus] run ended with {run.code}")
 
 
-def _while_it_runs(server: Prometheus, sel: str, rule: Any, panels: list[str]) -> None:
+def _while_it_runs(server: Prometheus, sel: str, rule: Any, panels: list[tuple[str, str]]) -> None:
     processed = f'sum(vf_messages_processed_total{{{sel},node="sink"}})'
     dead = f"sum(vf_dead_letters_total{{{sel}}})"
     quantile = (
@@ -206,7 +227,7 @@ def _while_it_runs(server: Prometheus, sel: str, rule: Any, panels: list[str]) -
     assert 0 < seconds < 60
     exprs = [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]
     assert len(exprs) == 4
-    for expr in exprs + panels:
+    for expr in exprs + [expr for _, expr in panels]:
         answer = server.query(expr)
         print(
             f"[prometheus] {answer['status']} {len(answer.get('data', {}).get('result', []))} "
@@ -215,3 +236,6 @@ def _while_it_runs(server: Prometheus, sel: str, rule: Any, panels: list[str]) -
         assert answer["status"] == "success", (expr, answer)
     for expr in exprs:
         _names_what_the_workers_expose(server, expr)
+    assert {node for node, _ in panels} == {"numbers", "sink"}
+    for node, expr in panels:
+        _selects_the_nodes_series(server, node, expr)

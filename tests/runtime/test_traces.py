@@ -246,6 +246,91 @@ def test_an_unsampled_parent_passes_its_context_on_and_a_sampled_one_gets_a_chil
     tracer.close(0.5)
 
 
+def _tracer(monkeypatch: pytest.MonkeyPatch, sampler: str, ratio: str = "") -> Any:
+    """An ``OtlpTracer`` of ``sampler`` whose finished spans an in-memory exporter keeps
+    (``tracer.kept``), with a count of the spans asked of the SDK (``tracer.asked``)."""
+    require(importlib.util.find_spec("opentelemetry") is not None, "no OpenTelemetry packages")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from vf_runtime.worker.otel import OtlpTracer
+
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", sampler)  # the SDK reads its sampler here
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", ratio)
+    config: Any = type("Config", (), {})()
+    config.flow_id, config.node_name, config.replica_id = "f", "n", 0
+    config.run_id, config.generation = "r", ""
+    tracer: Any = OtlpTracer(config, {"OTEL_TRACES_SAMPLER": sampler})
+    tracer.kept = InMemorySpanExporter()
+    tracer.provider.add_span_processor(SimpleSpanProcessor(tracer.kept))
+    tracer.asked = 0
+    start_span = tracer.tracer.start_span
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        tracer.asked += 1
+        return start_span(*args, **kwargs)
+
+    tracer.tracer = type("Counted", (), {"start_span": staticmethod(counted)})()
+    return tracer
+
+
+def test_an_item_the_sampler_drops_asks_the_sdk_for_no_span(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A producer's item its sampler drops gets a context of its own (a new trace id and
+    span id, the flags the SDK gives a dropped span) without a span of the SDK."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    tracer = _tracer(monkeypatch, "parentbased_always_off")
+    parents = []
+    for n in range(200):
+        span = tracer.emitted(item=f"n:{n}", seconds=0.001)
+        parents.append(span.headers["traceparent"])
+        assert set(span.headers) == {"traceparent"}
+        span.end("ok")
+    assert tracer.asked == 0
+    assert all(re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-02", p) for p in parents), parents[:3]
+    assert len({p.split("-")[1] for p in parents}) == 200  # a trace each
+    assert not tracer.kept.get_finished_spans()
+    tracer.close(0.5)
+
+
+def test_the_sampler_decides_each_producer_item_as_the_sdk_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At a ratio of 0.3 the items whose trace the SDK's own sampler records are exactly
+    those that get a span, each recorded by the SDK with the trace id its outputs carry
+    and vf's attributes; the others are dropped by the same rule."""
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+    from opentelemetry.trace import SpanKind
+
+    from vf_runtime.worker.otel import root_bound
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    tracer = _tracer(monkeypatch, "parentbased_traceidratio", "0.3")
+    sampler = tracer.provider.sampler
+    assert tracer.bound == TraceIdRatioBased.get_bound_for_rate(0.3)
+    sampled: dict[str, str] = {}
+    for n in range(1000):
+        span = tracer.emitted(item=f"n:{n}", seconds=0.001)
+        _, trace_id, span_id, flags = span.headers["traceparent"].split("-")
+        decision = sampler.should_sample(Context(), int(trace_id, 16), "n emit", SpanKind.PRODUCER)
+        assert decision.decision.is_sampled() == bool(int(flags, 16) & 1), trace_id
+        if int(flags, 16) & 1:
+            sampled[trace_id] = span_id
+        span.end("ok")
+    assert 200 < len(sampled) < 400  # 300 expected; outside this: about 1e-12
+    assert tracer.asked == len(sampled)
+    kept = tracer.kept.get_finished_spans()
+    assert {f"{s.context.trace_id:032x}": f"{s.context.span_id:016x}" for s in kept} == sampled
+    for span in kept:
+        assert span.name == "n emit" and span.attributes["vf.outcome"] == "ok"
+        assert {"vf.flow", "vf.node", "vf.replica", "vf.run", "vf.item"} <= set(span.attributes)
+    always = _tracer(monkeypatch, "parentbased_always_on").provider.sampler
+    assert root_bound(always, "n emit") == 1 << 64  # every item: the SDK's span each
+    tracer.close(0.5)
+
+
 async def _dead_letter_headers(url: str, flow: str) -> dict[str, str]:
     import nats
 

@@ -17,10 +17,12 @@ import hashlib
 import json
 
 from vf import names
-from vf.ir.plan import Plan
+from vf.ir.plan import Plan, Workload
 from vf.ir.records import Observability
 from vf.textio.objects import Obj
+from vf_runtime.constants import NodeKind
 from vf_runtime.labels import FLOW_LABEL, MANAGED_BY, MANAGER, OPTIONAL_LABEL
+from vf_runtime.worker.health import RETRIES
 
 DASHBOARD_LABEL = "grafana_dashboard"  # what the sidecar of Grafana's Helm chart looks for
 STALL_WINDOW = "10m"  # no item settled for this long, with work waiting: stalled
@@ -177,13 +179,11 @@ def _target(expr: str, legend: str, ref: str) -> Obj:
     return {"expr": expr, "legendFormat": legend, "refId": ref}  # the panel's data source
 
 
-def _panel(
-    title: str, unit: str, targets: list[tuple[str, str]], *, x: int, y: int, ident: int
-) -> Obj:
+def _panel(title: str, unit: str, targets: list[tuple[str, str]], *, grid: Obj, ident: int) -> Obj:
     return {
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
         "fieldConfig": {"defaults": {"unit": unit}},
-        "gridPos": {"h": 8, "w": 6, "x": x, "y": y},
+        "gridPos": grid,
         "id": ident,
         "targets": [
             _target(expr, legend, chr(ord("A") + i)) for i, (expr, legend) in enumerate(targets)
@@ -193,37 +193,46 @@ def _panel(
     }
 
 
-def _panel_specs(sel: str) -> list[tuple[str, str, list[tuple[str, str]]]]:
-    """Each panel's title, unit and queries (with their legends)."""
-    by = "sum by (le)"
+PanelSpec = tuple[str, str, list[tuple[str, str]]]
+
+
+def _quantile(q: float, histogram: str, sel: str) -> str:
+    return f"histogram_quantile({q:g}, sum by (le) (rate({histogram}_bucket{sel}[5m])))"
+
+
+def _panel_specs(sel: str, kind: NodeKind) -> list[PanelSpec]:
+    """Each panel's title, unit and queries (with their legends), of what a node of
+    ``kind`` exposes: a producer receives nothing, so it has no input rate, end-to-end
+    latency, dead letter or backlog, and its row shows the retries that hold its
+    publishing back instead; a consumer publishes nothing."""
+    rate = [
+        *(
+            []
+            if kind == "producer"
+            else [(f"sum(rate(vf_messages_received_total{sel}[5m]))", "in")]
+        ),
+        (f"sum(rate(vf_messages_processed_total{sel}[5m]))", "processed"),
+        *(
+            []
+            if kind == "consumer"
+            else [(f"sum(rate(vf_messages_published_total{sel}[5m]))", "out")]
+        ),
+    ]
+    latency = [
+        (_quantile(0.5, "vf_process_seconds", sel), "call p50"),
+        (_quantile(0.95, "vf_process_seconds", sel), "call p95"),
+    ]
+    if kind == "producer":
+        retries = [
+            (f"sum(rate(vf_{name}_retries_total{sel}[5m]))", name.replace("_", " "))
+            for name in RETRIES
+        ]
+        return [("rate", "ops", rate), ("latency", "s", latency), ("retries", "ops", retries)]
+    latency.append((_quantile(0.95, "vf_end_to_end_seconds", sel), "end to end p95"))
+    backlog = f"sum by (parent) (min by (parent, durable) (vf_backlog_messages{sel}))"
     return [
-        (
-            "rate",
-            "ops",
-            [
-                (f"sum(rate(vf_messages_received_total{sel}[5m]))", "in"),
-                (f"sum(rate(vf_messages_processed_total{sel}[5m]))", "processed"),
-                (f"sum(rate(vf_messages_published_total{sel}[5m]))", "out"),
-            ],
-        ),
-        (
-            "latency",
-            "s",
-            [
-                (
-                    f"histogram_quantile(0.5, {by} (rate(vf_process_seconds_bucket{sel}[5m])))",
-                    "call p50",
-                ),
-                (
-                    f"histogram_quantile(0.95, {by} (rate(vf_process_seconds_bucket{sel}[5m])))",
-                    "call p95",
-                ),
-                (
-                    f"histogram_quantile(0.95, {by} (rate(vf_end_to_end_seconds_bucket{sel}[5m])))",
-                    "end to end p95",
-                ),
-            ],
-        ),
+        ("rate", "ops", rate),
+        ("latency", "s", latency),
         (
             "dead letters",
             "short",
@@ -234,18 +243,17 @@ def _panel_specs(sel: str) -> list[tuple[str, str, list[tuple[str, str]]]]:
             "short",
             [
                 (f"sum(vf_messages_in_flight{sel})", "in flight"),
-                (
-                    f"sum by (parent) (min by (parent, durable) (vf_backlog_messages{sel}))",
-                    "backlog from {{parent}}",
-                ),
+                (backlog, "backlog from {{parent}}"),
             ],
         ),
     ]
 
 
-def node_panels(plan: Plan, node: str, *, y: int, first_id: int) -> list[Obj]:
-    """One row of four panels for ``node``: rate, latency, dead letters and in flight."""
-    specs = _panel_specs(_selector(plan, f"node={_string(node)}"))
+def node_panels(plan: Plan, workload: Workload, *, y: int, first_id: int) -> list[Obj]:
+    """One row for ``workload``'s node: rate, latency, dead letters and in flight (a
+    producer: rate, latency and retries), side by side across the dashboard's width."""
+    node = workload.node
+    specs = _panel_specs(_selector(plan, f"node={_string(node)}"), workload.node_kind)
     row = {
         "collapsed": False,
         "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},
@@ -254,8 +262,15 @@ def node_panels(plan: Plan, node: str, *, y: int, first_id: int) -> list[Obj]:
         "title": node,
         "type": "row",
     }
+    width = 24 // len(specs)
     panels = [
-        _panel(f"{node}: {title}", unit, targets, x=6 * i, y=y + 1, ident=first_id + 1 + i)
+        _panel(
+            f"{node}: {title}",
+            unit,
+            targets,
+            grid={"h": 8, "w": width, "x": width * i, "y": y + 1},
+            ident=first_id + 1 + i,
+        )
         for i, (title, unit, targets) in enumerate(specs)
     ]
     return [row, *panels]
@@ -265,7 +280,7 @@ def dashboard(plan: Plan) -> Obj:
     """Grafana's dashboard JSON model: a row per node, in the flow's diagram order."""
     panels: list[Obj] = []
     for index, workload in enumerate(plan.workloads):
-        panels += node_panels(plan, workload.node, y=9 * index, first_id=1 + 5 * index)
+        panels += node_panels(plan, workload, y=9 * index, first_id=1 + 5 * index)
     key = f"{plan.namespace}/{plan.flow_id}/{plan.environment}"
     return {
         "editable": True,

@@ -11,6 +11,7 @@ attributes; vf picks the exporter from ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` or
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -20,12 +21,21 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import (
+    Decision,
+    ParentBased,
+    Sampler,
+    StaticSampler,
+    TraceIdRatioBased,
+)
 from opentelemetry.trace import (
     Link,
     Span,
     SpanKind,
     Status,
     StatusCode,
+    TraceFlags,
     get_current_span,
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -37,6 +47,7 @@ log = logging.getLogger("vf.worker")
 PROTOCOLS = ("http/protobuf", "grpc")
 TRACEPARENT, TRACESTATE = "traceparent", "tracestate"  # the headers of TRACE-1
 _PROPAGATOR = TraceContextTextMapPropagator()
+_LOW = (1 << 64) - 1  # the trace id's bits a ratio sampler decides by
 
 
 def exporter(env: Mapping[str, str]) -> SpanExporter:
@@ -115,6 +126,38 @@ def _unsampled(carrier: Mapping[str, str] | None) -> Unsampled | None:
     )
 
 
+class PresetIds(RandomIdGenerator):
+    """The SDK's random ids, except one trace id vf drew itself for the next root span."""
+
+    def __init__(self) -> None:
+        self.preset = 0  # 0 is never a trace id (W3C: all zeroes is invalid)
+
+    def generate_trace_id(self) -> int:
+        trace_id, self.preset = self.preset, 0
+        return trace_id or super().generate_trace_id()
+
+
+def root_bound(sampler: Sampler, name: str) -> int | None:
+    """The number the 64 low bits of a new trace's id must stay below for ``sampler`` to
+    record it, or None when vf cannot know (a sampler not of the SDK's own kinds).
+
+    The SDK's samplers decide a root by those bits alone (``TraceIdRatioBased``: sampled
+    when they are below its bound; always on: every id; always off: none; a parent-based
+    one asks its root sampler), so the bound is found by asking ``sampler`` itself."""
+    if not isinstance(sampler, ParentBased | TraceIdRatioBased | StaticSampler):
+        return None
+
+    def sampled(low: int) -> bool:
+        result = sampler.should_sample(Context(), 1 << 64 | low, name, SpanKind.PRODUCER)
+        return result.decision in (Decision.RECORD_ONLY, Decision.RECORD_AND_SAMPLE)
+
+    below, above = 0, 1 << 64  # the bound lies in [below, above]: the first id not sampled
+    while below < above:
+        middle = (below + above) // 2
+        below, above = (middle + 1, above) if sampled(middle) else (below, middle)
+    return below
+
+
 class OtlpTracer:
     """A replica's tracer provider: its resource is the flow, its spans the items."""
 
@@ -125,7 +168,10 @@ class OtlpTracer:
         )
         # the worker shuts the provider down itself, bounded (close): an exit hook would
         # wait out the exporter's retries when the collector is away
-        self.provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        self.ids = PresetIds()
+        self.provider = TracerProvider(
+            resource=resource, shutdown_on_exit=False, id_generator=self.ids
+        )
         self.provider.add_span_processor(BatchSpanProcessor(exporter(env)))
         self.tracer = self.provider.get_tracer("vf_runtime.worker")
         self.attributes: dict[str, str | int] = {
@@ -136,18 +182,34 @@ class OtlpTracer:
             "vf.generation": config.generation,
         }
         self.names = (f"{node} emit", f"{node} process")
+        # what an item the sampler drops carries: the flags the SDK gives such a span
+        random_flag = TraceFlags.RANDOM_TRACE_ID if self.ids.is_trace_id_random() else 0
+        self.unsampled_flags = f"-{random_flag:02x}"
+        self.bound = root_bound(self.provider.sampler, self.names[0])
         # a parent-based sampler (the default) never records below an unsampled parent
         sampler = env.get("OTEL_TRACES_SAMPLER", "parentbased_always_on").strip()
         self.parent_based = sampler.startswith("parentbased_")
 
-    def emitted(self, *, item: str, seconds: float) -> OtlpSpan:
-        started = time.time_ns() - int(seconds * 1e9)
+    def emitted(self, *, item: str, seconds: float) -> OtlpSpan | Unsampled:
+        """A new trace. An item the sampler drops costs two random numbers and a header:
+        the SDK is asked for a span only when the trace id's low bits are below the
+        sampler's bound, and then for a span of that same trace id."""
+        low = random.getrandbits(64)
+        if self.bound is not None and low >= self.bound:
+            ids = random.getrandbits(128)  # the trace id's high half, then the span id
+            if ids & _LOW and ids >> 64 | low:  # never an all-zero id (W3C: invalid)
+                # bytes.hex: a third of the time of formatting the ints with a width
+                trace_id = (ids >> 64 << 64 | low).to_bytes(16, "big").hex()
+                span_id = (ids & _LOW).to_bytes(8, "big").hex()
+                parent = "00-" + trace_id + "-" + span_id + self.unsampled_flags
+                return Unsampled({TRACEPARENT: parent})
+        self.ids.preset = random.getrandbits(64) << 64 | low
         span = self.tracer.start_span(
             self.names[0],
             context=Context(),  # a new trace, whatever the thread's context holds
             kind=SpanKind.PRODUCER,
             attributes={**self.attributes, "vf.item": item},
-            start_time=started,
+            start_time=time.time_ns() - int(seconds * 1e9),
         )
         return OtlpSpan(span)
 
