@@ -54,8 +54,11 @@ def _need_tools(renderer: str) -> None:
 
 
 def vf(
-    *args: str, cwd: Path | None = None, timeout: float = 240
+    *args: str, cwd: Path | None = None, timeout: float = 480
 ) -> subprocess.CompletedProcess[str]:
+    """``vf`` run to its end. The bound guards against a hang only: the first run-tree call
+    may wait for another test file's build of the worker environment (the gate runs files
+    side by side, ADR 228), then build the pipeline's own."""
     env = {**os.environ, "PATH": _tools_path()}
     return subprocess.run(
         [*VF, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout, check=False

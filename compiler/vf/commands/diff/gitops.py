@@ -21,6 +21,7 @@ from ruamel.yaml.error import YAMLError
 from vf import names
 from vf.commands.diff.paths import changed_paths, segment
 from vf.commands.diff.plan import INFO, WARNING
+from vf.emit.helm.job_values import JOB_VALUES
 from vf.textio import yamlout
 from vf.textio.objects import Obj
 from vf.textio.yaml_guard import amplified
@@ -384,9 +385,13 @@ def _top_keys(text: str | None) -> dict[str, Any] | None:
 
 
 def _keys_change(old: str | None, new: str | None) -> str:
+    """The top-level keys that changed, with their changed paths. ``jobValues`` is left
+    out: it is a digest of other keys (ADR 224), changed only with one of them."""
     before, after = _top_keys(old), _top_keys(new)
     if before is None or after is None:
         return "its text changed"
+    before.pop(JOB_VALUES, None)
+    after.pop(JOB_VALUES, None)
     changed = [k for k in sorted(set(before) & set(after)) if before[k] != after[k]]
     added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
     paths = [p for k in changed for p in changed_paths(before[k], after[k], prefix=segment(k))]
