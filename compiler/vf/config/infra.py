@@ -21,6 +21,7 @@ from vf.config.url_secrets import url_credentials
 from vf.errors import Problem
 from vf.ir.plan import AuthKind
 from vf.ir.records import Peer, SecretRef
+from vf.textio.quantity import quantity_bytes
 
 BROKER_PROFILES = ("dev", "durable", "external")
 STORE_PROFILES = ("none", "dev", "durable", "cache", "external")
@@ -60,6 +61,7 @@ class BrokerTarget:
     reclaim_superseded: bool = False  # the provision Job deletes the flow's other runs
     auth: AuthChoice | None = None
     tls_secret: str | None = None  # ``tls: {secret}`` (ADR 0222); None: plaintext
+    stream_max_bytes: int | None = None  # each BATCH stream's max_bytes, when vf.yaml sets it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,8 +162,15 @@ def parse_broker(
         reclaim_superseded=data.get("reclaim_superseded", False) is True,
         auth=_auth(check, section="broker", data=data, profile=profile),
         tls_secret=_tls(check, section="broker", data=data, profile=profile),
+        stream_max_bytes=_stream_max_bytes(data.get("stream_max_bytes")),
     )
     return target, check.problems
+
+
+def _stream_max_bytes(raw: Any) -> int | None:
+    """vf.yaml's ``broker.stream_max_bytes`` (a quantity, the schema checks it) in bytes."""
+    size = None if raw is None else quantity_bytes(raw)
+    return None if size is None else int(size)
 
 
 def _service_fields(data: dict[str, Any]) -> dict[str, Any]:

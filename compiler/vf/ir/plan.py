@@ -143,6 +143,21 @@ class ServiceTls:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StreamBytes:
+    """Each BATCH stream's byte limit, ``VF_STREAM_MAX_BYTES`` (STREAM-6, ADR 0232): a share
+    of the shipped durable broker's ``max_file_store`` (``source`` ``volume``: the store split
+    into ``shares``, two per BATCH stream and one left unreserved), or vf.yaml's
+    ``broker.stream_max_bytes`` (``source`` ``vf.yaml``; ``max_file_store`` and ``shares``
+    are then None)."""
+
+    max_bytes: int
+    source: Literal["volume", "vf.yaml"]
+    streams: int  # the flow's BATCH streams
+    max_file_store: int | None = field(default=None, metadata=OMIT_IF_NONE)
+    shares: int | None = field(default=None, metadata=OMIT_IF_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Infra:
     """The broker and payload store of an environment, and what vf provisions for them."""
 
@@ -169,6 +184,8 @@ class Infra:
     # TLS on the clients' (and the durable broker's routes') connections; None: plaintext
     broker_tls: ServiceTls | None = field(default=None, metadata=OMIT_IF_NONE)
     store_tls: ServiceTls | None = field(default=None, metadata=OMIT_IF_NONE)
+    # each BATCH stream's max_bytes (ADR 0232); None: no byte limit
+    stream_bytes: StreamBytes | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)

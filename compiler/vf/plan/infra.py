@@ -7,7 +7,14 @@ from collections.abc import Mapping
 from vf import names
 from vf.config.infra import AuthChoice
 from vf.config.targets import Environment
-from vf.ir.plan import ContainerResources, Infra, Provision, ServiceAuth, ServiceTls
+from vf.ir.plan import (
+    ContainerResources,
+    Infra,
+    Provision,
+    ServiceAuth,
+    ServiceTls,
+    StreamBytes,
+)
 from vf.plan.context import PlanContext
 from vf.plan.jobs import ignores_disruptions
 from vf.resources import shipped_components
@@ -31,8 +38,9 @@ def infra_names(flow_id: str) -> tuple[str, str]:
     )
 
 
-def plan_infra(env: Environment, *, flow_id: str) -> Infra:
-    """What the environment's broker and payload store are, and the components they need."""
+def plan_infra(env: Environment, *, flow_id: str, stream_bytes: StreamBytes | None = None) -> Infra:
+    """What the environment's broker and payload store are, and the components they need;
+    ``stream_bytes``, each BATCH stream's byte limit (:mod:`vf.plan.streambytes`)."""
     broker, store = env.broker, env.payload_store
     broker_name, store_name = infra_names(flow_id)
     components = []
@@ -70,6 +78,7 @@ def plan_infra(env: Environment, *, flow_id: str) -> Infra:
         else plan_auth(store.auth, profile=store.profile, name=store_name, routes=False),
         broker_tls=broker_tls,
         store_tls=store_tls,
+        stream_bytes=stream_bytes,
     )
 
 

@@ -39,6 +39,7 @@ from vf.plan.jobs import broker_configmap, ignores_disruptions, tag_jobs, tag_pr
 from vf.plan.limits import limit_problems
 from vf.plan.replay import replay_unsafe, replay_warnings
 from vf.plan.security import plan_security, security_warnings
+from vf.plan.streambytes import plan_stream_bytes
 from vf.textio.jsontext import compact_json
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.constants import BATCH, ENVELOPE_VERSION, GPU, HEALTH_PORT
@@ -145,7 +146,7 @@ def plan_environment(
         provision=tag_provision(provision, **ids, generation=generation, pods=env.pods),
         workloads=workloads,
         channels=_channels(ctx, graph, admission, generation=generation),
-        infra=plan_infra(env, flow_id=flow_id),
+        infra=plan_infra(env, flow_id=flow_id, stream_bytes=plan_stream_bytes(graph, env)),
         admission=admission,
         gpu=gpu,
         supervision=env.workloads.supervision,

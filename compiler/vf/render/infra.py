@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any
 
 from vf.ir.plan import Infra
+from vf.plan.streambytes import MIB, file_store_bytes
 from vf.render.tls import (
     NATS_TLS_DIR,
     STORE_TLS_DIR,
@@ -24,7 +25,6 @@ from vf.render.tls import (
 )
 from vf.resources import resource_dir, shipped_components
 from vf.textio.objects import Obj
-from vf.textio.quantity import quantity_bytes
 from vf_runtime.credentials import (
     NATS_ACCOUNT,
     NATS_PASSWORD_ENV,
@@ -150,21 +150,14 @@ NATS_PID_FILE = "/var/run/nats/nats.pid"
 NATS_LAME_DUCK_GRACE, NATS_LAME_DUCK_DURATION = "10s", "30s"
 
 
-# JetStream's file store may fill this share of the broker's volume (ADR 0208): past its
-# max_file_store, nats-server refuses publishes (10023) and takes them again once acks free
-# room; a volume that fills first makes it shut JetStream down until it restarts.
-FILE_STORE_SHARE = 0.9
 DEV_FILE_STORE = "10GB"  # the dev broker's emptyDir has no size to follow
-MIB = 1024 * 1024
 
 
 def file_store_limit(storage_size: str) -> str:
-    """``max_file_store`` for a volume of ``storage_size``: 90 % of it, in whole MiB (the
-    configuration's ``MB`` is 1024² bytes)."""
-    size = quantity_bytes(storage_size)
-    if size is None:
-        return DEV_FILE_STORE
-    return f"{max(1, int(size * FILE_STORE_SHARE // MIB))}MB"
+    """``max_file_store`` for a volume of ``storage_size`` (ADR 0208): 90 % of it, in whole
+    MiB (the configuration's ``MB`` is 1024² bytes), as the stream shares count it."""
+    size = file_store_bytes(storage_size)
+    return DEV_FILE_STORE if size is None else f"{size // MIB}MB"
 
 
 def nats_conf(

@@ -145,6 +145,8 @@ def broker_env(plan: Plan) -> dict[str, str]:
         data["VF_BLOB_REDIS_URL"] = infra.store_url
     if infra.stream_replicas > 1:
         data["VF_STREAM_REPLICAS"] = str(infra.stream_replicas)
+    if infra.stream_bytes is not None:  # each BATCH stream's share of the store (ADR 0232)
+        data["VF_STREAM_MAX_BYTES"] = str(infra.stream_bytes.max_bytes)
     if plan.generation is not None:
         data["VF_GENERATION"] = plan.generation
     explicit = [

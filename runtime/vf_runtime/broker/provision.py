@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, StreamConfig
+from nats.js.api import ConsumerConfig, StreamConfig, StreamInfo
+from nats.js.errors import APIError
 
 from vf_runtime.broker.client import (
     AUTH_CODES,
@@ -162,10 +164,30 @@ def _superseded(meta: dict[str, str], run: RunTopology, *, other_runs: bool) -> 
 
 @dataclass(frozen=True, kw_only=True)
 class Pruned:
-    """Streams reclaimed, and other runs' streams kept because a replica still reads them."""
+    """Streams reclaimed, other runs' streams kept because a replica still reads them, and
+    superseded streams capped at what they held before this run's streams were made."""
 
     deleted: list[str]
     kept_live: list[str]
+    capped: list[str] = field(default_factory=list)
+
+
+async def _superseded_streams(
+    js: JetStreamContext, run: RunTopology, *, other_runs: bool
+) -> dict[tuple[str, str], list[StreamInfo]]:
+    """The superseded data streams of ``run``'s flow (:func:`_superseded`), by run and
+    generation."""
+    chosen: dict[tuple[str, str], list[StreamInfo]] = {}
+    for info in await all_streams(js):
+        if _superseded(info.config.metadata or {}, run, other_runs=other_runs):
+            chosen.setdefault(owned_run(info, run.flow_id) or ("", ""), []).append(info)
+    return chosen
+
+
+async def _idle(js: JetStreamContext, run: RunTopology, key: str, streams: list[str]) -> bool:
+    """Whether superseded streams of run ``key`` may be touched: the run's own other
+    generations always (GEN-6), another run's while no replica reads them (OPS-2)."""
+    return key == run.run_id or not await live_readers(js, streams)
 
 
 async def prune_superseded(
@@ -180,20 +202,44 @@ async def reclaim(js: JetStreamContext, run: RunTopology, *, other_runs: bool) -
     """:func:`prune_superseded`, keeping another run while a replica still reads it (a
     REALTIME rollout drains the old run while the new one starts); its own superseded
     generations are always reclaimed (GEN-6)."""
-    chosen: dict[tuple[str, str], list[str]] = {}
-    for info in await all_streams(js):
-        if _superseded(info.config.metadata or {}, run, other_runs=other_runs):
-            key = owned_run(info, run.flow_id) or ("", "")
-            chosen.setdefault(key, []).append(info.config.name or "")
     deleted, kept = [], []
-    for (run_id, _), streams in sorted(chosen.items()):
-        if run_id != run.run_id and await live_readers(js, streams):
+    for (run_id, _), infos in sorted(
+        (await _superseded_streams(js, run, other_runs=other_runs)).items()
+    ):
+        streams = [info.config.name or "" for info in infos]
+        if not await _idle(js, run, run_id, streams):
             kept.extend(streams)
             continue
         for name in streams:
             await js.delete_stream(name)
             deleted.append(name)
     return Pruned(deleted=sorted(deleted), kept_live=sorted(kept))
+
+
+async def cap_superseded(js: JetStreamContext, run: RunTopology) -> list[str]:
+    """PROV-6 (ADR 0232): before a run whose streams have a byte limit makes them, lower the
+    ``max_bytes`` of every superseded data stream of the flow that no replica reads to what
+    it holds (at least 1 byte). nats-server reserves a stream's ``max_bytes`` against its
+    ``max_file_store``; a capped stream reserves no more than it stores, so the new
+    streams' shares fit beside it, and nothing is lost: under discard new a lower limit
+    refuses publishes and never deletes. Returns the streams capped."""
+    if run.stream_max_bytes <= 0:
+        return []
+    capped: list[str] = []
+    for (run_id, _), infos in sorted((await _superseded_streams(js, run, other_runs=True)).items()):
+        if not await _idle(js, run, run_id, [info.config.name or "" for info in infos]):
+            continue
+        for info in infos:
+            held = max(int(info.state.bytes), 1)
+            limit = info.config.max_bytes or -1
+            if 0 < limit <= held:
+                continue
+            try:
+                await js.update_stream(dataclasses.replace(info.config, max_bytes=held))
+            except APIError:  # left as it is: making the new streams names what does not fit
+                continue
+            capped.append(info.config.name or "")
+    return sorted(capped)
 
 
 async def provision_run(
@@ -214,8 +260,10 @@ async def provision_and_reclaim(
     client = await connect(url, timeout=timeout, name=name, auth=auth)
     try:
         js = client.jetstream(timeout=10)
+        capped = await cap_superseded(js, run)
         await provision(js, run)
-        return await reclaim(js, run, other_runs=prune)
+        pruned = await reclaim(js, run, other_runs=prune)
+        return dataclasses.replace(pruned, capped=capped)
     finally:
         await client.close()
 
@@ -280,6 +328,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     for name in pruned.deleted:
         print(f"pruned superseded stream {name}")
+    for name in pruned.capped:
+        print(f"capped superseded stream {name} at what it holds (PROV-6)")
     for name in pruned.kept_live:
         print(f"kept superseded stream {name}: a replica still reads it (reclaimed next time)")
     sys.exit(EXIT_OK)

@@ -9,7 +9,7 @@ from vf.emit.manifests import reads_manifests
 from vf.emit.shards import argocd_shards, environment_shards, flux_shards, sharded
 from vf.ir.delivery import GitOps
 from vf.ir.gpu import GpuPlan
-from vf.ir.plan import Plan, ServiceAuth, ServiceTls
+from vf.ir.plan import Plan, ServiceAuth, ServiceTls, StreamBytes
 from vf.ir.records import Peer
 from vf.ir.security import EgressRule
 from vf.pipeline import CompileResult
@@ -118,12 +118,31 @@ def _admission_lines(plan: Plan) -> list[str]:
     if broker == "durable":
         broker += f" ({infra.broker_replicas} servers, streams x{infra.stream_replicas})"
     lines = [f"  broker: {broker}; payload store: {infra.store_profile}"]
+    lines += _stream_bytes_lines(infra.stream_bytes)
     admitted = sum(f.status == "admitted" for f in plan.admission.findings)
     lines.append(f"  admission: {admitted} channel(s) admitted")
     for finding in plan.admission.findings:
         if finding.status == "rejected":
             lines.append(f"  rejected: {finding.subject}: {finding.reason}")
     return lines
+
+
+def _stream_bytes_lines(chosen: StreamBytes | None) -> list[str]:
+    """Each BATCH stream's byte limit and where it comes from (ADR 0232)."""
+    if chosen is None:
+        return []
+    mib = 1024 * 1024
+    each = f"  stream bytes: each of {chosen.streams} BATCH stream(s) holds at most "
+    each += f"{chosen.max_bytes // mib} MiB (VF_STREAM_MAX_BYTES)"
+    if chosen.source == "vf.yaml":
+        return [each + ", from broker.stream_max_bytes"]
+    store = (chosen.max_file_store or 0) // mib
+    return [
+        each + f": the broker's max_file_store of {store} MiB in {chosen.shares} shares, "
+        "one per stream for this generation and one for the superseded generation "
+        "vf-provision caps before making its streams, and one left for the dead letters; "
+        "a full stream holds back its own writers (VF_BROKER_FULL) and no other"
+    ]
 
 
 def has_rejections(result: CompileResult) -> bool:
