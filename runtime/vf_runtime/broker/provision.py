@@ -7,13 +7,15 @@ deleted (a BATCH generation re-executes the whole batch, so what an earlier one
 left is superseded, never drained into this one); ``--prune-superseded`` (or
 ``VF_PRUNE_SUPERSEDED=1``) also deletes those of the flow's other runs that no replica
 still reads. Both are chosen by the ownership recorded in stream metadata (never by a
-name prefix); the flow's dead-letter stream is kept.
+name prefix); the flow's dead-letter stream is kept. With a byte limit, the superseded
+streams are first capped at what they hold (PROV-6), so this run's streams fit beside them.
 
 Environment: VF_NATS_URL, VF_FLOW_ID, VF_FLOW_TYPE, VF_RUN_ID, VF_TOPOLOGY_DIR,
-optional VF_GENERATION, VF_ACK_WAIT_SECONDS (60), VF_STREAM_REPLICAS (1) and
-VF_PRUNE_SUPERSEDED (0); the broker credentials of every vf client (VF_NATS_USER and
-VF_NATS_PASSWORD, VF_NATS_TOKEN or VF_NATS_CREDS). Exit 2: a wrong environment, credentials
-the broker refuses included; 3: the broker unreachable or its topology contradicting.
+optional VF_GENERATION, VF_ACK_WAIT_SECONDS (60), VF_STREAM_REPLICAS (1),
+VF_STREAM_MAX_BYTES (0) and VF_PRUNE_SUPERSEDED (0); the broker credentials of every vf
+client (VF_NATS_USER and VF_NATS_PASSWORD, VF_NATS_TOKEN or VF_NATS_CREDS). Exit 2: a wrong
+environment, credentials the broker refuses included; 3: the broker unreachable or its
+topology contradicting.
 """
 
 from __future__ import annotations
