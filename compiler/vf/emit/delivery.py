@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any
 
 from vf.emit.helm.chart import ChartInfo
+from vf.emit.helm.roles import role_values
 from vf.emit.helm.version import ChartRelease
 from vf.emit.shards import Shard
 from vf.ir.delivery import GitOps
@@ -48,6 +49,7 @@ def chart_info(
         nodes=tuple(workload.node for workload in plans[0].workloads),
         partitioned=partitioned,
         previous=previous,
+        roles={p.environment: role_values(p) for p in plans},
     )
 
 

@@ -248,6 +248,12 @@ def _generation(
     return "g" + hashlib.sha256(text.encode()).hexdigest()[:7]
 
 
+def budget_name(flow_id: str, run_id: str, node: str) -> str:
+    """The PodDisruptionBudget's name of a long-running worker (planned above one replica;
+    the chart holds it for every count, ADR 193)."""
+    return names.k8s_name("vf", flow_id, run_id, node, "pdb")
+
+
 def _workload_kind(graph: Graph, node: NodeIR, partitioned: bool) -> WorkloadKind:
     if graph.flow_type == BATCH or (node.kind == "producer" and node.is_finite):
         return "Job"
@@ -291,7 +297,9 @@ def _workload(ctx: PlanContext, node: NodeIR, image: str, gpu: GpuPlan | None) -
             else None
         ),
         headless_service=names.k8s_name(*base, "hl") if kind == "StatefulSet" else None,
-        pdb=names.k8s_name(*base, "pdb") if long_running and replicas > 1 else None,
+        pdb=budget_name(ctx.flow_id, ctx.run_id, node.name)
+        if long_running and replicas > 1
+        else None,
         replicas=replicas,
         indexed=kind == "Job" and replicas > 1,
         image=image,

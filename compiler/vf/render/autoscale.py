@@ -16,9 +16,9 @@ from vf_runtime.labels import OPTIONAL_LABEL
 KEDA_API = "keda.sh/v1alpha1"
 
 
-def _advanced(behavior: ScaleBehavior) -> Obj:
-    """KEDA hands ``advanced.horizontalPodAutoscalerConfig.behavior`` to the HPA it makes
-    (autoscaling/v2 ``HorizontalPodAutoscalerBehavior``)."""
+def hpa_behavior(behavior: ScaleBehavior) -> Obj:
+    """What KEDA hands as ``advanced.horizontalPodAutoscalerConfig.behavior`` to the HPA it
+    makes (autoscaling/v2 ``HorizontalPodAutoscalerBehavior``); the chart's values hold it."""
     scale_up = {
         "stabilizationWindowSeconds": behavior.scale_up_window,
         "policies": [
@@ -30,11 +30,7 @@ def _advanced(behavior: ScaleBehavior) -> Obj:
         ],
     }
     scale_down = {"stabilizationWindowSeconds": behavior.scale_down_window}
-    return {
-        "horizontalPodAutoscalerConfig": {
-            "behavior": {"scaleUp": scale_up, "scaleDown": scale_down}
-        }
-    }
+    return {"scaleUp": scale_up, "scaleDown": scale_down}
 
 
 def scaled_object(plan: Plan, *, scaler: Scaler) -> Obj:
@@ -74,7 +70,8 @@ def scaled_object(plan: Plan, *, scaler: Scaler) -> Obj:
         },
     }
     if scaler.behavior is not None:
-        obj["spec"]["advanced"] = _advanced(scaler.behavior)
+        behavior = hpa_behavior(scaler.behavior)
+        obj["spec"]["advanced"] = {"horizontalPodAutoscalerConfig": {"behavior": behavior}}
     return obj
 
 

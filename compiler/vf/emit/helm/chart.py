@@ -15,12 +15,11 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
 from vf import __version__
-from vf.emit.helm.budgets import guarded_budgets, with_budgets
 from vf.emit.helm.envlist import aligned
 from vf.emit.helm.generations import (
     generations,
@@ -43,6 +42,7 @@ from vf.emit.helm.planned import (
 )
 from vf.emit.helm.readable import readable_keys
 from vf.emit.helm.replicas import with_replica_slots, worker_envs
+from vf.emit.helm.roles import is_role_object, neutral_roles, role_kinds, role_templates
 from vf.emit.helm.rows import Member, group, member_guard, shape_template
 from vf.emit.helm.schema import values_schema
 from vf.emit.helm.slots import (
@@ -98,6 +98,8 @@ class ChartInfo:
     # --set cannot follow it even where it is a Deployment's (one replica)
     partitioned: frozenset[str] = frozenset()
     previous: ChartRelease | None = None  # the chart the tree holds now (its version)
+    # each environment's values of the role templates, from its plan (``vf.emit.helm.roles``)
+    roles: Mapping[str, Obj] = field(default_factory=dict)
 
 
 def _prepared(objects: Sequence[Obj], *, namespaced: set[Key]) -> dict[Key, Obj]:
@@ -132,12 +134,16 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     version digests every file but the environments' values, ADR 188), so none needs to
     stay in memory."""
     envs = sorted(per_env)
+    # what a role template renders is not the diff path's (ADR 229)
+    per_env = {env: [o for o in per_env[env] if not is_role_object(o)] for env in envs}
     templates = _members(per_env, info=info)
     resolved = readable_keys(_resolve_keys(templates, envs=envs), flow=info.name)
     templates = [with_overrides(t) for t in resolved]
     del resolved
     singles, shapes = group(templates)  # its working set is the chart's peak: values after
     values = _all_values(templates, per_env=per_env, envs=envs, pinned=info.partitioned)
+    for env in envs:
+        values[env].update(info.roles.get(env) or neutral_roles())
     makers: dict[str, Callable[[], FileText]] = {}
     for one in singles:
         guard = member_guard(one)
@@ -152,16 +158,18 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     reads = job_reads(templates, shapes)
     for env in envs:  # what vf compiled, against which the chart compares (ADR 224)
         values[env][JOB_VALUES] = job_values_digest(reads, {**values[env], "rows": rows})
-    makers["values.yaml"] = partial(yamlout.dump, neutral_values(rows))
+    makers["values.yaml"] = partial(yamlout.dump, {**neutral_values(rows), **neutral_roles()})
     del shapes, singles, rows
     own = {f"values-{env}.yaml" for env in envs}
     for env in envs:
         makers[f"values-{env}.yaml"] = partial(yamlout.dump, values[env])
     makers["templates/environment.yaml"] = partial(environment_guard, envs)
-    makers["values.schema.json"] = partial(_schema_text, values)
+    makers["values.schema.json"] = partial(_schema_text, values, nodes=info.nodes)
+    shipped = role_templates()  # the same bytes in every flow's chart
+    makers.update({path: partial(str, text) for path, text in shipped.items()})
     helpers = {"job_reads": json.dumps(reads, sort_keys=True, separators=(",", ":"))}
     makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context=helpers)
-    context = _context(info, templates=templates, envs=envs)
+    context = _context(info, templates=templates, envs=envs, roles=role_kinds(info.roles))
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
     makers["README.md"] = partial(render_text, "README.md", context=context)
     makers["templates/tests/test-connection.yaml"] = partial(
@@ -173,6 +181,8 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
         text = makers.pop(path)()
         if path in own:  # one environment's values: not in the version every one reads
             yield f"{ROOT}/{path}", text
+        elif path in shipped:
+            yield f"{ROOT}/{path}", digest.of(path, text)
         else:
             yield f"{ROOT}/{path}", digest.of(path, guarded(path, text))
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
@@ -183,7 +193,6 @@ def _members(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> list[M
     envs = sorted(per_env)
     namespaced: set[Key] = set()
     prepared = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
-    budgets, added = with_budgets(prepared, namespaced=namespaced)
     gens = generations(prepared)
     indexed, namespaced = matched_objects(prepared, gens=gens, namespaced=namespaced)
     del prepared
@@ -193,7 +202,7 @@ def _members(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> list[M
     where = _Where(
         envs=tuple(envs), namespaces=info.namespaces, workers=worker_envs(per_env), gens=gens
     )
-    templates = [
+    return [
         _template(
             key,
             versions={e: indexed[e][key] for e in envs if key in indexed[e]},
@@ -202,8 +211,6 @@ def _members(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> list[M
         )
         for key in keys
     ]
-    rebuild = partial(_rebuilt, indexed=indexed, where=where, namespaced=namespaced)
-    return guarded_budgets(templates, budgets=budgets, added=added, rebuild=rebuild)
 
 
 def _all_values(
@@ -225,8 +232,8 @@ def _all_values(
     return values
 
 
-def _schema_text(values: Mapping[str, Obj]) -> Chunks:
-    return Chunks(json_chunks(values_schema(values), ascii=True))
+def _schema_text(values: Mapping[str, Obj], *, nodes: Sequence[str]) -> Chunks:
+    return Chunks(json_chunks(values_schema(values, nodes=nodes), ascii=True))
 
 
 class _Digest:
@@ -350,19 +357,6 @@ def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: 
     )
 
 
-def _rebuilt(
-    key: Key,
-    present: tuple[str, ...],
-    *,
-    indexed: Mapping[str, Mapping[Key, Obj]],
-    where: _Where,
-    namespaced: set[Key],
-) -> Member:
-    """The template of ``key`` made of the environments ``present`` alone."""
-    versions = {e: indexed[e][key] for e in present}
-    return _template(key, versions=versions, where=where, namespaced=key in namespaced)
-
-
 def _resolve_keys(templates: Sequence[Member], *, envs: Sequence[str]) -> list[Member]:
     """Slots sharing a key must agree in every environment; the others get generated keys."""
     by_key: dict[ValueKey, list[Slot]] = {}
@@ -429,8 +423,10 @@ def _put(tree: Obj, *, key: ValueKey, value: Any, merge: bool) -> None:
 
 
 def _context(
-    info: ChartInfo, *, templates: Sequence[Member], envs: Sequence[str]
+    info: ChartInfo, *, templates: Sequence[Member], envs: Sequence[str], roles: Mapping[str, int]
 ) -> dict[str, Any]:
+    kinds = Counter(kind for kind, _ in (t.key for t in templates))
+    kinds.update({kind: count for kind, count in roles.items() if count})
     return {
         "name": info.name,
         "flow_type": info.flow_type,
@@ -443,7 +439,7 @@ def _context(
             for env in envs
         ],
         "nodes": list(info.nodes),
-        "kinds": sorted(Counter(kind for kind, _ in (t.key for t in templates)).items()),
+        "kinds": sorted(kinds.items()),
     }
 
 

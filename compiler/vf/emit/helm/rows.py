@@ -55,7 +55,6 @@ class Member:
     slots: tuple[Slot, ...]
     present: tuple[str, ...]
     partial: bool
-    above_one: str | None = None  # rendered where this node's count is above one
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,7 +66,6 @@ class Shape:
     slots: tuple[Slot, ...]
     rows: tuple[Obj, ...]
     guarded: bool
-    node: str | None = None  # the row's field that names the node whose count is above one
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +81,7 @@ def group(members: Sequence[Member]) -> tuple[list[Member], list[Shape]]:
     by_signature: dict[tuple[Any, ...], list[tuple[Member, list[Any]]]] = {}
     for member in members:
         # the variables' names too: a column per variable name is no row a person reads
-        signature: list[Any] = [member.key[0], _env_names(member), member.above_one is None]
+        signature: list[Any] = [member.key[0], _env_names(member)]
         leaves: list[Any] = []
         _flatten(_skeleton(member), signature.append, leaves.append)
         by_signature.setdefault(tuple(signature), []).append((member, leaves))
@@ -311,14 +309,6 @@ def _shape(name: str, *, members: Sequence[tuple[Member, list[Any]]]) -> Shape:
     guarded = any(m.partial for m, _ in members)
     real = {field for field, part in parts.items() if not (part.prefix or part.suffix)}
     names = sorted({*(f for f in chosen.values() if f in real), *([IN] if guarded else [])})
-    node = None
-    if first.above_one is not None:  # (every member then has one: the signature holds it)
-        nodes = tuple(m.above_one for m, _ in members)
-        node = next((f for f in names if f != IN and vectors[f] == nodes), None)
-        if node is None:
-            node = _fresh("node", taken=taken)
-            vectors[node] = nodes
-            names = sorted({*names, node})
     rows = tuple(
         {f: list(m.present) if f == IN else vectors[f][i] for f in names}
         for i, (m, _) in enumerate(members)
@@ -330,7 +320,6 @@ def _shape(name: str, *, members: Sequence[tuple[Member, list[Any]]]) -> Shape:
         slots=_generic_slots(first, first_leaves, refs),
         rows=rows,
         guarded=guarded,
-        node=node,
     )
 
 
@@ -411,12 +400,6 @@ def presence(envs: Sequence[str]) -> str:
     return "has $.Values.environment (list " + " ".join(go_string(e) for e in envs) + ")"
 
 
-def above_one(node: str) -> str:
-    """The condition of an object rendered where a node's count is above one (``node`` a
-    Go expression)."""
-    return f'gt (int (index $.Values "nodes" {node} "replicas")) 1'
-
-
 def _all(conditions: Sequence[str]) -> str | None:
     if len(conditions) < 2:
         return conditions[0] if conditions else None
@@ -434,10 +417,8 @@ def served(obj: Obj) -> list[str]:
 
 
 def member_guard(member: Member) -> str | None:
-    """The template condition of one object: its environments, its node's count, its API."""
+    """The template condition of one object: its environments, its API."""
     conditions = [presence(member.present)] if member.partial else []
-    if member.above_one is not None:
-        conditions.append(above_one(go_string(member.above_one)))
     return _all([*conditions, *served(member.base)])
 
 
@@ -447,8 +428,6 @@ def shape_template(shape: Shape) -> str:
     rows = values_expr(("rows", shape.name))
     head = "{{- range $r := " + rows + " }}\n"
     conditions = ["has $.Values.environment (index $r " + go_string(IN) + ")"] * shape.guarded
-    if shape.node is not None:
-        conditions.append(above_one(f"(index $r {go_string(shape.node)})"))
     guard = _all([*conditions, *served(shape.base)])
     if guard is None:
         return head + "---\n" + body + "{{- end }}\n"

@@ -14,6 +14,7 @@ from typing import Any
 
 from vf.emit.helm.job_values import JOB_VALUES, JOB_VALUES_SCHEMA
 from vf.emit.helm.overrides import OVERRIDE_SCHEMAS
+from vf.emit.helm.roles import NODE_NAMES_REF, node_names, role_schemas
 from vf.textio.objects import Obj
 
 ValueKey = tuple[str, ...]
@@ -35,13 +36,12 @@ _PULL = {
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
 
 
-def values_schema(values: Mapping[str, Obj]) -> Obj:
+def values_schema(values: Mapping[str, Obj], *, nodes: Sequence[str] = ()) -> Obj:
     """The JSON Schema (draft-07) every environment's values satisfy. It holds nothing of
     one environment's that another's change could alter: each environment's planned Job and
     partitioned counts are in its own values (``plannedReplicas``), which the chart checks
-    (ADR 176)."""
-    trees = [values[env] for env in sorted(values)]
-    root = _object((), trees=trees)
+    (ADR 176). The role templates' sections take entries of ``nodes``."""
+    root = _object((), trees=[values[env] for env in sorted(values)])
     # values.yaml names no environment and holds none's values (ADR 188): what every
     # environment sets is required once the values name one; without, the chart's own check
     # refuses to render, naming the values files, which a schema error could not
@@ -79,7 +79,7 @@ def values_schema(values: Mapping[str, Obj]) -> Obj:
         "description": "What differs between objects that share a template (generated; "
         "recompile to change).",
     }
-    root["properties"].update(copy.deepcopy(OVERRIDE_SCHEMAS))
+    root["properties"].update({**copy.deepcopy(OVERRIDE_SCHEMAS), **role_schemas(nodes)})
     _with_node_overrides(root["properties"].get("nodes"))
     if "plannedReplicas" in root["properties"]:
         root["properties"]["plannedReplicas"] = {
@@ -94,7 +94,20 @@ def values_schema(values: Mapping[str, Obj]) -> Obj:
         "type": "boolean",
         "description": "Read by a parent chart's dependency condition; unused here.",
     }
+    _with_node_names(root, nodes=nodes)
     return {"$schema": DRAFT_07, "title": "vf chart values", **root}
+
+
+def _with_node_names(root: Obj, *, nodes: Sequence[str]) -> None:
+    """The flow's node names once, as a definition the sections that take a node's entry
+    refer to (the release-size budget, ADR 194)."""
+    definitions = node_names(nodes)
+    if not definitions:
+        return
+    root["definitions"] = definitions
+    names = root["properties"].get("nodes", {}).get("propertyNames")
+    if names == definitions["nodeName"]:  # the same names: written once
+        root["properties"]["nodes"]["propertyNames"] = {"$ref": NODE_NAMES_REF}
 
 
 def _with_node_overrides(nodes: Obj | None) -> None:
