@@ -22,7 +22,12 @@ import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, StreamConfig
-from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
+from nats.js.errors import (
+    APIError,
+    BadRequestError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
 
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.clientauth import CredentialsError, NatsAuth, nats_auth
@@ -356,7 +361,36 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     await patiently(lambda: _ensure_stream(js, config), what=f"stream {config.name}")
 
 
+# nats-server's "insufficient storage resources available": a stream's max_bytes is reserved
+# against max_file_store when it is made or raised, and this one does not fit what is left
+NO_ROOM_ERR_CODE = 10047
+NO_ROOM_FIX = (
+    "give the broker a larger volume (broker.storage_size; vf sets max_file_store to 90 % of "
+    "it), reclaim the flow's superseded streams (vf teardown --superseded, or "
+    "broker.reclaim_superseded: true), or lower broker.stream_max_bytes, then provision again"
+)
+
+
+def _no_room(config: StreamConfig, exc: APIError) -> BrokerError:
+    return BrokerError(
+        "VF_BROKER_NO_ROOM",
+        f"the broker has no room for stream {config.name} of max_bytes {config.max_bytes}: "
+        f"what is left of its max_file_store is smaller ({exc.err_code} {exc.description})",
+        NO_ROOM_FIX,
+    )
+
+
 async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    assert config.name is not None
+    try:
+        await _make_or_update(js, config)
+    except APIError as exc:
+        if exc.err_code == NO_ROOM_ERR_CODE:
+            raise _no_room(config, exc) from exc
+        raise
+
+
+async def _make_or_update(js: JetStreamContext, config: StreamConfig) -> None:
     assert config.name is not None
     try:
         info = await js.stream_info(config.name)

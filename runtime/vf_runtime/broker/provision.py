@@ -14,8 +14,8 @@ Environment: VF_NATS_URL, VF_FLOW_ID, VF_FLOW_TYPE, VF_RUN_ID, VF_TOPOLOGY_DIR,
 optional VF_GENERATION, VF_ACK_WAIT_SECONDS (60), VF_STREAM_REPLICAS (1),
 VF_STREAM_MAX_BYTES (0) and VF_PRUNE_SUPERSEDED (0); the broker credentials of every vf
 client (VF_NATS_USER and VF_NATS_PASSWORD, VF_NATS_TOKEN or VF_NATS_CREDS). Exit 2: a wrong
-environment, credentials the broker refuses included; 3: the broker unreachable or its
-topology contradicting.
+environment, credentials the broker refuses included; 3: the broker unreachable, its
+topology contradicting, or its store without room for a stream's byte limit.
 """
 
 from __future__ import annotations
@@ -114,8 +114,10 @@ async def provision(js: JetStreamContext, run: RunTopology) -> int:
     wait for each kind instead of one per object.
     """
     streams, consumers = _wanted(run)
-    problems = await _each([ensure_stream(js, config) for config in streams])
-    problems += await _each([ensure_consumer(js, s, c) for s, c in consumers])
+    refused = await _each([ensure_stream(js, config) for config in streams])
+    _raise_no_room(refused)
+    refused += await _each([ensure_consumer(js, s, c) for s, c in consumers])
+    problems = [str(error) for error in refused]
     if not problems:
         problems = await _read_back(js, streams=streams, consumers=consumers)
     if problems:
@@ -123,13 +125,22 @@ async def provision(js: JetStreamContext, run: RunTopology) -> int:
     return len(streams) + len(consumers)
 
 
-async def _each(calls: list[Coroutine[Any, Any, object]]) -> list[str]:
+async def _each(calls: list[Coroutine[Any, Any, object]]) -> list[BrokerError]:
     """Run ``calls`` together; the broker's refusals, in the order of ``calls``."""
     results = await asyncio.gather(*calls, return_exceptions=True)
     for result in results:  # anything but a refusal is raised, as it was one by one
         if isinstance(result, BaseException) and not isinstance(result, BrokerError):
             raise result
-    return [str(result) for result in results if isinstance(result, BrokerError)]
+    return [result for result in results if isinstance(result, BrokerError)]
+
+
+def _raise_no_room(refused: list[BrokerError]) -> None:
+    """PROV-7: streams the broker's store has no room for are ``VF_BROKER_NO_ROOM``, all of
+    them named, not a topology mismatch."""
+    no_room = [error for error in refused if error.code == "VF_BROKER_NO_ROOM"]
+    if no_room:
+        message = "\n".join(str(error) for error in no_room)
+        raise BrokerError("VF_BROKER_NO_ROOM", message, no_room[0].fix)
 
 
 async def _read_back(
