@@ -397,11 +397,16 @@ def run_local(request: RunLocalRequest) -> int:
         )
         outcome = Supervisor(replicas, options).run()
         letters = _dead_letters(nats_url, names, plan=plan, request=request, auth=auth)
-        if claims(plan, run_dir) and request.run_dir is None:
-            out.write(
-                "[vf] the claim folders are removed with the run: pass --run-dir to keep them\n"
-            )
+        _claims_go(plan, run_dir, request)
     return _finish(outcome, letters, unreplayable=plan.unreplayable_producers or (), out=out)
+
+
+def _claims_go(plan: Plan, run_dir: Path, request: RunLocalRequest) -> None:
+    """Say that the claim folders go with the run, where it has some and keeps no folder."""
+    if claims(plan, run_dir) and request.run_dir is None:
+        request.output.write(
+            "[vf] the claim folders are removed with the run: pass --run-dir to keep them\n"
+        )
 
 
 def _scrape_targets(plan: Plan, run_dir: Path, out: TextIO) -> ScrapeTargets:
