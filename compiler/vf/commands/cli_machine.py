@@ -51,6 +51,13 @@ from vf.commands.exits import run_body
     help="Start the run even when it cannot fit this machine (more than 64 worker processes "
     "a CPU core, or more than its available memory holds).",
 )
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Every 5 s, instead of the progress line, a table of each node's processed count, "
+    "rate, p50/p95 processing time, dead letters and backlog (plain lines; one more at "
+    "the end).",
+)
 def run_local_command(
     *,
     graph: str,
@@ -62,6 +69,7 @@ def run_local_command(
     gpu_policy: str,
     run_dir: Path | None,
     oversubscribe: bool,
+    live: bool,
 ) -> None:
     """Run GRAPH on this machine: one process per replica, embedded NATS (and Redis where
     the environment has a payload store)."""
@@ -79,6 +87,7 @@ def run_local_command(
             gpu_policy=gpu_policy,
             run_dir=run_dir,
             oversubscribe=oversubscribe,
+            live=live,
         )
         return run_local(request)
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from vf_runtime.local.infra import free_port
+from vf_runtime.local.live import LiveView, Replica, parse
 from vf_runtime.local.scrape import ScrapeTargets
 from vf_runtime.local.zygote import ForkedWorker, Zygote
 
@@ -79,6 +80,7 @@ class SuperviseOptions:
     # raised inside a finalizer or a weakref callback is only printed) still stops the run.
     interrupted: Callable[[], bool] = lambda: False
     targets: ScrapeTargets | None = None  # kept up to date with the live health ports
+    live: bool = False  # a per-node table every PROGRESS_EVERY s instead of the progress line
 
 
 @dataclass
@@ -144,11 +146,13 @@ class Supervisor:
         self.stopping = threading.Event()
         self.output_gone = False
         self.reported, self.reported_at = 0, time.monotonic()
+        self.live = LiveView(started=self.reported_at) if options.live else None
 
     def emit(self, label: str, line: str) -> None:
         with self.lock:
-            try:
-                self.options.output.write(f"[{label}] {line.rstrip()}\n")
+            try:  # several lines (a live table) are written together
+                text = "".join(f"[{label}] {part}\n" for part in line.rstrip().split("\n"))
+                self.options.output.write(text)
                 self.options.output.flush()
             except (OSError, ValueError):  # whoever read vf's output is gone (`| head`)
                 if not self.output_gone:  # stop the run as a Ctrl-C would, once; a
@@ -220,21 +224,29 @@ class Supervisor:
             process_group=self.options.group,
         )
 
-    def progress(self) -> int:
+    def progress(self, *, final: bool = False) -> int:
         """Messages moved so far, summed over every replica's metrics (unreachable ones: 0).
 
-        Every few seconds, when something moved, a line gives each node's processed count.
+        Every few seconds, when something moved, a line gives each node's processed count;
+        under ``live``, a table every few seconds whatever moved, and one at the end.
         """
         total = 0
         processed: dict[str, int] = {}
+        replicas = []
         for child in self.children:
             # a restarted replica's counters start again at zero: its earlier lives' add up
-            life = child.life
-            counts = child.total(scrape(child.port, child.spec.node), life)
+            life, node = child.life, child.spec.node
+            text = fetch(child.port)
+            counts = child.total(counters(text, node), life)
             total += sum(counts.values())
-            node = child.spec.node
             processed[node] = processed.get(node, 0) + counts.get("processed", 0)
-        if total != self.reported and time.monotonic() - self.reported_at >= PROGRESS_EVERY:
+            replicas.append(Replica(child.label, node, counts, parse(text, node)))
+        due = time.monotonic() - self.reported_at >= PROGRESS_EVERY
+        if self.live is not None:
+            if due or final:
+                self.reported, self.reported_at = total, time.monotonic()
+                self.emit("vf", "\n".join(self.live.table(replicas, self.reported_at)))
+        elif total != self.reported and due:
             self.reported, self.reported_at = total, time.monotonic()
             self.emit("vf", "progress: " + ", ".join(f"{n} {c}" for n, c in processed.items()))
         return total
@@ -248,6 +260,8 @@ class Supervisor:
             status = "interrupted"
         if status != "ok":
             self._stop_all()
+        if self.live is not None:
+            self.progress(final=True)
         lost = [c.label for c in self.children if c.exit_code not in _NOT_LOST]
         by_node: dict[str, int] = {}
         for child in self.children:
@@ -275,6 +289,8 @@ class Supervisor:
             time.sleep(0.5)
             stall = self.options.stall_seconds
             if stall is None:
+                if self.live is not None:
+                    self.progress()
                 continue
             total = self.progress()
             if total != last_total:
@@ -311,18 +327,27 @@ def scrape(port: int, node: str) -> dict[str, int]:
     nothing answers there, or something else does: another process took the port (a NATS
     server answers with a line that is not HTTP), or a worker of another node does. A
     worker is recognised by the node its counters name, never by the port alone."""
+    return counters(fetch(port), node)
+
+
+def fetch(port: int) -> str:
+    """The text of the /metrics endpoint on ``port``; empty when nothing answers with it."""
     if port <= 0:
-        return {}
+        return ""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=0.5)
     try:
         connection.request("GET", "/metrics")
         response = connection.getresponse()
         if response.status != 200:
-            return {}
-        text = response.read(METRICS_LIMIT).decode("utf-8")
+            return ""
+        return response.read(METRICS_LIMIT).decode("utf-8")
     except (OSError, http.client.HTTPException, ValueError):
-        return {}
+        return ""
     finally:
         connection.close()
+
+
+def counters(text: str, node: str) -> dict[str, int]:
+    """Node ``node``'s message counters in ``text``, a worker's /metrics."""
     label = node.replace("\\", "\\\\").replace('"', '\\"')
     return {name: int(value) for name, owner, value in COUNTER.findall(text) if owner == label}

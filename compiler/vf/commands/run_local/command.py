@@ -103,6 +103,7 @@ class RunLocalRequest:
     generation: str | None = None  # None: a fresh one (a caller that must know it names it)
     run_dir: Path | None = None  # keeps the claims and the dead letters (None: removed at the end)
     oversubscribe: bool = False  # start a run that cannot fit this machine (ADR 0190)
+    live: bool = False  # a per-node table instead of the progress line (ADR 0233)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -392,14 +393,20 @@ def run_local(request: RunLocalRequest) -> int:
             zygote=zygote,
             interrupted=stop_asked,
             targets=_scrape_targets(plan, run_dir, out),
+            live=request.live,
         )
         outcome = Supervisor(replicas, options).run()
         letters = _dead_letters(nats_url, names, plan=plan, request=request, auth=auth)
-        if claims(plan, run_dir) and request.run_dir is None:
-            out.write(
-                "[vf] the claim folders are removed with the run: pass --run-dir to keep them\n"
-            )
+        _claims_go(plan, run_dir, request)
     return _finish(outcome, letters, unreplayable=plan.unreplayable_producers or (), out=out)
+
+
+def _claims_go(plan: Plan, run_dir: Path, request: RunLocalRequest) -> None:
+    """Say that the claim folders go with the run, where it has some and keeps no folder."""
+    if claims(plan, run_dir) and request.run_dir is None:
+        request.output.write(
+            "[vf] the claim folders are removed with the run: pass --run-dir to keep them\n"
+        )
 
 
 def _scrape_targets(plan: Plan, run_dir: Path, out: TextIO) -> ScrapeTargets:
