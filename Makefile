@@ -44,7 +44,7 @@ regen: setup
 
 check-regen: setup
 	bash scripts/regen --check
-	$(BIN)/pytest -q tests/test_golden.py tests/runtime/test_wire.py
+	$(BIN)/pytest -q tests/test_golden.py tests/runtime/wire/test_wire.py
 
 bench: setup
 	$(BIN)/python bench/compile.py $(if $(wildcard /dev/shm),--tmp /dev/shm)

@@ -9,8 +9,9 @@ polled every 0.1 s here instead of the tree's period), the broker and store alre
 *First sync.* The BATCH lifecycle flow of 20 items: seconds from the apply to every Job
 ``Complete`` (broker and store start, provision Job, then the node Jobs).
 
-*Lifecycle suite* (``--suite``): the wall time of ``tests/test_run_tree_lifecycle.py``
-(process runtime) and of the same scenarios in ``tests/test_run_tree_podman.py``: all but
+*Lifecycle suite* (``--suite``): the wall time of
+``tests/compiler/runtree/test_run_tree_lifecycle.py`` (process runtime) and of the same
+scenarios in ``tests/compiler/runtree/test_run_tree_podman.py``: all but
 the deletion of a running flow at once, which the container tests leave out.
 
 Run from a checkout with podman installed: ``python bench/runtree_runtimes.py [--suite]``;
@@ -32,7 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests import test_run_tree_lifecycle as lifecycle  # noqa: E402
+from tests.compiler.runtree import test_run_tree_lifecycle as lifecycle  # noqa: E402
 
 from vf.runtree.cluster import Cluster  # noqa: E402
 from vf.runtree.command import workloads_done  # noqa: E402
@@ -126,9 +127,9 @@ def first_sync(work: Path, kind: str) -> float:
 
 def suite(kind: str) -> float:
     target = (
-        ["tests/test_run_tree_lifecycle.py", "-k", "not deleting"]
+        ["tests/compiler/runtree/test_run_tree_lifecycle.py", "-k", "not deleting"]
         if kind == "process"
-        else ["tests/test_run_tree_podman.py", "-k", "in_containers"]
+        else ["tests/compiler/runtree/test_run_tree_podman.py", "-k", "in_containers"]
     )
     started = time.monotonic()
     done = subprocess.run(

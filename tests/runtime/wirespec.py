@@ -5,7 +5,7 @@ The bytes come from a protobuf writer of a few lines that knows only what PROTOC
 wire types, proto3's rule that a scalar at its default is not written, packed repeated
 integers, zig-zag ``sint64``. It shares no code with protobuf or ``vf_runtime.wire``, so
 a vector that vf decodes and re-encodes byte for byte holds the codec to the
-specification, not to itself. ``VF_WRITE_VECTORS=1 pytest tests/runtime/test_wire.py``
+specification, not to itself. ``VF_WRITE_VECTORS=1 pytest tests/runtime/wire/test_wire.py``
 rewrites ``tests/fixtures/vectors/``; otherwise the tests hold the committed files to
 what this module writes.
 """

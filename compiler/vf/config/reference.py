@@ -1,7 +1,8 @@
 """The key-by-key reference of vf.yaml, generated from its JSON Schema.
 
 ``docs/configuration.md`` explains the keys; its section "Every key" is this module's
-output (``python -m vf.config.reference`` prints it), and ``tests/test_config_reference.py``
+output (``python -m vf.config.reference`` prints it), and
+``tests/compiler/config/test_config_reference.py``
 checks the committed text is exactly that, so a key the schema gains cannot be missing
 from the reference.
 """

@@ -13,7 +13,7 @@ and the callers then take nats-py's public path (``Client.publish``,
 ``Subscription.drain``): the same on the wire, and slower (ADR 223 measured a
 processing hop at 1.125 times the CPU, ``bench/runtime_compare.py``). The versions of
 nats-py vf is tested with are declared in ``pyproject.toml``;
-``tests/runtime/test_nats_internals.py`` runs both paths.
+``tests/runtime/broker/test_nats_internals.py`` runs both paths.
 """
 
 from __future__ import annotations
