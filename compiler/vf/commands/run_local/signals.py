@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -68,12 +68,8 @@ def stopped_by_signals() -> Iterator[None]:
         yield
         return
     _SIGNALLED.clear()
-    previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS}
-    try:
+    with _handled_by(_interrupt):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 @contextmanager
@@ -88,9 +84,16 @@ def cancelled_by_signals(task: asyncio.Task[None]) -> Iterator[None]:
         _SIGNALLED.append(signum)
         loop.call_soon_threadsafe(task.cancel)  # wakes a loop asleep in select()
 
-    previous = {sig: signal.signal(sig, _cancel) for sig in STOP_SIGNALS}
+    with _handled_by(_cancel):
+        yield
+
+
+@contextmanager
+def _handled_by(handler: Callable[[int, FrameType | None], None]) -> Iterator[None]:
+    """Every stop signal goes to ``handler`` while the block runs; then to what it went to."""
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, kept in previous.items():
+            signal.signal(sig, kept)
