@@ -14,7 +14,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-_VALUE = r'"((?:[^"\\]|\\.)*)"'
+LABEL_TEXT = r'(?:[^"\\]|\\.)*'  # a label value's text inside its quotes, escapes and all
+_VALUE = f'"({LABEL_TEXT})"'
 _HEAD = rf"\{{flow={_VALUE},node={_VALUE},replica=\"\d+\""
 BUCKET = re.compile(rf'^vf_process_seconds_bucket{_HEAD},le="([^"]+)"\}} (\d+)$', re.MULTILINE)
 BACKLOG = re.compile(

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from vf_runtime.local.infra import free_port
-from vf_runtime.local.live import LiveView, Replica, parse
+from vf_runtime.local.live import LABEL_TEXT, LiveView, Replica, parse
 from vf_runtime.local.scrape import ScrapeTargets
 from vf_runtime.local.zygote import ForkedWorker, Zygote
 
@@ -35,9 +35,9 @@ STOP_REPEAT = 2.0
 _ENDED = (0, EXIT_STOPPED, EXIT_ABORTED)  # a life that ended by design: never restarted
 _NOT_LOST = (*_ENDED, None)
 PROGRESS_EVERY = 5.0
-_VALUE = r'"(?:[^"\\]|\\.)*"'  # a quoted label value, escapes and all
 COUNTER = re.compile(
-    rf'^vf_messages_(\w+)_total\{{flow={_VALUE},node="((?:[^"\\]|\\.)*)",replica="\d+"\}} (\d+)$',
+    rf'^vf_messages_(\w+)_total\{{flow="{LABEL_TEXT}",node="({LABEL_TEXT})",'
+    r'replica="\d+"\} (\d+)$',
     re.MULTILINE,
 )
 METRICS_LIMIT = 1 << 20  # a worker's /metrics is a few kilobytes
