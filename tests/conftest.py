@@ -1,4 +1,5 @@
-"""Shared fixtures: the examples compiled once, the real kubectl and helm, graph files."""
+"""Shared fixtures: the examples compiled once, the real kubectl, helm and prometheus,
+graph files."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.prometheus_run import prometheus_path
 from tests.support import (
     EXAMPLE_NAMES,
     REPO,
@@ -46,6 +48,12 @@ def helm() -> str:
         "helm is missing at .tools/bin/helm: run scripts/fetch-tools (or scripts/setup)",
     )
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> str:
+    """Debian's prometheus (a skip with the reason where it is absent, a failure in CI)."""
+    return prometheus_path()
 
 
 @pytest.fixture

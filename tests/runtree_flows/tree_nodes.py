@@ -76,3 +76,33 @@ class Record(Consumer):
         line = {**item, "pod": os.environ.get("HOSTNAME", "")}
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line) + "\n")
+
+
+def _refused(item: dict[str, Any], every: int, rest: int) -> None:
+    if every and item["i"] % every == rest:
+        raise Refused(f"refusing item {item['i']}")
+
+
+class Picky(Double):
+    """Doubles ``i``, but refuses each item whose ``i % every`` is ``rest`` (none when
+    ``every`` is 0): dead letters for as long as it runs."""
+
+    def __init__(self, every: int = 0, rest: int = 0, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.every, self.rest = every, rest
+
+    def process(self, item: dict[str, Any]) -> dict[str, Any]:
+        _refused(item, self.every, self.rest)
+        return super().process(item)
+
+
+class PickyRecord(Record):
+    """A :class:`Record` that refuses each item whose ``i % every`` is ``rest``."""
+
+    def __init__(self, every: int = 0, rest: int = 0, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.every, self.rest = every, rest
+
+    def consume(self, item: dict[str, Any]) -> None:
+        _refused(item, self.every, self.rest)
+        super().consume(item)

@@ -29,6 +29,7 @@ from vf.runtree.podhost import ClusterOptions, Key
 from vf.runtree.pods import Pod
 from vf.runtree.podspec import ContainerLaunch, Sources, decoded_secret
 from vf.runtree.runtime import ContainerRuntime, ProcessRuntime
+from vf.runtree.scrape import ScrapeFile, target_groups
 from vf.textio.objects import Obj
 from vf_runtime.local.infra import free_port
 
@@ -70,6 +71,9 @@ class Cluster:
         self.labelled: dict[Key, str] = {}  # the Kustomization named by an object's labels
         self.releases: dict[str, tuple[Obj, ...]] = {}  # each Helm release's last good objects
         self.refused: list[str] = []  # objects of a kind this cluster does not serve
+        where = options.scrape_targets
+        self.scrape = None if where is None else ScrapeFile(path=where, log=self.log)
+        self._rescrape()
 
     def unserved(self, obj: Obj) -> str | None:
         """Why the API server refuses ``obj``: no CRD here serves its kind (else None)."""
@@ -167,6 +171,19 @@ class Cluster:
             controller.reap()
             if not controller.pods:
                 self._draining.remove(controller)
+        self._rescrape()
+
+    def _rescrape(self) -> None:
+        """Rewrite the scrape targets file when the pods the ServiceMonitors select change."""
+        if self.scrape is not None:
+            self.scrape.update(
+                target_groups(
+                    self.objects.values(),
+                    self.pods(),
+                    spec_of=lambda pod: pod_spec_of(pod, self),
+                    port_for=self.port_for,
+                )
+            )
 
     def run_until(self, done: Callable[[], bool], *, timeout: float, step: float = 0.1) -> bool:
         deadline = time.monotonic() + timeout

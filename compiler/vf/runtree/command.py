@@ -37,6 +37,7 @@ from vf.runtree.outcome import (
 from vf.runtree.podhost import ClusterOptions
 from vf.runtree.podman_runtime import select_runtime
 from vf.runtree.podspec import decoded_secret, missing_secrets
+from vf.runtree.scrape import monitored
 from vf.runtree.sync import sync
 from vf.runtree.validation import invalid_paths
 from vf.textio.folders import writable_folder
@@ -44,6 +45,7 @@ from vf.textio.safe_read import read_regular
 from vf.textio.yaml_guard import MAX_INPUT_BYTES, amplified
 from vf_runtime.local.guardian import Guardian
 from vf_runtime.local.outcome import exit_code, replayed_producers, settled
+from vf_runtime.local.scrape import TARGETS_FILE
 
 EXIT_SYNC = 1
 
@@ -220,9 +222,19 @@ def _guardian() -> Guardian:
         ) from exc
 
 
-def _cluster(request: RunTreeRequest, *, run_dir: Path, guardian: Guardian, oci: Any) -> Cluster:
+def _cluster(
+    request: RunTreeRequest, *, run_dir: Path, guardian: Guardian, oci: Any, scraped: bool
+) -> Cluster:
     """The emulated cluster the run syncs into; ``run_dir`` absolute, since every pod's
-    files (a server's config among them) name it from their own working directory."""
+    files (a server's config among them) name it from their own working directory. With
+    ``scraped`` (the tree has a ServiceMonitor) it keeps the Prometheus targets file."""
+    targets = run_dir / TARGETS_FILE if scraped else None
+    if targets is not None:
+        print(
+            f"[vf] the workers' /metrics, for Prometheus' file_sd_configs: {targets}",
+            file=request.output,
+            flush=True,
+        )
     options = ClusterOptions(
         run_dir=run_dir,
         backoff_base=request.backoff,
@@ -231,6 +243,7 @@ def _cluster(request: RunTreeRequest, *, run_dir: Path, guardian: Guardian, oci:
         keep_volumes=request.run_dir is not None,
         oci=oci,
         absent_kinds=request.absent_kinds,
+        scrape_targets=targets,
     )
     return Cluster(options)
 
@@ -256,7 +269,13 @@ def run_tree(request: RunTreeRequest) -> int:
     guardian = _guardian()  # whatever starts next ends with this run, even on SIGKILL
     if oci is not None:
         oci.attach(guardian)  # the guardian removes the run's containers if vf is killed
-    cluster = _cluster(request, run_dir=kept or guardian.directory, guardian=guardian, oci=oci)
+    cluster = _cluster(
+        request,
+        run_dir=kept or guardian.directory,
+        guardian=guardian,
+        oci=oci,
+        scraped=monitored(tree.objects, absent_kinds=request.absent_kinds),
+    )
     cluster.extra_secrets = {k: dict(v) for k, v in secrets.items()}
     code = EXIT_INTERRUPTED
     verdict = "interrupted"

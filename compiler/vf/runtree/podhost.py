@@ -32,6 +32,8 @@ class ClusterOptions:
     oci: PodmanRuntime | None = None  # --runtime podman: the worker image's containers
     # --without-crd: kinds no CRD serves here, whose objects the API server refuses
     absent_kinds: frozenset[str] = frozenset()
+    # a Prometheus file_sd file kept with what the tree's ServiceMonitors select (ADR 0240)
+    scrape_targets: Path | None = None
 
 
 class PodHost(Protocol):
