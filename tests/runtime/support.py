@@ -101,12 +101,20 @@ def finish_flow(process: subprocess.Popen[bytes], *, log: Path, timeout: float) 
     return FlowRun(code=process.returncode, output=log.read_text(errors="replace"))
 
 
-def wait_until(check: Callable[[], bool], *, timeout: float, what: str) -> None:
-    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    log: Path | None = None,
+) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout`` seconds, with the
+    tail of ``log`` as it is at that moment (not as it was when the wait began)."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
+            tail = f":\n{log.read_text(errors='replace')[-3000:]}" if log else ""
+            pytest.fail(f"timed out after {timeout:g}s waiting for {what}{tail}")
         time.sleep(0.05)
 
 

@@ -77,7 +77,8 @@ def test_a_real_prometheus_scrapes_a_run_tree_run_and_every_dashboard_query_answ
         wait_until(
             lambda: len(_listed(targets)) == sum(PODS.values()),
             timeout=240,
-            what=f"every worker pod in {targets}:\n{log.read_text()[-3000:]}",
+            what=f"every worker pod in {targets}",
+            log=log,
         )
         assert f"file_sd_configs: {targets}" in log.read_text()
         with started_prometheus(prometheus_binary, tmp_path / "prometheus", targets) as server:

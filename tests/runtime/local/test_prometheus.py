@@ -76,7 +76,7 @@ def test_a_real_prometheus_scrapes_a_local_run_and_evaluates_every_alert(
     )
     try:
         targets = run_dir / "prometheus-targets.json"
-        wait_until(targets.exists, timeout=60, what=f"{targets}:\n{log.read_text()[-3000:]}")
+        wait_until(targets.exists, timeout=60, what=str(targets), log=log)
         assert f"file_sd_configs: {targets}" in log.read_text()
         with started_prometheus(prometheus_binary, tmp_path / "prometheus", targets) as server:
             _while_it_runs(server, sel, rule, panels)
