@@ -10,6 +10,7 @@ from typing import Any
 from vf.emit.helm.chart import ChartInfo
 from vf.emit.helm.roles import role_values
 from vf.emit.helm.version import ChartRelease
+from vf.emit.helm.workers import with_worker_values
 from vf.emit.shards import Shard
 from vf.ir.delivery import GitOps
 from vf.ir.plan import Plan
@@ -49,7 +50,7 @@ def chart_info(
         nodes=tuple(workload.node for workload in plans[0].workloads),
         partitioned=partitioned,
         previous=previous,
-        roles={p.environment: role_values(p) for p in plans},
+        roles={p.environment: with_worker_values(role_values(p), p) for p in plans},
     )
 
 

@@ -159,7 +159,7 @@ def broker_env(plan: Plan) -> dict[str, str]:
     return data
 
 
-def _secret_env(plan: Plan) -> list[Obj]:
+def secret_env(plan: Plan) -> list[Obj]:
     """Service URLs that carry credentials, and the flow's broker and store credentials
     (ADR 0212), come from Secrets, never from the ConfigMap."""
     infra = plan.infra
@@ -240,14 +240,14 @@ def _provision_job(plan: Plan) -> Obj:
         "command": ["vf-provision"],
         "envFrom": [{"configMapRef": {"name": plan.broker_configmap}}],
         "env": [
-            *_secret_env(plan),
+            *secret_env(plan),
             {"name": "VF_FLOW_ID", "value": plan.flow_id},
             {"name": "VF_FLOW_TYPE", "value": plan.flow_type},
             {"name": "VF_RUN_ID", "value": plan.run_id},
             {"name": "VF_TOPOLOGY_DIR", "value": TOPOLOGY_DIR},
             *([{"name": "VF_PRUNE_SUPERSEDED", "value": "1"}] if prov.reclaim_superseded else []),
         ],
-        "resources": _resources(prov.resources),
+        "resources": container_resources(prov.resources),
         "securityContext": _container_security(),
         "volumeMounts": mounts,
     }
@@ -341,7 +341,7 @@ def _probe(path: str, **timing: int) -> Obj:
     return {"httpGet": {"path": path, "port": "health"}, **timing}
 
 
-def _resources(res: ContainerResources) -> Obj:
+def container_resources(res: ContainerResources) -> Obj:
     requests = {k: v for k, v in (("cpu", res.cpu), ("memory", res.memory)) if v is not None}
     limits = {
         k: v for k, v in (("cpu", res.cpu_limit), ("memory", res.memory_limit)) if v is not None
@@ -361,11 +361,11 @@ def _worker_container(plan: Plan, workload: Workload) -> Obj:
         "imagePullPolicy": plan.image_pull_policy,
         "command": ["vf-worker"],
         "env": sorted(
-            _worker_env(workload) + _secret_env(plan) + _replica_env(workload),
+            _worker_env(workload) + secret_env(plan) + _replica_env(workload),
             key=lambda entry: str(entry["name"]),
         ),
         "envFrom": [{"configMapRef": {"name": plan.broker_configmap}}],
-        "resources": _resources(workload.resources),
+        "resources": container_resources(workload.resources),
         "securityContext": _container_security(),
         "volumeMounts": [
             {"name": TMP_VOLUME, "mountPath": "/tmp"},

@@ -70,6 +70,7 @@ from vf.emit.helm.text import (
 )
 from vf.emit.helm.topology import with_topology_slots
 from vf.emit.helm.version import DIGEST_ANNOTATION, ChartRelease, chart_version
+from vf.emit.helm.workers import shared_workers, worker_kinds
 from vf.emit.kustomize.tree import object_file
 from vf.emit.ordering import with_helm_hooks, without_tool_annotations
 from vf.memo import current
@@ -134,16 +135,15 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     version digests every file but the environments' values, ADR 188), so none needs to
     stay in memory."""
     envs = sorted(per_env)
+    everything, workers = per_env, worker_envs(per_env)
     # what a role template renders is not the diff path's (ADR 229)
     per_env = {env: [o for o in per_env[env] if not is_role_object(o)] for env in envs}
-    templates = _members(per_env, info=info)
+    templates = _members(per_env, info=info, workers=workers)
     resolved = readable_keys(_resolve_keys(templates, envs=envs), flow=info.name)
     templates = [with_overrides(t) for t in resolved]
     del resolved
     singles, shapes = group(templates)  # its working set is the chart's peak: values after
-    values = _all_values(templates, per_env=per_env, envs=envs, pinned=info.partitioned)
-    for env in envs:
-        values[env].update(info.roles.get(env) or neutral_roles())
+    values = _all_values(templates, per_env=everything, info=info)
     makers: dict[str, Callable[[], FileText]] = {}
     for one in singles:
         guard = member_guard(one)
@@ -158,7 +158,8 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     reads = job_reads(templates, shapes)
     for env in envs:  # what vf compiled, against which the chart compares (ADR 224)
         values[env][JOB_VALUES] = job_values_digest(reads, {**values[env], "rows": rows})
-    makers["values.yaml"] = partial(yamlout.dump, {**neutral_values(rows), **neutral_roles()})
+    neutral = {**neutral_values(rows), **neutral_roles(), **shared_workers(values)}
+    makers["values.yaml"] = partial(yamlout.dump, neutral)
     del shapes, singles, rows
     own = {f"values-{env}.yaml" for env in envs}
     for env in envs:
@@ -169,7 +170,8 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     makers.update({path: partial(str, text) for path, text in shipped.items()})
     helpers = {"job_reads": json.dumps(reads, sort_keys=True, separators=(",", ":"))}
     makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context=helpers)
-    context = _context(info, templates=templates, envs=envs, roles=role_kinds(info.roles))
+    kinds = {**role_kinds(info.roles), **worker_kinds(info.roles)}
+    context = _context(info, templates=templates, envs=envs, roles=kinds)
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
     makers["README.md"] = partial(render_text, "README.md", context=context)
     makers["templates/tests/test-connection.yaml"] = partial(
@@ -188,7 +190,12 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
 
 
-def _members(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> list[Member]:
+def _members(
+    per_env: Mapping[str, Sequence[Obj]],
+    *,
+    info: ChartInfo,
+    workers: Mapping[str, Mapping[str, str]],
+) -> list[Member]:
     """Every object's template, each object of every environment matched to its key."""
     envs = sorted(per_env)
     namespaced: set[Key] = set()
@@ -199,9 +206,7 @@ def _members(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> list[M
     # in key order, not each environment's: which environments have an object leaves the
     # rows' order and the shapes' numbers alone
     keys = sorted({k for env in envs for k in indexed[env]})
-    where = _Where(
-        envs=tuple(envs), namespaces=info.namespaces, workers=worker_envs(per_env), gens=gens
-    )
+    where = _Where(envs=tuple(envs), namespaces=info.namespaces, workers=workers, gens=gens)
     return [
         _template(
             key,
@@ -217,15 +222,22 @@ def _all_values(
     templates: Sequence[Member],
     *,
     per_env: Mapping[str, Sequence[Obj]],
-    envs: Sequence[str],
-    pinned: frozenset[str],
+    info: ChartInfo,
 ) -> dict[str, Obj]:
-    """Every environment's complete values, its planned Job and partitioned counts among
-    them (in its own values file, not the schema every environment shares)."""
+    """Every environment's complete values, the role templates' among them (their
+    workers' entries beside the diff path's in ``nodes``), and its planned Job and
+    partitioned counts (in its own values file, not the schema every environment shares)."""
+    envs = sorted(per_env)
     values = {
         env: {**_values(templates, env=env), **IMAGE_TAG_VALUES, **OVERRIDE_VALUES} for env in envs
     }
-    planned = planned_replicas(per_env, values, pinned=pinned)
+    for env in envs:
+        roles = dict(info.roles.get(env) or neutral_roles())
+        nodes = {**(values[env].get("nodes") or {}), **(roles.pop("nodes", None) or {})}
+        values[env].update(roles)
+        if nodes:
+            values[env]["nodes"] = dict(sorted(nodes.items()))
+    planned = planned_replicas(per_env, values, pinned=info.partitioned)
     if any(planned.values()):
         for env in envs:
             values[env][PLANNED_REPLICAS] = planned.get(env, {})

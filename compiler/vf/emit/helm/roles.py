@@ -26,6 +26,7 @@ BUDGETS = "podDisruptionBudgets"
 ROLE_FILES = {
     "ScaledObject": "scaledobject.yaml",
     "PodDisruptionBudget": "poddisruptionbudget.yaml",
+    "Deployment": "worker-deployment.yaml",  # a worker's (ADR 235)
 }
 _SECTIONS = {"ScaledObject": AUTOSCALING, "PodDisruptionBudget": BUDGETS}
 _LONG_RUNNING = frozenset({"Deployment", "StatefulSet"})
@@ -40,7 +41,8 @@ def is_role_object(obj: Obj) -> bool:
     kind = obj.get("kind")
     if kind == "ScaledObject":
         return True
-    return kind == "PodDisruptionBudget" and NODE_LABEL in (obj["metadata"].get("labels") or {})
+    worker = NODE_LABEL in (obj["metadata"].get("labels") or {})
+    return kind in ("PodDisruptionBudget", "Deployment") and worker
 
 
 def role_values(plan: Plan) -> Obj:
@@ -51,7 +53,7 @@ def role_values(plan: Plan) -> Obj:
     flow = {"id": plan.flow_id, "run": plan.run_id, "labels": dict(sorted(labels.items()))}
     scalers = {s.node: _scaler(plan, s, flow=flow) for s in plan.autoscaling or ()}
     budgets = {
-        w.node: _worker(
+        w.node: worker_entry(
             w.node, dict(w.labels), flow=flow, name=_budget_name(plan, w), suffix="-pdb"
         )
         for w in plan.workloads
@@ -72,7 +74,7 @@ def _budget_name(plan: Plan, workload: Workload) -> str:
     return workload.pdb or budget_name(plan.flow_id, plan.run_id, workload.node)
 
 
-def _worker(node: str, labels: dict[str, str], *, flow: Obj, name: str, suffix: str) -> Obj:
+def worker_entry(node: str, labels: dict[str, str], *, flow: Obj, name: str, suffix: str) -> Obj:
     """A worker's entry: its component, and its object's name, instance label and node
     label only where they are not what ``vf.workerName`` and ``vf.workerLabels`` derive
     from the node's name (a name vf shortened, ADR 209), so an entry is a few bytes."""
@@ -104,7 +106,9 @@ def _scaler(plan: Plan, scaler: Scaler, *, flow: Obj) -> Obj:
     own = f".{plan.namespace}.svc"
     if own in endpoint:  # KEDA reaches vf's broker in the release's namespace
         endpoint = endpoint.replace(own, f".{RELEASE_NAMESPACE}.svc")
-    entry = _worker(scaler.node, dict(scaler.labels), flow=flow, name=scaler.deployment, suffix="")
+    entry = worker_entry(
+        scaler.node, dict(scaler.labels), flow=flow, name=scaler.deployment, suffix=""
+    )
     entry.update(
         {
             "minReplicas": scaler.min_replicas,
@@ -200,11 +204,16 @@ def node_names(nodes: Sequence[str]) -> Obj:
     return {"nodeName": {"enum": sorted(nodes)}} if nodes else {}
 
 
+def keyed_by_node(nodes: Sequence[str]) -> Obj:
+    """What makes a section's schema take entries of the flow's nodes only."""
+    # (an enum may not be empty: a chart of no nodes takes no entry)
+    return {"propertyNames": {"$ref": NODE_NAMES_REF}} if nodes else {"maxProperties": 0}
+
+
 def role_schemas(nodes: Sequence[str]) -> dict[str, Any]:
     """The schemas of the role sections: entries only for the flow's nodes (the same names
     in every environment, so one environment's change leaves the schema alone)."""
-    # (an enum may not be empty: a chart of no nodes takes no entry)
-    names = {"propertyNames": {"$ref": NODE_NAMES_REF}} if nodes else {"maxProperties": 0}
+    names = keyed_by_node(nodes)
     return {
         "flow": {
             "type": "object",

@@ -14,7 +14,8 @@ from typing import Any
 
 from vf.emit.helm.job_values import JOB_VALUES, JOB_VALUES_SCHEMA
 from vf.emit.helm.overrides import OVERRIDE_SCHEMAS
-from vf.emit.helm.roles import NODE_NAMES_REF, node_names, role_schemas
+from vf.emit.helm.roles import NODE_NAMES_REF, node_names
+from vf.emit.helm.workers import worker_schemas
 from vf.textio.objects import Obj
 
 ValueKey = tuple[str, ...]
@@ -79,7 +80,7 @@ def values_schema(values: Mapping[str, Obj], *, nodes: Sequence[str] = ()) -> Ob
         "description": "What differs between objects that share a template (generated; "
         "recompile to change).",
     }
-    root["properties"].update({**copy.deepcopy(OVERRIDE_SCHEMAS), **role_schemas(nodes)})
+    root["properties"].update({**copy.deepcopy(OVERRIDE_SCHEMAS), **worker_schemas(nodes)})
     _with_node_overrides(root["properties"].get("nodes"))
     if "plannedReplicas" in root["properties"]:
         root["properties"]["plannedReplicas"] = {

@@ -1,0 +1,94 @@
+"""The workers' role templates (ADR 235): a worker's Deployment is one hand-written template,
+the same bytes in every flow's chart, over the plan's readable values (``workers.<node>``,
+``nodes.<node>``, ``workerPod``); what a Helm user sets there changes what renders, and
+the schema refuses what is not a worker's entry. Rendered with the real ``helm``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import helm_template, parse_docs
+from vf.pipeline import CompileResult
+from vf.tree.write import write_tree
+
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
+SHIPPED = ("chart/templates/worker-deployment.yaml",)
+DETECTOR = ("Deployment", "vf-cameras-rce2b7c1-detector")
+
+
+@pytest.fixture(scope="module")
+def cameras(
+    compiled_examples: dict[str, CompileResult], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    root = tmp_path_factory.mktemp("cameras") / "deploy"
+    write_tree(root, compiled_examples["realtime_cameras"].tree)
+    return root / "chart"
+
+
+def test_every_flows_chart_ships_the_same_worker_templates(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    texts = {path: {str(r.tree[path]) for r in compiled_examples.values()} for path in SHIPPED}
+    assert all(len(seen) == 1 for seen in texts.values()), texts
+    tree = compiled_examples["realtime_cameras"].tree
+    made = [p for p in tree if p.startswith("chart/templates/") and "deployment-" in p]
+    # the diff path keeps the broker's Deployment only: no worker has a template of its own
+    assert made == ["chart/templates/deployment-vf-cameras-nats.yaml"], made
+
+
+def _objects(helm: str, chart: Path, *args: str) -> dict[tuple[str, str], Any]:
+    done = helm_template(helm, chart, "-n", "cams", "-f", str(chart / "values-prod.yaml"), *args)
+    assert done.returncode == 0, done.stderr
+    return {(d["kind"], d["metadata"]["name"]): d for d in parse_docs(done.stdout)}
+
+
+def _env(obj: Any) -> dict[str, Any]:
+    entries = obj["spec"]["template"]["spec"]["containers"][0]["env"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in entries}
+
+
+def test_a_workers_variables_come_from_its_readable_values(cameras: Path, helm: str) -> None:
+    plain = _objects(helm, cameras)[DETECTOR]
+    assert _env(plain)["VF_NODE_CLASS"] == "camera_nodes.Detector"
+    tuned = _objects(
+        helm,
+        cameras,
+        "--set",
+        "workers.detector.class=camera_nodes.Other",
+        "--set-json",
+        'workers.detector.params="{\\"threshold\\":0.9}"',
+    )[DETECTOR]
+    env = _env(tuned)
+    assert (env["VF_NODE_CLASS"], env["VF_NODE_PARAMS_JSON"]) == (
+        "camera_nodes.Other",
+        '{"threshold":0.9}',
+    )
+    assert env["VF_PARENT_REPLICAS"] == "cam-front=1"
+    more = _objects(helm, cameras, "--set", "nodes.cam-front.replicas=3")[DETECTOR]
+    assert _env(more)["VF_PARENT_REPLICAS"] == "cam-front=3"
+    hashes = [o["spec"]["template"]["metadata"]["annotations"] for o in (plain, more)]
+    assert hashes[0]["vf.dev/config-hash"][:12] == hashes[1]["vf.dev/config-hash"][:12]
+    assert hashes[0]["vf.dev/config-hash"] != hashes[1]["vf.dev/config-hash"]
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "workers.nosuchnode.kind=Deployment",  # not a node of the flow
+        "workers.detector.klass=x",  # a typo
+        "workers.detector.configHash=xyz",  # not 12 hex digits
+        "workerPod.broker=",  # no ConfigMap
+    ],
+)
+def test_the_schema_refuses_what_is_no_workers_value(
+    cameras: Path, helm: str, setting: str
+) -> None:
+    done = helm_template(
+        helm, cameras, "-n", "cams", "-f", str(cameras / "values-prod.yaml"), "--set", setting
+    )
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
