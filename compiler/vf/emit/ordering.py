@@ -22,6 +22,7 @@ HELM_HOOK = "helm.sh/hook"
 HELM_HOOK_WEIGHT = "helm.sh/hook-weight"
 HELM_HOOK_DELETE = "helm.sh/hook-delete-policy"
 HELM_RESOURCE_POLICY = "helm.sh/resource-policy"
+PRUNE = "Prune=true"
 KUSTOMIZE_ONLY = (SYNC_WAVE, SYNC_OPTIONS, FLUX_FORCE, FLUX_PRUNE)
 HELM_ONLY = (HELM_HOOK, HELM_HOOK_WEIGHT, HELM_HOOK_DELETE, HELM_RESOURCE_POLICY)
 TOOL_ANNOTATIONS = frozenset(KUSTOMIZE_ONLY + HELM_ONLY)
@@ -71,6 +72,10 @@ def _named_by_generation(obj: Mapping[str, Any]) -> bool:
     return obj.get("kind") == "ConfigMap" and "VF_GENERATION" in (obj.get("data") or {})
 
 
+def _of_a_node(obj: Mapping[str, Any]) -> bool:
+    return NODE_LABEL in (obj.get("metadata", {}).get("labels") or {})
+
+
 def _annotated(obj: Mapping[str, Any], *, annotations: Mapping[str, str]) -> Obj:
     # Only metadata changes: share the rest of the object instead of copying it.
     out = dict(obj)
@@ -94,6 +99,9 @@ def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
     pruned last.
     The Namespace and the PriorityClass are never pruned, nor deleted with the Application
     (``KEPT_KINDS``: other flows live in the one and name the other).
+    An object no node owns says ``Prune=true``: it stays with the environment's own
+    Application whether or not the environment is sharded, and that Application, when it
+    is, prunes nothing else (ADR 0238).
     The workers' wave, 0, is Argo CD's default for an object without the annotation, so
     they carry none: one annotation a node less for every build of the overlay.
     """
@@ -106,6 +114,11 @@ def with_sync_waves(obj: Mapping[str, Any]) -> Obj:
         annotations[SYNC_OPTIONS] = "PruneLast=true,SkipDryRunOnMissingResource=true"
     elif obj.get("kind") != "Job" and not _named_by_generation(obj):
         annotations[SYNC_OPTIONS] = "PruneLast=true"
+    if obj.get("kind") not in KEPT_KINDS and not _of_a_node(obj):
+        # what no node owns never moves between Applications: it is pruned even by one
+        # whose own default is not to prune (a sharded environment's, ADR 0238)
+        options = annotations.get(SYNC_OPTIONS)
+        annotations[SYNC_OPTIONS] = f"{options},{PRUNE}" if options else PRUNE
     return _annotated(obj, annotations=annotations) if annotations else dict(obj)
 
 

@@ -6,7 +6,8 @@
 - A prune task runs in the wave of the live object it removes (prune waves mirrored, so
   what was created last is pruned first); with ``PruneLast`` (the Application's sync
   option, or the live object's ``sync-options`` annotation) it runs in a wave after every
-  other one. An object whose annotation says ``Prune=false`` is never pruned.
+  other one. An object whose annotation says ``Prune=false`` is never pruned, nor one
+  that says nothing of pruning when the Application's ``syncOptions`` say ``Prune=false``.
 - Deleting an Application (its resources finalizer) deletes every object it manages except
   those that say ``Delete=false`` or carry Helm's ``resource-policy: keep``; deleting a
   Namespace deletes everything in it.
@@ -107,11 +108,18 @@ def _duration(text: object, default: float) -> float:
     return float(value) if value.isdigit() else seconds(value)
 
 
-def out_of_sync(cluster: Cluster, objects: Iterable[Obj]) -> list[Obj]:
+def out_of_sync(cluster: Cluster, objects: Iterable[Obj], *, owner: str) -> list[Obj]:
     """What an ``ApplyOutOfSyncOnly`` operation applies: every object the cluster does not
-    hold as the tree has it (gitops-engine ``filterOutOfSyncTasks`` leaves out a task with
-    a live and a target object that the diff found unmodified)."""
-    return [o for o in objects if cluster.objects.get(key(o)) != o]
+    hold as the tree has it, or holds as another Application's (gitops-engine
+    ``filterOutOfSyncTasks`` leaves out a task with a live and a target object that the
+    diff found unmodified; the target carries the Application's own tracking id, argo-cd
+    ``controller/state.go`` ``CompareAppState``, so a live object another one applied
+    differs)."""
+    return [
+        o
+        for o in objects
+        if cluster.objects.get(key(o)) != o or cluster.owner.get(key(o), owner) != owner
+    ]
 
 
 def prune_waves(
@@ -134,9 +142,21 @@ def prune_waves(
     return out
 
 
-def prunes(obj: Mapping[str, Any]) -> bool:
-    """A prune task deletes its object unless the object says ``Prune=false``."""
-    return "Prune=false" not in options(obj)
+def prunes(obj: Mapping[str, Any], app: Obj | None = None) -> bool:
+    """A prune task deletes its object unless the object says ``Prune=false``, or says
+    nothing of pruning and the Application's ``syncOptions`` say ``Prune=false`` (argo-cd
+    ``controller/sync.go`` passes the operation's ``Prune`` option as the default,
+    gitops-engine ``pkg/sync/sync_context.go`` ``isPruningDisabled`` reads the live
+    object's annotation first; an automated operation takes the Application's options,
+    ``controller/appcontroller.go`` ``autoSync``)."""
+    own = _prune_option(options(obj))
+    chosen = own if own is not None else _prune_option(app_options(app))
+    return chosen != "false"
+
+
+def _prune_option(given: set[str]) -> str | None:
+    values = [o.partition("=")[2] for o in given if o.partition("=")[0] == "Prune"]
+    return values[0] if values else None
 
 
 def deletable(obj: Mapping[str, Any]) -> bool:

@@ -343,7 +343,7 @@ def _sync(
 ) -> _Ended:
     objects = list(tree.objects)
     app_obj = held_application(cluster, tree.env, tree.application) if mode == "argocd" else None
-    hooks, plain = _tasks(cluster, objects, mode=mode, app=app_obj)
+    hooks, plain = _tasks(cluster, objects, mode=mode, app=app_obj, owner=app)
     left_out = len(plain) + len(hooks) < len(objects)
     dry_run = [*plain, *hooks] if left_out else objects
     refusal = _refused_up_front(cluster, dry_run, mode=mode, app=app_obj)
@@ -358,7 +358,7 @@ def _sync(
     prunes = _argocd_prunes(cluster, objects, app=app, app_obj=app_obj, waves=waves, mode=mode)
     order = sorted(set(waves) | set(prunes))
     for wave in order:
-        doomed = [k for k in prunes.get(wave, []) if argocd_prunes(cluster.objects[k])]
+        doomed = [k for k in prunes.get(wave, []) if argocd_prunes(cluster.objects[k], app_obj)]
         if doomed:
             cluster.log(f"wave {wave}: prunes {', '.join(k[2] for k in doomed)}")
             cluster.delete(doomed)
@@ -387,7 +387,7 @@ def _sync(
 
 
 def _tasks(
-    cluster: Cluster, objects: list[Obj], *, mode: str, app: Obj | None
+    cluster: Cluster, objects: list[Obj], *, mode: str, app: Obj | None, owner: str
 ) -> tuple[list[Obj], list[Obj]]:
     """The hooks and the other objects a sync applies. With the Application's
     ``ApplyOutOfSyncOnly`` no task is made for what the cluster holds as Git has it; hooks
@@ -395,7 +395,7 @@ def _tasks(
     hooks = [o for o in objects if _is_hook(o, mode)]
     plain = [o for o in objects if not _is_hook(o, mode)]
     if mode == "argocd" and OUT_OF_SYNC_ONLY in app_options(app):
-        plain = out_of_sync(cluster, plain)
+        plain = out_of_sync(cluster, plain, owner=owner)
         if not plain and not hooks:
             cluster.log("argocd: every object in sync (ApplyOutOfSyncOnly): nothing to apply")
     return hooks, plain

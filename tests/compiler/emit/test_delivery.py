@@ -11,10 +11,11 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.support import EXAMPLE_NAMES, EXAMPLES, example_graph
-from vf.emit.ordering import SYNC_WAVE, is_provision_job, sync_wave
+from vf.emit.ordering import SYNC_OPTIONS, SYNC_WAVE, is_provision_job, sync_wave
 from vf.errors import VfError
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.render.objects import render_plan
+from vf_runtime.labels import NODE_LABEL
 
 Obj = dict[str, Any]
 
@@ -253,6 +254,26 @@ def test_sync_waves_order_infra_then_provision_then_workers(
             # Argo CD's wave for an object without the annotation is 0: the workers' own.
             assert int(annotations.get(SYNC_WAVE, "0")) == int(sync_wave(obj)), path
             assert (SYNC_WAVE in annotations) is (sync_wave(obj) != "0"), path
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_what_no_node_owns_says_argo_cd_prunes_it(
+    example: str, compiled_examples: dict[str, CompileResult]
+) -> None:
+    """A sharded environment's own Application prunes only what says Prune=true: every
+    object without a node, never one of a node (which may move to a shard), never what
+    outlives the flow (ADR 0238)."""
+    for path, text in compiled_examples[example].tree.items():
+        if not (path.startswith(("base/", "overlays/")) and "/resources/" in f"/{path}"):
+            continue
+        obj = YAML(typ="safe").load(text)
+        options = str((obj["metadata"].get("annotations") or {}).get(SYNC_OPTIONS, ""))
+        prune = {o for o in options.split(",") if o.startswith("Prune=")}
+        if obj["kind"] in ("Namespace", "PriorityClass"):
+            assert prune == {"Prune=false"}, path
+        else:
+            assert (prune == {"Prune=true"}) is (NODE_LABEL not in obj["metadata"]["labels"]), path
+            assert prune <= {"Prune=true"}, path
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)

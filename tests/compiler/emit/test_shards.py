@@ -183,7 +183,14 @@ def test_each_shard_has_its_application_and_kustomization(
         }
         assert app["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == "1"
         assert " node" in app["metadata"]["annotations"]["vf.dev/shard-holds"]
-        assert app["spec"]["syncPolicy"] == shared["spec"]["syncPolicy"]
+        # the same policy, but the shared Application alone prunes only what says
+        # Prune=true: the nodes it held before the shards are theirs to take (ADR 0238)
+        options = shared["spec"]["syncPolicy"]["syncOptions"]
+        assert options[-1] == "Prune=false"
+        assert app["spec"]["syncPolicy"] == {
+            **shared["spec"]["syncPolicy"],
+            "syncOptions": options[:-1],
+        }
         assert (
             f"application-dev-shard-{number}.yaml" in root["spec"]["source"]["directory"]["include"]
         )

@@ -321,11 +321,14 @@ def test_an_argocd_generation_change_ends_once_the_new_jobs_exist(
 
 
 def _prune_last(tree: Path) -> None:
+    key = "argocd.argoproj.io/sync-options: "
     for path in (tree / "overlays" / "dev").rglob("configmap-*-broker-*.yaml"):
-        option = "    argocd.argoproj.io/sync-options: PruneLast=true\n"
-        path.write_text(
-            path.read_text().replace("  annotations:\n", "  annotations:\n" + option, 1)
-        )
+        text = path.read_text()
+        if key in text:  # its Prune=true (ADR 0238), PruneLast=true beside it
+            text = text.replace(key, key + "PruneLast=true,", 1)
+        else:
+            text = text.replace("  annotations:\n", f"  annotations:\n    {key}PruneLast=true\n", 1)
+        path.write_text(text)
 
 
 def _sync_batch(into: Cluster, tree: Path) -> list[str]:

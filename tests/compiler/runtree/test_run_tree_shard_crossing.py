@@ -38,13 +38,17 @@ GITOPS = (
 Key = tuple[str, str, str]
 
 
-def _commit(tmp: Path, name: str, monkeypatch: pytest.MonkeyPatch, *, sharded: bool) -> Path:
-    """The flow compiled as one commit: in shards, or as one overlay."""
+def _commit(
+    tmp: Path, name: str, monkeypatch: pytest.MonkeyPatch, *, sharded: bool, extra: bool = False
+) -> Path:
+    """The flow compiled as one commit: in shards, or as one overlay; ``extra``: with one
+    more node, ``again``."""
     with monkeypatch.context() as patch:
         if sharded:
             patch.setattr(shards_module, "SHARD_OVER", 3)
             patch.setattr(shards_module, "SHARD_TARGET", 1)
-        for key, value in {"out": "/results/sink.jsonl", "count": str(COUNT), "tag": "x"}.items():
+        shape = {"out": "/results/sink.jsonl", "count": str(COUNT), "tag": "x"}
+        for key, value in {**shape, **({"extra": "1"} if extra else {})}.items():
             patch.setenv(f"VF_TEST_{key.upper()}", value)
         request = CompileRequest(
             graph=str(FLOWS / "batch.py"), config=str(config(tmp, extra=GITOPS))
@@ -88,19 +92,7 @@ def _day_two(cluster: Cluster, first: Path, second: Path, *, mode: str) -> None:
         assert len(set(cluster.owner.values())) == len(apps)
 
 
-@pytest.mark.parametrize(
-    "mode",
-    [
-        "flux",
-        pytest.param(
-            "argocd",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="Argo CD orders no Application's prune after another's apply (ADR 0225)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("mode", ["flux", "argocd"])
 def test_growing_past_the_threshold_keeps_every_object(
     cluster: Cluster,  # noqa: F811
     tmp_path: Path,
@@ -115,7 +107,7 @@ def test_growing_past_the_threshold_keeps_every_object(
 @pytest.mark.parametrize("mode", ["flux", "argocd"])
 @pytest.mark.xfail(
     strict=True,
-    reason="a shard's Kustomization (Application) is deleted with what it still owns (ADR 0225)",
+    reason="a shard's Kustomization (Application) is deleted with what it still owns (ADR 0238)",
 )
 def test_shrinking_below_the_threshold_keeps_every_object(
     cluster: Cluster,  # noqa: F811
@@ -126,3 +118,39 @@ def test_shrinking_below_the_threshold_keeps_every_object(
     first = _commit(tmp_path, "c1", monkeypatch, sharded=True)
     second = _commit(tmp_path, "c2", monkeypatch, sharded=False)
     _day_two(cluster, first, second, mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["flux", "argocd"])
+def test_a_node_removed_as_the_environment_grows_past_the_threshold(
+    cluster: Cluster,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+) -> None:
+    """The commit that shards the environment also drops the node ``again`` (a new run:
+    every Job of the flow is renamed). Flux: the workers part collects what it held that
+    no shard took, after every shard applied (ADR 0225): nothing of the first commit is
+    left. Argo CD: the environment's Application prunes only what says ``Prune=true``
+    (ADR 0238), so what the first commit had and the second has not stays, still its
+    own, for a person to delete; nothing else is left."""
+    first = _commit(tmp_path, "c1", monkeypatch, sharded=False, extra=True)
+    second = _commit(tmp_path, "c2", monkeypatch, sharded=True)
+    sink = results(cluster, "sink.jsonl")
+    rendered = {}
+    for name, tree in (("first", first), ("second", second)):
+        request = RunTreeRequest(tree=tree, env="dev", app=FLOWS, sync=mode)
+        rendered[name], resolver = prepare(request, log=print)
+        assert sync(cluster, rendered[name], resolver, mode=mode, app="crossing", timeout=60) == []
+        finish(cluster)
+    # a changed graph is a new run: every item again, none lost
+    assert report(f"removed as it grew ({mode})", applied(sink), COUNT)[::2] == (COUNT, 0)
+    before, after = _keys(rendered["first"]), _keys(rendered["second"])
+    removed = {k for k in before - after if "again" in k[2]}
+    assert removed  # the node's Job and what it alone reads
+    left = set(cluster.objects) - after
+    if mode == "flux":
+        assert left == set()
+    else:
+        assert removed <= left <= before
+        assert {cluster.owner[k] for k in left} == {"crossing"}  # the environment's own
+        assert after <= set(cluster.objects)

@@ -6,6 +6,9 @@ the same project, destination, sync policy and retry, its own source folder and 
 ``ignoreDifferences`` of its own scaled Deployments. The environment's root includes them
 all; the shards carry a later sync wave than the shared Application, so a root's sync
 creates the shared part first. Each Application has its own health and sync status.
+The shared Application's own default is ``Prune=false``, and what shard 00 holds says
+``Prune=true`` (``vf.emit.ordering``): the nodes it held before the environment crossed
+the threshold are left for the shards to take, not pruned before they have (ADR 0238).
 
 Flux: the infra, workers and optional Kustomizations read shard 00 and split it as they
 split an overlay (``vf.emit.gitops.flux_parts``); each other shard gets a Kustomization,
@@ -31,6 +34,7 @@ from vf.textio.objects import Obj
 from vf_runtime.labels import SHARD_HOLDS_KEY, SHARD_KEY, is_optional
 
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"
+SHARED_PRUNE = "Prune=false"  # the shared Application's default, ADR 0238
 SHARD_WAVE = "1"  # after the shared Application (wave 0) and the AppProject (-1)
 
 
@@ -86,6 +90,10 @@ def argocd_shard_files(
         app["metadata"]["name"] = shard_name(flow_id, env=env, number=shard.number)
         _annotate(app, shard, **{SYNC_WAVE: SHARD_WAVE})
         files[argocd_shard_file(env, shard.number)] = app
+    # The shared Application prunes only what says Prune=true (what no node owns): on the
+    # commit that crosses the threshold it held every node, and nothing orders its prune
+    # after the shard Applications' first sync (ADR 0238).
+    shared_app["spec"]["syncPolicy"]["syncOptions"].append(SHARED_PRUNE)
     return files
 
 
