@@ -32,6 +32,7 @@ from nats.js.errors import (
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.clientauth import CredentialsError, NatsAuth, nats_auth
 from vf_runtime.credentials import NATS_TLS_CA_ENV
+from vf_runtime.labels import ROLE_KEY
 from vf_runtime.redact import redact
 
 _STREAM_FIELDS = (
@@ -390,6 +391,13 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         raise
 
 
+def _reconciled(config: StreamConfig) -> tuple[str, ...]:
+    """The settings an existing stream takes from this run's in place (STREAM-6)."""
+    if (config.metadata or {}).get(ROLE_KEY) == "dlq":
+        return ("max_bytes:", "discard:")
+    return ("max_bytes:",)
+
+
 async def _make_or_update(js: JetStreamContext, config: StreamConfig) -> None:
     assert config.name is not None
     try:
@@ -401,8 +409,9 @@ async def _make_or_update(js: JetStreamContext, config: StreamConfig) -> None:
         except BadRequestError:
             info = await js.stream_info(config.name)  # created concurrently by a sibling
     diffs = stream_differences(config, info.config)
-    if diffs and all(d.startswith("max_bytes:") for d in diffs):
-        # a stream made before its byte limit (STREAM-6) takes it: JetStream updates it
+    if diffs and all(d.startswith(_reconciled(config)) for d in diffs):
+        # a stream made before its byte limit (STREAM-6) takes it, and a dead-letter stream
+        # made before its discard policy (ADR 0239) takes that too: JetStream updates both
         await js.update_stream(config)
         return
     if diffs:

@@ -86,7 +86,7 @@ class RunTopology:
 
 def _wanted(run: RunTopology) -> tuple[list[StreamConfig], list[tuple[str, ConsumerConfig]]]:
     names = run.names
-    streams: list[StreamConfig] = [dlq_config(names)]
+    streams: list[StreamConfig] = [dlq_config(names, share=run.stream_max_bytes)]
     consumers: list[tuple[str, ConsumerConfig]] = []
     for node in run.nodes:
         if not node.has_children:
