@@ -17,6 +17,9 @@ FLOW_LABEL, RUN_LABEL, NODE_LABEL, INFRA_LABEL, ENVIRONMENT_LABEL, METRICS_LABEL
 )
 OWNER_KEY, ROLE_KEY = f"{DOMAIN}/owner", f"{DOMAIN}/role"  # stream metadata only
 GENERATION_KEY = f"{DOMAIN}/generation"  # a pod template annotation, and stream metadata
+# stream metadata: vf-provision capped this superseded stream at what it held (PROV-6); a
+# worker never raises its byte limit again, only a provisioning of its own run does
+CAPPED_KEY = f"{DOMAIN}/capped"
 CONFIG_HASH_KEY = f"{DOMAIN}/config-hash"  # a pod template annotation
 # a workload's and its pod template's annotation: the node's whole name, where the object's
 # name or its vf.dev/node label had to shorten it (ADR 0209)

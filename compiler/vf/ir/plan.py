@@ -146,7 +146,7 @@ class ServiceTls:
 class StreamBytes:
     """Each BATCH stream's byte limit, ``VF_STREAM_MAX_BYTES`` (STREAM-6, ADR 0232): a share
     of the shipped durable broker's ``max_file_store`` (``source`` ``volume``: the store split
-    into ``shares``, two per BATCH stream and one left unreserved), or vf.yaml's
+    into ``shares``, two per BATCH stream and one for the dead-letter stream), or vf.yaml's
     ``broker.stream_max_bytes`` (``source`` ``vf.yaml``; ``max_file_store`` and ``shares``
     are then None)."""
 

@@ -38,6 +38,26 @@ def infra_names(flow_id: str) -> tuple[str, str]:
     )
 
 
+def infra_image_warnings(env: Environment) -> tuple[str, ...]:
+    """The servers vf runs for an environment that keeps data (a durable broker, a durable or
+    cache store) whose image is not pinned by digest (ADR 0239): a tag is a name its registry
+    may point at other bytes. The dev profiles, made to try a flow, say nothing."""
+    found = []
+    if env.broker.profile == "durable" and "@sha256:" not in env.broker.image:
+        found.append(_unpinned("broker", env.broker.image))
+    store = env.payload_store
+    if store.profile in ("durable", "cache") and "@sha256:" not in store.image:
+        found.append(_unpinned("payload_store", store.image))
+    return tuple(found)
+
+
+def _unpinned(key: str, image: str) -> str:
+    return (
+        f"{key}.image {image} is not pinned by digest: set {key}.image to "
+        f"{image}@sha256:<the digest your registry gives for it> (docs/security.md)"
+    )
+
+
 def plan_infra(env: Environment, *, flow_id: str, stream_bytes: StreamBytes | None = None) -> Infra:
     """What the environment's broker and payload store are, and the components they need;
     ``stream_bytes``, each BATCH stream's byte limit (:mod:`vf.plan.streambytes`)."""

@@ -33,7 +33,7 @@ from vf.plan.autoscale import plan_autoscaling
 from vf.plan.component import component_resources, component_run
 from vf.plan.config_hash import config_hash, scales_in_place
 from vf.plan.context import PlanContext
-from vf.plan.infra import plan_infra, plan_provision
+from vf.plan.infra import infra_image_warnings, plan_infra, plan_provision
 from vf.plan.inputs import check_config_nodes, resolve_images, resolve_replicas
 from vf.plan.jobs import broker_configmap, ignores_disruptions, tag_jobs, tag_provision
 from vf.plan.limits import limit_problems
@@ -155,7 +155,8 @@ def plan_environment(
         observability=env.observability if env.observability != Observability() else None,
         warnings=_warnings(graph, images, admission)
         + tuple(replay_warnings(unreplayable))
-        + security_warnings(security),
+        + security_warnings(security)
+        + infra_image_warnings(env),
         unreplayable_producers=tuple(p for p, _ in unreplayable) or None,
     )
     return _scaled(ctx, plan, env=env)

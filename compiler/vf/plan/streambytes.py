@@ -8,9 +8,8 @@ refuse its own writers (10077, back-pressure) and leave the others their room.
 
 The share counts, per BATCH stream, two reservations: this generation's stream, and the
 superseded generation's, which ``vf-provision`` caps at what it holds before it makes the
-new streams and deletes afterwards (PROV-6). One more share is left unreserved for the
-dead-letter stream, which has no byte limit, and for the one message by which the store's
-check lets it overshoot.
+new streams and deletes afterwards (PROV-6). One more share is the dead-letter stream's,
+whose byte limit the runtime sets to the same ``VF_STREAM_MAX_BYTES`` (ADR 0239).
 """
 
 from __future__ import annotations

@@ -90,6 +90,19 @@ class OciSpec:
     memory_limit: str | None = None  # as the pod spec wrote it (for OOMKilled reports)
     refused: str | None = None  # CreateContainerConfigError's message, when refused
 
+    def host_path(self, path: str) -> str:
+        """``path`` inside the container as this machine sees it: under a bind mount, the
+        mount's source (a Secret's file is a file of the run); anything else as given."""
+        binds = []
+        for flag in self.flags:
+            if flag.startswith("type=bind,"):
+                fields = dict(part.split("=", 1) for part in flag.split(",") if "=" in part)
+                binds.append((fields["destination"].rstrip("/"), fields["source"]))
+        for target, source in sorted(binds, key=lambda bind: -len(bind[0])):
+            if path == target or path.startswith(target + "/"):
+                return source + path[len(target) :]
+        return path
+
     def command_line(self, image: ImageConfig) -> list[str]:
         """What runs in the container (for the log): ENTRYPOINT/CMD by Kubernetes' rules."""
         if self.entrypoint is not None:

@@ -17,6 +17,7 @@ from vf.runtree.pods import Container
 from vf.textio.objects import Obj
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.clientauth import NatsAuth, nats_auth
+from vf_runtime.credentials import NATS_CREDS_ENV, NATS_TLS_CA_ENV
 from vf_runtime.labels import FLOW_LABEL, NODE_LABEL
 from vf_runtime.local.deadletters import DeadLetterReport
 from vf_runtime.local.outcome import report_dead_letters
@@ -162,7 +163,13 @@ def worker_auth(cluster: Cluster, flow: str | None = None) -> NatsAuth | None:
         if pod.labels.get(NODE_LABEL) is None:
             continue
         if flow is None or pod.labels.get(FLOW_LABEL) == flow:
-            return nats_auth(pod.containers[0].launch.env)
+            launch = pod.containers[0].launch
+            env = dict(launch.env)
+            if launch.oci is not None:  # a container's files, where this machine reads them
+                for key in (NATS_TLS_CA_ENV, NATS_CREDS_ENV):
+                    if env.get(key):
+                        env[key] = launch.oci.host_path(env[key])
+            return nats_auth(env)
     return None
 
 

@@ -32,6 +32,7 @@ from nats.js.errors import (
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.clientauth import CredentialsError, NatsAuth, nats_auth
 from vf_runtime.credentials import NATS_TLS_CA_ENV
+from vf_runtime.labels import CAPPED_KEY, ROLE_KEY
 from vf_runtime.redact import redact
 
 _STREAM_FIELDS = (
@@ -355,10 +356,14 @@ async def patiently(call: Callable[[], Awaitable[T]], *, what: str) -> T:
             pause = min(pause * 2, 5.0)
 
 
-async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
-    """Create the stream, or check an existing one matches; raise with the differences."""
+async def ensure_stream(js: JetStreamContext, config: StreamConfig, *, lift: bool = False) -> None:
+    """Create the stream, or check an existing one matches; raise with the differences.
+
+    A stream vf-provision capped as superseded (PROV-6, metadata ``vf.dev/capped``) keeps its
+    lower byte limit: a replica of its generation that starts again never lifts it. Only
+    ``lift`` (vf-provision making its own run's streams) restores the share and the mark."""
     assert config.name is not None
-    await patiently(lambda: _ensure_stream(js, config), what=f"stream {config.name}")
+    await patiently(lambda: _ensure_stream(js, config, lift), what=f"stream {config.name}")
 
 
 # nats-server's "insufficient storage resources available": a stream's max_bytes is reserved
@@ -380,17 +385,32 @@ def _no_room(config: StreamConfig, exc: APIError) -> BrokerError:
     )
 
 
-async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+async def _ensure_stream(js: JetStreamContext, config: StreamConfig, lift: bool) -> None:
     assert config.name is not None
     try:
-        await _make_or_update(js, config)
+        await _make_or_update(js, config, lift)
     except APIError as exc:
         if exc.err_code == NO_ROOM_ERR_CODE:
             raise _no_room(config, exc) from exc
         raise
 
 
-async def _make_or_update(js: JetStreamContext, config: StreamConfig) -> None:
+def _reconciled(config: StreamConfig) -> tuple[str, ...]:
+    """The settings an existing stream takes from this run's in place (STREAM-6)."""
+    if (config.metadata or {}).get(ROLE_KEY) == "dlq":
+        return ("max_bytes:", "discard:")
+    return ("max_bytes:",)
+
+
+def _stays_capped(want: StreamConfig, have: StreamConfig) -> bool:
+    """Whether ``have`` is a capped superseded stream (PROV-6) that ``want`` would raise."""
+    if CAPPED_KEY not in (have.metadata or {}):
+        return False
+    wanted, had = want.max_bytes or 0, have.max_bytes or 0
+    return had > 0 and (wanted <= 0 or wanted > had)
+
+
+async def _make_or_update(js: JetStreamContext, config: StreamConfig, lift: bool) -> None:
     assert config.name is not None
     try:
         info = await js.stream_info(config.name)
@@ -401,8 +421,14 @@ async def _make_or_update(js: JetStreamContext, config: StreamConfig) -> None:
         except BadRequestError:
             info = await js.stream_info(config.name)  # created concurrently by a sibling
     diffs = stream_differences(config, info.config)
-    if diffs and all(d.startswith("max_bytes:") for d in diffs):
-        # a stream made before its byte limit (STREAM-6) takes it: JetStream updates it
+    if diffs and all(d.startswith(_reconciled(config)) for d in diffs):
+        if not lift and _stays_capped(config, info.config):
+            log.info(
+                "stream %s stays capped at %s bytes (PROV-6)", config.name, info.config.max_bytes
+            )
+            return
+        # a stream made before its byte limit (STREAM-6) takes it, and a dead-letter stream
+        # made before its discard policy (ADR 0239) takes that too: JetStream updates both
         await js.update_stream(config)
         return
     if diffs:

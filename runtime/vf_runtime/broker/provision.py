@@ -62,6 +62,7 @@ from vf_runtime.broker.topology import (
 )
 from vf_runtime.clientauth import NatsAuth
 from vf_runtime.constants import BATCH, DEFAULT_ACK_WAIT, FLOW_TYPES
+from vf_runtime.labels import CAPPED_KEY
 
 EXIT_OK, EXIT_CONFIG, EXIT_BROKER = 0, 2, 3
 
@@ -86,7 +87,7 @@ class RunTopology:
 
 def _wanted(run: RunTopology) -> tuple[list[StreamConfig], list[tuple[str, ConsumerConfig]]]:
     names = run.names
-    streams: list[StreamConfig] = [dlq_config(names)]
+    streams: list[StreamConfig] = [dlq_config(names, share=run.stream_max_bytes)]
     consumers: list[tuple[str, ConsumerConfig]] = []
     for node in run.nodes:
         if not node.has_children:
@@ -114,7 +115,7 @@ async def provision(js: JetStreamContext, run: RunTopology) -> int:
     wait for each kind instead of one per object.
     """
     streams, consumers = _wanted(run)
-    refused = await _each([ensure_stream(js, config) for config in streams])
+    refused = await _each([ensure_stream(js, config, lift=True) for config in streams])
     _raise_no_room(refused)
     refused += await _each([ensure_consumer(js, s, c) for s, c in consumers])
     problems = [str(error) for error in refused]
@@ -243,16 +244,28 @@ async def cap_superseded(js: JetStreamContext, run: RunTopology) -> list[str]:
         if not await _idle(js, run, run_id, [info.config.name or "" for info in infos]):
             continue
         for info in infos:
-            held = max(int(info.state.bytes), 1)
-            limit = info.config.max_bytes or -1
-            if 0 < limit <= held:
-                continue
-            try:
-                await js.update_stream(dataclasses.replace(info.config, max_bytes=held))
-            except APIError:  # left as it is: making the new streams names what does not fit
-                continue
-            capped.append(info.config.name or "")
+            if await _cap(js, info):
+                capped.append(info.config.name or "")
     return sorted(capped)
+
+
+async def _cap(js: JetStreamContext, info: StreamInfo) -> bool:
+    """Lower ``info``'s stream's limit to what it holds and mark it capped (a worker of its
+    generation then never raises it, ADR 0239); False when it was capped already."""
+    held, limit = max(int(info.state.bytes), 1), info.config.max_bytes or -1
+    meta = info.config.metadata or {}
+    if 0 < limit <= held and CAPPED_KEY in meta:
+        return False
+    config = dataclasses.replace(
+        info.config,
+        max_bytes=limit if 0 < limit <= held else held,
+        metadata={**meta, CAPPED_KEY: "PROV-6"},
+    )
+    try:
+        await js.update_stream(config)
+    except APIError:  # left as it is: making the new streams names what does not fit
+        return False
+    return True
 
 
 async def provision_run(

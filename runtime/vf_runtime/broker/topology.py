@@ -125,14 +125,18 @@ def stream_config(
     )
 
 
-def dlq_config(names: RunNames) -> StreamConfig:
-    """The flow's dead-letter stream: bounded by age, oldest dropped first."""
+def dlq_config(names: RunNames, *, share: int = 0) -> StreamConfig:
+    """The flow's dead-letter stream: bounded by age and, beside BATCH streams of ``share``
+    bytes each (``VF_STREAM_MAX_BYTES``), by one share too: the one the compiler's split
+    leaves for it (ADR 0232, 0239). Discard new: a full one refuses a dead letter (the
+    worker names it, ``VF_DLQ_FULL``) and never drops an older one to make room."""
     return StreamConfig(
         name=names.dlq_stream(),
         subjects=[names.dlq_subjects()],
         retention=RetentionPolicy.LIMITS,
-        discard=DiscardPolicy.OLD,
+        discard=DiscardPolicy.NEW,
         max_age=DLQ_MAX_AGE,
+        max_bytes=share if share > 0 else None,
         duplicate_window=DUPLICATE_WINDOW,
         metadata=owner_metadata(names, node=None, role="dlq"),
     )

@@ -21,7 +21,7 @@ from vf_runtime.constants import BATCH
 from vf_runtime.store.blobstore import StoreFull
 from vf_runtime.worker.config import WorkerConfig
 from vf_runtime.worker.eos import Abort, EndOfStream, record_abort
-from vf_runtime.worker.exits import EXIT_ABORTED
+from vf_runtime.worker.exits import EXIT_ABORTED, EXIT_BROKER
 from vf_runtime.worker.inputs import Inputs
 
 
@@ -110,6 +110,22 @@ def report_full(config: WorkerConfig, exc: StoreFull) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+def report_dlq_full(config: WorkerConfig, refused: str) -> int:
+    """DELIV-13: the dead-letter stream had no room for a dead letter. The message was
+    handed back, never dropped; the replica ends by that name with exit 3."""
+    print(
+        f"error[VF_DLQ_FULL] '{config.node_name}' replica {config.replica_id}: the "
+        f"dead-letter stream {config.names.dlq_stream()} is full and refused the dead "
+        f"letters of {refused}; each was handed back to its stream, not dropped\n"
+        "  = fix: read and clear the dead letters (vf dlq ls, then vf dlq replay or vf dlq "
+        "purge --flow F --nats URL), or give the broker a larger volume "
+        "(broker.storage_size, or broker.stream_max_bytes), then restart the replica",
+        file=sys.stderr,
+        flush=True,
+    )
+    return EXIT_BROKER
 
 
 def report_breaker(config: WorkerConfig, opened: str) -> None:

@@ -388,6 +388,16 @@ class DeadLetters:
         generation = config.generation
         self.run_scope = f"{config.run_id}.{generation}" if generation else config.run_id
         self.samples: dict[str, list[float]] = defaultdict(list)
+        # the messages whose dead letters the stream refused for want of room (ADR 0239)
+        self.refused: list[str] = []
+
+    @property
+    def full(self) -> str | None:
+        """The messages whose dead letters were refused for want of room, in words."""
+        if not self.refused:
+            return None
+        more = len(self.refused) - 3
+        return ", ".join(self.refused[:3]) + (f" and {more} more" if more > 0 else "")
 
     def _sampled_out(self, code: str) -> bool:
         if self.config.delivery.dlq == "off":
@@ -429,6 +439,10 @@ class DeadLetters:
                 )
                 return True
             except Exception as exc:
+                if broker_full(exc):  # dead letters leave it only by age: no point waiting
+                    self.refused.append(f"{meta.stream}#{meta.sequence.stream} ({code})")
+                    log.error("the dead-letter stream refused %s: %s", self.refused[-1], exc)
+                    return False
                 log.warning("DLQ publish failed (attempt %d): %s", attempt + 1, exc)
                 await asyncio.sleep(0.1 * (attempt + 1))
         return False

@@ -101,8 +101,9 @@ class ProcessorLoop:
     @property
     def fatal(self) -> bool:
         """A group failed with disposition ``worker_fatal``, or the breaker opened: the
-        worker exits with failure; or a node call ran past its bound (DELIV-12)."""
-        return self.runner.fatal or self.runner.hung
+        worker exits with failure; or a node call ran past its bound (DELIV-12); or the
+        dead-letter stream is full (DELIV-13)."""
+        return self.runner.fatal or self.runner.hung or self.settler.dlq.full is not None
 
     async def run(self, stop: asyncio.Event, eos: EndOfStream) -> bool:
         """Loop until drained (True) or stopped (False); in-flight groups finish first."""

@@ -62,6 +62,7 @@ from vf_runtime.worker.lifecycle import (
     grace_of,
     record_refused_stop,
     report_breaker,
+    report_dlq_full,
     report_full,
     stop_within,
 )
@@ -203,7 +204,7 @@ class Worker:
         await client.subscribe(self.names.control(), cb=self._on_stop)
         if os.environ.get("VF_EXIT_WITH_PARENT") == "1":
             self._watch = asyncio.create_task(self._orphan_watch())
-        await ensure_stream(js, dlq_config(self.names))
+        await ensure_stream(js, dlq_config(self.names, share=self.config.stream_max_bytes))
         self._stores()
         publisher = await self._outputs(client) if self.config.has_children else None
         inputs = Inputs(client, config=self.config, metrics=self.metrics)
@@ -377,6 +378,8 @@ class Worker:
             raise
         if self.hung is not None:
             return EXIT_HUNG
+        if loop.settler.dlq.full is not None:
+            return report_dlq_full(self.config, loop.settler.dlq.full)
         if loop.fatal:
             if loop.runner.refused is not None:
                 raise loop.runner.refused  # exit 2, by its name (run_worker)

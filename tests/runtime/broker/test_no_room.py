@@ -79,7 +79,7 @@ def test_provision_names_a_stream_the_store_has_no_room_for(tmp_path: Path) -> N
     _assert_named(process, RunNames("noroom", "r1").stream("src"))
 
 
-def test_a_worker_names_its_output_stream_the_store_has_no_room_for(
+def test_a_worker_names_a_stream_the_store_has_no_room_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for key, value in _env(tmp_path, "noroomw", 10).items():
@@ -103,7 +103,8 @@ def test_a_worker_names_its_output_stream_the_store_has_no_room_for(
     finally:
         server.stop()
     print(f"[no-room] vf-worker exit {process.returncode}")
-    _assert_named(process, RunNames("noroomw", plan.run_id, "g1").stream("numbers"))
+    # the flow's dead-letter stream, which it ensures first, takes the same limit (ADR 0239)
+    _assert_named(process, RunNames("noroomw", plan.run_id, "g1").dlq_stream())
 
 
 def test_raising_a_streams_limit_past_the_room_left_is_named(tmp_path: Path) -> None:

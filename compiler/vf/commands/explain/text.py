@@ -140,8 +140,9 @@ def _stream_bytes_lines(chosen: StreamBytes | None) -> list[str]:
     return [
         each + f": the broker's max_file_store of {store} MiB in {chosen.shares} shares, "
         "one per stream for this generation and one for the superseded generation "
-        "vf-provision caps before making its streams, and one left for the dead letters; "
-        "a full stream holds back its own writers (VF_BROKER_FULL) and no other"
+        "vf-provision caps before making its streams, and one for the dead-letter "
+        "stream; a full stream holds back its own writers (VF_BROKER_FULL) and "
+        "no other, a full dead-letter stream stops the replica it refuses (VF_DLQ_FULL)"
     ]
 
 
