@@ -1,0 +1,81 @@
+"""The flow-wide role templates (ADR 236): hand-written, the same bytes in every flow's chart,
+over values built from the plan; what a Helm user sets there changes what renders, and the
+schema refuses what no template reads. Rendered with the real ``helm``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import helm_template, parse_docs
+from vf.pipeline import CompileResult
+from vf.tree.write import write_tree
+
+pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
+
+ROLE_FILES = ("chart/templates/resourceclaimtemplate.yaml",)
+# objects of these kinds no longer have a diff-path template of their own
+ROLE_PREFIXES = ("chart/templates/resourceclaimtemplate-", "chart/templates/rows/resourceclaim")
+
+
+@pytest.fixture(scope="module")
+def video(
+    compiled_examples: dict[str, CompileResult], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    root = tmp_path_factory.mktemp("video") / "deploy"
+    write_tree(root, compiled_examples["video_analytics"].tree)
+    return root / "chart"
+
+
+def test_every_flows_chart_ships_the_same_flow_role_templates(
+    compiled_examples: dict[str, CompileResult],
+) -> None:
+    texts = {path: {str(r.tree[path]) for r in compiled_examples.values()} for path in ROLE_FILES}
+    assert all(len(seen) == 1 for seen in texts.values()), texts
+    for result in compiled_examples.values():
+        assert not [p for p in result.tree if p.startswith(ROLE_PREFIXES)]
+
+
+def _objects(helm: str, chart: Path, env: str, *args: str) -> dict[tuple[str, str], Any]:
+    done = helm_template(helm, chart, "-n", "video", "-f", str(chart / f"values-{env}.yaml"), *args)
+    assert done.returncode == 0, done.stderr
+    return {(d["kind"], d["metadata"]["name"]): d for d in parse_docs(done.stdout)}
+
+
+def test_a_claims_values_are_what_a_helm_user_sets(video: Path, helm: str) -> None:
+    name = ("ResourceClaimTemplate", "vf-video-analytics-r8cd423d-reranker-gpu-c916afdb")
+    plain = _objects(helm, video, "cloud")[name]["spec"]["spec"]["devices"]["requests"][0]
+    assert plain["exactly"]["count"] == 2
+    tuned = _objects(
+        helm,
+        video,
+        "cloud",
+        "--set",
+        "resourceClaimTemplates.reranker.count=1",
+        "--set",
+        "resourceClaimTemplates.reranker.memory=40Gi",
+    )[name]["spec"]["spec"]["devices"]["requests"][0]
+    assert tuned["exactly"]["count"] == 1
+    assert tuned["exactly"]["capacity"] == {"requests": {"memory": "40Gi"}}
+    # the lab environment's workers take MIG slices: no claim there
+    assert not [k for k in _objects(helm, video, "lab") if k[0] == "ResourceClaimTemplate"]
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "resourceClaimTemplates.nosuchnode.count=1",  # not a node of the flow
+        "resourceClaimTemplates.reranker.counts=1",  # a typo
+        "resourceClaimTemplates.reranker.count=0",  # a claim of no device
+    ],
+)
+def test_the_schema_refuses_what_is_no_flow_roles_value(
+    video: Path, helm: str, setting: str
+) -> None:
+    done = helm_template(
+        helm, video, "-n", "video", "-f", str(video / "values-cloud.yaml"), "--set", setting
+    )
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
