@@ -1,7 +1,8 @@
 """The values of the flow-wide role templates (ADR 236), built from one environment's plan.
 
 Each section feeds one hand-written template under ``templates/helm/roles/``, the same bytes
-in every flow's chart: ``resourceClaimTemplates.<node>`` (a DRA GPU worker's claim).
+in every flow's chart: ``resourceClaimTemplates.<node>`` (a DRA GPU worker's claim),
+``networkPolicies`` (the flow's policy and each of vf's services').
 ``vf.emit.helm.roles`` registers them beside ADR 229's roles; the diff path
 (``vf.emit.helm.chart``) no longer sees their objects.
 """
@@ -13,12 +14,19 @@ from typing import Any
 
 from vf.ir.gpu import DraClaim
 from vf.ir.plan import Plan
+from vf.ir.records import PodOptions
+from vf.ir.security import InfraPolicy
+from vf.render.pods import metrics_objects
+from vf.render.security import network_policies, peer_selector
 from vf.textio.objects import Obj
+from vf_runtime.labels import FLOW_LABEL
 
 CLAIMS = "resourceClaimTemplates"
+POLICIES = "networkPolicies"
 # the role's kind → its template
 FLOW_ROLE_FILES = {
     "ResourceClaimTemplate": "resourceclaimtemplate.yaml",
+    "NetworkPolicy": "networkpolicy.yaml",
 }
 
 
@@ -29,12 +37,12 @@ def is_flow_role_object(obj: Obj) -> bool:
 
 def flow_role_values(plan: Plan) -> Obj:
     """This module's values sections for one environment."""
-    return {CLAIMS: _claims(plan)}
+    return {CLAIMS: _claims(plan), POLICIES: _policies(plan)}
 
 
 def neutral_flow_roles() -> Obj:
     """The sections in ``values.yaml``, which holds no environment's values."""
-    return {CLAIMS: {}}
+    return {CLAIMS: {}, POLICIES: {}}
 
 
 def flow_role_names(roles: Mapping[str, Obj]) -> dict[str, set[str]]:
@@ -42,6 +50,9 @@ def flow_role_names(roles: Mapping[str, Obj]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {kind: set() for kind in FLOW_ROLE_FILES}
     for values in roles.values():
         out["ResourceClaimTemplate"] |= {c["name"] for c in (values.get(CLAIMS) or {}).values()}
+        policies = values.get(POLICIES) or {}
+        out["NetworkPolicy"] |= {p["name"] for p in (policies.get("infra") or {}).values()}
+        out["NetworkPolicy"] |= {policies["flow"]["name"]} if "flow" in policies else set()
     return out
 
 
@@ -69,6 +80,40 @@ def _claim(claim: DraClaim) -> Obj:
     return out
 
 
+def _policies(plan: Plan) -> Obj:
+    """The flow's policy (its egress rules, and the readers of its pods' ``/metrics``) and
+    each service's: its ports and who may read its monitoring port."""
+    policy = network_policies(plan)[0]  # the rules, as the overlay has them
+    metrics_objects(  # the readers of /metrics, on the policy as vf.render.objects puts them
+        [policy],
+        options=plan.pods or PodOptions(),
+        flow_policy=plan.network_policy,
+        flow=dict(plan.flow_labels)[FLOW_LABEL],
+        namespace=plan.namespace,
+    )
+    flow: Obj = {"name": plan.network_policy, "egress": policy["spec"]["egress"]}
+    if "ingress" in policy["spec"]:
+        flow["ingress"] = policy["spec"]["ingress"]
+    infra = {p.infra: _infra_policy(p) for p in plan.security.infra_policies}
+    return {"flow": flow, "infra": dict(sorted(infra.items()))}
+
+
+def _infra_policy(policy: InfraPolicy) -> Obj:
+    out: Obj = {
+        "name": policy.name,
+        "component": policy.component,
+        "clientPort": policy.client_port,
+    }
+    if policy.cluster_port is not None:
+        out["clusterPort"] = policy.cluster_port
+    if policy.monitoring_port is not None:
+        out["monitoring"] = {
+            "port": policy.monitoring_port,
+            "from": [peer_selector(peer) for peer in policy.monitoring_from],
+        }
+    return out
+
+
 _NAME = {"type": "string", "minLength": 1}
 _CLAIM = {
     "type": "object",
@@ -85,6 +130,42 @@ _CLAIM = {
 }
 
 
+_PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
+_RULES = {"type": "array", "items": {"type": "object"}}
+_POLICIES = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "flow": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name", "egress"],
+            "properties": {"name": _NAME, "egress": _RULES, "ingress": _RULES},
+        },
+        "infra": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "component", "clientPort"],
+                "properties": {
+                    "name": _NAME,
+                    "component": _NAME,
+                    "clientPort": _PORT,
+                    "clusterPort": _PORT,
+                    "monitoring": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["port", "from"],
+                        "properties": {"port": _PORT, "from": _RULES},
+                    },
+                },
+            },
+        },
+    },
+}
+
+
 def flow_role_schemas(names: Mapping[str, Any]) -> dict[str, Any]:
     """The schemas of this module's sections; ``names`` is what limits a section keyed by
     node to the flow's nodes (``roles.role_schemas``)."""
@@ -96,5 +177,11 @@ def flow_role_schemas(names: Mapping[str, Any]) -> dict[str, Any]:
             "description": "DRA ResourceClaimTemplates of the GPU workers by node (from the "
             "plan): each pod claims count devices of deviceClassName, matching the CEL "
             "selectors and at least memory each; mps shares them through MPS.",
+        },
+        POLICIES: {
+            **_POLICIES,
+            "description": "NetworkPolicies (from the plan): the flow's pods' egress rules "
+            "and the readers of their /metrics (ingress), and each service vf runs (infra: "
+            "the broker, the store): its client, cluster and monitoring ports.",
         },
     }

@@ -15,9 +15,17 @@ from vf.tree.write import write_tree
 
 pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
 
-ROLE_FILES = ("chart/templates/resourceclaimtemplate.yaml",)
+ROLE_FILES = (
+    "chart/templates/resourceclaimtemplate.yaml",
+    "chart/templates/networkpolicy.yaml",
+)
 # objects of these kinds no longer have a diff-path template of their own
-ROLE_PREFIXES = ("chart/templates/resourceclaimtemplate-", "chart/templates/rows/resourceclaim")
+ROLE_PREFIXES = (
+    "chart/templates/resourceclaimtemplate-",
+    "chart/templates/rows/resourceclaim",
+    "chart/templates/networkpolicy-",
+    "chart/templates/rows/networkpolicy",
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +71,34 @@ def test_a_claims_values_are_what_a_helm_user_sets(video: Path, helm: str) -> No
     assert not [k for k in _objects(helm, video, "lab") if k[0] == "ResourceClaimTemplate"]
 
 
+def test_a_services_policy_follows_its_ports(video: Path, helm: str) -> None:
+    name = ("NetworkPolicy", "vf-video-analytics-nats")
+    plain = _objects(helm, video, "cloud")[name]["spec"]
+    tuned = _objects(
+        helm,
+        video,
+        "cloud",
+        "--set",
+        "networkPolicies.infra.nats.clientPort=4223",
+        "--set",
+        "networkPolicies.infra.nats.clusterPort=6223",
+    )[name]["spec"]
+    ports = [[p["port"] for p in rule["ports"]] for rule in tuned["ingress"]]
+    assert ports == [[4223], [6223]]
+    assert [r["from"] for r in tuned["ingress"]] == [r["from"] for r in plain["ingress"]]
+    assert tuned["egress"][0] == {
+        **plain["egress"][0],
+        "ports": [{"port": 6223, "protocol": "TCP"}],
+    }
+    assert tuned["egress"][1:] == plain["egress"][1:]  # DNS
+
+
 @pytest.mark.parametrize(
     "setting",
     [
+        "networkPolicies.infra.nats.clientPort=0",  # no port
+        "networkPolicies.infra.nats.clientPorts=4222",  # a typo
+        "networkPolicies.flows.name=x",  # no such policy
         "resourceClaimTemplates.nosuchnode.count=1",  # not a node of the flow
         "resourceClaimTemplates.reranker.counts=1",  # a typo
         "resourceClaimTemplates.reranker.count=0",  # a claim of no device
