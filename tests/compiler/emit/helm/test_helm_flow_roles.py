@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-f
 ROLE_FILES = (
     "chart/templates/resourceclaimtemplate.yaml",
     "chart/templates/networkpolicy.yaml",
+    "chart/templates/configmap.yaml",
 )
 # objects of these kinds no longer have a diff-path template of their own
 ROLE_PREFIXES = (
@@ -25,6 +26,8 @@ ROLE_PREFIXES = (
     "chart/templates/rows/resourceclaim",
     "chart/templates/networkpolicy-",
     "chart/templates/rows/networkpolicy",
+    "chart/templates/configmap-vf-batch-demo-re49dac6-broker",
+    "chart/templates/configmap-vf-video-analytics-r8cd423d-mig-parted",
 )
 
 
@@ -46,8 +49,17 @@ def test_every_flows_chart_ships_the_same_flow_role_templates(
         assert not [p for p in result.tree if p.startswith(ROLE_PREFIXES)]
 
 
+@pytest.fixture(scope="module")
+def batch(
+    compiled_examples: dict[str, CompileResult], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    root = tmp_path_factory.mktemp("batch") / "deploy"
+    write_tree(root, compiled_examples["batch_pipeline"].tree)
+    return root / "chart"
+
+
 def _objects(helm: str, chart: Path, env: str, *args: str) -> dict[tuple[str, str], Any]:
-    done = helm_template(helm, chart, "-n", "video", "-f", str(chart / f"values-{env}.yaml"), *args)
+    done = helm_template(helm, chart, "-n", "ns", "-f", str(chart / f"values-{env}.yaml"), *args)
     assert done.returncode == 0, done.stderr
     return {(d["kind"], d["metadata"]["name"]): d for d in parse_docs(done.stdout)}
 
@@ -93,9 +105,37 @@ def test_a_services_policy_follows_its_ports(video: Path, helm: str) -> None:
     assert tuned["egress"][1:] == plain["egress"][1:]  # DNS
 
 
+def test_the_broker_config_follows_its_values(batch: Path, helm: str) -> None:
+    objects = _objects(helm, batch, "prod")
+    (name,) = [k for k in objects if k[0] == "ConfigMap" and "-broker-" in k[1]]
+    plain = objects[name]["data"]
+    assert plain["VF_STREAM_MAX_BYTES"] == "5368709120"  # no exponent
+    assert plain["VF_STREAM_REPLICAS"] == "3"
+    tuned = _objects(
+        helm,
+        batch,
+        "prod",
+        "--set",
+        "brokerConfig.streamReplicas=5",
+        "--set",
+        "brokerConfig.streamMaxBytes=1073741824",
+    )[name]["data"]
+    assert tuned == {**plain, "VF_STREAM_REPLICAS": "5", "VF_STREAM_MAX_BYTES": "1073741824"}
+
+
+def test_the_mig_config_is_the_environments(video: Path, helm: str) -> None:
+    name = ("ConfigMap", "vf-video-analytics-r8cd423d-mig-parted")
+    assert name not in _objects(helm, video, "cloud")
+    text = _objects(helm, video, "lab")[name]["data"]["config.yaml"]
+    assert text.startswith("mig-configs:\n") and "mig-enabled: true" in text
+
+
 @pytest.mark.parametrize(
     "setting",
     [
+        "brokerConfig.streamReplicas=1",  # one copy is no VF_STREAM_REPLICAS
+        "brokerConfig.replicas=3",  # a typo
+        "migParted.configs=x",  # not a key of the mig-parted ConfigMap
         "networkPolicies.infra.nats.clientPort=0",  # no port
         "networkPolicies.infra.nats.clientPorts=4222",  # a typo
         "networkPolicies.flows.name=x",  # no such policy
