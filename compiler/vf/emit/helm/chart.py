@@ -21,6 +21,7 @@ from typing import Any
 
 from vf import __version__
 from vf.emit.helm.envlist import aligned
+from vf.emit.helm.flow_roles import role_generation
 from vf.emit.helm.generations import (
     generations,
     keyed_by_generation,
@@ -200,7 +201,7 @@ def _members(
     envs = sorted(per_env)
     namespaced: set[Key] = set()
     prepared = {env: _prepared(per_env[env], namespaced=namespaced) for env in envs}
-    gens = generations(prepared)
+    gens = generations({env: role_generation(info.roles.get(env) or {}) for env in envs})
     indexed, namespaced = matched_objects(prepared, gens=gens, namespaced=namespaced)
     del prepared
     # in key order, not each environment's: which environments have an object leaves the

@@ -5,7 +5,7 @@ A BATCH object's name ends in its environment's generation (ADR 80): the Job
 would be an object of its own in the chart, and every row would be there once per
 generation. Matched by their name without the generation instead, they are one object whose
 names (its own, and the ConfigMaps it reads) are rendered from the ``generation`` value the
-broker ConfigMap and the pods' annotation already read.
+pods' annotation already reads (the broker ConfigMap is a role template's, ADR 236).
 """
 
 from __future__ import annotations
@@ -17,28 +17,20 @@ from vf.emit.helm.job_tags import ANY_TAG, tag_matched
 from vf.emit.helm.slots import Slot, below, lookup, string_leaves
 from vf.emit.helm.text import GEN_NAME
 from vf.textio.objects import Obj
-from vf_runtime.labels import BROKER_CONFIG, COMPONENT
 
 Key = tuple[str, str]
 ANY_GENERATION = "*"
 GENERATED = "generated"  # no Kubernetes name holds it, so a matched key never meets a real one
 
 
-def generations(indexed: Mapping[str, Mapping[Key, Obj]]) -> dict[str, str]:
-    """Each environment's generation, when there are several environments and each has
-    one, equal or not: the chart is then the same whatever one environment's generation
-    is, so a change in dev leaves the templates, and the other environments' values, alone."""
-    found: dict[str, str] = {}
-    for env, objects in indexed.items():
-        for (kind, _), obj in objects.items():
-            labels = obj["metadata"].get("labels") or {}
-            generation = (obj.get("data") or {}).get("VF_GENERATION")
-            broker = labels.get(COMPONENT) == BROKER_CONFIG
-            if kind == "ConfigMap" and broker and isinstance(generation, str):
-                found[env] = generation
-    if len(found) < len(indexed) or len(indexed) < 2:
+def generations(found: Mapping[str, str | None]) -> dict[str, str]:
+    """Each environment's generation (``found``: its plan's, or None), when there are
+    several environments and each has one, equal or not: the chart is then the same whatever
+    one environment's generation is, so a change in dev leaves the templates, and the other
+    environments' values, alone."""
+    if len(found) < 2 or any(g is None for g in found.values()):
         return {}
-    return found
+    return {env: g for env, g in found.items() if g is not None}
 
 
 def matched(key: Key, *, generation: str | None) -> Key:

@@ -14,7 +14,7 @@ from typing import Any
 from vf.emit.helm.slots import POD_SPEC, Slot, ValueKey, below, blank, owner
 from vf.emit.helm.text import LITERAL, WRAP
 from vf.textio.objects import Obj
-from vf_runtime.labels import BROKER_CONFIG, COMPONENT, GENERATION_KEY
+from vf_runtime.labels import GENERATION_KEY
 
 Path = tuple[str | int, ...]
 IMAGE_TAG_VALUES: Obj = {"image": {"tag": None}}
@@ -32,12 +32,6 @@ def _targets(obj: Obj) -> list[tuple[Path, str]]:
     kind = obj.get("kind")
     out: list[tuple[Path, str]] = []
     base = owner(obj)
-    if kind == "ConfigMap":
-        labels = obj["metadata"].get("labels") or {}
-        broker = labels.get(COMPONENT) == BROKER_CONFIG
-        if broker and "VF_GENERATION" in (obj.get("data") or {}):
-            out.append((("data", "VF_GENERATION"), "generation"))
-        return out
     if kind not in ("Job", "Deployment", "StatefulSet") or base is None or base[0] == "infra":
         return out
     if kind == "Job":

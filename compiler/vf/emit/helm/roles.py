@@ -3,7 +3,8 @@ every flow's chart, ranging over a values section built from the Plan (ADR 229).
 
 Migrated so far: a worker's KEDA ScaledObject (``autoscaling.<node>``) and a long-running
 worker's PodDisruptionBudget (``podDisruptionBudgets.<node>``, rendered where
-``nodes.<node>.replicas`` is above one). Every other object still takes the diff path
+``nodes.<node>.replicas`` is above one); the flow-wide roles of ``vf.emit.helm.flow_roles``
+(ADR 236) register here too. Every other object still takes the diff path
 (``vf.emit.helm.chart``), which no longer sees these objects.
 """
 
@@ -12,6 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vf.emit.helm.flow_roles import (
+    FLOW_ROLE_FILES,
+    flow_role_names,
+    flow_role_schemas,
+    flow_role_values,
+    is_flow_role_object,
+    neutral_flow_roles,
+)
 from vf.ir.plan import Plan, Scaler, Workload
 from vf.ir.records import PodOptions
 from vf.plan.planner import budget_name
@@ -27,6 +36,7 @@ ROLE_FILES = {
     "ScaledObject": "scaledobject.yaml",
     "PodDisruptionBudget": "poddisruptionbudget.yaml",
     "Deployment": "worker-deployment.yaml",  # a worker's (ADR 235)
+    **FLOW_ROLE_FILES,  # the flow-wide roles (ADR 236)
 }
 _SECTIONS = {"ScaledObject": AUTOSCALING, "PodDisruptionBudget": BUDGETS}
 _LONG_RUNNING = frozenset({"Deployment", "StatefulSet"})
@@ -37,9 +47,10 @@ RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
 
 def is_role_object(obj: Obj) -> bool:
     """An object a role template renders, which the diff path leaves out: every
-    ScaledObject, and a worker's budget (the broker's stays with the broker's objects)."""
+    ScaledObject, a worker's budget (the broker's stays with the broker's objects) and the
+    flow-wide roles' objects (``vf.emit.helm.flow_roles``)."""
     kind = obj.get("kind")
-    if kind == "ScaledObject":
+    if kind == "ScaledObject" or is_flow_role_object(obj):
         return True
     worker = NODE_LABEL in (obj["metadata"].get("labels") or {})
     return kind in ("PodDisruptionBudget", "Deployment") and worker
@@ -67,6 +78,7 @@ def role_values(plan: Plan) -> Obj:
         "commonAnnotations": dict(sorted(pods.annotations)),
         AUTOSCALING: dict(sorted(scalers.items())),
         BUDGETS: dict(sorted(budgets.items())),
+        **flow_role_values(plan),
     }
 
 
@@ -137,15 +149,22 @@ def role_templates() -> dict[str, str]:
 
 def role_kinds(roles: Mapping[str, Obj]) -> dict[str, int]:
     """How many objects of each role kind the chart holds (in any environment)."""
-    return {
+    counts = {
         kind: len({node for values in roles.values() for node in values.get(section) or {}})
         for kind, section in _SECTIONS.items()
     }
+    return {**counts, **{kind: len(n) for kind, n in flow_role_names(roles).items()}}
 
 
 def neutral_roles() -> Obj:
     """The sections in ``values.yaml``, which holds no environment's values."""
-    return {"commonLabels": {}, "commonAnnotations": {}, AUTOSCALING: {}, BUDGETS: {}}
+    return {
+        "commonLabels": {},
+        "commonAnnotations": {},
+        AUTOSCALING: {},
+        BUDGETS: {},
+        **neutral_flow_roles(),
+    }
 
 
 _LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -246,4 +265,5 @@ def role_schemas(nodes: Sequence[str]) -> dict[str, Any]:
             "description": "PodDisruptionBudgets of the long-running workers (from the plan), "
             "rendered where nodes.<node>.replicas is above one.",
         },
+        **flow_role_schemas(names),
     }

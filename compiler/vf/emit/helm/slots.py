@@ -21,7 +21,6 @@ from vf_runtime.labels import (
     GENERATION_KEY,
     INFRA_LABEL,
     NODE_LABEL,
-    is_broker_config,
     is_provision_job,
 )
 
@@ -38,7 +37,6 @@ DERIVED_OPTIONAL = frozenset({INDEXED, REPLICA_ID})  # present or not by the val
 _WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
 _CONTAINER_KNOBS = frozenset({"image", "resources", "imagePullPolicy", "env"})
 _SECRET_REF = ("valueFrom", "secretKeyRef")
-_BROKER_DATA = {"VF_NATS_URL": ("broker", "natsUrl"), "VF_BLOB_REDIS_URL": ("payloadStore", "url")}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -174,10 +172,6 @@ def knob_key(obj: Obj, *, path: Path) -> ValueKey | None:
 
 def _knob_key(obj: Obj, *, path: Path, base: ValueKey | None) -> ValueKey | None:
     kind = obj.get("kind")
-    if kind == "ConfigMap" and len(path) == 2 and path[0] == "data":
-        if is_broker_config(obj):
-            return _BROKER_DATA.get(str(path[1]))
-        return None
     if len(path) < 4 or base is None or path[:3] != POD_SPEC or kind not in _WORKLOADS:
         return None
     if len(path) == 4:
@@ -218,14 +212,10 @@ def may_hold_knob(obj: Obj, *, path: Path) -> bool:
 def _knob_scope(obj: Obj) -> Callable[[Path], bool]:
     """``may_hold_knob`` for one object, with what it needs of the object read once.
 
-    It mirrors ``knob_key``: a knob only sits in a broker ConfigMap's ``data`` or under a
-    vf workload's pod spec, at the pod fields and container fields ``knob_key`` names.
+    It mirrors ``knob_key``: a knob only sits under a vf workload's pod spec, at the pod
+    fields and container fields ``knob_key`` names.
     """
     kind = obj.get("kind")
-    if kind == "ConfigMap":
-        if not is_broker_config(obj):
-            return _nowhere
-        return lambda path: len(path) <= 2 and path[:1] in ((), ("data",))
     if kind not in _WORKLOADS or owner(obj) is None:
         return _nowhere
     return _under_pod_spec
@@ -272,14 +262,13 @@ def _all_same(present: list[Any]) -> bool:
 
 _GENERATION_PATHS: dict[str, tuple[Path, ...]] = {
     "Job": (("spec", "template", "metadata", "annotations", GENERATION_KEY),),
-    "ConfigMap": (("data", "VF_GENERATION"),),
 }
 
 
 def derived_key(obj: Obj, *, path: Path) -> ValueKey:
     """The key of a differing field that is not a knob: readable where known, else generated."""
     if path in _GENERATION_PATHS.get(str(obj.get("kind")), ()):
-        return ("generation",)  # one value: every Job and the broker ConfigMap share it
+        return ("generation",)  # one value: every Job shares it
     base = owner(obj)
     if base is not None and obj.get("kind") in _WORKLOADS:
         if path in (("spec", "replicas"), ("spec", "parallelism"), ("spec", "completions")):
