@@ -38,7 +38,7 @@ def _targets(obj: Obj) -> list[tuple[Path, str]]:
         if broker and "VF_GENERATION" in (obj.get("data") or {}):
             out.append((("data", "VF_GENERATION"), "generation"))
         return out
-    if kind not in ("Job", "Deployment", "StatefulSet") or base is None or base[0] == "infra":
+    if kind not in ("Job", "Deployment", "StatefulSet") or base is None:
         return out
     if kind == "Job":
         out.append((("metadata", "name"), "retag"))

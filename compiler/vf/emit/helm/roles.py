@@ -12,6 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vf.emit.helm.infra_roles import (
+    INFRA_FILES,
+    infra_kinds,
+    infra_schemas,
+    infra_values,
+    is_infra_object,
+    neutral_infra,
+)
 from vf.ir.plan import Plan, Scaler, Workload
 from vf.ir.records import PodOptions
 from vf.plan.planner import budget_name
@@ -36,7 +44,9 @@ RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
 
 def is_role_object(obj: Obj) -> bool:
     """An object a role template renders, which the diff path leaves out: every
-    ScaledObject, and a worker's budget (the broker's stays with the broker's objects)."""
+    ScaledObject, a worker's budget, the broker's and the store's objects (ADR 237)."""
+    if is_infra_object(obj):
+        return True
     kind = obj.get("kind")
     if kind == "ScaledObject":
         return True
@@ -65,6 +75,7 @@ def role_values(plan: Plan) -> Obj:
         "commonAnnotations": dict(sorted(pods.annotations)),
         AUTOSCALING: dict(sorted(scalers.items())),
         BUDGETS: dict(sorted(budgets.items())),
+        **infra_values(plan),
     }
 
 
@@ -127,21 +138,30 @@ def role_templates() -> dict[str, str]:
     folder = resource_dir("templates") / "helm" / "roles"
     return {
         f"templates/{name}": (folder / name).read_text(encoding="utf-8").replace("\r\n", "\n")
-        for name in sorted(ROLE_FILES.values())
+        for name in sorted({*ROLE_FILES.values(), *INFRA_FILES})
     }
 
 
 def role_kinds(roles: Mapping[str, Obj]) -> dict[str, int]:
     """How many objects of each role kind the chart holds (in any environment)."""
-    return {
+    found = {
         kind: len({node for values in roles.values() for node in values.get(section) or {}})
         for kind, section in _SECTIONS.items()
     }
+    for kind, count in infra_kinds(roles).items():
+        found[kind] = found.get(kind, 0) + count
+    return found
 
 
 def neutral_roles() -> Obj:
     """The sections in ``values.yaml``, which holds no environment's values."""
-    return {"commonLabels": {}, "commonAnnotations": {}, AUTOSCALING: {}, BUDGETS: {}}
+    return {
+        "commonLabels": {},
+        "commonAnnotations": {},
+        AUTOSCALING: {},
+        BUDGETS: {},
+        **neutral_infra(),
+    }
 
 
 _LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -237,4 +257,5 @@ def role_schemas(nodes: Sequence[str]) -> dict[str, Any]:
             "description": "PodDisruptionBudgets of the long-running workers (from the plan), "
             "rendered where nodes.<node>.replicas is above one.",
         },
+        **infra_schemas(),
     }
