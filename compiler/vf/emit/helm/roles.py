@@ -20,6 +20,14 @@ from vf.emit.helm.infra_roles import (
     is_infra_object,
     neutral_infra,
 )
+from vf.emit.helm.monitor_roles import (
+    MONITOR_FILES,
+    is_monitor_object,
+    monitor_kinds,
+    monitor_schemas,
+    monitor_values,
+    neutral_monitor,
+)
 from vf.ir.plan import Plan, Scaler, Workload
 from vf.ir.records import PodOptions
 from vf.plan.planner import budget_name
@@ -45,7 +53,7 @@ RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
 def is_role_object(obj: Obj) -> bool:
     """An object a role template renders, which the diff path leaves out: every
     ScaledObject, a worker's budget, the broker's and the store's objects (ADR 237)."""
-    if is_infra_object(obj):
+    if is_infra_object(obj) or is_monitor_object(obj):
         return True
     kind = obj.get("kind")
     if kind == "ScaledObject":
@@ -76,6 +84,7 @@ def role_values(plan: Plan) -> Obj:
         AUTOSCALING: dict(sorted(scalers.items())),
         BUDGETS: dict(sorted(budgets.items())),
         **infra_values(plan),
+        **monitor_values(plan),
     }
 
 
@@ -138,7 +147,7 @@ def role_templates() -> dict[str, str]:
     folder = resource_dir("templates") / "helm" / "roles"
     return {
         f"templates/{name}": (folder / name).read_text(encoding="utf-8").replace("\r\n", "\n")
-        for name in sorted({*ROLE_FILES.values(), *INFRA_FILES})
+        for name in sorted({*ROLE_FILES.values(), *INFRA_FILES, *MONITOR_FILES})
     }
 
 
@@ -148,7 +157,7 @@ def role_kinds(roles: Mapping[str, Obj]) -> dict[str, int]:
         kind: len({node for values in roles.values() for node in values.get(section) or {}})
         for kind, section in _SECTIONS.items()
     }
-    for kind, count in infra_kinds(roles).items():
+    for kind, count in (infra_kinds(roles) + monitor_kinds(roles)).items():
         found[kind] = found.get(kind, 0) + count
     return found
 
@@ -161,6 +170,7 @@ def neutral_roles() -> Obj:
         AUTOSCALING: {},
         BUDGETS: {},
         **neutral_infra(),
+        **neutral_monitor(),
     }
 
 
@@ -258,4 +268,5 @@ def role_schemas(nodes: Sequence[str]) -> dict[str, Any]:
             "rendered where nodes.<node>.replicas is above one.",
         },
         **infra_schemas(),
+        **monitor_schemas(),
     }

@@ -1,22 +1,38 @@
-"""The broker's and the store's role templates (ADR 237): ``nats.yaml`` and ``redis.yaml``,
-the same bytes in every flow's chart, render from ``infra.nats`` and ``infra.redis``; what a
-Helm user sets there changes what renders, and the schema refuses what the templates do not
-read. Rendered with the real ``helm``."""
+"""The broker's, the store's and the monitoring role templates (ADR 237): ``nats.yaml``,
+``redis.yaml``, ``monitoring.yaml`` and ``priorityclass.yaml``, the same bytes in every
+flow's chart, render from ``infra.nats``, ``infra.redis``, ``monitoring`` and
+``priorityClass``; what a Helm user sets there changes what renders, and the schema refuses
+what the templates do not read. Rendered with the real ``helm``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.graph_sources import LIVE_CHAIN
 from tests.support import helm_template, parse_docs
-from vf.pipeline import CompileResult
+from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.tree.write import write_tree
 
 pytestmark = pytest.mark.slow  # real renders: make test-fast skips it
 
-INFRA_FILES = ("chart/templates/nats.yaml", "chart/templates/redis.yaml")
+INFRA_FILES = (
+    "chart/templates/nats.yaml",
+    "chart/templates/redis.yaml",
+    "chart/templates/monitoring.yaml",
+    "chart/templates/priorityclass.yaml",
+)
+WATCHED = """environments:
+  dev:
+    namespace: mon-dev
+    images: {default: r.io/a:1}
+    priority_class: vf-high
+    pods: {priority_class_value: 1000, metrics: {service_monitor: true}}
+    observability: {alerts: true, dashboard: true}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +109,8 @@ def test_a_store_without_auth_asks_no_credentials(batch: Path, helm: str) -> Non
         "infra.nats.replicas=0",  # no server
         "infra.redis.storage.sizes=1Gi",  # a typo below
         "infra.mongo.image=mongo",  # no service of vf's
+        "monitoring.alerts.rules=none",  # the rules are a list
+        "priorityClass.value=high",  # a PriorityClass's value is a number
     ],
 )
 def test_the_schema_refuses_what_the_templates_do_not_read(
@@ -103,3 +121,52 @@ def test_the_schema_refuses_what_the_templates_do_not_read(
     )
     assert done.returncode != 0
     assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
+
+
+@pytest.fixture
+def watched(write_graph: Callable[..., Path]) -> Path:
+    graph = write_graph(LIVE_CHAIN.format(flow_id="mon"), WATCHED)
+    out = graph.parent / "deploy"
+    tree = compile_project(CompileRequest(graph=str(graph), out=out)).tree
+    assert (
+        not [  # the objects are the roles', not the diff's
+            p
+            for p in tree
+            if p.startswith("chart/templates/")
+            and ("-metrics" in p or "-alerts" in p or "-dashboard" in p or "priorityclass-" in p)
+        ]
+    )
+    write_tree(out, tree)
+    return out / "chart"
+
+
+def _watched(helm: str, chart: Path, *args: str, apis: tuple[str, ...] | None = None) -> Any:
+    values = ("-n", "mon", "-f", str(chart / "values-dev.yaml"), "--skip-tests", *args)
+    done = (
+        helm_template(helm, chart, *values)
+        if apis is None
+        else (helm_template(helm, chart, *values, apis=apis))
+    )
+    assert done.returncode == 0, done.stderr
+    return {(d["kind"], d["metadata"]["name"]): d for d in parse_docs(done.stdout)}
+
+
+def test_what_watches_the_flow_renders_from_monitoring(watched: Path, helm: str) -> None:
+    full = _watched(helm, watched)
+    assert {("Service", "vf-mon-metrics"), ("ServiceMonitor", "vf-mon-metrics")} <= set(full)
+    assert {("PrometheusRule", "vf-mon-alerts"), ("ConfigMap", "vf-mon-dashboard")} <= set(full)
+    bare = _watched(helm, watched, apis=())  # no Prometheus Operator: its objects stay out
+    assert {k for k in bare if k[0] in ("ServiceMonitor", "PrometheusRule")} == set()
+    assert ("ConfigMap", "vf-mon-dashboard") in bare and ("Service", "vf-mon-metrics") in bare
+    quiet = _watched(helm, watched, "--set", "monitoring.alerts=null")
+    assert ("PrometheusRule", "vf-mon-alerts") not in quiet
+
+
+def test_the_priority_class_is_the_one_the_pods_name(watched: Path, helm: str) -> None:
+    """``priorityClassName`` names the PriorityClass vf creates and every pod's class."""
+    objects = _watched(helm, watched, "--set", "priorityClassName=vf-urgent")
+    created = objects[("PriorityClass", "vf-urgent")]
+    assert created["value"] == 1000
+    assert created["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    broker = objects[("Deployment", "vf-mon-nats")]["spec"]["template"]["spec"]
+    assert broker["priorityClassName"] == "vf-urgent"
