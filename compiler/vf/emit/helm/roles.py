@@ -3,8 +3,10 @@ every flow's chart, ranging over a values section built from the Plan (ADR 229).
 
 Migrated so far: a worker's KEDA ScaledObject (``autoscaling.<node>``) and a long-running
 worker's PodDisruptionBudget (``podDisruptionBudgets.<node>``, rendered where
-``nodes.<node>.replicas`` is above one). Every other object still takes the diff path
-(``vf.emit.helm.chart``), which no longer sees these objects.
+``nodes.<node>.replicas`` is above one); the broker and the store (``infra``,
+``vf.emit.helm.infra_roles``), what watches the flow and the PriorityClass (``monitoring``,
+``priorityClass``, ``vf.emit.helm.monitor_roles``), ADR 237. Every other object still takes
+the diff path (``vf.emit.helm.chart``), which no longer sees these objects.
 """
 
 from __future__ import annotations
