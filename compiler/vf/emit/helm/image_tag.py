@@ -32,7 +32,7 @@ def _targets(obj: Obj) -> list[tuple[Path, str]]:
     kind = obj.get("kind")
     out: list[tuple[Path, str]] = []
     base = owner(obj)
-    if kind not in ("Job", "Deployment", "StatefulSet") or base is None or base[0] == "infra":
+    if kind not in ("Job", "Deployment", "StatefulSet") or base is None:
         return out
     if kind == "Job":
         out.append((("metadata", "name"), "retag"))

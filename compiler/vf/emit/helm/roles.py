@@ -4,7 +4,9 @@ every flow's chart, ranging over a values section built from the Plan (ADR 229).
 Migrated so far: a worker's KEDA ScaledObject (``autoscaling.<node>``) and a long-running
 worker's PodDisruptionBudget (``podDisruptionBudgets.<node>``, rendered where
 ``nodes.<node>.replicas`` is above one); the flow-wide roles of ``vf.emit.helm.flow_roles``
-(ADR 236) register here too. Every other object still takes the diff path
+(ADR 236); the broker and the store (``infra``, ``vf.emit.helm.infra_roles``), what watches
+the flow and the PriorityClass (``monitoring``, ``priorityClass``,
+``vf.emit.helm.monitor_roles``), ADR 237. Every other object still takes the diff path
 (``vf.emit.helm.chart``), which no longer sees these objects.
 """
 
@@ -20,6 +22,22 @@ from vf.emit.helm.flow_roles import (
     flow_role_values,
     is_flow_role_object,
     neutral_flow_roles,
+)
+from vf.emit.helm.infra_roles import (
+    INFRA_FILES,
+    infra_kinds,
+    infra_schemas,
+    infra_values,
+    is_infra_object,
+    neutral_infra,
+)
+from vf.emit.helm.monitor_roles import (
+    MONITOR_FILES,
+    is_monitor_object,
+    monitor_kinds,
+    monitor_schemas,
+    monitor_values,
+    neutral_monitor,
 )
 from vf.ir.plan import Plan, Scaler, Workload
 from vf.ir.records import PodOptions
@@ -47,8 +65,10 @@ RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
 
 def is_role_object(obj: Obj) -> bool:
     """An object a role template renders, which the diff path leaves out: every
-    ScaledObject, a worker's budget (the broker's stays with the broker's objects) and the
-    flow-wide roles' objects (``vf.emit.helm.flow_roles``)."""
+    ScaledObject, a worker's budget, the flow-wide roles' objects (``vf.emit.helm.flow_roles``)
+    and the broker's and the store's objects (ADR 237)."""
+    if is_infra_object(obj) or is_monitor_object(obj):
+        return True
     kind = obj.get("kind")
     if kind == "ScaledObject" or is_flow_role_object(obj):
         return True
@@ -79,6 +99,8 @@ def role_values(plan: Plan) -> Obj:
         AUTOSCALING: dict(sorted(scalers.items())),
         BUDGETS: dict(sorted(budgets.items())),
         **flow_role_values(plan),
+        **infra_values(plan),
+        **monitor_values(plan),
     }
 
 
@@ -143,7 +165,7 @@ def role_templates() -> dict[str, str]:
     folder = resource_dir("templates") / "helm" / "roles"
     return {
         f"templates/{name}": (folder / name).read_text(encoding="utf-8").replace("\r\n", "\n")
-        for name in sorted(ROLE_FILES.values())
+        for name in sorted({*ROLE_FILES.values(), *INFRA_FILES, *MONITOR_FILES})
     }
 
 
@@ -153,7 +175,10 @@ def role_kinds(roles: Mapping[str, Obj]) -> dict[str, int]:
         kind: len({node for values in roles.values() for node in values.get(section) or {}})
         for kind, section in _SECTIONS.items()
     }
-    return {**counts, **{kind: len(n) for kind, n in flow_role_names(roles).items()}}
+    found = {**counts, **{kind: len(n) for kind, n in flow_role_names(roles).items()}}
+    for kind, count in (infra_kinds(roles) + monitor_kinds(roles)).items():
+        found[kind] = found.get(kind, 0) + count
+    return found
 
 
 def neutral_roles() -> Obj:
@@ -164,6 +189,8 @@ def neutral_roles() -> Obj:
         AUTOSCALING: {},
         BUDGETS: {},
         **neutral_flow_roles(),
+        **neutral_infra(),
+        **neutral_monitor(),
     }
 
 
@@ -266,4 +293,6 @@ def role_schemas(nodes: Sequence[str]) -> dict[str, Any]:
             "rendered where nodes.<node>.replicas is above one.",
         },
         **flow_role_schemas(names),
+        **infra_schemas(),
+        **monitor_schemas(),
     }

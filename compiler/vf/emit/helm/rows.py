@@ -253,7 +253,7 @@ _PART_NAMES: dict[str, tuple[str, ...]] = {
     REPLICA_ID: ("", "node"),
     GEN_NAME: ("", "name"),
 }
-_SECTION_PARTS = {"nodes": "node", "generated": "object", "infra": "service", "rows": "shape"}
+_SECTION_PARTS = {"nodes": "node", "generated": "object", "rows": "shape"}
 
 
 def _part_hint(key: ValueKey, i: int, *, path: Path) -> str:

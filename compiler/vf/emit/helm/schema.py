@@ -176,14 +176,13 @@ def _is_branch(prefix: ValueKey) -> bool:
     if len(prefix) == 1:
         return prefix[0] in {
             "nodes",
-            "infra",
             "generated",
             "secretRefs",
             "broker",
             "payloadStore",
             "provision",
         }
-    if prefix[0] in {"nodes", "infra", "generated", "secretRefs"}:
+    if prefix[0] in {"nodes", "generated", "secretRefs"}:
         return len(prefix) == 2 or (len(prefix) in (3, 4) and prefix[2] == "containers")
     return False
 

@@ -19,7 +19,6 @@ from vf.textio.objects import Obj
 from vf_runtime.labels import (
     CONFIG_HASH_KEY,
     GENERATION_KEY,
-    INFRA_LABEL,
     NODE_LABEL,
     is_provision_job,
 )
@@ -113,14 +112,13 @@ def same(a: Any, *, other: Any) -> bool:
 
 
 def owner(obj: Mapping[str, Any]) -> ValueKey | None:
-    """The values section an object's knobs live under: a node, the provision Job, infra."""
+    """The values section an object's knobs live under: a node or the provision Job (the
+    broker's and the store's are role templates' values, ``vf.emit.helm.infra_roles``)."""
     labels = obj.get("metadata", {}).get("labels") or {}
     if is_provision_job(obj):
         return ("provision",)
     if NODE_LABEL in labels:
         return ("nodes", str(labels[NODE_LABEL]))
-    if INFRA_LABEL in labels:
-        return ("infra", str(labels[INFRA_LABEL]))
     return None
 
 

@@ -1,0 +1,131 @@
+"""The values of the chart's monitoring and PriorityClass role templates (ADR 237), built
+from one environment's plan.
+
+``monitoring`` holds what ``pods.metrics.service_monitor`` and ``observability:`` ask for
+(``templates/helm/roles/monitoring.yaml``): the metrics Service and its ServiceMonitor,
+the PrometheusRule of the flow's alerts, the Grafana dashboard's ConfigMap. The rules and
+the dashboard are the plan's (``vf.render.observe``): they select the environment's
+namespace. ``priorityClass`` is the PriorityClass vf creates (``priorityclass.yaml``),
+named by ``priorityClassName``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from vf import names
+from vf.ir.plan import Plan
+from vf.ir.records import Observability, PodOptions
+from vf.render.observe import DASHBOARD_LABEL, alert_rules, dashboard_configmap
+from vf.render.pods import priority_class
+from vf.textio.objects import Obj
+from vf_runtime.labels import FLOW_LABEL, METRICS_LABEL
+
+MONITORING, PRIORITY_CLASS = "monitoring", "priorityClass"
+MONITOR_FILES = ("monitoring.yaml", "priorityclass.yaml")
+_KINDS = frozenset({"ServiceMonitor", "PrometheusRule", "PriorityClass"})
+
+
+def is_monitor_object(obj: Obj) -> bool:
+    """An object of the monitoring or PriorityClass templates."""
+    kind = obj.get("kind")
+    labels = obj["metadata"].get("labels") or {}
+    return (
+        kind in _KINDS
+        or (kind == "Service" and METRICS_LABEL in labels)
+        or (kind == "ConfigMap" and DASHBOARD_LABEL in labels)
+    )
+
+
+def monitor_values(plan: Plan) -> Obj:
+    """The sections of the monitoring and PriorityClass templates for one environment."""
+    pods = plan.pods or PodOptions()
+    out: Obj = {MONITORING: _monitoring(plan, pods=pods)}
+    created = priority_class(plan.priority_class, options=pods)
+    if created:
+        out[PRIORITY_CLASS] = {"value": created[0]["value"]}
+    return out
+
+
+def _monitoring(plan: Plan, *, pods: PodOptions) -> Obj:
+    out: Obj = {}
+    if pods.service_monitor:
+        flow = dict(plan.flow_labels)[FLOW_LABEL]
+        out["serviceMonitor"] = {"name": names.k8s_name("vf", flow, "metrics")}
+    options = plan.observability or Observability()
+    if options.alerts:
+        name = names.k8s_name("vf", plan.flow_id, "alerts")
+        out["alerts"] = {"name": name, "rules": alert_rules(plan, options)}
+    if options.dashboard:
+        configmap = dashboard_configmap(plan)
+        ((file, text),) = configmap["data"].items()
+        out["dashboard"] = {"name": configmap["metadata"]["name"], "file": file, "json": text}
+    return out
+
+
+def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """The kind and name of each object the templates render from one environment's values
+    (where the cluster serves the Prometheus Operator's API)."""
+    monitoring = values.get(MONITORING) or {}
+    if "serviceMonitor" in monitoring:
+        yield "Service", monitoring["serviceMonitor"]["name"]
+        yield "ServiceMonitor", monitoring["serviceMonitor"]["name"]
+    if "alerts" in monitoring:
+        yield "PrometheusRule", monitoring["alerts"]["name"]
+    if "dashboard" in monitoring:
+        yield "ConfigMap", monitoring["dashboard"]["name"]
+    if values.get(PRIORITY_CLASS):
+        yield "PriorityClass", str(values.get("priorityClassName"))
+
+
+def monitor_kinds(roles: Mapping[str, Obj]) -> Counter[str]:
+    """How many objects of each kind the templates render (in any environment)."""
+    found = {obj for values in roles.values() for obj in _objects(values)}
+    return Counter(kind for kind, _ in found)
+
+
+def neutral_monitor() -> Obj:
+    """The section in ``values.yaml``, which holds no environment's values."""
+    return {MONITORING: {}}
+
+
+_NAME = {"type": "string", "minLength": 1}
+_LIST = {"type": "array"}
+
+
+def _entry(required: list[str], *, nullable: bool = False, **properties: Obj) -> Obj:
+    """An object of ``properties`` alone; ``nullable``: null turns it off (``--set x=null``,
+    which Helm validates before it drops the key)."""
+    return {
+        "type": ["object", "null"] if nullable else "object",
+        "additionalProperties": False,
+        "required": required,
+        "properties": properties,
+    }
+
+
+def monitor_schemas() -> Obj:
+    """The schemas of ``monitoring`` and ``priorityClass``: what the templates read."""
+    return {
+        MONITORING: {
+            **_entry(
+                [],
+                serviceMonitor=_entry(["name"], nullable=True, name=_NAME),
+                alerts=_entry(["name", "rules"], nullable=True, name=_NAME, rules=_LIST),
+                dashboard=_entry(
+                    ["name", "file", "json"], nullable=True, name=_NAME, file=_NAME, json=_NAME
+                ),
+            ),
+            "description": "What watches the flow, from the plan (pods.metrics, "
+            "observability): the metrics Service and ServiceMonitor, the PrometheusRule "
+            "of its alerts, the Grafana dashboard; the rules and the dashboard select the "
+            "environment's namespace (recompile to change them).",
+        },
+        PRIORITY_CLASS: {
+            **_entry(["value"], value={"type": "integer"}),
+            "description": "The PriorityClass vf creates (pods.priority_class_value), "
+            "named priorityClassName; kept on uninstall.",
+        },
+    }
