@@ -76,14 +76,16 @@ def role_generation(values: Obj) -> str | None:
 
 
 def flow_role_names(roles: Mapping[str, Obj]) -> dict[str, set[str]]:
-    """The names of the objects of each role kind, in any environment."""
+    """The objects of each role kind, in any environment, by their role's key (a node, a
+    service, a section), not by name: a name that carries a digest (a generation's, a
+    claim's) differs between environments for what is one object of the chart."""
     out: dict[str, set[str]] = {kind: set() for kind in FLOW_ROLE_FILES}
     for values in roles.values():
-        out["ResourceClaimTemplate"] |= {c["name"] for c in (values.get(CLAIMS) or {}).values()}
+        out["ResourceClaimTemplate"] |= set(values.get(CLAIMS) or {})
         policies = values.get(POLICIES) or {}
-        out["NetworkPolicy"] |= {p["name"] for p in (policies.get("infra") or {}).values()}
-        out["NetworkPolicy"] |= {policies["flow"]["name"]} if "flow" in policies else set()
-        out["ConfigMap"] |= {values[s]["name"] for s in (BROKER_CONFIG, MIG) if values.get(s)}
+        out["NetworkPolicy"] |= {f"infra.{s}" for s in policies.get("infra") or {}}
+        out["NetworkPolicy"] |= {"flow"} if "flow" in policies else set()
+        out["ConfigMap"] |= {s for s in (BROKER_CONFIG, MIG) if values.get(s)}
     return out
 
 

@@ -35,9 +35,9 @@ def test_every_flows_chart_ships_the_same_worker_templates(
     texts = {path: {str(r.tree[path]) for r in compiled_examples.values()} for path in SHIPPED}
     assert all(len(seen) == 1 for seen in texts.values()), texts
     tree = compiled_examples["realtime_cameras"].tree
-    made = [p for p in tree if p.startswith("chart/templates/") and "deployment-" in p]
-    # the diff path keeps the broker's Deployment only: no worker has a template of its own
-    assert made == ["chart/templates/deployment-vf-cameras-nats.yaml"], made
+    made = [p for p in tree if p.startswith("chart/templates/") and "deployment" in p]
+    # one template renders every worker's Deployment: no worker has a template of its own
+    assert made == ["chart/templates/worker-deployment.yaml"], made
 
 
 def _objects(helm: str, chart: Path, *args: str) -> dict[tuple[str, str], Any]:
