@@ -159,6 +159,8 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     reads = job_reads(templates, shapes)
     for env in envs:  # what vf compiled, against which the chart compares (ADR 224)
         values[env][JOB_VALUES] = job_values_digest(reads, {**values[env], "rows": rows})
+    # counted before values.yaml takes what the environments share (a worker's kind, say)
+    kinds = Counter(role_kinds(info.roles)) + Counter(worker_kinds(info.roles))
     neutral = {**neutral_values(rows), **neutral_roles(), **shared_workers(values)}
     makers["values.yaml"] = partial(yamlout.dump, neutral)
     del shapes, singles, rows
@@ -171,8 +173,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     makers.update({path: partial(str, text) for path, text in shipped.items()})
     helpers = {"job_reads": json.dumps(reads, sort_keys=True, separators=(",", ":"))}
     makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context=helpers)
-    kinds = {**role_kinds(info.roles), **worker_kinds(info.roles)}
-    context = _context(info, templates=templates, envs=envs, roles=kinds)
+    context = _context(info, templates=templates, envs=envs, roles=dict(kinds))
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
     makers["README.md"] = partial(render_text, "README.md", context=context)
     makers["templates/tests/test-connection.yaml"] = partial(

@@ -55,9 +55,9 @@ def test_a_5000_node_release_fits_helms_release_secret(
 
 def test_the_chart_has_a_template_per_shape_not_per_object(tmp_path: Path) -> None:
     """A chart of 200 nodes has the templates of one of 20: as many as it has shapes."""
-    counts = []
+    counts: list[int] = []
     for nodes in (20, 200):
         graph = write_layered(tmp_path / f"n{nodes}", nodes=nodes)
         tree = compile_project(CompileRequest(graph=str(graph))).tree
-        counts.append(sorted(p for p in tree if p.startswith("chart/templates/")))
-    assert counts[0] == counts[1] and len(counts[1]) < 25, counts
+        counts.append(sum(p.startswith("chart/templates/") for p in tree))
+    assert counts[0] == counts[1] < 25, counts
