@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,7 +30,7 @@ from vf.emit.helm.generations import (
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
 from vf.emit.helm.indexed import derived, lined_up, worker_job_node
 from vf.emit.helm.job_tags import with_job_name
-from vf.emit.helm.job_values import JOB_VALUES, job_reads, job_values_digest
+from vf.emit.helm.job_values import JOB_READS, JOB_VALUES, job_reads, job_values_digest
 from vf.emit.helm.overrides import OVERRIDE_VALUES, with_overrides
 from vf.emit.helm.planned import (
     PLANNED_REPLICAS,
@@ -159,6 +158,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     for env in envs:  # what vf compiled, against which the chart compares (ADR 224)
         values[env][JOB_VALUES] = job_values_digest(reads, {**values[env], "rows": rows})
     neutral = {**neutral_values(rows), **neutral_roles(), **shared_workers(values)}
+    neutral[JOB_READS] = reads  # the diff path's Jobs' (ADR 241: not _helpers.tpl)
     makers["values.yaml"] = partial(yamlout.dump, neutral)
     del shapes, singles, rows
     own = {f"values-{env}.yaml" for env in envs}
@@ -168,8 +168,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     makers["values.schema.json"] = partial(_schema_text, values, nodes=info.nodes)
     shipped = role_templates()  # the same bytes in every flow's chart
     makers.update({path: partial(str, text) for path, text in shipped.items()})
-    helpers = {"job_reads": json.dumps(reads, sort_keys=True, separators=(",", ":"))}
-    makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context=helpers)
+    makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
     kinds = {**role_kinds(info.roles), **worker_kinds(info.roles)}
     context = _context(info, templates=templates, envs=envs, roles=kinds)
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)

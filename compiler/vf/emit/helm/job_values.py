@@ -41,6 +41,7 @@ from vf.emit.helm.text import (
 from vf.textio.objects import Obj
 
 JOB_VALUES = "jobValues"  # each environment's digest of what its Jobs read
+JOB_READS = "jobReads"  # values.yaml: what the diff path's Job templates read
 DIGEST_LEN = 16
 JOB_VALUES_SCHEMA: Obj = {
     "type": "string",
@@ -49,6 +50,22 @@ JOB_VALUES_SCHEMA: Obj = {
     "(generated): where the values rendered differ, every Job is renamed (a BATCH flow: a "
     "new generation).",
 }
+# what every worker Job's pod reads besides its own entries, in vf.jobValues's order
+JOB_READS_SCHEMA: Obj = {
+    "type": "object",
+    "additionalProperties": {"type": "array", "items": {"type": "string"}},
+    "description": "The values the provision Job's template reads (generated; recompile "
+    "to change): vf.jobValues digests them with the worker Jobs' own.",
+}
+_WORKER_SECTIONS = (
+    "commonAnnotations",
+    "commonLabels",
+    "flow",
+    "generation",
+    "imagePullPolicy",
+    "priorityClassName",
+    "workerPod",
+)
 _OWN_NODE = frozenset({NB_TASKS_KEY, INDEXED, REPLICA_ID})
 _WRAPPERS = {TEMPLATED: 1, WRAP: 2}  # where the value key inside starts
 
@@ -123,9 +140,27 @@ def picked(reads: Mapping[str, Sequence[str]], values: Mapping[str, Any]) -> lis
     return out
 
 
+def worker_jobs_read(values: Mapping[str, Any]) -> list[Any]:
+    """What the worker Job template reads, in ``vf.jobValues``'s order: each Job worker's
+    name, ``workers`` entry and ``nodes`` entry (without its pod overrides), then the
+    sections every worker's pod reads; nothing where no worker is a Job."""
+    defaults = (values.get("workerPod") or {}).get("defaults") or {}
+    workers = values.get("workers") or {}
+    nodes = values.get("nodes") or {}
+    jobs = []
+    for node in sorted(workers):
+        entry = workers[node] or {}
+        if str(entry.get("kind", defaults.get("kind"))) == "Job":
+            knobs = {k: v for k, v in (nodes.get(node) or {}).items() if k not in FIELDS}
+            jobs.append([node, entry, knobs])
+    if not jobs:
+        return []
+    return [[jobs, *(values.get(key) for key in _WORKER_SECTIONS)]]
+
+
 def job_values_digest(reads: Mapping[str, Sequence[str]], values: Mapping[str, Any]) -> str:
     """The digest ``vf.jobValues`` makes of the same values."""
-    text = go_json(picked(reads, values))
+    text = go_json(picked(reads, values) + worker_jobs_read(values))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_LEN]
 
 

@@ -27,6 +27,7 @@ ROLE_FILES = {
     "ScaledObject": "scaledobject.yaml",
     "PodDisruptionBudget": "poddisruptionbudget.yaml",
     "Deployment": "worker-deployment.yaml",  # a worker's (ADR 235)
+    "Job": "worker-job.yaml",  # a worker's (ADR 241)
 }
 _SECTIONS = {"ScaledObject": AUTOSCALING, "PodDisruptionBudget": BUDGETS}
 _LONG_RUNNING = frozenset({"Deployment", "StatefulSet"})
@@ -42,7 +43,7 @@ def is_role_object(obj: Obj) -> bool:
     if kind == "ScaledObject":
         return True
     worker = NODE_LABEL in (obj["metadata"].get("labels") or {})
-    return kind in ("PodDisruptionBudget", "Deployment") and worker
+    return kind in ("PodDisruptionBudget", "Deployment", "Job") and worker
 
 
 def role_values(plan: Plan) -> Obj:
