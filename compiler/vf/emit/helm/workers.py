@@ -39,7 +39,7 @@ POD = "workerPod"  # what every worker's pod shares
 NODES = "nodes"  # each worker's knobs: replicas, image, resources (and the overrides)
 _KNOBS = ("replicas", "image", "resources")
 # the workload kinds the worker templates render
-ROLE_KINDS = frozenset({"Deployment", "Job"})
+ROLE_KINDS = frozenset({"Deployment", "Job", "StatefulSet"})
 # each node's own variables under a readable key (the rest of its own: ``variables``)
 _READABLE = {"VF_NODE_CLASS": "class", "VF_NODE_PARAMS_JSON": "params"}
 _DEFAULTED = ("kind", "component", "class", "params")
@@ -175,6 +175,9 @@ def _node(plan: Plan, workload: Workload, *, flow: Obj, shared: Mapping[str, str
     entry = worker_entry(workload.node, dict(workload.labels), flow=flow, name=name, suffix="")
     if tag is not None and tag != plan.generation:
         entry["tag"] = tag
+    service = workload.headless_service
+    if service is not None and service != f"{workload.name}-hl":
+        entry["serviceName"] = service
     entry.update(
         {
             "kind": workload.kind,
@@ -307,6 +310,7 @@ _ENTRY = {
         "unset": {"type": "array", "items": {"type": "string"}},
         "configHash": {"type": "string", "pattern": "^[0-9a-f]{12}$"},
         "tag": {"type": "string", "pattern": "^t[0-9a-f]{7}$"},
+        "serviceName": _NAME,
         "rollout": {"enum": ["drain", "no-surge", "surge"]},
         "mounts": _LIST,
         "gpu": {"type": "object"},
