@@ -28,7 +28,6 @@ from vf.emit.helm.generations import (
     with_generation_names,
 )
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
-from vf.emit.helm.indexed import derived, lined_up, worker_job_node
 from vf.emit.helm.job_tags import with_job_name
 from vf.emit.helm.job_values import JOB_READS, JOB_VALUES, job_reads, job_values_digest
 from vf.emit.helm.overrides import OVERRIDE_VALUES, with_overrides
@@ -342,20 +341,14 @@ class _Where:
 
 def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> Member:
     names = tuple(sorted(versions))
-    node = worker_job_node(versions[names[0]])
-    if node is None:
-        versions = aligned(versions)
-        found = find_slots(versions)
-    else:  # its mode and VF_REPLICA_ID: slots whatever the environments hold
-        versions, index = lined_up(versions)
-        found = derived(find_slots(versions), versions=versions, index=index, node=node)
-    found = with_topology_slots(found, versions=versions, nodes=where.workers)
+    versions = aligned(versions)
+    found = with_topology_slots(find_slots(versions), versions=versions, nodes=where.workers)
     base = versions[names[0]]  # read, never changed: object_template copies
     found = with_generation_names(found, versions=versions, gens=where.gens)
     found = with_job_name(found, versions=versions, key=key)
     slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)
     slots = retagged(slots, versions=versions)
-    slots = with_replica_slots(slots, versions=versions, workers=where.workers)
+    slots = with_replica_slots(slots, versions=versions)
     slots = keyed_by_generation(slots, base=base, key=key)
     if namespaced:
         slots.append(supplied(("metadata", "namespace"), envs=versions, key=RELEASE_NAMESPACE))

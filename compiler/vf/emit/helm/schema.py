@@ -225,7 +225,6 @@ _BY_LAST: dict[str, Obj] = {
         "partitioned worker's only through vf.yaml (recompile): its count is part of other "
         "objects.",
     },
-    "runtimeClassName": {"type": "string", "minLength": 1, "description": "GPU runtime class."},
 }
 _BY_SECTION: dict[str, Obj] = {
     "secretRefs": {"type": "string", "minLength": 1, "description": "Where the variable is."},
