@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,9 +29,8 @@ from vf.emit.helm.generations import (
     with_generation_names,
 )
 from vf.emit.helm.image_tag import IMAGE_TAG_VALUES, retagged
-from vf.emit.helm.indexed import derived, lined_up, worker_job_node
 from vf.emit.helm.job_tags import with_job_name
-from vf.emit.helm.job_values import JOB_VALUES, job_reads, job_values_digest
+from vf.emit.helm.job_values import JOB_READS, JOB_VALUES, job_reads, job_values_digest
 from vf.emit.helm.overrides import OVERRIDE_VALUES, with_overrides
 from vf.emit.helm.planned import (
     PLANNED_REPLICAS,
@@ -162,6 +160,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     # counted before values.yaml takes what the environments share (a worker's kind, say)
     kinds = Counter(role_kinds(info.roles)) + Counter(worker_kinds(info.roles))
     neutral = {**neutral_values(rows), **neutral_roles(), **shared_workers(values)}
+    neutral[JOB_READS] = reads  # the diff path's Jobs' (ADR 241: not _helpers.tpl)
     makers["values.yaml"] = partial(yamlout.dump, neutral)
     del shapes, singles, rows
     own = {f"values-{env}.yaml" for env in envs}
@@ -171,8 +170,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     makers["values.schema.json"] = partial(_schema_text, values, nodes=info.nodes)
     shipped = role_templates()  # the same bytes in every flow's chart
     makers.update({path: partial(str, text) for path, text in shipped.items()})
-    helpers = {"job_reads": json.dumps(reads, sort_keys=True, separators=(",", ":"))}
-    makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context=helpers)
+    makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
     context = _context(info, templates=templates, envs=envs, roles=dict(kinds))
     makers["templates/NOTES.txt"] = partial(render_text, "NOTES.txt", context=context)
     makers["README.md"] = partial(render_text, "README.md", context=context)
@@ -345,20 +343,14 @@ class _Where:
 
 def _template(key: Key, *, versions: dict[str, Obj], where: _Where, namespaced: bool) -> Member:
     names = tuple(sorted(versions))
-    node = worker_job_node(versions[names[0]])
-    if node is None:
-        versions = aligned(versions)
-        found = find_slots(versions)
-    else:  # its mode and VF_REPLICA_ID: slots whatever the environments hold
-        versions, index = lined_up(versions)
-        found = derived(find_slots(versions), versions=versions, index=index, node=node)
-    found = with_topology_slots(found, versions=versions, nodes=where.workers)
+    versions = aligned(versions)
+    found = with_topology_slots(find_slots(versions), versions=versions, nodes=where.workers)
     base = versions[names[0]]  # read, never changed: object_template copies
     found = with_generation_names(found, versions=versions, gens=where.gens)
     found = with_job_name(found, versions=versions, key=key)
     slots = _with_release_slots(found, versions=versions, namespaces=where.namespaces)
     slots = retagged(slots, versions=versions)
-    slots = with_replica_slots(slots, versions=versions, workers=where.workers)
+    slots = with_replica_slots(slots, versions=versions)
     slots = keyed_by_generation(slots, base=base, key=key)
     if namespaced:
         slots.append(supplied(("metadata", "namespace"), envs=versions, key=RELEASE_NAMESPACE))

@@ -32,13 +32,12 @@ def _targets(obj: Obj) -> list[tuple[Path, str]]:
     kind = obj.get("kind")
     out: list[tuple[Path, str]] = []
     base = owner(obj)
-    if kind not in ("Job", "Deployment", "StatefulSet") or base is None:
-        return out
-    if kind == "Job":
-        out.append((("metadata", "name"), "retag"))
-        annotations = obj["spec"]["template"].get("metadata", {}).get("annotations") or {}
-        if GENERATION_KEY in annotations:
-            out.append((GENERATION_ANNOTATION, "generation"))
+    if kind != "Job" or base is None:
+        return out  # (the workers' own objects are role templates, ADR 241)
+    out.append((("metadata", "name"), "retag"))
+    annotations = obj["spec"]["template"].get("metadata", {}).get("annotations") or {}
+    if GENERATION_KEY in annotations:
+        out.append((GENERATION_ANNOTATION, "generation"))
     for index, _ in enumerate(_at(obj, (*POD_SPEC, "containers"))):
         out.append(((*POD_SPEC, "containers", index, "image"), "image"))
     return out

@@ -2,15 +2,16 @@
 
 A Job's pod template is immutable, so a ``helm upgrade`` whose values change it must name
 new Jobs. ``vf.jobKey`` covered ``image.tag`` and the pod overrides (ADR 219); the other
-values a Job reads (a node's image, resources, GPU runtime class and config hash, the
-provision Job's, the pull policy, the Secrets' names, a shared template's rows) are here.
-vf lists, at compile time, the sections of the values the chart's Job templates read
-(``job_reads``: a top-level key and, below it, the entries read; no entry means the whole
-value), the chart holds that list (``vf.jobReads`` in ``_helpers.tpl``) and each
-environment's values hold the digest of what it reads there as vf compiled it
-(``jobValues``). ``vf.jobValues`` makes the same digest of the values Helm renders, and
-``vf.jobKey`` takes it when the two differ: a value set to what vf compiled changes no
-name. A node's pod overrides stay the override rule's (an empty one counts as unset).
+values a Job reads are here. A worker Job (``templates/helm/roles/worker-job.yaml``, ADR
+241) reads its ``workers`` and ``nodes`` entries and the sections every worker's pod
+reads: ``vf.jobValues`` picks them by a rule written once (``worker_jobs_read``). The
+diff path's Jobs (the provision Job) read what vf lists at compile time (``job_reads``: a
+top-level key and, below it, the entries read; no entry means the whole value), which
+``values.yaml`` holds as ``jobReads``. Each environment's values hold the digest of all
+of it as vf compiled it (``jobValues``); ``vf.jobValues`` makes the same digest of the
+values Helm renders, and ``vf.jobKey`` takes it when the two differ: a value set to what
+vf compiled changes no name. A node's pod overrides stay the override rule's (an empty
+one counts as unset).
 
 Both digests are of the same text, Go's ``encoding/json`` as Helm's ``toJson`` writes it
 (``go_json``): sorted keys, ``<``, ``>`` and ``&`` escaped, every number a float64 (Helm
@@ -27,11 +28,9 @@ from typing import Any
 
 from vf.emit.helm.overrides import FIELDS
 from vf.emit.helm.rows import Member, Shape
-from vf.emit.helm.slots import INDEXED, PARENT_REPLICAS_KEY, REPLICA_ID, TOPOLOGY, ValueKey
+from vf.emit.helm.slots import TOPOLOGY, ValueKey
 from vf.emit.helm.text import (
-    CONFIG_HASH,
     GEN_NAME,
-    HASH_IN_PLACE,
     NB_TASKS_KEY,
     POD,
     POD_WHOLE,
@@ -41,6 +40,7 @@ from vf.emit.helm.text import (
 from vf.textio.objects import Obj
 
 JOB_VALUES = "jobValues"  # each environment's digest of what its Jobs read
+JOB_READS = "jobReads"  # values.yaml: what the diff path's Job templates read
 DIGEST_LEN = 16
 JOB_VALUES_SCHEMA: Obj = {
     "type": "string",
@@ -49,20 +49,30 @@ JOB_VALUES_SCHEMA: Obj = {
     "(generated): where the values rendered differ, every Job is renamed (a BATCH flow: a "
     "new generation).",
 }
-_OWN_NODE = frozenset({NB_TASKS_KEY, INDEXED, REPLICA_ID})
+# what every worker Job's pod reads besides its own entries, in vf.jobValues's order
+JOB_READS_SCHEMA: Obj = {
+    "type": "object",
+    "additionalProperties": {"type": "array", "items": {"type": "string"}},
+    "description": "The values the provision Job's template reads (generated; recompile "
+    "to change): vf.jobValues digests them with the worker Jobs' own.",
+}
+_WORKER_SECTIONS = (
+    "commonAnnotations",
+    "commonLabels",
+    "flow",
+    "generation",
+    "imagePullPolicy",
+    "priorityClassName",
+    "workerPod",
+)
 _WRAPPERS = {TEMPLATED: 1, WRAP: 2}  # where the value key inside starts
 
 
 def _nodes_read(key: ValueKey) -> list[str] | None:
     """The nodes whose replica count a derived value reads; None for another value."""
     head = key[0]
-    if head in _OWN_NODE:
+    if head == NB_TASKS_KEY:
         return [key[1]]
-    if head == PARENT_REPLICAS_KEY:
-        return [p for p in key[1].split(",") if p]
-    if head == CONFIG_HASH:
-        own = [] if key[1] == HASH_IN_PLACE else [key[2]]
-        return own + [p for p in key[3].split(",") if p]
     if head == TOPOLOGY:
         return list(key[2::2])
     return None
@@ -77,8 +87,7 @@ def _reads(key: ValueKey) -> list[ValueKey]:
         return _reads(key[_WRAPPERS[head] :])
     nodes = _nodes_read(key)
     if nodes is not None:
-        rest = _reads(key[4:]) if head == CONFIG_HASH else []
-        return [("nodes", node) for node in nodes] + rest
+        return [("nodes", node) for node in nodes]
     if head == GEN_NAME:
         return [("generation",)]
     return [] if head.startswith("$") else [key]
@@ -123,9 +132,27 @@ def picked(reads: Mapping[str, Sequence[str]], values: Mapping[str, Any]) -> lis
     return out
 
 
+def worker_jobs_read(values: Mapping[str, Any]) -> list[Any]:
+    """What the worker Job template reads, in ``vf.jobValues``'s order: each Job worker's
+    name, ``workers`` entry and ``nodes`` entry (without its pod overrides), then the
+    sections every worker's pod reads; nothing where no worker is a Job."""
+    defaults = (values.get("workerPod") or {}).get("defaults") or {}
+    workers = values.get("workers") or {}
+    nodes = values.get("nodes") or {}
+    jobs = []
+    for node in sorted(workers):
+        entry = workers[node] or {}
+        if str(entry.get("kind", defaults.get("kind"))) == "Job":
+            knobs = {k: v for k, v in (nodes.get(node) or {}).items() if k not in FIELDS}
+            jobs.append([node, entry, knobs])
+    if not jobs:
+        return []
+    return [[jobs, *(values.get(key) for key in _WORKER_SECTIONS)]]
+
+
 def job_values_digest(reads: Mapping[str, Sequence[str]], values: Mapping[str, Any]) -> str:
     """The digest ``vf.jobValues`` makes of the same values."""
-    text = go_json(picked(reads, values))
+    text = go_json(picked(reads, values) + worker_jobs_read(values))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_LEN]
 
 

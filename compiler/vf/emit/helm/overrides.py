@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from vf.emit.helm.rows import Member
-from vf.emit.helm.slots import POD_SPEC, TEMPLATE_NODE, Slot, ValueKey, blank, lookup
+from vf.emit.helm.slots import POD_SPEC, Slot, ValueKey, blank, lookup
 from vf.textio.objects import Obj
 from vf_runtime.labels import is_provision_job
 
@@ -99,17 +99,12 @@ OVERRIDE_SCHEMAS: dict[str, dict[str, Any]] = {
         "description": f"Tolerations {_WHOSE.format('tolerations')}, after vf's own.",
     },
 }
-_WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job"})
 
 
 def pod_node(obj: Obj) -> str | None:
-    """The node whose pods ``obj`` makes ("" for the provision Job); None: no overrides."""
-    if obj.get("kind") not in _WORKLOADS:
-        return None
-    if is_provision_job(obj):
-        return ""
-    node = lookup(obj, TEMPLATE_NODE)
-    return node if isinstance(node, str) else None
+    """ "" for the provision Job, the diff path's one pod the overrides reach (a worker's
+    are its role template's, ADR 241); None: no overrides."""
+    return "" if obj.get("kind") == "Job" and is_provision_job(obj) else None
 
 
 def with_overrides(member: Member) -> Member:

@@ -55,9 +55,12 @@ ROLE_FILES = {
     "PodDisruptionBudget": "poddisruptionbudget.yaml",
     "Deployment": "worker-deployment.yaml",  # a worker's (ADR 235)
     **FLOW_ROLE_FILES,  # the flow-wide roles (ADR 236)
+    "Job": "worker-job.yaml",  # a worker's (ADR 241)
+    "StatefulSet": "worker-statefulset.yaml",  # a partitioned worker's (ADR 241)
 }
 _SECTIONS = {"ScaledObject": AUTOSCALING, "PodDisruptionBudget": BUDGETS}
 _LONG_RUNNING = frozenset({"Deployment", "StatefulSet"})
+_WORKLOADS = ("Deployment", "Job", "StatefulSet")
 # a monitoring endpoint in the environment's namespace names the release's: the template
 # puts the release's namespace in place of this text (a plain replace, nothing evaluated)
 RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
@@ -73,7 +76,7 @@ def is_role_object(obj: Obj) -> bool:
     if kind == "ScaledObject" or is_flow_role_object(obj):
         return True
     worker = NODE_LABEL in (obj["metadata"].get("labels") or {})
-    return kind in ("PodDisruptionBudget", "Deployment") and worker
+    return kind in ("PodDisruptionBudget", *_WORKLOADS) and worker
 
 
 def role_values(plan: Plan) -> Obj:

@@ -16,16 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vf.emit.helm.slots import (
-    INDEXED,
-    PARENT_REPLICAS_KEY,
-    REPLICA_ID,
-    Slot,
-    ValueKey,
-    blank,
-)
+from vf.emit.helm.slots import Slot, ValueKey, blank
 from vf.emit.helm.text import (
-    CONFIG_HASH,
     GEN_NAME,
     LITERAL,
     NB_TASKS_KEY,
@@ -245,12 +237,8 @@ def _columns(member: Member, leaves: Sequence[Any]) -> list[_Column]:
 
 # what the parts of a derived value's key are, for its column's name
 _PART_NAMES: dict[str, tuple[str, ...]] = {
-    CONFIG_HASH: ("", "mode", "node", "parents"),
     NB_TASKS_KEY: ("", "node"),
-    PARENT_REPLICAS_KEY: ("", "parents"),
     POD: ("", "override", "how", "node", "own-keys"),
-    INDEXED: ("", "node"),
-    REPLICA_ID: ("", "node"),
     GEN_NAME: ("", "name"),
 }
 _SECTION_PARTS = {"nodes": "node", "generated": "object", "rows": "shape"}

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vf.emit.helm.job_values import JOB_VALUES, JOB_VALUES_SCHEMA
+from vf.emit.helm.job_values import JOB_READS, JOB_READS_SCHEMA, JOB_VALUES, JOB_VALUES_SCHEMA
 from vf.emit.helm.overrides import OVERRIDE_SCHEMAS
 from vf.emit.helm.roles import NODE_NAMES_REF, node_names
 from vf.emit.helm.workers import worker_schemas
@@ -90,7 +90,7 @@ def values_schema(values: Mapping[str, Obj], *, nodes: Sequence[str] = ()) -> Ob
             "worker (generated): the chart refuses another nodes.<node>.replicas for them; "
             "recompile to change.",
         }
-    root["properties"][JOB_VALUES] = dict(JOB_VALUES_SCHEMA)  # vf's digest (ADR 224)
+    root["properties"].update({JOB_VALUES: JOB_VALUES_SCHEMA, JOB_READS: JOB_READS_SCHEMA})
     root["properties"]["enabled"] = {
         "type": "boolean",
         "description": "Read by a parent chart's dependency condition; unused here.",
@@ -224,7 +224,6 @@ _BY_LAST: dict[str, Obj] = {
         "partitioned worker's only through vf.yaml (recompile): its count is part of other "
         "objects.",
     },
-    "runtimeClassName": {"type": "string", "minLength": 1, "description": "GPU runtime class."},
 }
 _BY_SECTION: dict[str, Obj] = {
     "secretRefs": {"type": "string", "minLength": 1, "description": "Where the variable is."},

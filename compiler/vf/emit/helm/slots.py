@@ -17,7 +17,6 @@ from typing import Any
 from vf.memo import current, kept
 from vf.textio.objects import Obj
 from vf_runtime.labels import (
-    CONFIG_HASH_KEY,
     GENERATION_KEY,
     NODE_LABEL,
     is_provision_job,
@@ -26,13 +25,8 @@ from vf_runtime.labels import (
 Path = tuple[str | int, ...]
 ValueKey = tuple[str, ...]
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
-PARENT_REPLICAS_KEY = "$parent-replicas"  # ("$parent-replicas", "a,b"): "a=<n>,b=<m>"
 POD_SPEC: Path = ("spec", "template", "spec")
-TEMPLATE_NODE: Path = ("spec", "template", "metadata", "labels", NODE_LABEL)  # pods' node
-INDEXED = "$indexed"  # ("$indexed", node): "Indexed" above one replica, else absent
-REPLICA_ID = "$replica-id"  # ("$replica-id", node): VF_REPLICA_ID above one replica
 TOPOLOGY = "$topology"  # ("$topology", text, node, text, …): a shard from the counts
-DERIVED_OPTIONAL = frozenset({INDEXED, REPLICA_ID})  # present or not by the values
 _WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "DaemonSet"})
 _CONTAINER_KNOBS = frozenset({"image", "resources", "imagePullPolicy", "env"})
 _SECRET_REF = ("valueFrom", "secretKeyRef")
@@ -49,8 +43,6 @@ class Slot:
     @property
     def optional(self) -> bool:
         """Whether the field may be missing in some environment (or with some values)."""
-        if self.key[0] in DERIVED_OPTIONAL:
-            return True
         return ABSENT in self.values.values()  # compared by identity: nothing equals it
 
 
@@ -173,18 +165,10 @@ def _knob_key(obj: Obj, *, path: Path, base: ValueKey | None) -> ValueKey | None
     if len(path) < 4 or base is None or path[:3] != POD_SPEC or kind not in _WORKLOADS:
         return None
     if len(path) == 4:
-        return _pod_knob(path[3], base=base)
+        return ("priorityClassName",) if path[3] == "priorityClassName" else None
     if len(path) < 6 or path[3] != "containers" or not isinstance(path[4], int):
         return None
     return _container_knob(obj, path=path, base=base)
-
-
-def _pod_knob(field: str | int, *, base: ValueKey) -> ValueKey | None:
-    if field == "priorityClassName":
-        return ("priorityClassName",)
-    if field == "runtimeClassName":
-        return (*base, "runtimeClassName")
-    return None
 
 
 def _container_knob(obj: Obj, *, path: Path, base: ValueKey) -> ValueKey | None:
@@ -239,7 +223,7 @@ def _under_pod_spec(path: Path) -> bool:
     if path[:depth] != POD_SPEC:
         return False
     rest = path[depth:]
-    if rest[0] in ("priorityClassName", "runtimeClassName"):
+    if rest[0] == "priorityClassName":
         return len(rest) == 1
     return rest[0] == "containers" and _in_container_knob(rest[2:])
 
@@ -268,11 +252,9 @@ def derived_key(obj: Obj, *, path: Path) -> ValueKey:
     if path in _GENERATION_PATHS.get(str(obj.get("kind")), ()):
         return ("generation",)  # one value: every Job shares it
     base = owner(obj)
-    if base is not None and obj.get("kind") in _WORKLOADS:
-        if path in (("spec", "replicas"), ("spec", "parallelism"), ("spec", "completions")):
-            return (*base, "replicas")
-        if path == ("spec", "template", "metadata", "annotations", CONFIG_HASH_KEY):
-            return (*base, "configHash")
+    replicas = path in (("spec", "replicas"), ("spec", "parallelism"), ("spec", "completions"))
+    if base is not None and obj.get("kind") in _WORKLOADS and replicas:
+        return (*base, "replicas")
     return generated_key(obj, path=path)
 
 
@@ -321,9 +303,8 @@ class _SlotFinder:
             return
         first, *others = values.values()
         if first is not ABSENT and all(v is first for v in others):
-            # One object every environment holds (a Job's made-up other mode shares all
-            # but two of its fields with the Job, ADR 177): nothing below differs, so its
-            # slots are the knobs below it, as the one-environment walk finds them.
+            # One object every environment holds: nothing below differs, so its slots
+            # are the knobs below it, as the one-environment walk finds them.
             self._walk_one(path, envs=tuple(values), value=first, scoped=scoped)
             return
         self.walk(path, values=values)

@@ -14,9 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from vf.emit.helm.indexed import REPLICA_ID_ITEM
-from vf.emit.helm.slots import INDEXED, PARENT_REPLICAS_KEY, REPLICA_ID, TOPOLOGY, Slot, ValueKey
-from vf.plan.config_hash import IN_PLACE
+from vf.emit.helm.slots import TOPOLOGY, Slot, ValueKey
 from vf.resources import templates
 from vf.textio import yamlout
 from vf.textio.objects import Obj
@@ -33,8 +31,6 @@ _JOB_KEY_LINE = "{{- " + JOB_KEY + ' := include "vf.jobKey" $.Values }}\n'
 LITERAL = "$lit"  # ("$lit", text): text as it is
 ROW = "$row"  # ("$row", RowPart): a field of the row a generic template ranges over
 NB_TASKS_KEY = "$nb-tasks"  # ("$nb-tasks", node): nodes.<node>.replicas as text
-CONFIG_HASH = "$config-hash"  # (it, mode, node, "a,b", *head): head + the replicas' digest
-HASH_IN_PLACE, HASH_RESTART = "$in-place", "$restart"  # whether own replicas count
 GEN_NAME = "$gen-name"  # ("$gen-name", prefix): the prefix and the BATCH generation
 POD = "$pod"  # ("$pod", name, mode, node, *have): a pod override (vf.emit.helm.overrides)
 POD_WHOLE = frozenset({"map", "list", "scalar"})  # modes that write the whole field
@@ -91,16 +87,6 @@ def _replicas(node: str) -> str:
     return f"(toString (index $.Values {_part('nodes')} {_part(node)} {_part('replicas')}))"
 
 
-def _indexed(key: ValueKey) -> str:
-    """A worker Job's completion mode or its VF_REPLICA_ID item: present above one replica,
-    as the plan makes them (ADR 177)."""
-    many = f"(gt (int (index $.Values {_part('nodes')} {_part(key[1])} {_part('replicas')})) 1)"
-    if key[0] == INDEXED:
-        return f'(ternary "Indexed" nil {many})'
-    item = go_string(json.dumps(REPLICA_ID_ITEM, sort_keys=True))
-    return f"(ternary (fromJson {item}) nil {many})"
-
-
 def _topology(key: ValueKey) -> str:
     """A provision topology shard: its text with each node's count from the values."""
     parts = [_part(part) if i % 2 == 0 else _replicas(part) for i, part in enumerate(key[1:])]
@@ -109,8 +95,6 @@ def _topology(key: ValueKey) -> str:
 
 _FROM_REPLICAS: dict[str, Callable[[ValueKey], str]] = {
     NB_TASKS_KEY: lambda key: _replicas(key[1]),
-    INDEXED: _indexed,
-    REPLICA_ID: _indexed,
     TOPOLOGY: _topology,
 }
 
@@ -126,14 +110,6 @@ def _derived(key: ValueKey) -> str | None:
         return simple(key)
     if key[0] == GEN_NAME:
         return f"(print {_part(key[1])} (index $.Values {_part('generation')}))"
-    if key[0] == PARENT_REPLICAS_KEY:
-        return f'(include "vf.parentReplicas" (list $.Values.nodes {_part(key[1])}))'
-    if key[0] == CONFIG_HASH:
-        mode, node, parents = key[1:4]
-        own = go_string(IN_PLACE) if mode == HASH_IN_PLACE else _replicas(node)
-        theirs = f'(include "vf.parentReplicas" (list $.Values.nodes {_part(parents)}))'
-        tail = f'(printf "%s|%s" {own} {theirs} | sha256sum | trunc 4)'
-        return f"(print {values_expr(key[4:])} {tail})"
     return None
 
 
@@ -164,8 +140,6 @@ def values_key(key: ValueKey) -> ValueKey | None:
         return values_key(key[2:])
     if key[0] == NB_TASKS_KEY:
         return ("nodes", key[1], "replicas")
-    if key[0] == CONFIG_HASH:
-        return values_key(key[4:])
     if key[0] == POD:  # vf's own value at the field, when it differs by environment
         return values_key(key[4:]) if key[2] in POD_WHOLE and len(key) > 4 else None
     return None if key[0].startswith("$") else key

@@ -17,10 +17,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from vf.emit.helm.roles import RELEASE_NAMESPACE, keyed_by_node, role_schemas, worker_entry
+from vf.emit.helm.roles import (
+    BUDGETS,
+    RELEASE_NAMESPACE,
+    keyed_by_node,
+    role_schemas,
+    worker_entry,
+)
 from vf.ir.plan import Plan, Workload
 from vf.ir.records import PodOptions
 from vf.plan.config_hash import NB_TASKS, PARENT_REPLICAS
+from vf.plan.jobs import TAG_LEN
 from vf.plan.warmup import STARTUP_FAILURES, startup_failures
 from vf.render.credentials import credential_mounts, credential_volumes
 from vf.render.gpu import decorate_pod
@@ -31,8 +38,8 @@ WORKERS = "workers"  # each worker's planned facts
 POD = "workerPod"  # what every worker's pod shares
 NODES = "nodes"  # each worker's knobs: replicas, image, resources (and the overrides)
 _KNOBS = ("replicas", "image", "resources")
-# the workload kinds the worker templates render (the others still take the diff path)
-ROLE_KINDS = frozenset({"Deployment"})
+# the workload kinds the worker templates render
+ROLE_KINDS = frozenset({"Deployment", "Job", "StatefulSet"})
 # each node's own variables under a readable key (the rest of its own: ``variables``)
 _READABLE = {"VF_NODE_CLASS": "class", "VF_NODE_PARAMS_JSON": "params"}
 _DEFAULTED = ("kind", "component", "class", "params")
@@ -57,7 +64,7 @@ def worker_values(plan: Plan, *, flow: Obj) -> Obj:
     }
     nodes = {node: {k: entry.pop(k) for k in _KNOBS} for node, entry in facts.items()}
     defaults = _defaults(facts)
-    return {
+    out: Obj = {
         # every vf pod's (the provision Job's as well): a --set reaches them all
         "imagePullPolicy": plan.image_pull_policy,
         "priorityClassName": plan.priority_class,
@@ -65,6 +72,9 @@ def worker_values(plan: Plan, *, flow: Obj) -> Obj:
         WORKERS: dict(sorted(facts.items())),
         NODES: dict(sorted(nodes.items())),
     }
+    if plan.generation is not None:  # a BATCH Job's name ends in it
+        out["generation"] = plan.generation
+    return out
 
 
 def _defaults(facts: Mapping[str, Obj]) -> Obj:
@@ -138,6 +148,10 @@ def _workers(plan: Plan, *, shared: Mapping[str, str]) -> Obj:
         "startupFailures": STARTUP_FAILURES,
         "topologySpread": pods.topology_spread,
     }
+    jobs = [w for w in plan.workloads if w.kind == "Job"]
+    if jobs:  # the environment's, alike for every Job (vf.yaml's supervision, its version)
+        out["backoffLimit"] = jobs[0].backoff_limit
+        out["ignoreDisruptions"] = jobs[0].ignore_disruptions
     configmaps = {w.replicas_configmap for w in plan.workloads} - {None}
     if configmaps:
         out["replicasConfigMap"] = min(c for c in configmaps if c is not None)
@@ -155,9 +169,15 @@ def _node(plan: Plan, workload: Workload, *, flow: Obj, shared: Mapping[str, str
     """One worker's entry: how its object's name and labels differ from what the
     templates derive, then what it runs with."""
     env = dict(workload.env)
-    entry = worker_entry(
-        workload.node, dict(workload.labels), flow=flow, name=workload.name, suffix=""
-    )
+    name, tag = workload.name, None
+    if workload.kind == "Job":  # <name>-<tag>: the generation, or the Job's own digest
+        name, tag = name[: -TAG_LEN - 1], name[-TAG_LEN:]
+    entry = worker_entry(workload.node, dict(workload.labels), flow=flow, name=name, suffix="")
+    if tag is not None and tag != plan.generation:
+        entry["tag"] = tag
+    service = workload.headless_service
+    if service is not None and service != f"{workload.name}-hl":
+        entry["serviceName"] = service
     entry.update(
         {
             "kind": workload.kind,
@@ -233,13 +253,27 @@ def worker_kinds(roles: Mapping[str, Obj]) -> dict[str, int]:
 
 def shared_workers(values: Mapping[str, Obj]) -> Obj:
     """``values.yaml``'s sections of the workers: what every environment's values hold
-    alike (the node's class, params, parents…), taken out of ``values`` (changed in place),
-    so the release, which holds every environment's values file, holds it once. Helm
-    merges it under the environment's values."""
+    alike (the node's class, params, parents, its budget's component…), taken out of
+    ``values`` (changed in place), so the release, which holds every environment's values
+    file, holds it once. Helm merges it under the environment's values."""
     envs = sorted(values)
+    out: Obj = {POD: {}, WORKERS: {}}
     if not envs:
-        return {POD: {}, WORKERS: {}}
-    sections = [values[e].get(WORKERS) or {} for e in envs]
+        return out
+    for name in (WORKERS, BUDGETS):
+        out[name] = _shared_entries([values[e].get(name) or {} for e in envs])
+    pods = [values[e].get(POD) or {} for e in envs]
+    defaults = pods[0].get("defaults")
+    if defaults is not None and all(p.get("defaults") == defaults for p in pods):
+        out[POD]["defaults"] = defaults
+        for each in pods:
+            del each["defaults"]
+    return out
+
+
+def _shared_entries(sections: Sequence[Obj]) -> Obj:
+    """The keys of each entry that every section holds alike, taken out of the sections
+    (an entry left with nothing of its own goes)."""
     shared: Obj = {}
     for node, first in list(sections[0].items()):
         entries = [s.get(node) for s in sections]
@@ -253,14 +287,7 @@ def shared_workers(values: Mapping[str, Obj]) -> Obj:
                     del entry[key]  # type: ignore[union-attr]
                 if not entry:
                     del section[node]
-    pods = [values[e].get(POD) or {} for e in envs]
-    defaults = pods[0].get("defaults")
-    pod: Obj = {}
-    if defaults is not None and all(p.get("defaults") == defaults for p in pods):
-        pod["defaults"] = defaults
-        for each in pods:
-            del each["defaults"]
-    return {POD: pod, WORKERS: shared}
+    return shared
 
 
 _STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -282,6 +309,8 @@ _ENTRY = {
         "variables": _STRINGS,
         "unset": {"type": "array", "items": {"type": "string"}},
         "configHash": {"type": "string", "pattern": "^[0-9a-f]{12}$"},
+        "tag": {"type": "string", "pattern": "^t[0-9a-f]{7}$"},
+        "serviceName": _NAME,
         "rollout": {"enum": ["drain", "no-surge", "surge"]},
         "mounts": _LIST,
         "gpu": {"type": "object"},
@@ -298,6 +327,8 @@ _POD = {
         "env": _LIST,
         "startupFailures": {"type": "integer", "minimum": 1},
         "topologySpread": {"type": "boolean"},
+        "backoffLimit": {"type": "integer", "minimum": 0},
+        "ignoreDisruptions": {"type": "boolean"},
         "defaults": {
             "type": "object",
             "additionalProperties": False,

@@ -16,7 +16,7 @@ from vf.tree.write import write_tree
 
 pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
 
-SHIPPED = ("chart/templates/worker-deployment.yaml",)
+SHIPPED = ("chart/templates/worker-deployment.yaml", "chart/templates/worker-statefulset.yaml")
 DETECTOR = ("Deployment", "vf-cameras-rce2b7c1-detector")
 
 
@@ -92,3 +92,17 @@ def test_the_schema_refuses_what_is_no_workers_value(
     )
     assert done.returncode != 0
     assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
+
+
+def test_a_partitioned_workers_statefulset_is_the_role_templates(
+    cameras: Path, helm: str, compiled_examples: dict[str, CompileResult]
+) -> None:
+    tree = compiled_examples["realtime_cameras"].tree
+    assert not [p for p in tree if p.startswith("chart/templates/statefulset-vf-cameras-r")]
+    tracker = ("StatefulSet", "vf-cameras-rce2b7c1-tracker")
+    plain = _objects(helm, cameras)[tracker]
+    assert plain["spec"]["serviceName"] == "vf-cameras-rce2b7c1-tracker-hl"
+    assert plain["spec"]["podManagementPolicy"] == "Parallel"
+    assert _env(plain)["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    tuned = _objects(helm, cameras, "--set", "workers.tracker.class=camera_nodes.Other")[tracker]
+    assert _env(tuned)["VF_NODE_CLASS"] == "camera_nodes.Other"
