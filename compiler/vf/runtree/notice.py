@@ -19,7 +19,14 @@ _KINDS = {
     "HorizontalPodAutoscaler": "autoscaling (replicas stay as rendered)",
     "ResourceClaimTemplate": "DRA resource claims (no devices are allocated)",
     "PersistentVolumeClaim": "storage classes and sizes (claims are local folders)",
+    "PrometheusRule": "alerts: the PrometheusRule is not loaded (it is for a real Prometheus; "
+    "the run writes only the scrape targets)",
 }
+_DASHBOARD = (
+    "dashboards: the Grafana dashboard ConfigMap is not loaded (it is for a real Grafana; "
+    "the run writes only the scrape targets)"
+)
+_DASHBOARD_LABEL = "grafana_dashboard"  # the label Grafana's dashboard sidecar loads by
 _POD_FIELDS = {
     "nodeSelector": "scheduling: nodeSelector, affinity and tolerations (every pod runs here)",
     "affinity": "scheduling: nodeSelector, affinity and tolerations (every pod runs here)",
@@ -67,6 +74,9 @@ def not_emulated(objects: Sequence[Obj], *, containers: bool = False) -> list[st
     for obj in objects:
         if obj.get("kind") in _KINDS:
             notes.add(_KINDS[str(obj["kind"])])
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if obj.get("kind") == "ConfigMap" and _DASHBOARD_LABEL in labels:
+            notes.add(_DASHBOARD)
         template = pod_template(obj)
         if template is not None:
             notes.update(_pod_notes(template, containers=containers))

@@ -1,11 +1,13 @@
 """What a replica checks and records around its run, apart from the work itself: a BATCH
 generation runs once (GEN-7), and a control message that is not this run's exact stop is
-kept in the dead-letter stream (STOP-5), and an abort ends a replica by name (EOS-5)."""
+kept in the dead-letter stream (STOP-5), an abort ends a replica by name (EOS-5), and what
+start-up made is kept out of the garbage collector's way once ``open()`` returned."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import logging
 import os
@@ -23,6 +25,15 @@ from vf_runtime.worker.config import WorkerConfig
 from vf_runtime.worker.eos import Abort, EndOfStream, record_abort
 from vf_runtime.worker.exits import EXIT_ABORTED, EXIT_BROKER
 from vf_runtime.worker.inputs import Inputs
+
+
+def freeze_start_up() -> None:
+    """Once ``open()`` has returned: collect what start-up left, then move every object
+    alive (the imports, the connections, the node's own state, the OpenTelemetry SDK when
+    tracing) into the collector's permanent generation, so that a full collection during
+    the run walks only the objects the run made (ADR 0242)."""
+    gc.collect()
+    gc.freeze()
 
 
 class GenerationFinished(Exception):

@@ -191,19 +191,19 @@ class OtlpTracer:
         self.parent_based = sampler.startswith("parentbased_")
 
     def emitted(self, *, item: str, seconds: float) -> OtlpSpan | Unsampled:
-        """A new trace. An item the sampler drops costs two random numbers and a header:
+        """A new trace. An item the sampler drops costs one random number and a header:
         the SDK is asked for a span only when the trace id's low bits are below the
         sampler's bound, and then for a span of that same trace id."""
-        low = random.getrandbits(64)
-        if self.bound is not None and low >= self.bound:
-            ids = random.getrandbits(128)  # the trace id's high half, then the span id
-            if ids & _LOW and ids >> 64 | low:  # never an all-zero id (W3C: invalid)
-                # bytes.hex: a third of the time of formatting the ints with a width
-                trace_id = (ids >> 64 << 64 | low).to_bytes(16, "big").hex()
-                span_id = (ids & _LOW).to_bytes(8, "big").hex()
-                parent = "00-" + trace_id + "-" + span_id + self.unsampled_flags
-                return Unsampled({TRACEPARENT: parent})
-        self.ids.preset = random.getrandbits(64) << 64 | low
+        ids = random.getrandbits(192)  # the trace id (the high 128 bits), then the span id
+        bound = self.bound
+        # never an all-zero id (W3C: invalid); the sampler decides by the trace id's low bits
+        if bound is not None and (ids >> 64 & _LOW) >= bound and ids & _LOW and ids >> 64:
+            # one draw and one bytes.hex for both ids: half the time of two draws, two
+            # conversions and the bit arithmetic between them
+            text = ids.to_bytes(24, "big").hex()
+            parent = "00-" + text[:32] + "-" + text[32:] + self.unsampled_flags
+            return Unsampled({TRACEPARENT: parent})
+        self.ids.preset = ids >> 64
         span = self.tracer.start_span(
             self.names[0],
             context=Context(),  # a new trace, whatever the thread's context holds

@@ -59,6 +59,7 @@ from vf_runtime.worker.inputs import Inputs
 from vf_runtime.worker.lifecycle import (
     check_not_finished,
     end_on_abort,
+    freeze_start_up,
     grace_of,
     record_refused_stop,
     report_breaker,
@@ -225,6 +226,7 @@ class Worker:
         try:
             await thread.call(self.node.open)
             try:
+                freeze_start_up()
                 self.metrics.mark_ready()
                 if isinstance(self.node, Producer):
                     return await self._produce(publisher, thread)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -164,3 +165,19 @@ class ReplayedCrashingNumbers(CrashingNumbers):
     """:class:`CrashingNumbers` declared replayable (MSGID-4)."""
 
     replayable = True
+
+
+class HeapNumbers(Numbers):
+    """:class:`Numbers` whose items carry the collector's frozen count as ``next()`` sees it."""
+
+    def next(self) -> dict[str, Any]:
+        item = super().next()
+        item["producer_frozen"] = gc.get_freeze_count()
+        return item
+
+
+class HeapRecord(Record):
+    """:class:`Record` that adds the collector's frozen count as ``consume()`` sees it."""
+
+    def consume(self, item: dict[str, Any]) -> None:
+        super().consume({**item, "consumer_frozen": gc.get_freeze_count()})
