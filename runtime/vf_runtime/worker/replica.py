@@ -357,6 +357,7 @@ class Worker:
         except NodeHung:
             return EXIT_HUNG  # no end-of-stream marker: the source did not end
         if publisher is not None:
+            publisher.report_withheld()
             await publisher.terminator()
         return self.stopped_code() if self.stop.is_set() and not loop.ended else EXIT_OK
 
