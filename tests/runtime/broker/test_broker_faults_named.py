@@ -7,8 +7,10 @@ worker runs as a ``vf-worker`` process, as a pod runs it:
   stopped before its work was done (STOP-1), saying which outputs were held back; the
   stream holds exactly the items it says it published;
 - a replica with siblings of a run whose streams vf-provision capped as superseded
-  (PROV-6) ends with ``error[VF_GENERATION_SUPERSEDED]`` and exit 4 when its parent stream
-  has no room for its tally (EOS-8), instead of a traceback.
+  (PROV-6) reads on, or, a restarted life, ends with ``error[VF_GENERATION_SUPERSEDED]``
+  and exit 4 when its parent stream has no room for its tally (EOS-8);
+- a stream the broker refuses to make (its subjects taken by another stream, more
+  replicas than servers) is ``error[VF_BROKER_REFUSED]`` and exit 3.
 """
 
 from __future__ import annotations
@@ -232,3 +234,68 @@ def test_replicas_with_siblings_of_a_capped_run_read_on_or_end_superseded_by_nam
     assert "error[VF_GENERATION_SUPERSEDED]" in outs[2], outs[2]
     assert f"stream {earlier.stream('numbers')} was capped" in outs[2], outs[2]
     assert "= fix:" in outs[2] and "vf-provision" in outs[2], report
+
+
+async def _foreign_stream(url: str) -> None:
+    """Another stream on the broker that takes every vf subject (an operator's audit copy)."""
+    client = await nats.connect(url)
+    try:
+        await client.jetstream().add_stream(name="audit", subjects=["vf.>"])
+    finally:
+        await client.close()
+
+
+def test_a_stream_whose_subjects_another_stream_takes_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nats-server refuses a stream whose subjects overlap another's (10065), and, on one
+    server, one of the tree's 3 replicas (10074): the worker and vf-provision name the
+    refusal and exit 3, instead of a traceback."""
+    for key, value in _env(tmp_path, "overlap", 10).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.syspath_prepend(str(FLOWS))
+    plan, broker_env, max_file_store = _compiled(tmp_path)
+    server = _start_small_nats(tmp_path / "nats", max_file_store=max_file_store)
+    names = RunNames(plan.flow_id, plan.run_id, "g1")
+    log = tmp_path / "numbers.log"
+    topology = tmp_path / "topology"
+    topology.mkdir()
+    for n, shard in enumerate(plan.provision.topology_shards):
+        (topology / f"nodes-{n:03d}.jsonl").write_text(shard)
+    try:
+        asyncio.run(_foreign_stream(server.url))
+        worker = _start(_worker_env(plan, "numbers", broker_env, VF_NATS_URL=server.url), log)
+        try:
+            code = worker.wait(timeout=90)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+        provision = subprocess.run(
+            [str(Path(sys.executable).with_name("vf-provision")), "--nats", server.url],
+            env={
+                **os.environ,
+                **broker_env,
+                "VF_FLOW_ID": plan.flow_id,
+                "VF_FLOW_TYPE": "batch",
+                "VF_RUN_ID": plan.run_id,
+                "VF_GENERATION": "g1",
+                "VF_TOPOLOGY_DIR": str(topology),
+            },
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    finally:
+        server.stop()
+    out = log.read_text(errors="replace")
+    provisioned = provision.stdout + provision.stderr
+    _report("overlap", {"worker": code, "provision": provision.returncode})
+    assert "Traceback" not in out, out
+    assert code == 3, out
+    assert "error[VF_BROKER_REFUSED]" in out and names.dlq_stream() in out, out
+    assert "10065" in out and "= fix:" in out, out
+    assert "Traceback" not in provisioned, provisioned
+    assert provision.returncode == 3, provisioned
+    assert "error[VF_BROKER_REFUSED]" in provisioned, provisioned
+    assert names.stream("numbers") in provisioned and "10074" in provisioned, provisioned
