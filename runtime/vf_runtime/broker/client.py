@@ -1,4 +1,5 @@
-"""Connecting to NATS with bounded waits, and ensuring streams and durables idempotently.
+"""Connecting to NATS with bounded waits, and ensuring durables idempotently (streams:
+:mod:`vf_runtime.broker.streams`).
 
 "Ensure" means: create what is missing; accept what exists when its settings
 match; raise the list of differences when they do not. Credit and ack wait are
@@ -23,7 +24,6 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, StreamConfig
 from nats.js.errors import (
-    APIError,
     BadRequestError,
     NotFoundError,
     ServiceUnavailableError,
@@ -32,7 +32,6 @@ from nats.js.errors import (
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.clientauth import CredentialsError, NatsAuth, nats_auth
 from vf_runtime.credentials import NATS_TLS_CA_ENV
-from vf_runtime.labels import CAPPED_KEY, ROLE_KEY
 from vf_runtime.redact import redact
 
 _STREAM_FIELDS = (
@@ -354,88 +353,6 @@ async def patiently(call: Callable[[], Awaitable[T]], *, what: str) -> T:
             log.info("JetStream not answering yet for %s (%r); asking again", what, exc)
             await asyncio.sleep(pause)
             pause = min(pause * 2, 5.0)
-
-
-async def ensure_stream(js: JetStreamContext, config: StreamConfig, *, lift: bool = False) -> None:
-    """Create the stream, or check an existing one matches; raise with the differences.
-
-    A stream vf-provision capped as superseded (PROV-6, metadata ``vf.dev/capped``) keeps its
-    lower byte limit: a replica of its generation that starts again never lifts it. Only
-    ``lift`` (vf-provision making its own run's streams) restores the share and the mark."""
-    assert config.name is not None
-    await patiently(lambda: _ensure_stream(js, config, lift), what=f"stream {config.name}")
-
-
-# nats-server's "insufficient storage resources available": a stream's max_bytes is reserved
-# against max_file_store when it is made or raised, and this one does not fit what is left
-NO_ROOM_ERR_CODE = 10047
-NO_ROOM_FIX = (
-    "give the broker a larger volume (broker.storage_size; vf sets max_file_store to 90 % of "
-    "it), reclaim the flow's superseded streams (vf teardown --superseded, or "
-    "broker.reclaim_superseded: true), or lower broker.stream_max_bytes, then provision again"
-)
-
-
-def _no_room(config: StreamConfig, exc: APIError) -> BrokerError:
-    return BrokerError(
-        "VF_BROKER_NO_ROOM",
-        f"the broker has no room for stream {config.name} of max_bytes {config.max_bytes}: "
-        f"what is left of its max_file_store is smaller ({exc.err_code} {exc.description})",
-        NO_ROOM_FIX,
-    )
-
-
-async def _ensure_stream(js: JetStreamContext, config: StreamConfig, lift: bool) -> None:
-    assert config.name is not None
-    try:
-        await _make_or_update(js, config, lift)
-    except APIError as exc:
-        if exc.err_code == NO_ROOM_ERR_CODE:
-            raise _no_room(config, exc) from exc
-        raise
-
-
-def _reconciled(config: StreamConfig) -> tuple[str, ...]:
-    """The settings an existing stream takes from this run's in place (STREAM-6)."""
-    if (config.metadata or {}).get(ROLE_KEY) == "dlq":
-        return ("max_bytes:", "discard:")
-    return ("max_bytes:",)
-
-
-def _stays_capped(want: StreamConfig, have: StreamConfig) -> bool:
-    """Whether ``have`` is a capped superseded stream (PROV-6) that ``want`` would raise."""
-    if CAPPED_KEY not in (have.metadata or {}):
-        return False
-    wanted, had = want.max_bytes or 0, have.max_bytes or 0
-    return had > 0 and (wanted <= 0 or wanted > had)
-
-
-async def _make_or_update(js: JetStreamContext, config: StreamConfig, lift: bool) -> None:
-    assert config.name is not None
-    try:
-        info = await js.stream_info(config.name)
-    except NotFoundError:
-        try:
-            await js.add_stream(config)
-            return
-        except BadRequestError:
-            info = await js.stream_info(config.name)  # created concurrently by a sibling
-    diffs = stream_differences(config, info.config)
-    if diffs and all(d.startswith(_reconciled(config)) for d in diffs):
-        if not lift and _stays_capped(config, info.config):
-            log.info(
-                "stream %s stays capped at %s bytes (PROV-6)", config.name, info.config.max_bytes
-            )
-            return
-        # a stream made before its byte limit (STREAM-6) takes it, and a dead-letter stream
-        # made before its discard policy (ADR 0239) takes that too: JetStream updates both
-        await js.update_stream(config)
-        return
-    if diffs:
-        raise BrokerError(
-            "VF_TOPOLOGY_MISMATCH",
-            f"stream {config.name} exists with other settings: " + "; ".join(diffs),
-        )
 
 
 async def delivered_before(js: JetStreamContext, stream: str, durable: str) -> bool:

@@ -40,11 +40,11 @@ from vf_runtime.broker.client import (
     connect,
     consumer_differences,
     ensure_consumer,
-    ensure_stream,
     stream_differences,
 )
 from vf_runtime.broker.inventory import all_streams, live_readers, owned_run
 from vf_runtime.broker.naming import RunNames, valid_generation
+from vf_runtime.broker.streams import ensure_stream
 from vf_runtime.broker.topology import (
     META_FLOW,
     META_GENERATION,
@@ -137,11 +137,13 @@ async def _each(calls: list[Coroutine[Any, Any, object]]) -> list[BrokerError]:
 
 def _raise_no_room(refused: list[BrokerError]) -> None:
     """PROV-7: streams the broker's store has no room for are ``VF_BROKER_NO_ROOM``, all of
-    them named, not a topology mismatch."""
-    no_room = [error for error in refused if error.code == "VF_BROKER_NO_ROOM"]
-    if no_room:
-        message = "\n".join(str(error) for error in no_room)
-        raise BrokerError("VF_BROKER_NO_ROOM", message, no_room[0].fix)
+    them named, not a topology mismatch; so are streams it refuses to make for another
+    reason, ``VF_BROKER_REFUSED`` (ADR 0244)."""
+    for code in ("VF_BROKER_NO_ROOM", "VF_BROKER_REFUSED"):
+        named = [error for error in refused if error.code == code]
+        if named:
+            message = "\n".join(str(error) for error in named)
+            raise BrokerError(code, message, named[0].fix)
 
 
 async def _read_back(

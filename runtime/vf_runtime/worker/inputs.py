@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from vf_runtime.broker.client import delivered_before, ensure_consumer, ensure_stream
+from vf_runtime.broker.client import delivered_before, ensure_consumer
 from vf_runtime.broker.protocol import publish_empty
 from vf_runtime.broker.pull import PullFeed
+from vf_runtime.broker.streams import ensure_stream
 from vf_runtime.broker.topology import (
     PREFETCH,
     ReaderSpec,

@@ -12,8 +12,9 @@ from vf_runtime.credentials import store_key_prefix
 from vf_runtime.store.blobstore import AppliedLog, BlobStore, StoreFull, StoreRefused
 from vf_runtime.worker.config import WorkerConfig
 from vf_runtime.worker.eos import EosMismatch
-from vf_runtime.worker.exits import EXIT_BROKER, EXIT_CONFIG, EXIT_FAILED
+from vf_runtime.worker.exits import EXIT_BROKER, EXIT_CONFIG, EXIT_FAILED, EXIT_STOPPED
 from vf_runtime.worker.lifecycle import GenerationFinished, report_full
+from vf_runtime.worker.tally import GenerationSuperseded
 
 log = logging.getLogger("vf.worker")
 
@@ -48,6 +49,9 @@ def ended_by(exc: Exception, config: WorkerConfig) -> int:
         print(exc.render(), file=sys.stderr)
         refused = isinstance(exc, StoreRefused) or exc.code in AUTH_CODES
         return EXIT_CONFIG if refused else EXIT_BROKER
+    if isinstance(exc, GenerationSuperseded):  # stopped: its run is not the current one
+        print(exc.render(), file=sys.stderr)
+        return EXIT_STOPPED
     if isinstance(exc, StoreFull):  # a producer's offload: it holds no inputs to hand back
         report_full(config, exc)
     elif isinstance(exc, EosMismatch):

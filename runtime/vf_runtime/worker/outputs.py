@@ -12,6 +12,7 @@ import collections
 import dataclasses
 import logging
 import secrets
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -31,7 +32,7 @@ from nats.js.errors import APIError, NoStreamResponseError
 
 from vf_runtime.broker.jsacks import AckInbox
 from vf_runtime.constants import BATCH
-from vf_runtime.store.blobstore import BlobStore, patiently
+from vf_runtime.store.blobstore import BlobStore, Stopped, patiently
 from vf_runtime.wire import (
     ABORT,
     EOS,
@@ -123,6 +124,10 @@ class Publisher:
         self.exact = True  # no publish was ambiguous, so ``distinct`` is what the stream took
         self.held_back = False  # a publish is being retried (full stream, broker away)
         self.broker_full = False  # the publish being retried was refused for want of storage
+        # outputs given up on when the replica stopped while they were held back (ADR 0244),
+        # and the broker's last word on them
+        self.withheld = 0
+        self.withheld_by: BaseException | None = None
         self.waiting: collections.deque[tuple[float, str]] = collections.deque()
         self.sweeper: asyncio.Task[None] | None = None
         # who published: this process's life and the generation, for the readers' EOS check
@@ -183,7 +188,9 @@ class Publisher:
     async def confirm(self, prepared: Prepared, future: asyncio.Future[bool]) -> bool:
         """Wait for a submitted output; a failed one is republished with DELIV-2's patience.
 
-        False: a REALTIME output the broker did not take, dropped.
+        False: a REALTIME output the broker did not take, dropped. :class:`Stopped`: a BATCH
+        output still held back when the replica stopped, not published (counted in
+        ``withheld``); whatever consumed its inputs leaves them un-acked.
         """
         try:
             fresh = not await future
@@ -196,9 +203,13 @@ class Publisher:
             self._held_back(exc)
             await asyncio.sleep(BACKOFF[0])
             raw, msg_id = prepared.raw, prepared.message_id
-            stored = await self._send(
-                raw, subject=self.subject, msg_id=msg_id, extra=prepared.context
-            )
+            try:
+                stored = await self._send(
+                    raw, subject=self.subject, msg_id=msg_id, extra=prepared.context
+                )
+            except Stopped:
+                self.withheld += 1
+                raise
             # After an unanswered attempt a "duplicate" is most likely that attempt itself,
             # but it may be a sibling's copy: the count is no longer exact (EOS-6).
             fresh = stored or not isinstance(exc, APIError)
@@ -248,6 +259,24 @@ class Publisher:
         if not self.held_back:
             log.warning("publishing to %s held back, retrying: %s", self.subject, exc)
             self.held_back = True
+
+    def report_withheld(self) -> None:
+        """Say which outputs a stop left unpublished, and why they were held back."""
+        if not self.withheld:
+            return
+        cause = self.withheld_by
+        full = cause is not None and broker_full(cause)
+        code = "VF_BROKER_FULL" if full else "VF_BROKER_UNAVAILABLE"
+        config = self.config
+        print(
+            f"warning[{code}] '{config.node_name}' replica {config.replica_id} stopped with "
+            f"{self.distinct} output(s) published and {self.withheld} held back: {self.subject} "
+            f"did not take them ({cause}); they were not published\n"
+            "  = fix: let the stream's readers catch up, or give the broker a larger volume "
+            "(broker.storage_size), before the next run",
+            file=sys.stderr,
+            flush=True,
+        )
 
     async def _offload(self, envelope: Envelope) -> Envelope:
         if self.blobs is None:
@@ -346,7 +375,11 @@ class Publisher:
                 if isinstance(exc, APIError) and not _retryable(exc):
                     raise
                 if self.stopping() and not always:
-                    raise
+                    # held back when the stop came: given up, not published (ADR 0244); an
+                    # unanswered last attempt may have been stored after all
+                    self.exact = self.exact and isinstance(exc, APIError)
+                    self.withheld_by = exc
+                    raise Stopped(f"stopped while publishing to {subject} was held back") from exc
                 pause = BACKOFF[min(attempt, len(BACKOFF) - 1)]
                 if deadline is not None and time.monotonic() + pause >= deadline:
                     raise

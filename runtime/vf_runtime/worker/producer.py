@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import secrets
 import time
@@ -25,6 +26,7 @@ from typing import Any
 
 from vf_runtime.broker.topology import PUBLISH_WINDOW
 from vf_runtime.nodes import Producer
+from vf_runtime.store.blobstore import Stopped
 from vf_runtime.worker.health import Metrics
 from vf_runtime.worker.nodethread import NodeThread
 from vf_runtime.worker.outputs import Prepared, Publisher, Stamp
@@ -88,9 +90,13 @@ class ProducerLoop:
         sent: collections.deque[Sent] = collections.deque()
         try:
             await self._loop(stop, beat=beat, sent=sent, ahead=max(ahead, 1))
+        except Stopped:  # an output held back (or its payload's offload) when the stop came
+            pass
         finally:
+            # every output in flight is settled: its ack counted, or given up when stopped
             while sent and self.publisher is not None:
-                await self._confirm(self.publisher, *sent.popleft())
+                with contextlib.suppress(Stopped):
+                    await self._confirm(self.publisher, *sent.popleft())
         if stop.is_set():
             log.info("stopped after %d items, before the source ended", self.count)
         else:

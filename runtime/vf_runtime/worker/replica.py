@@ -5,7 +5,8 @@ streams and durables, wait for readers (BATCH), ``open()``, loop, ``close()`` al
 Exit codes (LIFE-5): 0 done (or a REALTIME replica stopped), 1 the node failed, 2 a wrong
 environment or node class (credentials the broker or the store refuses included:
 ``VF_BROKER_AUTH``, ``VF_STORE_AUTH``), 3 the broker unreachable or its topology contradicting, 4 a
-BATCH replica stopped before its work was done, 5 ended on a parent's abort, 6 hung (DELIV-12).
+BATCH replica stopped before its work was done (or its run superseded, VF_GENERATION_SUPERSEDED),
+5 ended on a parent's abort, 6 hung (DELIV-12).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from nats.js import JetStreamContext
 from vf_runtime.broker.client import (
     connect,
     ensure_consumer,
-    ensure_stream,
 )
 from vf_runtime.broker.naming import token
+from vf_runtime.broker.streams import ensure_stream
 from vf_runtime.broker.topology import dlq_config, eos_anchor_config, stream_config
 from vf_runtime.clientauth import CredentialsError, NatsAuth, StoreAuth, nats_auth, store_auth
 from vf_runtime.constants import BATCH
@@ -359,6 +360,7 @@ class Worker:
         except NodeHung:
             return EXIT_HUNG  # no end-of-stream marker: the source did not end
         if publisher is not None:
+            publisher.report_withheld()
             await publisher.terminator()
         return self.stopped_code() if self.stop.is_set() and not loop.ended else EXIT_OK
 

@@ -10,6 +10,12 @@ A replica that finds a tally of its own when it starts is a restarted life: what
 earlier life received is unknown, so it publishes that its tally is not exact, and no
 sibling checks counts against that parent any more (EOS-3 alone decides, as for every
 other restarted reader).
+
+The tallies live in the parent's stream, so a stream without room refuses them (EOS-8,
+ADR 0244). A first life's opening tally says what no tally says (nothing received, exact):
+it is left to the first check, and the replica reads on. A restarted life must say that
+its counts are not exact: on a stream vf-provision capped as superseded (PROV-6) it ends
+as superseded; on a stream at its share it ends by the name of a full broker.
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
-from vf_runtime.broker.client import patiently
+from vf_runtime.broker.client import BrokerError, patiently
 from vf_runtime.broker.naming import RunNames, token
+from vf_runtime.labels import CAPPED_KEY
+from vf_runtime.worker.outputs import broker_full
 
 log = logging.getLogger("vf.worker")
 LOOKUP_TIMEOUT = 2.0
@@ -111,6 +119,21 @@ class Pooled:
     unreadable: bool = False  # a sibling's tally could not be read just now
 
 
+class GenerationSuperseded(Exception):
+    """This replica's run was superseded: vf-provision capped its parent stream (PROV-6),
+    which has no room for what the replica must write there (ADR 0244)."""
+
+    code = "VF_GENERATION_SUPERSEDED"
+
+    def render(self) -> str:
+        return (
+            f"error[{self.code}] {self}\n  = fix: nothing, if the newer run is the one to keep: "
+            "remove this run's workloads (vf teardown --superseded reclaims its streams); to "
+            "run this one instead, provision it again (its provision Job, or vf-provision), "
+            "which gives its streams their share back"
+        )
+
+
 class SharedTally:
     """This replica's tallies for each parent, published for its siblings, and theirs."""
 
@@ -150,8 +173,38 @@ class SharedTally:
         )
         exact = earlier is None
         self.exact[parent] = exact
-        await self.publish(parent, {})
+        try:
+            await self.publish(parent, {})
+        except APIError as exc:
+            if not broker_full(exc):
+                raise
+            await self._no_room(parent, exc, exact=exact)
         return exact
+
+    async def _no_room(self, parent: str, exc: APIError, *, exact: bool) -> None:
+        """The parent's stream refused the opening tally for want of room (ADR 0244)."""
+        stream = self.names.stream(parent)
+        if exact:  # no tally says the same: nothing received, exact
+            log.info("no room in %s for the opening tally; the first check publishes it", stream)
+            return
+        info = await patiently(lambda: self.js.stream_info(stream), what=f"stream {stream}")
+        who = f"'{self.child}' replica {self.replica}"
+        if CAPPED_KEY in (info.config.metadata or {}):
+            raise GenerationSuperseded(
+                f"{who}: stream {stream} was capped at {info.config.max_bytes} bytes by "
+                "vf-provision as superseded (PROV-6), a newer run or generation of the flow "
+                "was provisioned, and it has no room for this restarted replica's tally "
+                f"(EOS-8: {exc.err_code} {exc.description}); this replica stops, its inputs "
+                "left in the stream"
+            ) from exc
+        raise BrokerError(
+            "VF_BROKER_FULL",
+            f"{who}: stream {stream} is full and refused this restarted replica's tally, "
+            f"which its siblings need to check end-of-stream counts (EOS-8: {exc.err_code} "
+            f"{exc.description}); nothing was taken from it",
+            "let the stream's readers catch up (its supervisor starts this replica again), "
+            "or give the broker a larger volume (broker.storage_size)",
+        ) from exc
 
     async def publish(self, parent: str, received: Received) -> None:
         """Publish this replica's tally for ``parent`` when it changed since the last one;

@@ -22,9 +22,9 @@ from tests.runtime.store.test_store_full import _start_small_nats
 from tests.runtime.support import FLOWS
 from tests.runtime.worker.test_faults import _env, _report
 from vf.commands.run_local.command import provision_topology
-from vf_runtime.broker.client import ensure_stream
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import provision_and_reclaim
+from vf_runtime.broker.streams import ensure_stream
 from vf_runtime.broker.topology import stream_config
 from vf_runtime.constants import BATCH
 from vf_runtime.labels import CAPPED_KEY

@@ -24,9 +24,9 @@ from tests.runtime.support import FLOWS
 from tests.runtime.worker.test_faults import _env, _report
 from vf.commands.run_local.command import provision_topology
 from vf.pipeline import CompileRequest, compile_project
-from vf_runtime.broker.client import ensure_stream
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import provision_and_reclaim
+from vf_runtime.broker.streams import ensure_stream
 from vf_runtime.broker.topology import dlq_config
 from vf_runtime.worker.replica import run_worker
 

@@ -23,8 +23,9 @@ from tests.runtime.store.test_store_full import _start_small_nats
 from tests.runtime.support import FLOWS
 from tests.runtime.worker.test_faults import _env
 from vf.pipeline import CompileRequest, compile_project
-from vf_runtime.broker.client import BrokerError, ensure_stream
+from vf_runtime.broker.client import BrokerError
 from vf_runtime.broker.naming import RunNames
+from vf_runtime.broker.streams import ensure_stream
 from vf_runtime.broker.topology import stream_config
 from vf_runtime.constants import BATCH
 
