@@ -4,7 +4,8 @@ the topology ConfigMaps it mounts.
 
 ``provision`` holds the Job's name as vf planned it (the BATCH generation's, or a REALTIME
 Job's digest of its own record, ``vf.plan.jobs``), its image, resources, retry settings
-and variables. ``topology`` holds each shard's ConfigMap name and its nodes' records, one
+and variables. ``topology`` holds each shard's ConfigMap name (``configMaps``) and its
+nodes' records (``shards``, in ``values.yaml`` where every environment's are alike), one
 JSON line each, without the replica count wherever ``nodes.<node>.replicas`` holds it: the
 template writes the count back in from there, so a ``--set`` of a count reaches the
 topology as it reaches the worker. The replica-count ConfigMap and a partitioned worker's
@@ -44,10 +45,8 @@ def provision_values(plan: Plan) -> Obj:
     """``provision`` and ``topology`` of one environment."""
     prov = plan.provision
     counts = {w.node: w.replicas for w in plan.workloads}
-    shards = [
-        {"name": name, "nodes": [_record(line, counts) for line in shard.splitlines()]}
-        for name, shard in zip(prov.topology_configmaps, prov.topology_shards, strict=True)
-    ]
+    shards = [[_record(line, counts) for line in t.splitlines()] for t in prov.topology_shards]
+    topology = {"configMaps": list(prov.topology_configmaps), "shards": shards}
     job: Obj = {
         "job": prov.job,
         "image": prov.image,
@@ -56,7 +55,7 @@ def provision_values(plan: Plan) -> Obj:
         "ignoreDisruptions": prov.ignore_disruptions,
         "env": provision_env(plan),
     }
-    return {PROVISION_SECTION: job, TOPOLOGY: shards}
+    return {PROVISION_SECTION: job, TOPOLOGY: topology}
 
 
 def _record(line: str, counts: Mapping[str, int]) -> str:
@@ -67,10 +66,25 @@ def _record(line: str, counts: Mapping[str, int]) -> str:
     return compact_json(record)
 
 
+def shared_topology(values: Mapping[str, Obj]) -> Obj:
+    """``values.yaml``'s ``topology.shards`` where every environment's are alike, taken out
+    of ``values`` (changed in place): the release holds every values file, and the records
+    are the largest part of them. Helm merges it under the environment's values."""
+    seen = [(values[env].get(TOPOLOGY) or {}).get("shards") for env in sorted(values)]
+    if not seen or seen[0] is None or any(other != seen[0] for other in seen[1:]):
+        return {}
+    for env in values:
+        del values[env][TOPOLOGY]["shards"]
+    return {TOPOLOGY: {"shards": seen[0]}}
+
+
 def provision_kinds(roles: Mapping[str, Obj]) -> Counter[str]:
     """How many objects of each kind these templates render (in any environment)."""
     found: Counter[str] = Counter()
-    shards = max((len(values.get(TOPOLOGY) or ()) for values in roles.values()), default=0)
+    shards = max(
+        (len((values.get(TOPOLOGY) or {}).get("configMaps") or ()) for values in roles.values()),
+        default=0,
+    )
     found["ConfigMap"] = shards + any(
         (values.get("workerPod") or {}).get("replicasConfigMap") for values in roles.values()
     )
@@ -80,7 +94,7 @@ def provision_kinds(roles: Mapping[str, Obj]) -> Counter[str]:
 
 def neutral_provision() -> Obj:
     """The sections in ``values.yaml``, which holds no environment's values."""
-    return {PROVISION_SECTION: {}, TOPOLOGY: []}
+    return {PROVISION_SECTION: {}, TOPOLOGY: {}}
 
 
 _NAME = {"type": "string", "minLength": 1}
@@ -110,14 +124,13 @@ def provision_schemas() -> Obj:
             "all but image and resources).",
         },
         TOPOLOGY: {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["name", "nodes"],
-                "properties": {
-                    "name": _NAME,
-                    "nodes": {"type": "array", "items": {"type": "string", "pattern": "^{"}},
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "configMaps": {"type": "array", "items": _NAME},
+                "shards": {
+                    "type": "array",
+                    "items": {"type": "array", "items": {"type": "string", "pattern": "^{"}},
                 },
             },
             "description": "The topology the provision Job reads, a ConfigMap a shard: "
