@@ -239,14 +239,7 @@ def _provision_job(plan: Plan) -> Obj:
         "imagePullPolicy": plan.image_pull_policy,
         "command": ["vf-provision"],
         "envFrom": [{"configMapRef": {"name": plan.broker_configmap}}],
-        "env": [
-            *secret_env(plan),
-            {"name": "VF_FLOW_ID", "value": plan.flow_id},
-            {"name": "VF_FLOW_TYPE", "value": plan.flow_type},
-            {"name": "VF_RUN_ID", "value": plan.run_id},
-            {"name": "VF_TOPOLOGY_DIR", "value": TOPOLOGY_DIR},
-            *([{"name": "VF_PRUNE_SUPERSEDED", "value": "1"}] if prov.reclaim_superseded else []),
-        ],
+        "env": provision_env(plan),
         "resources": container_resources(prov.resources),
         "securityContext": _container_security(),
         "volumeMounts": mounts,
@@ -267,6 +260,14 @@ def _provision_job(plan: Plan) -> Obj:
         "metadata": _meta(plan, prov.job, prov.labels),
         "spec": spec,
     }
+
+
+def provision_env(plan: Plan) -> list[Obj]:
+    """The provision Job's variables: the credentials, then what names the run."""
+    own = [("VF_FLOW_ID", plan.flow_id), ("VF_FLOW_TYPE", plan.flow_type)]
+    own += [("VF_RUN_ID", plan.run_id), ("VF_TOPOLOGY_DIR", TOPOLOGY_DIR)]
+    own += [("VF_PRUNE_SUPERSEDED", "1")] if plan.provision.reclaim_superseded else []
+    return [*secret_env(plan), *({"name": k, "value": v} for k, v in own)]
 
 
 def _ignore_disruptions() -> Obj:

@@ -39,6 +39,7 @@ from vf.emit.helm.planned import (
     neutral_values,
     planned_replicas,
 )
+from vf.emit.helm.provision_roles import shared_topology
 from vf.emit.helm.readable import readable_keys
 from vf.emit.helm.replicas import with_replica_slots, worker_envs
 from vf.emit.helm.roles import is_role_object, neutral_roles, role_kinds, role_templates
@@ -160,6 +161,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     # counted before values.yaml takes what the environments share (a worker's kind, say)
     kinds = Counter(role_kinds(info.roles)) + Counter(worker_kinds(info.roles))
     neutral = {**neutral_values(rows), **neutral_roles(), **shared_workers(values)}
+    neutral.update(shared_topology(values))
     neutral[JOB_READS] = reads  # the diff path's Jobs' (ADR 241: not _helpers.tpl)
     makers["values.yaml"] = partial(yamlout.dump, neutral)
     del shapes, singles, rows

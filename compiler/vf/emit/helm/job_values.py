@@ -4,14 +4,14 @@ A Job's pod template is immutable, so a ``helm upgrade`` whose values change it 
 new Jobs. ``vf.jobKey`` covered ``image.tag`` and the pod overrides (ADR 219); the other
 values a Job reads are here. A worker Job (``templates/helm/roles/worker-job.yaml``, ADR
 241) reads its ``workers`` and ``nodes`` entries and the sections every worker's pod
-reads: ``vf.jobValues`` picks them by a rule written once (``worker_jobs_read``). The
-diff path's Jobs (the provision Job) read what vf lists at compile time (``job_reads``: a
-top-level key and, below it, the entries read; no entry means the whole value), which
-``values.yaml`` holds as ``jobReads``. Each environment's values hold the digest of all
-of it as vf compiled it (``jobValues``); ``vf.jobValues`` makes the same digest of the
-values Helm renders, and ``vf.jobKey`` takes it when the two differ: a value set to what
-vf compiled changes no name. A node's pod overrides stay the override rule's (an empty
-one counts as unset).
+reads, and the provision Job (``templates/helm/roles/provision.yaml``, ADR 243) its
+``provision`` and ``topology``: ``vf.jobValues`` picks them by a rule written once
+(``worker_jobs_read``). A diff-path Job would read what vf lists at compile time
+(``job_reads``), which ``values.yaml`` holds as ``jobReads``; none is left. Each
+environment's values hold the digest of all of it as vf compiled it (``jobValues``);
+``vf.jobValues`` makes the same digest of the values Helm renders, and ``vf.jobKey``
+takes it when the two differ: a value set to what vf compiled changes no name. A node's
+pod overrides stay the override rule's (an empty one counts as unset).
 
 Both digests are of the same text, Go's ``encoding/json`` as Helm's ``toJson`` writes it
 (``go_json``): sorted keys, ``<``, ``>`` and ``&`` escaped, every number a float64 (Helm
@@ -133,9 +133,9 @@ def picked(reads: Mapping[str, Sequence[str]], values: Mapping[str, Any]) -> lis
 
 
 def worker_jobs_read(values: Mapping[str, Any]) -> list[Any]:
-    """What the worker Job template reads, in ``vf.jobValues``'s order: each Job worker's
-    name, ``workers`` entry and ``nodes`` entry (without its pod overrides), then the
-    sections every worker's pod reads; nothing where no worker is a Job."""
+    """What the Job templates read, in ``vf.jobValues``'s order: each Job worker's name,
+    ``workers`` entry and ``nodes`` entry (without its pod overrides), the sections every
+    worker's pod reads, then the provision Job's ``provision`` and ``topology``."""
     defaults = (values.get("workerPod") or {}).get("defaults") or {}
     workers = values.get("workers") or {}
     nodes = values.get("nodes") or {}
@@ -145,9 +145,8 @@ def worker_jobs_read(values: Mapping[str, Any]) -> list[Any]:
         if str(entry.get("kind", defaults.get("kind"))) == "Job":
             knobs = {k: v for k, v in (nodes.get(node) or {}).items() if k not in FIELDS}
             jobs.append([node, entry, knobs])
-    if not jobs:
-        return []
-    return [[jobs, *(values.get(key) for key in _WORKER_SECTIONS)]]
+    shared = [values.get(key) for key in _WORKER_SECTIONS]
+    return [[jobs, *shared, values.get("provision"), values.get("topology")]]
 
 
 def job_values_digest(reads: Mapping[str, Sequence[str]], values: Mapping[str, Any]) -> str:

@@ -39,6 +39,14 @@ from vf.emit.helm.monitor_roles import (
     monitor_values,
     neutral_monitor,
 )
+from vf.emit.helm.provision_roles import (
+    PROVISION_FILE,
+    is_provision_object,
+    neutral_provision,
+    provision_kinds,
+    provision_schemas,
+    provision_values,
+)
 from vf.ir.plan import Plan, Scaler, Workload
 from vf.ir.records import PodOptions
 from vf.plan.planner import budget_name
@@ -70,7 +78,7 @@ def is_role_object(obj: Obj) -> bool:
     """An object a role template renders, which the diff path leaves out: every
     ScaledObject, a worker's budget, the flow-wide roles' objects (``vf.emit.helm.flow_roles``)
     and the broker's and the store's objects (ADR 237)."""
-    if is_infra_object(obj) or is_monitor_object(obj):
+    if is_infra_object(obj) or is_monitor_object(obj) or is_provision_object(obj):
         return True
     kind = obj.get("kind")
     if kind == "ScaledObject" or is_flow_role_object(obj):
@@ -104,6 +112,7 @@ def role_values(plan: Plan) -> Obj:
         **flow_role_values(plan),
         **infra_values(plan),
         **monitor_values(plan),
+        **provision_values(plan),
     }
 
 
@@ -168,7 +177,7 @@ def role_templates() -> dict[str, str]:
     folder = resource_dir("templates") / "helm" / "roles"
     return {
         f"templates/{name}": (folder / name).read_text(encoding="utf-8").replace("\r\n", "\n")
-        for name in sorted({*ROLE_FILES.values(), *INFRA_FILES, *MONITOR_FILES})
+        for name in sorted({*ROLE_FILES.values(), *INFRA_FILES, *MONITOR_FILES, PROVISION_FILE})
     }
 
 
@@ -179,7 +188,8 @@ def role_kinds(roles: Mapping[str, Obj]) -> dict[str, int]:
         for kind, section in _SECTIONS.items()
     }
     found = {**counts, **{kind: len(n) for kind, n in flow_role_names(roles).items()}}
-    for kind, count in (infra_kinds(roles) + monitor_kinds(roles)).items():
+    extra = infra_kinds(roles) + monitor_kinds(roles) + provision_kinds(roles)
+    for kind, count in extra.items():
         found[kind] = found.get(kind, 0) + count
     return found
 
@@ -194,6 +204,7 @@ def neutral_roles() -> Obj:
         **neutral_flow_roles(),
         **neutral_infra(),
         **neutral_monitor(),
+        **neutral_provision(),
     }
 
 
@@ -298,4 +309,5 @@ def role_schemas(nodes: Sequence[str]) -> dict[str, Any]:
         **flow_role_schemas(names),
         **infra_schemas(),
         **monitor_schemas(),
+        **provision_schemas(),
     }

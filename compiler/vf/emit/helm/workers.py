@@ -248,6 +248,8 @@ def worker_kinds(roles: Mapping[str, Obj]) -> dict[str, int]:
         default = ((values.get(POD) or {}).get("defaults") or {}).get("kind")
         for node, entry in (values.get(WORKERS) or {}).items():
             seen.setdefault(str(entry.get("kind", default)), set()).add(node)
+    if "StatefulSet" in seen:  # each with its headless Service
+        seen["Service"] = seen["StatefulSet"]
     return {kind: len(nodes) for kind, nodes in sorted(seen.items())}
 
 

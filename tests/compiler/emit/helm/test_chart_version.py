@@ -27,12 +27,16 @@ CONFIG = """environments:
   dev:
     namespace: versions-dev
     images: {{default: r.io/v:1}}
-    replicas: {{work: {replicas}}}
+    replicas: {{{node}: {replicas}}}
 """
 
 
-def _compile(project: Path, *, replicas: int) -> None:
-    (project / "vf.yaml").write_text(CONFIG.format(replicas=replicas), encoding="utf-8")
+def _compile(project: Path, *, replicas: int, node: str = "work") -> None:
+    """Compile the flow, its middle node named ``node`` with ``replicas``."""
+    graph = GRAPH.replace('name="work"', f'name="{node}"')
+    (project / "graph.py").write_text(graph, encoding="utf-8")
+    config = CONFIG.format(replicas=replicas, node=node)
+    (project / "vf.yaml").write_text(config, encoding="utf-8")
     done = CliRunner().invoke(
         cli, ["compile", str(project / "graph.py"), "--out", str(project / "deploy")]
     )
@@ -69,11 +73,15 @@ def test_the_version_increases_with_the_chart_and_only_then(project: Path, helm:
     before = _tree_digest(project / "deploy")
     _compile(project, replicas=1)
     assert _tree_digest(project / "deploy") == before  # same input, same tree
+    # a count is the environment's values alone (values-dev.yaml), every object that
+    # follows it a role template's (ADR 188, 243): the chart is the same
     _compile(project, replicas=2)
+    assert _chart(project)["version"] == "0.1.0"
+    _compile(project, replicas=2, node="stage")  # a node of another name: another chart
     second = _chart(project)
     assert _semver(second["version"]) > _semver(first["version"])
     assert second["version"] == "0.1.1"
-    _compile(project, replicas=2)
+    _compile(project, replicas=2, node="stage")
     assert _chart(project)["version"] == "0.1.1"
     diff = CliRunner().invoke(
         cli, ["diff", str(project / "graph.py"), "--out", str(project / "deploy")]
@@ -108,7 +116,7 @@ def test_an_unreadable_version_is_a_named_error_and_nothing_is_written(project: 
     path = project / "deploy" / "chart" / "Chart.yaml"
     path.write_text(path.read_text().replace('version: "0.1.0"', "version: latest"))
     before = _tree_digest(project / "deploy")
-    (project / "vf.yaml").write_text(CONFIG.format(replicas=2), encoding="utf-8")
+    (project / "vf.yaml").write_text(CONFIG.format(replicas=2, node="work"), encoding="utf-8")
     done = CliRunner().invoke(
         cli, ["compile", str(project / "graph.py"), "--out", str(project / "deploy")]
     )

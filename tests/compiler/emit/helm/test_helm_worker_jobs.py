@@ -54,8 +54,8 @@ def test_every_flows_chart_ships_the_same_job_template_and_helpers(
     assert all(len(seen) == 1 for seen in texts.values()), {p: len(t) for p, t in texts.items()}
     tree = compiled_examples["batch_pipeline"].tree
     made = [p for p in tree if p.startswith("chart/templates/") and "job-" in p]
-    # the diff path keeps the provision Job only: no worker Job has a template of its own
-    assert made == ["chart/templates/job-vf-batch-demo-re49dac6-provision-generation.yaml"], made
+    # no Job has a template of its own, the provision Job neither (ADR 243)
+    assert made == [], made
 
 
 def test_a_jobs_pod_comes_from_its_readable_values_and_renames_every_job(

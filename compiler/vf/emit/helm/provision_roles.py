@@ -1,0 +1,140 @@
+"""The values of the provision role template (``templates/helm/roles/provision.yaml``) from
+one environment's plan (ADR 243): the provision Job, a Helm hook in the chart only, and
+the topology ConfigMaps it mounts.
+
+``provision`` holds the Job's name as vf planned it (the BATCH generation's, or a REALTIME
+Job's digest of its own record, ``vf.plan.jobs``), its image, resources, retry settings
+and variables. ``topology`` holds each shard's ConfigMap name (``configMaps``) and its
+nodes' records (``shards``, in ``values.yaml`` where every environment's are alike), one
+JSON line each, without the replica count wherever ``nodes.<node>.replicas`` holds it: the
+template writes the count back in from there, so a ``--set`` of a count reaches the
+topology as it reaches the worker. The replica-count ConfigMap and a partitioned worker's
+headless Service follow from the workers' values (``configmap.yaml``,
+``worker-statefulset.yaml``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+
+from vf.ir.plan import Plan
+from vf.render.objects import container_resources, provision_env
+from vf.textio.jsontext import compact_json
+from vf.textio.objects import Obj
+from vf_runtime.labels import COMPONENT, NODE_LABEL, PROVISION, REPLICA_COUNTS, labels_of
+
+PROVISION_SECTION = "provision"
+TOPOLOGY = "topology"
+PROVISION_FILE = "provision.yaml"
+
+
+def is_provision_object(obj: Obj) -> bool:
+    """The provision Job, its topology ConfigMaps, the replica-count ConfigMap and a
+    partitioned worker's headless Service: what the diff path rendered last."""
+    kind, labels = obj.get("kind"), labels_of(obj)
+    if kind in ("Job", "ConfigMap") and labels.get(COMPONENT) == PROVISION:
+        return True
+    if kind == "ConfigMap":
+        return labels.get(COMPONENT) == REPLICA_COUNTS
+    return kind == "Service" and NODE_LABEL in labels and "clusterIP" in (obj.get("spec") or {})
+
+
+def provision_values(plan: Plan) -> Obj:
+    """``provision`` and ``topology`` of one environment."""
+    prov = plan.provision
+    counts = {w.node: w.replicas for w in plan.workloads}
+    shards = [[_record(line, counts) for line in t.splitlines()] for t in prov.topology_shards]
+    topology = {"configMaps": list(prov.topology_configmaps), "shards": shards}
+    job: Obj = {
+        "job": prov.job,
+        "image": prov.image,
+        "resources": container_resources(prov.resources),
+        "backoffLimit": prov.backoff_limit,
+        "ignoreDisruptions": prov.ignore_disruptions,
+        "env": provision_env(plan),
+    }
+    return {PROVISION_SECTION: job, TOPOLOGY: topology}
+
+
+def _record(line: str, counts: Mapping[str, int]) -> str:
+    """A node's topology line without its count where the node's values hold the same."""
+    record = json.loads(line)
+    if counts.get(record.get("name")) == record.get("replicas"):
+        del record["replicas"]
+    return compact_json(record)
+
+
+def shared_topology(values: Mapping[str, Obj]) -> Obj:
+    """``values.yaml``'s ``topology.shards`` where every environment's are alike, taken out
+    of ``values`` (changed in place): the release holds every values file, and the records
+    are the largest part of them. Helm merges it under the environment's values."""
+    seen = [(values[env].get(TOPOLOGY) or {}).get("shards") for env in sorted(values)]
+    if not seen or seen[0] is None or any(other != seen[0] for other in seen[1:]):
+        return {}
+    for env in values:
+        del values[env][TOPOLOGY]["shards"]
+    return {TOPOLOGY: {"shards": seen[0]}}
+
+
+def provision_kinds(roles: Mapping[str, Obj]) -> Counter[str]:
+    """How many objects of each kind these templates render (in any environment)."""
+    found: Counter[str] = Counter()
+    shards = max(
+        (len((values.get(TOPOLOGY) or {}).get("configMaps") or ()) for values in roles.values()),
+        default=0,
+    )
+    found["ConfigMap"] = shards + any(
+        (values.get("workerPod") or {}).get("replicasConfigMap") for values in roles.values()
+    )
+    found["Job"] = int(any(values.get(PROVISION_SECTION) for values in roles.values()))
+    return found
+
+
+def neutral_provision() -> Obj:
+    """The sections in ``values.yaml``, which holds no environment's values."""
+    return {PROVISION_SECTION: {}, TOPOLOGY: {}}
+
+
+_NAME = {"type": "string", "minLength": 1}
+_QUANTITIES = {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
+
+
+def provision_schemas() -> Obj:
+    """The schemas of ``provision`` and ``topology``: what the template reads."""
+    return {
+        PROVISION_SECTION: {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "job": _NAME,
+                "image": _NAME,
+                "resources": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"limits": _QUANTITIES, "requests": _QUANTITIES},
+                },
+                "backoffLimit": {"type": "integer", "minimum": 0},
+                "ignoreDisruptions": {"type": "boolean"},
+                "env": {"type": "array", "items": {"type": "object"}},
+            },
+            "description": "The provision Job (a post-install and post-upgrade hook): its "
+            "name as vf planned it, image, resources and variables (recompile to change "
+            "all but image and resources).",
+        },
+        TOPOLOGY: {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "configMaps": {"type": "array", "items": _NAME},
+                "shards": {
+                    "type": "array",
+                    "items": {"type": "array", "items": {"type": "string", "pattern": "^{"}},
+                },
+            },
+            "description": "The topology the provision Job reads, a ConfigMap a shard: "
+            "each node's record, its replicas from nodes.<node>.replicas (generated; "
+            "recompile to change).",
+        },
+    }
