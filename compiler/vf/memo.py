@@ -2,7 +2,7 @@
 
 A compile writes the same short strings and builds equal small values thousands of times
 (label keys and values, mapping keys at each indent, one environment's replica count), so
-the YAML writer and the chart's slot search remember what they made. Those tables are
+the YAML writer remembers what it made. Those tables are
 keyed on the user's texts; kept in modules, they would live as long as the process (a test
 session, an editor compiling graph after graph). Here they live in one ``CompileMemo``
 that ``compiling()`` opens where a compile is entered (``vf.pipeline``) and closes when it
@@ -25,20 +25,11 @@ from typing import Any, TypeVar
 @dataclass(eq=False, slots=True)
 class CompileMemo:
     """One compile's tables. Each holds at most what its user bounds it to (the YAML
-    writer: short strings; the chart: ``kept`` below)."""
+    writer: short strings)."""
 
     # vf.textio.yamlout: a string's YAML scalar, and ``indent + key + ":"`` per indent.
     yaml_scalars: dict[str, str] = field(default_factory=dict)
     yaml_heads: dict[str, dict[str, str]] = field(default_factory=dict)
-    # vf.emit.helm: one object where thousands of slots hold equal ones (a slot's blank
-    # values, a supplied slot, a path, scalar values, a template's mark, a set of
-    # environments). They save memory: 19 MiB of the peak at 5,000 nodes.
-    chart_blanks: dict[Any, Any] = field(default_factory=dict)
-    chart_supplied: dict[Any, Any] = field(default_factory=dict)
-    chart_paths: dict[Any, Any] = field(default_factory=dict)
-    chart_values: dict[Any, Any] = field(default_factory=dict)
-    chart_marks: dict[Any, Any] = field(default_factory=dict)
-    chart_envs: dict[Any, Any] = field(default_factory=dict)
 
 
 _CURRENT: ContextVar[CompileMemo | None] = ContextVar("vf_compile_memo", default=None)
@@ -67,7 +58,7 @@ T = TypeVar("T")
 
 def kept(table: dict[Any, T], key: Any, make: Callable[[], T]) -> T:
     """``table[key]``, made by ``make`` the first time: one object where thousands of
-    places hold equal ones that nobody changes (the chart's slots, the pods' parts). The
+    places hold equal ones that nobody changes (the pods' parts). The
     table keeps at most ``_KEPT_MAX`` entries, a bound on what one compile spends on it."""
     found = table.get(key)
     if found is None:

@@ -1,5 +1,5 @@
 """What the delivery trees beside the Kustomize one take from the plans: ``gitops/`` and
-the facts ``chart/`` states (``vf.emit.helm.chart`` makes the chart from the objects)."""
+the facts ``chart/`` states (``vf.emit.helm.chart`` assembles the chart from the role values)."""
 
 from __future__ import annotations
 

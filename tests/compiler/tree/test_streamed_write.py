@@ -93,9 +93,7 @@ def test_check_file_by_file_equals_the_whole_tree_diff(tmp_path: Path) -> None:
 
 
 def test_chart_files_must_be_read_in_order() -> None:
-    objects = [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}}
-    ]
+    objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}]
     info = ChartInfo(
         name="f",
         flow_type="batch",

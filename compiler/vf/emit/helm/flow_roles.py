@@ -5,8 +5,7 @@ in every flow's chart: ``resourceClaimTemplates.<node>`` (a DRA GPU worker's cla
 ``networkPolicies`` (the flow's policy and each of vf's services'), ``brokerConfig`` with
 ``broker.natsUrl`` and ``payloadStore.url`` (the broker ConfigMap every pod reads) and
 ``migParted`` (the MIG geometry's ConfigMap).
-``vf.emit.helm.roles`` registers them beside ADR 229's roles; the diff path
-(``vf.emit.helm.chart``) no longer sees their objects.
+``vf.emit.helm.roles`` registers them beside ADR 229's roles.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ FLOW_ROLE_FILES = {
 
 
 def is_flow_role_object(obj: Obj) -> bool:
-    """An object one of these role templates renders, which the diff path leaves out."""
+    """An object one of these role templates renders."""
     kind = obj.get("kind")
     if kind == "ConfigMap":
         return is_broker_config(obj) or _is_mig_config(obj)

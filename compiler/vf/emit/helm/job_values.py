@@ -6,12 +6,11 @@ values a Job reads are here. A worker Job (``templates/helm/roles/worker-job.yam
 241) reads its ``workers`` and ``nodes`` entries and the sections every worker's pod
 reads, and the provision Job (``templates/helm/roles/provision.yaml``, ADR 243) its
 ``provision`` and ``topology``: ``vf.jobValues`` picks them by a rule written once
-(``worker_jobs_read``). A diff-path Job would read what vf lists at compile time
-(``job_reads``), which ``values.yaml`` holds as ``jobReads``; none is left. Each
-environment's values hold the digest of all of it as vf compiled it (``jobValues``);
-``vf.jobValues`` makes the same digest of the values Helm renders, and ``vf.jobKey``
-takes it when the two differ: a value set to what vf compiled changes no name. A node's
-pod overrides stay the override rule's (an empty one counts as unset).
+(``worker_jobs_read``). Each environment's values hold the digest of all of it as vf
+compiled it (``jobValues``); ``vf.jobValues`` makes the same digest of the values Helm
+renders, and ``vf.jobKey`` takes it when the two differ: a value set to what vf compiled
+changes no name. A node's pod overrides stay the override rule's (an empty one counts as
+unset).
 
 Both digests are of the same text, Go's ``encoding/json`` as Helm's ``toJson`` writes it
 (``go_json``): sorted keys, ``<``, ``>`` and ``&`` escaped, every number a float64 (Helm
@@ -22,25 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from vf.emit.helm.overrides import FIELDS
-from vf.emit.helm.rows import Member, Shape
-from vf.emit.helm.slots import TOPOLOGY, ValueKey
-from vf.emit.helm.text import (
-    GEN_NAME,
-    NB_TASKS_KEY,
-    POD,
-    POD_WHOLE,
-    TEMPLATED,
-    WRAP,
-)
 from vf.textio.objects import Obj
 
 JOB_VALUES = "jobValues"  # each environment's digest of what its Jobs read
-JOB_READS = "jobReads"  # values.yaml: what the diff path's Job templates read
 DIGEST_LEN = 16
 JOB_VALUES_SCHEMA: Obj = {
     "type": "string",
@@ -50,12 +38,6 @@ JOB_VALUES_SCHEMA: Obj = {
     "new generation).",
 }
 # what every worker Job's pod reads besides its own entries, in vf.jobValues's order
-JOB_READS_SCHEMA: Obj = {
-    "type": "object",
-    "additionalProperties": {"type": "array", "items": {"type": "string"}},
-    "description": "The values the provision Job's template reads (generated; recompile "
-    "to change): vf.jobValues digests them with the worker Jobs' own.",
-}
 _WORKER_SECTIONS = (
     "commonAnnotations",
     "commonLabels",
@@ -65,71 +47,6 @@ _WORKER_SECTIONS = (
     "priorityClassName",
     "workerPod",
 )
-_WRAPPERS = {TEMPLATED: 1, WRAP: 2}  # where the value key inside starts
-
-
-def _nodes_read(key: ValueKey) -> list[str] | None:
-    """The nodes whose replica count a derived value reads; None for another value."""
-    head = key[0]
-    if head == NB_TASKS_KEY:
-        return [key[1]]
-    if head == TOPOLOGY:
-        return list(key[2::2])
-    return None
-
-
-def _reads(key: ValueKey) -> list[ValueKey]:
-    """The values one slot of a template reads (a node's replica count: the node's entry)."""
-    head = key[0]
-    if head == POD:  # the overrides are vf.jobKey's own rule; vf's value beside them is not
-        return _reads(key[4:]) if key[2] in POD_WHOLE and len(key) > 4 else []
-    if head in _WRAPPERS:
-        return _reads(key[_WRAPPERS[head] :])
-    nodes = _nodes_read(key)
-    if nodes is not None:
-        return [("nodes", node) for node in nodes]
-    if head == GEN_NAME:
-        return [("generation",)]
-    return [] if head.startswith("$") else [key]
-
-
-def job_reads(members: Sequence[Member], shapes: Sequence[Shape]) -> dict[str, list[str]]:
-    """The values the Jobs' templates read: each top-level key with the entries read below
-    it, or none where the whole value is read."""
-    whole: set[str] = set()
-    named: dict[str, set[str]] = {}
-    for member in members:
-        if member.key[0] != "Job":
-            continue
-        for slot in member.slots:
-            for key in _reads(slot.key):
-                if len(key) == 1:
-                    whole.add(key[0])
-                else:
-                    named.setdefault(key[0], set()).add(key[1])
-    rows = {shape.name for shape in shapes if shape.base.get("kind") == "Job"}
-    if rows:
-        named["rows"] = rows
-    out = {top: sorted(names) for top, names in named.items() if top not in whole}
-    out.update({top: [] for top in whole})
-    return dict(sorted(out.items()))
-
-
-def picked(reads: Mapping[str, Sequence[str]], values: Mapping[str, Any]) -> list[Any]:
-    """What ``reads`` names in ``values``, in ``vf.jobValues``'s order; a node's entry
-    without its pod overrides."""
-    out: list[Any] = []
-    for top in sorted(reads):
-        section = values.get(top)
-        if not reads[top]:
-            out.append(section)
-            continue
-        for name in reads[top]:
-            entry = section.get(name) if isinstance(section, dict) else None
-            if top == "nodes" and isinstance(entry, dict):
-                entry = {k: v for k, v in entry.items() if k not in FIELDS}
-            out.append(entry)
-    return out
 
 
 def worker_jobs_read(values: Mapping[str, Any]) -> list[Any]:
@@ -149,9 +66,9 @@ def worker_jobs_read(values: Mapping[str, Any]) -> list[Any]:
     return [[jobs, *shared, values.get("provision"), values.get("topology")]]
 
 
-def job_values_digest(reads: Mapping[str, Sequence[str]], values: Mapping[str, Any]) -> str:
+def job_values_digest(values: Mapping[str, Any]) -> str:
     """The digest ``vf.jobValues`` makes of the same values."""
-    text = go_json(picked(reads, values) + worker_jobs_read(values))
+    text = go_json(worker_jobs_read(values))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_LEN]
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 
-from vf.emit.helm.image_tag import IMAGE_TAG_VALUES
-from vf.emit.helm.overrides import OVERRIDE_VALUES
+from vf.emit.helm.overrides import IMAGE_TAG_VALUES, OVERRIDE_VALUES
 from vf.textio.filetext import Chunks, FileText
 from vf.textio.objects import Obj
 from vf_runtime.labels import NODE_LABEL
@@ -26,14 +25,10 @@ PLANNED_REPLICAS = "plannedReplicas"  # per environment: counts a --set must kee
 _OPEN, _CLOSE = "{{- if .Values.environment -}}\n", "{{- end }}\n"
 
 
-def neutral_values(rows: Obj) -> Obj:
-    """``values.yaml``: what every environment shares (the rows of the shared templates)
-    and the overrides' empty defaults, no environment's values (ADR 188)."""
-    return {"environment": None, **IMAGE_TAG_VALUES, **OVERRIDE_VALUES, **_rows(rows)}
-
-
-def _rows(rows: Obj) -> Obj:
-    return {"rows": rows} if rows else {}
+def neutral_values() -> Obj:
+    """``values.yaml``'s own keys: no environment and the overrides' empty defaults, no
+    environment's values (ADR 188)."""
+    return {"environment": None, **IMAGE_TAG_VALUES, **OVERRIDE_VALUES}
 
 
 def guarded(path: str, text: FileText) -> FileText:

@@ -32,7 +32,7 @@ PROVISION_FILE = "provision.yaml"
 
 def is_provision_object(obj: Obj) -> bool:
     """The provision Job, its topology ConfigMaps, the replica-count ConfigMap and a
-    partitioned worker's headless Service: what the diff path rendered last."""
+    partitioned worker's headless Service (ADR 243)."""
     kind, labels = obj.get("kind"), labels_of(obj)
     if kind in ("Job", "ConfigMap") and labels.get(COMPONENT) == PROVISION:
         return True

@@ -1,13 +1,15 @@
 """The chart's hand-written role templates: one template per object role, the same bytes in
 every flow's chart, ranging over a values section built from the Plan (ADR 229).
 
-Migrated so far: a worker's KEDA ScaledObject (``autoscaling.<node>``) and a long-running
+The roles: a worker's KEDA ScaledObject (``autoscaling.<node>``) and a long-running
 worker's PodDisruptionBudget (``podDisruptionBudgets.<node>``, rendered where
 ``nodes.<node>.replicas`` is above one); the flow-wide roles of ``vf.emit.helm.flow_roles``
 (ADR 236); the broker and the store (``infra``, ``vf.emit.helm.infra_roles``), what watches
 the flow and the PriorityClass (``monitoring``, ``priorityClass``,
-``vf.emit.helm.monitor_roles``), ADR 237. Every other object still takes the diff path
-(``vf.emit.helm.chart``), which no longer sees these objects.
+``vf.emit.helm.monitor_roles``), ADR 237; the workers' own workloads
+(``vf.emit.helm.workers``, ADR 235, 241) and the provision Job with the topology
+(``vf.emit.helm.provision_roles``, ADR 243). ``vf.emit.helm.chart`` assembles the chart
+from them (ADR 245).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
 
 
 def is_role_object(obj: Obj) -> bool:
-    """An object a role template renders, which the diff path leaves out: every
+    """An object a role template renders (the chart renders no other, ADR 245): every
     ScaledObject, a worker's budget, the flow-wide roles' objects (``vf.emit.helm.flow_roles``)
     and the broker's and the store's objects (ADR 237)."""
     if is_infra_object(obj) or is_monitor_object(obj) or is_provision_object(obj):

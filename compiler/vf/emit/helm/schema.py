@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vf.emit.helm.job_values import JOB_READS, JOB_READS_SCHEMA, JOB_VALUES, JOB_VALUES_SCHEMA
+from vf.emit.helm.job_values import JOB_VALUES, JOB_VALUES_SCHEMA
 from vf.emit.helm.overrides import OVERRIDE_SCHEMAS
 from vf.emit.helm.roles import NODE_NAMES_REF, node_names
 from vf.emit.helm.workers import worker_schemas
@@ -75,11 +75,6 @@ def values_schema(values: Mapping[str, Obj], *, nodes: Sequence[str] = ()) -> Ob
         "objects only some environments have are rendered. values.yaml names none, and the "
         "chart refuses to render without one: install with -f values-<environment>.yaml.",
     }
-    root["properties"]["rows"] = {
-        "type": "object",
-        "description": "What differs between objects that share a template (generated; "
-        "recompile to change).",
-    }
     root["properties"].update({**copy.deepcopy(OVERRIDE_SCHEMAS), **worker_schemas(nodes)})
     _with_node_overrides(root["properties"].get("nodes"))
     if "plannedReplicas" in root["properties"]:
@@ -90,7 +85,7 @@ def values_schema(values: Mapping[str, Obj], *, nodes: Sequence[str] = ()) -> Ob
             "worker (generated): the chart refuses another nodes.<node>.replicas for them; "
             "recompile to change.",
         }
-    root["properties"].update({JOB_VALUES: JOB_VALUES_SCHEMA, JOB_READS: JOB_READS_SCHEMA})
+    root["properties"][JOB_VALUES] = JOB_VALUES_SCHEMA
     root["properties"]["enabled"] = {
         "type": "boolean",
         "description": "Read by a parent chart's dependency condition; unused here.",
@@ -176,13 +171,11 @@ def _is_branch(prefix: ValueKey) -> bool:
     if len(prefix) == 1:
         return prefix[0] in {
             "nodes",
-            "generated",
-            "secretRefs",
             "broker",
             "payloadStore",
             "provision",
         }
-    if prefix[0] in {"nodes", "generated", "secretRefs"}:
+    if prefix[0] == "nodes":
         return len(prefix) == 2 or (len(prefix) in (3, 4) and prefix[2] == "containers")
     return False
 
@@ -225,13 +218,10 @@ _BY_LAST: dict[str, Obj] = {
         "objects.",
     },
 }
-_BY_SECTION: dict[str, Obj] = {
-    "secretRefs": {"type": "string", "minLength": 1, "description": "Where the variable is."},
-}
 
 
 def _leaf(prefix: ValueKey, *, values: Sequence[Any]) -> Obj:
-    known = _EXACT.get(prefix) or _BY_SECTION.get(prefix[0]) or _BY_LAST.get(prefix[-1])
+    known = _EXACT.get(prefix) or _BY_LAST.get(prefix[-1])
     return dict(known) if known is not None else _observed(values)
 
 
