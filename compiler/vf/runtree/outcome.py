@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from vf.runtree.controllers import JobController
-from vf.runtree.pods import Container
+from vf.runtree.pods import Container, Pod
 from vf.textio.objects import Obj
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.clientauth import NatsAuth, nats_auth
@@ -78,20 +78,28 @@ def crash_looping(cluster: Cluster, *, done: bool) -> tuple[str, ...]:
     """The long-running workloads (Deployments, StatefulSets) that are not running at the
     end, each with its ready pods and restarts: those whose pods restarted more than
     ``CRASH_RESTARTS`` times, and, once every workload had been ready (``done``), those
-    not ready any more. A pod that crashes after it became ready restarts for ever and
-    never fails the way a Job does, so its controller alone never says so."""
+    not ready any more because a container of theirs ended. A pod that crashes after it
+    became ready restarts for ever and never fails the way a Job does, so its controller
+    alone never says so; a pod whose processes all run but whose probe has not passed yet
+    (a slow answer on a loaded machine, a pod of a rollout still starting) is not one."""
     found = []
     for (kind, _ns, name), controller in sorted(cluster.controllers.items()):
         if isinstance(controller, JobController):
             continue
         restarts = sum(p.restarts for p in controller.pods)
-        if restarts > CRASH_RESTARTS or (done and not controller.healthy()):
+        ended = any(_ended(p) for p in controller.pods)
+        if restarts > CRASH_RESTARTS or (done and ended and not controller.healthy()):
             ready = sum(p.ready for p in controller.pods)
             found.append(
                 f"{kind.lower()}/{name} crash-looping ({ready}/{controller.replicas} ready, "
                 f"{restarts} restarts)"
             )
     return tuple(found)
+
+
+def _ended(pod: Pod) -> bool:
+    """Whether a container of ``pod`` ended in one of its lives: it restarted, or it is down."""
+    return pod.restarts > 0 or any(c.exit_code is not None for c in pod.containers)
 
 
 def restarts_by_node(cluster: Cluster) -> dict[str, int]:
