@@ -64,6 +64,16 @@ def helm_template(
     )
 
 
+def rendered_by_name(
+    helm: str, chart: Path, values: str, *args: str, namespace: str
+) -> dict[tuple[str, str], Any]:
+    """The objects ``helm template`` renders from ``chart`` with its file ``values``, in
+    ``namespace``, by kind and name (the render must succeed)."""
+    done = helm_template(helm, chart, "-n", namespace, "-f", str(chart / values), *args)
+    assert done.returncode == 0, done.stderr
+    return {(d["kind"], d["metadata"]["name"]): d for d in parse_docs(done.stdout)}
+
+
 def parse_docs(text: str) -> list[dict[str, Any]]:
     """Every document of a multi-document YAML stream."""
     return [doc for doc in YAML(typ="safe").load_all(text) if doc is not None]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import helm_template, parse_docs
+from tests.support import helm_template, rendered_by_name
 from vf.pipeline import CompileResult
 from vf.tree.write import write_tree
 
@@ -59,9 +59,7 @@ def batch(
 
 
 def _objects(helm: str, chart: Path, env: str, *args: str) -> dict[tuple[str, str], Any]:
-    done = helm_template(helm, chart, "-n", "ns", "-f", str(chart / f"values-{env}.yaml"), *args)
-    assert done.returncode == 0, done.stderr
-    return {(d["kind"], d["metadata"]["name"]): d for d in parse_docs(done.stdout)}
+    return rendered_by_name(helm, chart, f"values-{env}.yaml", *args, namespace="ns")
 
 
 def test_a_claims_values_are_what_a_helm_user_sets(video: Path, helm: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.graph_sources import LIVE_CHAIN
-from tests.support import helm_template, parse_docs
+from tests.support import helm_template, parse_docs, rendered_by_name
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.tree.write import write_tree
 
@@ -59,9 +59,7 @@ def test_every_flows_chart_ships_the_same_broker_and_store_templates(
 
 
 def _objects(helm: str, chart: Path, *args: str) -> dict[tuple[str, str], Any]:
-    done = helm_template(helm, chart, "-n", "pipes", "-f", str(chart / "values-prod.yaml"), *args)
-    assert done.returncode == 0, done.stderr
-    return {(d["kind"], d["metadata"]["name"]): d for d in parse_docs(done.stdout)}
+    return rendered_by_name(helm, chart, "values-prod.yaml", *args, namespace="pipes")
 
 
 def test_the_brokers_values_are_what_a_helm_user_sets(batch: Path, helm: str) -> None:

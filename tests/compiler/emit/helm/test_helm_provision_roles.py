@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import helm_template, parse_docs
+from tests.support import rendered_by_name
 from vf.pipeline import CompileResult
 from vf.tree.write import write_tree
 
@@ -46,9 +46,7 @@ def _shipped(path: str) -> bool:
 
 
 def _objects(helm: str, chart: Path, *args: str) -> dict[tuple[str, str], Any]:
-    done = helm_template(helm, chart, "-n", "cams", "-f", str(chart / "values-dev.yaml"), *args)
-    assert done.returncode == 0, done.stderr
-    return {(d["kind"], d["metadata"]["name"]): d for d in parse_docs(done.stdout)}
+    return rendered_by_name(helm, chart, "values-dev.yaml", *args, namespace="cams")
 
 
 def test_a_set_count_reaches_the_topology_and_the_replica_counts(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import helm_template, parse_docs
+from tests.support import helm_template, parse_docs, rendered_by_name
 from vf.pipeline import CompileResult
 from vf.tree.write import write_tree
 
@@ -38,9 +38,7 @@ def test_every_flows_chart_ships_the_same_role_templates(
 
 
 def _objects(helm: str, chart: Path, *args: str) -> dict[tuple[str, str], dict[str, object]]:
-    done = helm_template(helm, chart, "-n", "cams", "-f", str(chart / "values-prod.yaml"), *args)
-    assert done.returncode == 0, done.stderr
-    return {(d["kind"], d["metadata"]["name"]): d for d in parse_docs(done.stdout)}
+    return rendered_by_name(helm, chart, "values-prod.yaml", *args, namespace="cams")
 
 
 def test_autoscaling_values_are_what_a_helm_user_sets(cameras: Path, helm: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import helm_template, parse_docs
+from tests.support import helm_template, rendered_by_name
 from vf.pipeline import CompileResult
 from vf.tree.write import write_tree
 
@@ -41,9 +41,7 @@ def test_every_flows_chart_ships_the_same_worker_templates(
 
 
 def _objects(helm: str, chart: Path, *args: str) -> dict[tuple[str, str], Any]:
-    done = helm_template(helm, chart, "-n", "cams", "-f", str(chart / "values-prod.yaml"), *args)
-    assert done.returncode == 0, done.stderr
-    return {(d["kind"], d["metadata"]["name"]): d for d in parse_docs(done.stdout)}
+    return rendered_by_name(helm, chart, "values-prod.yaml", *args, namespace="cams")
 
 
 def _env(obj: Any) -> dict[str, Any]:
