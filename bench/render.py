@@ -51,6 +51,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compile import filesystem, shape, update_doc, write_project
+from vf.emit.shards import SHARD_OVER
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "render.json"
@@ -345,7 +346,7 @@ def shard_table(report: dict[str, Any]) -> str:
         f"One render of each shard; the compile is `vf compile` of the same environments. "
         f"Load average at the start of each size: {loads}. Machine: {m['cpu_count']} CPUs, "
         f"{m['platform']}, shared with other work while it ran; trees on {m['filesystem']}. "
-        "Sizes without a row are not sharded (at most 2,000 objects per environment).",
+        f"Sizes without a row are not sharded (at most {SHARD_OVER:,} objects per environment).",
     ]
     return "\n".join(lines)
 

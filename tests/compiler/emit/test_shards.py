@@ -244,14 +244,14 @@ def _bench_project(tmp: Path, n: int) -> Path:
 
 @pytest.mark.slow
 def test_a_large_flow_is_sharded_within_every_limit(kubectl: str, tmp_path: Path) -> None:
-    """2,100 nodes: past 2,000 objects per environment without lowering anything."""
-    graph = _bench_project(tmp_path, 2100)
+    """1,100 nodes: past 1,000 objects per environment without lowering anything."""
+    graph = _bench_project(tmp_path, 1100)
     result = _compile(graph, graph.parent / "vf.yaml")
     out = tmp_path / "tree"
     write_tree(out, result.tree)
     assert len(result.objects["dev"]) > shards_module.SHARD_OVER
     shards = _assert_exactly_the_overlay(out, "dev", kubectl)
-    assert len(shards) == 1 + 8  # 2,100 node objects: eight buckets of about 260
+    assert len(shards) == 1 + 4  # 1,100 node objects: four buckets of about 275
     for number, objs in shards.items():
         files = (out / "shards" / "dev" / number).iterdir()
         assert len(objs) <= SHARD_MAX_OBJECTS
