@@ -18,6 +18,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
+from vf_runtime.broker.client import patiently
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.constants import BATCH
 from vf_runtime.store.blobstore import StoreFull
@@ -58,7 +59,8 @@ async def check_not_finished(
     if config.has_children:
         subject = names.eos_subject(config.node_name, replica=config.replica_id)
         with contextlib.suppress(NotFoundError):
-            await js.get_last_msg(names.stream(config.node_name), subject)
+            stream = names.stream(config.node_name)
+            await patiently(lambda: js.get_last_msg(stream, subject), what=f"{subject} on {stream}")
             raise GenerationFinished(
                 f"replica {config.replica_id} of '{config.node_name}' already ended {where} "
                 "(its end-of-stream marker is stored): the Jobs were re-created unchanged"

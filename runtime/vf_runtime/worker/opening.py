@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import sys
 
+import nats.errors
+
 from vf_runtime.broker.client import AUTH_CODES, BrokerError
 from vf_runtime.clientauth import StoreAuth
 from vf_runtime.credentials import store_key_prefix
@@ -49,6 +51,10 @@ def ended_by(exc: Exception, config: WorkerConfig) -> int:
         print(exc.render(), file=sys.stderr)
         refused = isinstance(exc, StoreRefused) or exc.code in AUTH_CODES
         return EXIT_CONFIG if refused else EXIT_BROKER
+    lost = _broker_lost(exc)
+    if lost is not None:  # a call no retry covers: the controller starts the replica again
+        print(lost.render(), file=sys.stderr)
+        return EXIT_BROKER
     if isinstance(exc, GenerationSuperseded):  # stopped: its run is not the current one
         print(exc.render(), file=sys.stderr)
         return EXIT_STOPPED
@@ -61,3 +67,30 @@ def ended_by(exc: Exception, config: WorkerConfig) -> int:
     else:
         log.exception("worker failed", exc_info=exc)
     return EXIT_FAILED
+
+
+def _broker_lost(exc: Exception) -> BrokerError | None:
+    """The named error of a broker that stopped answering, or whose connection is gone, in
+    a call that ended the run; None for any other error."""
+    if isinstance(exc, nats.errors.TimeoutError):
+        return BrokerError(
+            "VF_BROKER_TIMEOUT",
+            f"the broker did not answer a request in time ({exc!r}); the replica exits 3 "
+            "and its controller starts it again",
+            "check that the broker is up and not overloaded (its pods, its logs)",
+        )
+    gone = (
+        nats.errors.ConnectionClosedError,
+        nats.errors.NoServersError,
+        nats.errors.NoRespondersError,
+        nats.errors.StaleConnectionError,
+        nats.errors.UnexpectedEOF,
+    )
+    if isinstance(exc, gone):
+        return BrokerError(
+            "VF_BROKER_UNAVAILABLE",
+            f"the connection to the broker was lost ({exc!r}); the replica exits 3 and its "
+            "controller starts it again",
+            "check that the broker is up (its pods, its logs) and reachable from the worker",
+        )
+    return None

@@ -31,6 +31,7 @@ from nats.js import JetStreamContext
 from vf_runtime.broker.client import (
     connect,
     ensure_consumer,
+    patiently,
 )
 from vf_runtime.broker.naming import token
 from vf_runtime.broker.streams import ensure_stream
@@ -331,7 +332,7 @@ class Worker:
         expected = self.config.blob_readers
         waited = time.monotonic()
         while True:
-            infos = await js.consumers_info(stream)
+            infos = await patiently(lambda: js.consumers_info(stream), what=f"readers of {stream}")
             found = tuple(sorted(i.name for i in infos if reader.search(i.name)))
             if len(found) >= expected or self.config.flow_type != BATCH or self.stop.is_set():
                 return found

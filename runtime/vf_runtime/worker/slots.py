@@ -28,6 +28,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import BucketNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from vf_runtime.broker.client import patiently
 from vf_runtime.broker.naming import RunNames, token
 
 log = logging.getLogger("vf.worker")
@@ -63,10 +64,13 @@ class SlotLease:
         return f"{self.node}.r{slot}"
 
     async def _bucket(self) -> KeyValue:
+        what = f"bucket {self.bucket_name}"
         try:
-            return await self.js.key_value(self.bucket_name)
+            return await patiently(lambda: self.js.key_value(self.bucket_name), what=what)
         except BucketNotFoundError:
-            return await self.js.create_key_value(bucket=self.bucket_name, ttl=SLOT_TTL)
+            return await patiently(
+                lambda: self.js.create_key_value(bucket=self.bucket_name, ttl=SLOT_TTL), what=what
+            )
 
     async def acquire(
         self, stopping: Callable[[], bool], *, waiting: Callable[[], None] = lambda: None
