@@ -14,7 +14,7 @@ from typing import Any
 
 from vf.emit.helm.job_values import JOB_VALUES, JOB_VALUES_SCHEMA
 from vf.emit.helm.overrides import OVERRIDE_SCHEMAS
-from vf.emit.helm.roles import NODE_NAMES_REF, node_names
+from vf.emit.helm.shapes import NODE_NAMES_REF, node_names
 from vf.emit.helm.workers import worker_schemas
 from vf.textio.objects import Obj
 
