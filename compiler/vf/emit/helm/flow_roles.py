@@ -5,14 +5,25 @@ in every flow's chart: ``resourceClaimTemplates.<node>`` (a DRA GPU worker's cla
 ``networkPolicies`` (the flow's policy and each of vf's services'), ``brokerConfig`` with
 ``broker.natsUrl`` and ``payloadStore.url`` (the broker ConfigMap every pod reads) and
 ``migParted`` (the MIG geometry's ConfigMap).
-``vf.emit.helm.roles`` registers them beside ADR 229's roles.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from vf.emit.helm.shapes import (
+    BOOLEAN,
+    NAME,
+    OBJECTS,
+    Family,
+    array,
+    described,
+    in_release,
+    integer,
+    map_of,
+    strict,
+)
 from vf.ir.gpu import DraClaim
 from vf.ir.plan import Plan
 from vf.ir.records import PodOptions
@@ -27,34 +38,19 @@ CLAIMS = "resourceClaimTemplates"
 POLICIES = "networkPolicies"
 BROKER_CONFIG = "brokerConfig"
 MIG = "migParted"
-# a name in the environment's namespace names the release's: the template replaces this
-RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
-# the role's kind → its template
-FLOW_ROLE_FILES = {
-    "ResourceClaimTemplate": "resourceclaimtemplate.yaml",
-    "NetworkPolicy": "networkpolicy.yaml",
-    "ConfigMap": "configmap.yaml",
-}
 
 
-def is_flow_role_object(obj: Obj) -> bool:
-    """An object one of these role templates renders."""
+def _owns(obj: Obj) -> bool:
+    """A ResourceClaimTemplate, a NetworkPolicy, the broker's ConfigMap or nvidia-mig-parted's
+    (one ``config.yaml``, no component or service label)."""
     kind = obj.get("kind")
-    if kind == "ConfigMap":
-        return is_broker_config(obj) or _is_mig_config(obj)
-    return kind in FLOW_ROLE_FILES
+    if kind != "ConfigMap":
+        return kind in ("ResourceClaimTemplate", "NetworkPolicy")
+    mig = set(obj.get("data") or ()) == {"config.yaml"}
+    return is_broker_config(obj) or (mig and not {COMPONENT, INFRA_LABEL} & set(labels_of(obj)))
 
 
-def _is_mig_config(obj: Obj) -> bool:
-    """The nvidia-mig-parted ConfigMap: one ``config.yaml``, no component or service label."""
-    labels = labels_of(obj)
-    return set(obj.get("data") or ()) == {"config.yaml"} and not {COMPONENT, INFRA_LABEL} & set(
-        labels
-    )
-
-
-def flow_role_values(plan: Plan) -> Obj:
-    """This module's values sections for one environment."""
+def _values(plan: Plan) -> Obj:
     out = {CLAIMS: _claims(plan), POLICIES: _policies(plan), **_broker(plan)}
     mig = mig_parted_configmap(plan, plan.gpu) if plan.gpu is not None else None
     out[MIG] = (
@@ -63,29 +59,19 @@ def flow_role_values(plan: Plan) -> Obj:
     return out
 
 
-def neutral_flow_roles() -> Obj:
-    """The sections in ``values.yaml``, which holds no environment's values."""
-    return {CLAIMS: {}, POLICIES: {}, BROKER_CONFIG: {}, MIG: {}}
-
-
-def role_generation(values: Obj) -> str | None:
-    """An environment's BATCH generation, from its role values (None: it has none)."""
-    generation = (values.get(BROKER_CONFIG) or {}).get("generation")
-    return None if generation is None else str(generation)
-
-
-def flow_role_names(roles: Mapping[str, Obj]) -> dict[str, set[str]]:
-    """The objects of each role kind, in any environment, by their role's key (a node, a
-    service, a section), not by name: a name that carries a digest (a generation's, a
-    claim's) differs between environments for what is one object of the chart."""
-    out: dict[str, set[str]] = {kind: set() for kind in FLOW_ROLE_FILES}
-    for values in roles.values():
-        out["ResourceClaimTemplate"] |= set(values.get(CLAIMS) or {})
-        policies = values.get(POLICIES) or {}
-        out["NetworkPolicy"] |= {f"infra.{s}" for s in policies.get("infra") or {}}
-        out["NetworkPolicy"] |= {"flow"} if "flow" in policies else set()
-        out["ConfigMap"] |= {s for s in (BROKER_CONFIG, MIG) if values.get(s)}
-    return out
+def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """Keyed by their role's key (a node, a service, a section), not by name: a name that
+    carries a digest (a generation's, a claim's) differs between environments."""
+    for node in values.get(CLAIMS) or {}:
+        yield "ResourceClaimTemplate", node
+    policies = values.get(POLICIES) or {}
+    for service in policies.get("infra") or {}:
+        yield "NetworkPolicy", f"infra.{service}"
+    if "flow" in policies:
+        yield "NetworkPolicy", "flow"
+    for section in (BROKER_CONFIG, MIG):
+        if values.get(section):
+            yield "ConfigMap", section
 
 
 def _claims(plan: Plan) -> Obj:
@@ -129,11 +115,10 @@ def _broker(plan: Plan) -> Obj:
     if explicit:
         config["profileRequests"] = explicit
     out: Obj = {BROKER_CONFIG: config}
-    own = f".{plan.namespace}.svc"
     if infra.nats_url is not None:
-        out["broker"] = {"natsUrl": infra.nats_url.replace(own, f".{RELEASE_NAMESPACE}.svc")}
+        out["broker"] = {"natsUrl": in_release(plan.namespace, infra.nats_url)}
     if infra.store_url is not None:
-        out["payloadStore"] = {"url": infra.store_url.replace(own, f".{RELEASE_NAMESPACE}.svc")}
+        out["payloadStore"] = {"url": in_release(plan.namespace, infra.store_url)}
     return out
 
 
@@ -171,111 +156,77 @@ def _infra_policy(policy: InfraPolicy) -> Obj:
     return out
 
 
-_NAME = {"type": "string", "minLength": 1}
-_CLAIM = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["name", "deviceClassName", "count"],
-    "properties": {
-        "name": _NAME,
-        "deviceClassName": _NAME,
-        "count": {"type": "integer", "minimum": 1},
-        "selectors": {"type": "array", "items": _NAME},
-        "memory": _NAME,
-        "mps": {"type": "boolean"},
-    },
-}
+_PORT = integer(1, 65535)
+_CLAIM = strict(
+    "name",
+    "deviceClassName",
+    "count",
+    name=NAME,
+    deviceClassName=NAME,
+    count=integer(1),
+    selectors=array(NAME),
+    memory=NAME,
+    mps=BOOLEAN,
+)
+_MONITORED = strict("port", "from", **{"port": _PORT, "from": OBJECTS})
+_SERVICE_POLICY = strict(
+    "name",
+    "component",
+    "clientPort",
+    name=NAME,
+    component=NAME,
+    clientPort=_PORT,
+    clusterPort=_PORT,
+    monitoring=_MONITORED,
+)
+_POLICIES = strict(
+    flow=strict("name", "egress", name=NAME, egress=OBJECTS, ingress=OBJECTS),
+    infra=map_of(_SERVICE_POLICY),
+)
+_REQUEST = strict("channel", "profile", channel=NAME, profile=NAME)
+_BROKER_CONFIG = strict(
+    name=NAME,
+    generation=NAME,
+    streamReplicas=integer(2),
+    streamMaxBytes=integer(1),
+    profileRequests=array(_REQUEST),
+)
 
 
-_PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
-_RULES = {"type": "array", "items": {"type": "object"}}
-_POLICIES = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "flow": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["name", "egress"],
-            "properties": {"name": _NAME, "egress": _RULES, "ingress": _RULES},
-        },
-        "infra": {
-            "type": "object",
-            "additionalProperties": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["name", "component", "clientPort"],
-                "properties": {
-                    "name": _NAME,
-                    "component": _NAME,
-                    "clientPort": _PORT,
-                    "clusterPort": _PORT,
-                    "monitoring": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["port", "from"],
-                        "properties": {"port": _PORT, "from": _RULES},
-                    },
-                },
-            },
-        },
-    },
-}
-
-
-_BROKER_CONFIG = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "name": _NAME,
-        "generation": _NAME,
-        "streamReplicas": {"type": "integer", "minimum": 2},
-        "streamMaxBytes": {"type": "integer", "minimum": 1},
-        "profileRequests": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["channel", "profile"],
-                "properties": {"channel": _NAME, "profile": _NAME},
-            },
-        },
-    },
-}
-_MIG = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {"name": _NAME, "config": _NAME},
-}
-
-
-def flow_role_schemas(names: Mapping[str, Any]) -> dict[str, Any]:
-    """The schemas of this module's sections; ``names`` is what limits a section keyed by
-    node to the flow's nodes (``roles.role_schemas``)."""
+def _schemas(keys: Obj) -> Obj:
     return {
-        CLAIMS: {
-            "type": "object",
-            **names,
-            "additionalProperties": _CLAIM,
-            "description": "DRA ResourceClaimTemplates of the GPU workers by node (from the "
+        CLAIMS: map_of(
+            _CLAIM,
+            keys=keys,
+            about="DRA ResourceClaimTemplates of the GPU workers by node (from the "
             "plan): each pod claims count devices of deviceClassName, matching the CEL "
             "selectors and at least memory each; mps shares them through MPS.",
-        },
-        POLICIES: {
-            **_POLICIES,
-            "description": "NetworkPolicies (from the plan): the flow's pods' egress rules "
+        ),
+        POLICIES: described(
+            _POLICIES,
+            "NetworkPolicies (from the plan): the flow's pods' egress rules "
             "and the readers of their /metrics (ingress), and each service vf runs (infra: "
             "the broker, the store): its client, cluster and monitoring ports.",
-        },
-        BROKER_CONFIG: {
-            **_BROKER_CONFIG,
-            "description": "The broker ConfigMap every pod reads (from the plan; its URLs are "
+        ),
+        BROKER_CONFIG: described(
+            _BROKER_CONFIG,
+            "The broker ConfigMap every pod reads (from the plan; its URLs are "
             "broker.natsUrl and payloadStore.url): copies of each stream, each BATCH stream's "
             "bytes, the channels' explicit delivery profiles, a BATCH flow's generation.",
-        },
-        MIG: {
-            **_MIG,
-            "description": "The nvidia-mig-parted config of the environment's MIG nodes "
+        ),
+        MIG: described(
+            strict(name=NAME, config=NAME),
+            "The nvidia-mig-parted config of the environment's MIG nodes "
             "(from the plan; recompile to change).",
-        },
+        ),
     }
+
+
+FLOW_ROLES = Family(
+    files=("resourceclaimtemplate.yaml", "networkpolicy.yaml", "configmap.yaml"),
+    sections=(CLAIMS, POLICIES, BROKER_CONFIG, MIG),
+    owns=_owns,
+    values=_values,
+    schemas=_schemas,
+    objects=_objects,
+)

@@ -10,10 +10,10 @@ and ``priorityClassName`` are the values every pod of the chart reads.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from vf.emit.helm.shapes import NAME, RESOURCES, Family, described, nullable, strict
 from vf.ir.plan import Infra, Plan, ServiceAuth
 from vf.render.infra import DEV_FILE_STORE, file_store_limit
 from vf.resources import shipped_components
@@ -23,17 +23,15 @@ from vf_runtime.labels import INFRA_LABEL
 
 INFRA = "infra"
 PULL_POLICY, PRIORITY_CLASS_NAME = "imagePullPolicy", "priorityClassName"
-INFRA_FILES = ("nats.yaml", "redis.yaml")
 
 
-def is_infra_object(obj: Obj) -> bool:
+def _owns(obj: Obj) -> bool:
     """An object of the broker's or the store's templates (their NetworkPolicies are not)."""
     labels = obj["metadata"].get("labels") or {}
     return INFRA_LABEL in labels and obj.get("kind") != "NetworkPolicy"
 
 
-def infra_values(plan: Plan) -> Obj:
-    """The sections of the broker's and the store's templates for one environment."""
+def _values(plan: Plan) -> Obj:
     infra = plan.infra
     services: Obj = {}
     if infra.broker_profile in ("dev", "durable"):
@@ -63,12 +61,6 @@ def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "Service", redis["name"]
         if redis["profile"] == "durable":
             yield "PersistentVolumeClaim", f"{redis['name']}-data"
-
-
-def infra_kinds(roles: Mapping[str, Obj]) -> Counter[str]:
-    """How many objects of each kind the templates render (in any environment)."""
-    found = {obj for values in roles.values() for obj in _objects(values)}
-    return Counter(kind for kind, _ in found)
 
 
 def _resources(component: str) -> Obj:
@@ -134,36 +126,12 @@ def _store(infra: Infra, *, flow_id: str) -> Obj:
     return out
 
 
-def neutral_infra() -> Obj:
-    """The section in ``values.yaml``, which holds no environment's values."""
-    return {INFRA: {}}
-
-
-_NAME = {"type": "string", "minLength": 1}
-_QUANTITIES = {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
-_RESOURCES = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {"limits": _QUANTITIES, "requests": _QUANTITIES},
-}
-_STORAGE = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["size"],
-    "properties": {"size": _NAME, "className": _NAME},
-}
-# auth and tls may be null (none): a store without credentials, a server without TLS
-_TLS = {
-    "type": ["object", "null"],
-    "additionalProperties": False,
-    "required": ["secret"],
-    "properties": {"secret": _NAME},
-}
+_TLS = nullable(strict("secret", secret=NAME))  # null: a server without TLS
 _SERVICE = {
-    "name": _NAME,
-    "image": _NAME,
-    "resources": _RESOURCES,
-    "storage": _STORAGE,
+    "name": NAME,
+    "image": NAME,
+    "resources": RESOURCES,
+    "storage": strict("size", size=NAME, className=NAME),
     "tls": _TLS,
 }
 
@@ -175,52 +143,47 @@ def _durable_needs(*keys: str) -> Obj:
     }
 
 
-_NATS = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["profile", "name", "image", "resources", "maxFileStore"],
-    "properties": {
-        **_SERVICE,
-        "profile": {"enum": ["dev", "durable"]},
-        "replicas": {"type": "integer", "minimum": 1},
-        "maxFileStore": {"type": "string", "pattern": "^[0-9]+[MG]B$"},
-        "auth": {
-            "type": ["object", "null"],
-            "additionalProperties": False,
-            "required": ["secret"],
-            "properties": {"secret": _NAME, "routesSecret": _NAME},
-        },
-    },
-    **_durable_needs("replicas", "storage"),
-}
-_REDIS = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["profile", "name", "image", "resources"],
-    "properties": {
-        **_SERVICE,
-        "profile": {"enum": ["dev", "durable", "cache"]},
-        "auth": {
-            "type": ["object", "null"],
-            "additionalProperties": False,
-            "required": ["secret", "acl"],
-            "properties": {"secret": _NAME, "acl": _NAME},
-        },
-    },
-    **_durable_needs("storage"),
-}
+_NATS = strict(
+    "profile",
+    "name",
+    "image",
+    "resources",
+    "maxFileStore",
+    **_SERVICE,
+    profile={"enum": ["dev", "durable"]},
+    replicas={"type": "integer", "minimum": 1},
+    maxFileStore={"type": "string", "pattern": "^[0-9]+[MG]B$"},
+    auth=nullable(strict("secret", secret=NAME, routesSecret=NAME)),
+) | _durable_needs("replicas", "storage")
+_REDIS = strict(
+    "profile",
+    "name",
+    "image",
+    "resources",
+    **_SERVICE,
+    profile={"enum": ["dev", "durable", "cache"]},
+    auth=nullable(strict("secret", "acl", secret=NAME, acl=NAME)),  # null: no password
+) | _durable_needs("storage")
 
 
-def infra_schemas() -> Obj:
+def _schemas(keys: Obj) -> Obj:
     """The schema of ``infra``: what the templates read, nothing else."""
     return {
-        INFRA: {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {"nats": _NATS, "redis": _REDIS},
-            "description": "The broker (nats) and payload store (redis) the chart runs, "
+        INFRA: described(
+            strict(nats=_NATS, redis=_REDIS),
+            "The broker (nats) and payload store (redis) the chart runs, "
             "from the plan: profile, name, image, resources, storage (durable), the Secrets "
             "of auth and tls. Absent where the service is external; maxFileStore and "
             "auth.acl follow vf.yaml (recompile to change them).",
-        }
+        )
     }
+
+
+INFRA_ROLES = Family(
+    files=("nats.yaml", "redis.yaml"),
+    sections=(INFRA,),
+    owns=_owns,
+    values=_values,
+    schemas=_schemas,
+    objects=_objects,
+)

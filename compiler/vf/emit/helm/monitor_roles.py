@@ -11,11 +11,11 @@ named by ``priorityClassName``.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vf import names
+from vf.emit.helm.shapes import NAME, Family, array, described, nullable, strict
 from vf.ir.plan import Plan
 from vf.ir.records import Observability, PodOptions
 from vf.render.observe import DASHBOARD_LABEL, alert_rules, dashboard_configmap
@@ -24,12 +24,10 @@ from vf.textio.objects import Obj
 from vf_runtime.labels import FLOW_LABEL, METRICS_LABEL
 
 MONITORING, PRIORITY_CLASS = "monitoring", "priorityClass"
-MONITOR_FILES = ("monitoring.yaml", "priorityclass.yaml")
 _KINDS = frozenset({"ServiceMonitor", "PrometheusRule", "PriorityClass"})
 
 
-def is_monitor_object(obj: Obj) -> bool:
-    """An object of the monitoring or PriorityClass templates."""
+def _owns(obj: Obj) -> bool:
     kind = obj.get("kind")
     labels = obj["metadata"].get("labels") or {}
     return (
@@ -39,8 +37,7 @@ def is_monitor_object(obj: Obj) -> bool:
     )
 
 
-def monitor_values(plan: Plan) -> Obj:
-    """The sections of the monitoring and PriorityClass templates for one environment."""
+def _values(plan: Plan) -> Obj:
     pods = plan.pods or PodOptions()
     out: Obj = {MONITORING: _monitoring(plan, pods=pods)}
     created = priority_class(plan.priority_class, options=pods)
@@ -80,52 +77,34 @@ def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "PriorityClass", str(values.get("priorityClassName"))
 
 
-def monitor_kinds(roles: Mapping[str, Obj]) -> Counter[str]:
-    """How many objects of each kind the templates render (in any environment)."""
-    found = {obj for values in roles.values() for obj in _objects(values)}
-    return Counter(kind for kind, _ in found)
-
-
-def neutral_monitor() -> Obj:
-    """The section in ``values.yaml``, which holds no environment's values."""
-    return {MONITORING: {}}
-
-
-_NAME = {"type": "string", "minLength": 1}
-_LIST = {"type": "array"}
-
-
-def _entry(required: list[str], *, nullable: bool = False, **properties: Obj) -> Obj:
-    """An object of ``properties`` alone; ``nullable``: null turns it off (``--set x=null``,
-    which Helm validates before it drops the key)."""
-    return {
-        "type": ["object", "null"] if nullable else "object",
-        "additionalProperties": False,
-        "required": required,
-        "properties": properties,
-    }
-
-
-def monitor_schemas() -> Obj:
+def _schemas(keys: Obj) -> Obj:
     """The schemas of ``monitoring`` and ``priorityClass``: what the templates read."""
     return {
-        MONITORING: {
-            **_entry(
-                [],
-                serviceMonitor=_entry(["name"], nullable=True, name=_NAME),
-                alerts=_entry(["name", "rules"], nullable=True, name=_NAME, rules=_LIST),
-                dashboard=_entry(
-                    ["name", "file", "json"], nullable=True, name=_NAME, file=_NAME, json=_NAME
-                ),
-            ),
-            "description": "What watches the flow, from the plan (pods.metrics, "
+        MONITORING: described(
+            strict(
+                serviceMonitor=nullable(strict("name", name=NAME)),
+                alerts=nullable(strict("name", "rules", name=NAME, rules=array())),
+                dashboard=nullable(strict("name", "file", "json", name=NAME, file=NAME, json=NAME)),
+            )
+            | {"required": []},
+            "What watches the flow, from the plan (pods.metrics, "
             "observability): the metrics Service and ServiceMonitor, the PrometheusRule "
             "of its alerts, the Grafana dashboard; the rules and the dashboard select the "
             "environment's namespace (recompile to change them).",
-        },
-        PRIORITY_CLASS: {
-            **_entry(["value"], value={"type": "integer"}),
-            "description": "The PriorityClass vf creates (pods.priority_class_value), "
+        ),
+        PRIORITY_CLASS: described(
+            strict("value", value={"type": "integer"}),
+            "The PriorityClass vf creates (pods.priority_class_value), "
             "named priorityClassName; kept on uninstall.",
-        },
+        ),
     }
+
+
+MONITOR_ROLES = Family(
+    files=("monitoring.yaml", "priorityclass.yaml"),
+    sections=(MONITORING,),
+    owns=_owns,
+    values=_values,
+    schemas=_schemas,
+    objects=_objects,
+)

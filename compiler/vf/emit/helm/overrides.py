@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vf.emit.helm.shapes import NAME, OBJECT, STRINGS, array, described, strict
 from vf.textio.objects import Obj
 
 # one tag for every image of the flow's own (workers, provision Job); renames every Job
@@ -28,56 +29,43 @@ OVERRIDE_VALUES: dict[str, Any] = {
     "serviceAccount": {"name": None},
     "tolerations": [],
 }
-_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
 # vf's own keys are refused, each at its own path (Helm's validator reported a failed
 # propertyNames at the values' first key: `--set podLabels.vf\.dev/x=y` read '/environment')
-_NOT_VFS = {"patternProperties": {"^vf\\.dev/": False}}
+_NOT_VFS = {**STRINGS, "patternProperties": {"^vf\\.dev/": False}}
 _ENV_ITEM = {
     "type": "object",
     "required": ["name"],
-    "properties": {"name": {"type": "string", "minLength": 1, "not": {"pattern": "^VF_"}}},
+    "properties": {"name": {**NAME, "not": {"pattern": "^VF_"}}},
 }
-_NAMED = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["name"],
-    "properties": {"name": {"type": "string", "minLength": 1}},
-}
+
+
 _WHOSE = "of every worker and the provision Job (nodes.<node>.{0} adds to it for one node)"
-OVERRIDE_SCHEMAS: dict[str, dict[str, Any]] = {
-    "affinity": {"type": "object", "description": f"Pod affinity {_WHOSE.format('affinity')}."},
-    "env": {
-        "type": "array",
-        "items": _ENV_ITEM,
-        "description": f"Extra container variables {_WHOSE.format('env')}; VF_ names are vf's.",
-    },
-    "imagePullSecrets": {
-        "type": "array",
-        "items": _NAMED,
-        "description": f"Pull Secrets {_WHOSE.format('imagePullSecrets')}.",
-    },
-    "nodeSelector": {**_STRINGS, "description": f"Node labels {_WHOSE.format('nodeSelector')}."},
-    "podAnnotations": {
-        **_STRINGS,
-        **_NOT_VFS,
-        "description": f"Pod annotations {_WHOSE.format('podAnnotations')}; vf's own win.",
-    },
-    "podLabels": {
-        **_STRINGS,
-        **_NOT_VFS,
-        "description": f"Pod labels {_WHOSE.format('podLabels')}; vf's own win.",
-    },
-    "serviceAccount": {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {"name": {"type": ["string", "null"], "minLength": 1}},
-        "description": f"The ServiceAccount {_WHOSE.format('serviceAccount')}, by name.",
-    },
-    "tolerations": {
-        "type": "array",
-        "items": {"type": "object"},
-        "description": f"Tolerations {_WHOSE.format('tolerations')}, after vf's own.",
-    },
+
+
+def _whose(name: str, what: str, after: str = "") -> str:
+    return f"{what} {_WHOSE.format(name)}{after}."
+
+
+OVERRIDE_SCHEMAS: dict[str, Obj] = {
+    "affinity": described(OBJECT, _whose("affinity", "Pod affinity")),
+    "env": described(
+        array(_ENV_ITEM), _whose("env", "Extra container variables", "; VF_ names are vf's")
+    ),
+    "imagePullSecrets": described(
+        array(strict("name", name=NAME)), _whose("imagePullSecrets", "Pull Secrets")
+    ),
+    "nodeSelector": described(STRINGS, _whose("nodeSelector", "Node labels")),
+    "podAnnotations": described(
+        _NOT_VFS, _whose("podAnnotations", "Pod annotations", "; vf's own win")
+    ),
+    "podLabels": described(_NOT_VFS, _whose("podLabels", "Pod labels", "; vf's own win")),
+    "serviceAccount": described(
+        strict(name={"type": ["string", "null"], "minLength": 1}),
+        _whose("serviceAccount", "The ServiceAccount", ", by name"),
+    ),
+    "tolerations": described(
+        array(OBJECT), _whose("tolerations", "Tolerations", ", after vf's own")
+    ),
 }
 
 # a node's overrides, which vf.jobKey reads on its own (vf.jobValues leaves them out)

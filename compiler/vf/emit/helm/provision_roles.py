@@ -16,9 +16,10 @@ headless Service follow from the workers' values (``configmap.yaml``,
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
+from vf.emit.helm.shapes import BOOLEAN, NAME, OBJECTS, RESOURCES, Family, array, integer, strict
 from vf.ir.plan import Plan
 from vf.render.objects import container_resources, provision_env
 from vf.textio.jsontext import compact_json
@@ -27,10 +28,9 @@ from vf_runtime.labels import COMPONENT, NODE_LABEL, PROVISION, REPLICA_COUNTS, 
 
 PROVISION_SECTION = "provision"
 TOPOLOGY = "topology"
-PROVISION_FILE = "provision.yaml"
 
 
-def is_provision_object(obj: Obj) -> bool:
+def _owns(obj: Obj) -> bool:
     """The provision Job, its topology ConfigMaps, the replica-count ConfigMap and a
     partitioned worker's headless Service (ADR 243)."""
     kind, labels = obj.get("kind"), labels_of(obj)
@@ -41,8 +41,7 @@ def is_provision_object(obj: Obj) -> bool:
     return kind == "Service" and NODE_LABEL in labels and "clusterIP" in (obj.get("spec") or {})
 
 
-def provision_values(plan: Plan) -> Obj:
-    """``provision`` and ``topology`` of one environment."""
+def _values(plan: Plan) -> Obj:
     prov = plan.provision
     counts = {w.node: w.replicas for w in plan.workloads}
     shards = [[_record(line, counts) for line in t.splitlines()] for t in prov.topology_shards]
@@ -78,63 +77,48 @@ def shared_topology(values: Mapping[str, Obj]) -> Obj:
     return {TOPOLOGY: {"shards": seen[0]}}
 
 
-def provision_kinds(roles: Mapping[str, Obj]) -> Counter[str]:
-    """How many objects of each kind these templates render (in any environment)."""
-    found: Counter[str] = Counter()
-    shards = max(
-        (len((values.get(TOPOLOGY) or {}).get("configMaps") or ()) for values in roles.values()),
-        default=0,
-    )
-    found["ConfigMap"] = shards + any(
-        (values.get("workerPod") or {}).get("replicasConfigMap") for values in roles.values()
-    )
-    found["Job"] = int(any(values.get(PROVISION_SECTION) for values in roles.values()))
-    return found
+def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    for index, _ in enumerate((values.get(TOPOLOGY) or {}).get("configMaps") or ()):
+        yield "ConfigMap", f"topology-{index}"
+    if (values.get("workerPod") or {}).get("replicasConfigMap"):
+        yield "ConfigMap", "replicas"
+    if values.get(PROVISION_SECTION):
+        yield "Job", PROVISION_SECTION
 
 
-def neutral_provision() -> Obj:
-    """The sections in ``values.yaml``, which holds no environment's values."""
-    return {PROVISION_SECTION: {}, TOPOLOGY: {}}
-
-
-_NAME = {"type": "string", "minLength": 1}
-_QUANTITIES = {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
-
-
-def provision_schemas() -> Obj:
+def _schemas(keys: Obj) -> Obj:
     """The schemas of ``provision`` and ``topology``: what the template reads."""
     return {
         PROVISION_SECTION: {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "job": _NAME,
-                "image": _NAME,
-                "resources": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {"limits": _QUANTITIES, "requests": _QUANTITIES},
-                },
-                "backoffLimit": {"type": "integer", "minimum": 0},
-                "ignoreDisruptions": {"type": "boolean"},
-                "env": {"type": "array", "items": {"type": "object"}},
-            },
+            **strict(
+                job=NAME,
+                image=NAME,
+                resources=RESOURCES,
+                backoffLimit=integer(0),
+                ignoreDisruptions=BOOLEAN,
+                env=OBJECTS,
+            ),
             "description": "The provision Job (a post-install and post-upgrade hook): its "
             "name as vf planned it, image, resources and variables (recompile to change "
             "all but image and resources).",
         },
         TOPOLOGY: {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "configMaps": {"type": "array", "items": _NAME},
-                "shards": {
-                    "type": "array",
-                    "items": {"type": "array", "items": {"type": "string", "pattern": "^{"}},
-                },
-            },
+            **strict(
+                configMaps=array(NAME),
+                shards=array(array({"type": "string", "pattern": "^{"})),
+            ),
             "description": "The topology the provision Job reads, a ConfigMap a shard: "
             "each node's record, its replicas from nodes.<node>.replicas (generated; "
             "recompile to change).",
         },
     }
+
+
+PROVISION_ROLES = Family(
+    files=("provision.yaml",),
+    sections=(PROVISION_SECTION, TOPOLOGY),
+    owns=_owns,
+    values=_values,
+    schemas=_schemas,
+    objects=_objects,
+)

@@ -14,26 +14,24 @@ from typing import Any
 
 from vf.emit.helm.job_values import JOB_VALUES, JOB_VALUES_SCHEMA
 from vf.emit.helm.overrides import OVERRIDE_SCHEMAS
-from vf.emit.helm.roles import NODE_NAMES_REF, node_names
+from vf.emit.helm.shapes import (
+    BOOLEAN,
+    NAME,
+    NODE_NAMES_REF,
+    QUANTITIES,
+    array,
+    described,
+    integer,
+    map_of,
+    node_names,
+    strict,
+)
 from vf.emit.helm.workers import worker_schemas
 from vf.textio.objects import Obj
 
 ValueKey = tuple[str, ...]
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
-_QUANTITIES = {
-    "type": "object",
-    "additionalProperties": {"type": ["string", "number"]},
-}
-_RESOURCES = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {"limits": _QUANTITIES, "requests": _QUANTITIES, "claims": {"type": "array"}},
-    "description": "Container resources (requests, limits) of this worker.",
-}
-_PULL = {
-    "enum": ["Always", "IfNotPresent", "Never"],
-    "description": "imagePullPolicy of every pod.",
-}
+_TAG = {"type": ["string", "null"], "pattern": "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"}
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"))
 
 
@@ -53,43 +51,35 @@ def values_schema(values: Mapping[str, Obj], *, nodes: Sequence[str] = ()) -> Ob
             "required": ["environment"],
         }
         root["then"] = {"required": required}
-    root["properties"]["global"] = {
-        "type": "object",
-        "description": "Values a parent chart shares with its subcharts.",
-    }
-    root["properties"]["image"] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "tag": {
-                "type": ["string", "null"],
-                "pattern": "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$",
-                "description": "One tag for every image of the flow (workers, provision Job); "
-                "renames the Jobs, so an upgrade creates new ones.",
-            }
-        },
-    }
-    root["properties"]["environment"] = {
+    props = root["properties"]
+    props["global"] = described(
+        {"type": "object"}, "Values a parent chart shares with its subcharts."
+    )
+    tag = described(
+        _TAG,
+        "One tag for every image of the flow (workers, provision Job); "
+        "renames the Jobs, so an upgrade creates new ones.",
+    )
+    props["image"] = strict(tag=tag)
+    props["environment"] = {
         "enum": [*sorted(values), None],
         "description": "The environment of vf.yaml these values are for: it decides which "
         "objects only some environments have are rendered. values.yaml names none, and the "
         "chart refuses to render without one: install with -f values-<environment>.yaml.",
     }
-    root["properties"].update({**copy.deepcopy(OVERRIDE_SCHEMAS), **worker_schemas(nodes)})
-    _with_node_overrides(root["properties"].get("nodes"))
-    if "plannedReplicas" in root["properties"]:
-        root["properties"]["plannedReplicas"] = {
-            "type": "object",
-            "additionalProperties": {"type": "integer", "minimum": 1},
-            "description": "The environment's planned count of each Job and partitioned "
+    props.update({**copy.deepcopy(OVERRIDE_SCHEMAS), **worker_schemas(nodes)})
+    _with_node_overrides(props.get("nodes"))
+    if "plannedReplicas" in props:
+        props["plannedReplicas"] = map_of(
+            integer(1),
+            about="The environment's planned count of each Job and partitioned "
             "worker (generated): the chart refuses another nodes.<node>.replicas for them; "
             "recompile to change.",
-        }
-    root["properties"][JOB_VALUES] = JOB_VALUES_SCHEMA
-    root["properties"]["enabled"] = {
-        "type": "boolean",
-        "description": "Read by a parent chart's dependency condition; unused here.",
-    }
+        )
+    props[JOB_VALUES] = JOB_VALUES_SCHEMA
+    props["enabled"] = described(
+        BOOLEAN, "Read by a parent chart's dependency condition; unused here."
+    )
     _with_node_names(root, nodes=nodes)
     return {"$schema": DRAFT_07, "title": "vf chart values", **root}
 
@@ -169,15 +159,8 @@ def _alike(
 def _is_branch(prefix: ValueKey) -> bool:
     """Sections of the values tree (as opposed to values that happen to be maps)."""
     if len(prefix) == 1:
-        return prefix[0] in {
-            "nodes",
-            "broker",
-            "payloadStore",
-            "provision",
-        }
-    if prefix[0] == "nodes":
-        return len(prefix) == 2 or (len(prefix) in (3, 4) and prefix[2] == "containers")
-    return False
+        return prefix[0] in _BRANCHES
+    return len(prefix) == 2 and prefix[0] == "nodes"
 
 
 def _node(prefix: ValueKey, *, values: Sequence[Any]) -> Obj:
@@ -189,34 +172,30 @@ def _node(prefix: ValueKey, *, values: Sequence[Any]) -> Obj:
     return schema
 
 
+_BRANCHES = ("nodes", "broker", "payloadStore")
 _EXACT: dict[ValueKey, Obj] = {
-    ("imagePullPolicy",): _PULL,
-    ("broker", "natsUrl"): {
-        "type": "string",
-        "minLength": 1,
-        "description": "The NATS URL(s) workers and the provision Job connect to.",
+    ("imagePullPolicy",): {
+        "enum": ["Always", "IfNotPresent", "Never"],
+        "description": "imagePullPolicy of every pod.",
     },
-    ("payloadStore", "url"): {
-        "type": "string",
-        "minLength": 1,
-        "description": "The Redis URL large payloads are offloaded to.",
-    },
-    ("priorityClassName",): {
-        "type": "string",
-        "minLength": 1,
-        "description": "priorityClassName of every pod.",
-    },
+    ("broker", "natsUrl"): described(
+        NAME, "The NATS URL(s) workers and the provision Job connect to."
+    ),
+    ("payloadStore", "url"): described(NAME, "The Redis URL large payloads are offloaded to."),
+    ("priorityClassName",): described(NAME, "priorityClassName of every pod."),
 }
 _BY_LAST: dict[str, Obj] = {
-    "image": {"type": "string", "minLength": 1, "description": "Container image (tag or digest)."},
-    "resources": _RESOURCES,
-    "replicas": {
-        "type": "integer",
-        "minimum": 1,
-        "description": "Planned replicas. A Deployment's may be set here; a Job's or a "
+    "image": described(NAME, "Container image (tag or digest)."),
+    "resources": described(
+        strict(limits=QUANTITIES, requests=QUANTITIES, claims=array()),
+        "Container resources (requests, limits) of this worker.",
+    ),
+    "replicas": described(
+        integer(1),
+        "Planned replicas. A Deployment's may be set here; a Job's or a "
         "partitioned worker's only through vf.yaml (recompile): its count is part of other "
         "objects.",
-    },
+    ),
 }
 
 

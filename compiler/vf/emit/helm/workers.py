@@ -17,12 +17,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from vf.emit.helm.roles import (
-    BUDGETS,
-    RELEASE_NAMESPACE,
+from vf.emit.helm.roles import BUDGETS, WORKER, role_schemas, worker_entry
+from vf.emit.helm.shapes import (
+    BOOLEAN,
+    NAME,
+    OBJECT,
+    OBJECTS,
+    STRING,
+    STRINGS,
+    array,
+    described,
+    in_release,
+    integer,
     keyed_by_node,
-    role_schemas,
-    worker_entry,
+    map_of,
+    strict,
 )
 from vf.ir.plan import Plan, Workload
 from vf.ir.records import PodOptions
@@ -119,13 +128,6 @@ def _default_variables(facts: Mapping[str, Obj]) -> dict[str, str]:
     return defaults
 
 
-def _in_release(plan: Plan, value: str) -> str:
-    """A Service of the environment's namespace named as the release's (the template
-    puts the release's namespace in place of the marker)."""
-    own = f".{plan.namespace}.svc"
-    return value.replace(own, f".{RELEASE_NAMESPACE}.svc") if own in value else value
-
-
 def _shared_env(workloads: Sequence[Workload]) -> dict[str, str]:
     """The variables every worker of the plan has, with one value."""
     if not workloads:
@@ -140,7 +142,7 @@ def _shared_env(workloads: Sequence[Workload]) -> dict[str, str]:
 def _workers(plan: Plan, *, shared: Mapping[str, str]) -> Obj:
     pods = plan.pods or PodOptions()
     infra = plan.infra
-    env = [{"name": k, "value": _in_release(plan, v)} for k, v in shared.items()]
+    env = [{"name": k, "value": in_release(plan.namespace, v)} for k, v in shared.items()]
     env += secret_env(plan)
     out: Obj = {
         "broker": plan.broker_configmap,
@@ -191,7 +193,11 @@ def _node(plan: Plan, workload: Workload, *, flow: Obj, shared: Mapping[str, str
     entry.update({key: env[name] for name, key in _READABLE.items() if name in env})
     if env.get("VF_PARENT_NAMES"):
         entry["parents"] = env["VF_PARENT_NAMES"]  # comma-separated, as the variable
-    own = {k: _in_release(plan, v) for k, v in env.items() if k not in _DERIVED and k not in shared}
+    own = {
+        k: in_release(plan.namespace, v)
+        for k, v in env.items()
+        if k not in _DERIVED and k not in shared
+    }
     if own:
         entry["variables"] = own
     entry["configHash"] = workload.config_hash[:12]
@@ -292,78 +298,55 @@ def _shared_entries(sections: Sequence[Obj]) -> Obj:
     return shared
 
 
-_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
-_NAME = {"type": "string", "minLength": 1}
-_LIST = {"type": "array", "items": {"type": "object"}}
-_ENTRY = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "kind": {"enum": sorted(ROLE_KINDS)},
-        "component": _NAME,
-        "name": _NAME,
-        "label": _NAME,
-        "instance": _NAME,
-        "labels": _STRINGS,
-        "class": _NAME,
-        "params": {"type": "string"},
-        "parents": {"type": "string", "pattern": "^[^,]+(,[^,]+)*$"},
-        "variables": _STRINGS,
-        "unset": {"type": "array", "items": {"type": "string"}},
-        "configHash": {"type": "string", "pattern": "^[0-9a-f]{12}$"},
-        "tag": {"type": "string", "pattern": "^t[0-9a-f]{7}$"},
-        "serviceName": _NAME,
-        "rollout": {"enum": ["drain", "no-surge", "surge"]},
-        "mounts": _LIST,
-        "gpu": {"type": "object"},
-        "command": {"type": "array", "items": {"type": "string"}},
-        "ports": _LIST,
-        "startupFailures": {"type": "integer", "minimum": 1},
-    },
-}
-_POD = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "broker": _NAME,
-        "env": _LIST,
-        "startupFailures": {"type": "integer", "minimum": 1},
-        "topologySpread": {"type": "boolean"},
-        "backoffLimit": {"type": "integer", "minimum": 0},
-        "ignoreDisruptions": {"type": "boolean"},
-        "defaults": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                **{k: {"type": "string"} for k in _DEFAULTED},
-                "variables": _STRINGS,
-            },
-        },
-        "replicasConfigMap": _NAME,
-        "volumes": _LIST,
-        "volumeMounts": _LIST,
-        "imagePullSecrets": _LIST,
-        "serviceAccountName": _NAME,
-    },
-    "description": "What every worker's pod shares (from the plan; recompile to change): "
-    "the broker's ConfigMap, the variables every worker has, the credential volumes and "
-    "vf.yaml's pod options.",
-}
+_ENTRY = strict(
+    **{**WORKER, "component": NAME, "class": NAME},
+    kind={"enum": sorted(ROLE_KINDS)},
+    params=STRING,
+    parents={"type": "string", "pattern": "^[^,]+(,[^,]+)*$"},
+    variables=STRINGS,
+    unset=array(STRING),
+    configHash={"type": "string", "pattern": "^[0-9a-f]{12}$"},
+    tag={"type": "string", "pattern": "^t[0-9a-f]{7}$"},
+    serviceName=NAME,
+    rollout={"enum": ["drain", "no-surge", "surge"]},
+    mounts=OBJECTS,
+    gpu=OBJECT,
+    command=array(STRING),
+    ports=OBJECTS,
+    startupFailures=integer(1),
+)
+_POD = strict(
+    broker=NAME,
+    env=OBJECTS,
+    startupFailures=integer(1),
+    topologySpread=BOOLEAN,
+    backoffLimit=integer(0),
+    ignoreDisruptions=BOOLEAN,
+    defaults=strict(**dict.fromkeys(_DEFAULTED, STRING), variables=STRINGS),
+    replicasConfigMap=NAME,
+    volumes=OBJECTS,
+    volumeMounts=OBJECTS,
+    imagePullSecrets=OBJECTS,
+    serviceAccountName=NAME,
+)
 
 
 def worker_schemas(nodes: Sequence[str]) -> Obj:
     """The schemas of the role sections (``roles.role_schemas``) and the workers': entries
     only for the flow's ``nodes``."""
-    names = keyed_by_node(nodes)
     return {
         **role_schemas(nodes),
-        WORKERS: {
-            "type": "object",
-            **names,
-            "additionalProperties": _ENTRY,
-            "description": "Each worker as vf planned it (recompile to change): its kind, "
+        WORKERS: map_of(
+            _ENTRY,
+            keys=keyed_by_node(nodes),
+            about="Each worker as vf planned it (recompile to change): its kind, "
             "component, node class, params, parents, own variables, mounts, GPU placement, "
             "rollout and the part of its config hash no replica count decides.",
-        },
-        POD: _POD,
+        ),
+        POD: described(
+            _POD,
+            "What every worker's pod shares (from the plan; recompile to change): "
+            "the broker's ConfigMap, the variables every worker has, the credential volumes "
+            "and vf.yaml's pod options.",
+        ),
     }
