@@ -47,7 +47,11 @@ log = logging.getLogger("vf.worker")
 PROTOCOLS = ("http/protobuf", "grpc")
 TRACEPARENT, TRACESTATE = "traceparent", "tracestate"  # the headers of TRACE-1
 _PROPAGATOR = TraceContextTextMapPropagator()
-_LOW = (1 << 64) - 1  # the trace id's bits a ratio sampler decides by
+
+
+def _nonzero_bits() -> int:
+    """64 random bits, never all zero."""
+    return random.getrandbits(64) or 1
 
 
 def exporter(env: Mapping[str, str]) -> SpanExporter:
@@ -182,28 +186,37 @@ class OtlpTracer:
             "vf.generation": config.generation,
         }
         self.names = (f"{node} emit", f"{node} process")
-        # what an item the sampler drops carries: the flags the SDK gives such a span
-        random_flag = TraceFlags.RANDOM_TRACE_ID if self.ids.is_trace_id_random() else 0
-        self.unsampled_flags = f"-{random_flag:02x}"
         self.bound = root_bound(self.provider.sampler, self.names[0])
+        # A new trace's id is this replica's high half and a low half drawn per item (the
+        # bits the sampler decides by). What an item the sampler drops carries around that
+        # low half is fixed: the high half, one parent id and the flags the SDK gives such
+        # a span (ADR 0247). Neither is ever 0, so no id is all zeroes (W3C: invalid).
+        self.high = _nonzero_bits()
+        random_flag = TraceFlags.RANDOM_TRACE_ID if self.ids.is_trace_id_random() else 0
+        self.dropped = (
+            f"00-{self.high:016x}",
+            f"-{_nonzero_bits():016x}-{random_flag:02x}",
+        )
         # a parent-based sampler (the default) never records below an unsampled parent
         sampler = env.get("OTEL_TRACES_SAMPLER", "parentbased_always_on").strip()
         self.parent_based = sampler.startswith("parentbased_")
 
     def emitted(self, *, item: str, seconds: float) -> OtlpSpan | Unsampled:
-        """A new trace. An item the sampler drops costs one random number and a header:
-        the SDK is asked for a span only when the trace id's low bits are below the
-        sampler's bound, and then for a span of that same trace id."""
-        ids = random.getrandbits(192)  # the trace id (the high 128 bits), then the span id
+        """A new trace. An item the sampler drops costs one 64-bit random number and a
+        header: the SDK is asked for a span only when that number, the trace id's low
+        half, is below the sampler's bound, and then for a span of that same trace id."""
+        low = random.getrandbits(64)
         bound = self.bound
-        # never an all-zero id (W3C: invalid); the sampler decides by the trace id's low bits
-        if bound is not None and (ids >> 64 & _LOW) >= bound and ids & _LOW and ids >> 64:
-            # one draw and one bytes.hex for both ids: half the time of two draws, two
-            # conversions and the bit arithmetic between them
-            text = ids.to_bytes(24, "big").hex()
-            parent = "00-" + text[:32] + "-" + text[32:] + self.unsampled_flags
-            return Unsampled({TRACEPARENT: parent})
-        self.ids.preset = ids >> 64
+        if bound is None:  # a sampler vf cannot read: the SDK draws and decides alone
+            return self._span(item, seconds)
+        if low >= bound:
+            prefix, suffix = self.dropped  # int.to_bytes().hex(): faster than a format spec
+            return Unsampled({TRACEPARENT: prefix + low.to_bytes(8, "big").hex() + suffix})
+        self.ids.preset = self.high << 64 | low
+        return self._span(item, seconds)
+
+    def _span(self, item: str, seconds: float) -> OtlpSpan:
+        """The SDK's span of a new trace for a producer's item."""
         span = self.tracer.start_span(
             self.names[0],
             context=Context(),  # a new trace, whatever the thread's context holds

@@ -331,6 +331,39 @@ def test_the_sampler_decides_each_producer_item_as_the_sdk_would(
     tracer.close(0.5)
 
 
+def test_a_replica_draws_only_the_low_half_of_each_new_trace_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every trace a replica starts shares the replica's high 64 bits; the low 64, drawn per
+    item, decide: a dropped item's are at or above the sampler's bound and its header carries
+    the replica's one parent id, a recorded item's are below it and its SDK span has the
+    trace id its header carries. Every header is a well-formed W3C ``traceparent``; another
+    replica has another high half and parent id."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    tracer = _tracer(monkeypatch, "parentbased_traceidratio", "0.3")
+    contexts = []
+    for n in range(1000):
+        span = tracer.emitted(item=f"n:{n}", seconds=0.001)
+        contexts.append(span.headers["traceparent"])
+        span.end("ok")
+    assert all(re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-0[23]", c) for c in contexts)
+    fields = [c.split("-") for c in contexts]
+    (high,) = {trace_id[:16] for _, trace_id, _, _ in fields}  # one high half for all
+    assert high == f"{tracer.high:016x}" != "0" * 16
+    dropped = [(int(t[16:], 16), parent) for _, t, parent, flags in fields if flags == "02"]
+    recorded = {t: parent for _, t, parent, flags in fields if flags == "03"}
+    assert len(dropped) + len(recorded) == 1000 and 200 < len(recorded) < 400
+    assert all(low >= tracer.bound for low, _ in dropped)
+    assert len({parent for _, parent in dropped}) == 1 and dropped[0][1] != "0" * 16
+    assert all(int(t[16:], 16) < tracer.bound for t in recorded)
+    kept = tracer.kept.get_finished_spans()
+    assert {f"{s.context.trace_id:032x}": f"{s.context.span_id:016x}" for s in kept} == recorded
+    other = _tracer(monkeypatch, "parentbased_traceidratio", "0.3")
+    assert other.high != tracer.high and other.dropped != tracer.dropped
+    tracer.close(0.5)
+    other.close(0.5)
+
+
 async def _dead_letter_headers(url: str, flow: str) -> dict[str, str]:
     import nats
 
