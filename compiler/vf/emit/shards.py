@@ -13,9 +13,9 @@ their sync waves, and no kustomization.yaml (Argo CD reads a directory source; F
 generates one).
 
 The assignment is stable: a node's shard is its name's SHA-256 modulo the bucket count,
-which is the smallest power of two that gives ``SHARD_TARGET`` node objects per shard on
-average, doubled while a shard would hold more than ``SHARD_MAX_OBJECTS`` objects or
-``SHARD_MAX_BYTES`` of files. Adding or changing a node touches its own shard (and shard
+``SHARD_BUCKETS`` whatever the environment's size (ADR 249), doubled only while a shard
+would hold more than ``SHARD_MAX_OBJECTS`` objects or ``SHARD_MAX_BYTES`` of files (past
+about 24,000 nodes). Adding, changing or removing a node touches its own shard (and shard
 00 where the shared objects name it); only a doubling of the bucket count moves nodes,
 each old shard splitting in two (``h mod 2n`` is ``h mod n`` or that plus ``n``).
 """
@@ -40,7 +40,9 @@ SHARED = "00"
 # 750 objects up, building the shards costs kustomize less than building the one overlay
 # (its build grows with the square of the objects), and from 1,000 up a third less or more.
 SHARD_OVER = 1000
-SHARD_TARGET = 500  # node objects per shard that the bucket count aims at, on average
+# The node shards of every sharded environment: a fixed count, so that a growing flow's
+# nodes never move between shards (a move is a delete and a create under Argo CD, ADR 249)
+SHARD_BUCKETS = 16
 SHARD_MAX_OBJECTS = 2000  # no shard holds more: an Application's status stays small
 SHARD_MAX_BYTES = 5_000_000  # half of Argo CD's default directory limit (10M)
 _NAMED = 8  # nodes named in a shard's description
@@ -102,14 +104,6 @@ def bucket(node: str, *, buckets: int) -> int:
     return int.from_bytes(hashlib.sha256(node.encode("utf-8")).digest()[:8], "big") % buckets
 
 
-def first_buckets(node_objects: int) -> int:
-    """The smallest power of two that gives ``SHARD_TARGET`` node objects per shard."""
-    buckets = 1
-    while buckets * SHARD_TARGET < node_objects:
-        buckets *= 2
-    return buckets
-
-
 def _files(objects: Sequence[Obj]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((object_file(o), yamlout.dump(with_sync_waves(o))) for o in objects))
 
@@ -127,7 +121,7 @@ def shards_of(objects: Sequence[Obj]) -> list[Shard]:
         node = _node(obj)
         if node is not None:
             by_node.setdefault(node, []).append(obj)
-    buckets = first_buckets(len(objects) - len(shared))
+    buckets = SHARD_BUCKETS
     while True:
         groups: dict[int, list[str]] = {}
         for node in sorted(by_node):

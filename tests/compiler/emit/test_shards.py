@@ -20,11 +20,11 @@ from tests.support import REPO, example_graph, kustomize_build
 from vf.commands.explain.text import explain
 from vf.emit.gitops.shard_apps import flux_shard_files
 from vf.emit.shards import (
+    SHARD_BUCKETS,
     SHARD_MAX_BYTES,
     SHARD_MAX_OBJECTS,
     Shard,
     bucket,
-    first_buckets,
     shards_of,
 )
 from vf.ir.delivery import GitOps
@@ -69,9 +69,8 @@ def _shard_objects(out: Path, env: str) -> dict[str, list[Obj]]:
     return found
 
 
-def _lowered(monkeypatch: pytest.MonkeyPatch, *, over: int = 5, target: int = 2) -> None:
+def _lowered(monkeypatch: pytest.MonkeyPatch, *, over: int = 5) -> None:
     monkeypatch.setattr(shards_module, "SHARD_OVER", over)
-    monkeypatch.setattr(shards_module, "SHARD_TARGET", target)
 
 
 def _compile(graph: Path, config: Path | None = None) -> CompileResult:
@@ -136,16 +135,26 @@ def _placement(objects: list[Obj]) -> dict[str, str]:
 def test_a_node_keeps_its_shard_when_others_come_and_go() -> None:
     nodes = [f"n-{i}" for i in range(600)]
     before = _placement([o for n in nodes for o in _node_objects(n)])
-    assert len(set(before.values())) == first_buckets(1200) == 4
+    assert len(set(before.values())) == SHARD_BUCKETS
     grown = _placement([o for n in [*nodes, "new-one"] for o in _node_objects(n)])
     assert {n: grown[n] for n in nodes} == before  # adding a node moves no other
     fewer = _placement([o for n in nodes[1:] for o in _node_objects(n)])
     assert {n: fewer[n] for n in nodes[1:]} == {n: before[n] for n in nodes[1:]}
-    doubled = _placement([o for n in [*nodes, *map(str, range(1500))] for o in _node_objects(n)])
-    assert len(set(doubled.values())) == first_buckets(2 * 2100) == 16
+    # ten times the nodes: still the same shards (ADR 249); before, the count followed the
+    # size, and growing from 1,200 to 4,200 node objects moved three nodes in four
+    many = _placement([o for n in [*nodes, *map(str, range(5400))] for o in _node_objects(n)])
+    assert {n: many[n] for n in nodes} == before
+
+
+def test_a_doubling_past_the_limits_splits_each_shard(monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = [f"n-{i}" for i in range(600)]
+    before = _placement([o for n in nodes for o in _node_objects(n)])
+    monkeypatch.setattr(shards_module, "SHARD_MAX_OBJECTS", 60)  # 1,200 objects in 16: ~75
+    doubled = _placement([o for n in nodes for o in _node_objects(n)])
+    assert len(set(doubled.values())) == 2 * SHARD_BUCKETS
     for node, number in before.items():  # a doubling splits each shard, never mixes two
-        assert (int(doubled[node]) - 1) % 4 == int(number) - 1
-    assert bucket("n-1", buckets=8) % 4 == bucket("n-1", buckets=4)
+        assert (int(doubled[node]) - 1) % SHARD_BUCKETS == int(number) - 1
+    assert bucket("n-1", buckets=32) % 16 == bucket("n-1", buckets=16)
 
 
 def test_no_shard_passes_the_object_or_size_limits() -> None:
@@ -251,7 +260,7 @@ def test_a_large_flow_is_sharded_within_every_limit(kubectl: str, tmp_path: Path
     write_tree(out, result.tree)
     assert len(result.objects["dev"]) > shards_module.SHARD_OVER
     shards = _assert_exactly_the_overlay(out, "dev", kubectl)
-    assert len(shards) == 1 + 4  # 1,100 node objects: four buckets of about 275
+    assert len(shards) == 1 + SHARD_BUCKETS  # 1,100 node objects: about 69 a shard
     for number, objs in shards.items():
         files = (out / "shards" / "dev" / number).iterdir()
         assert len(objs) <= SHARD_MAX_OBJECTS

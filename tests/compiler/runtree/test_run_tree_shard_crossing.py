@@ -45,14 +45,14 @@ def _commit(
     *,
     sharded: bool,
     extra: bool = False,
-    target: int = 1,
+    buckets: int = 16,
 ) -> Path:
-    """The flow compiled as one commit: in shards (``target`` node objects per shard, on
-    average), or as one overlay; ``extra``: with one more node, ``again``."""
+    """The flow compiled as one commit: in shards (``buckets`` of them for the nodes), or as
+    one overlay; ``extra``: with one more node, ``again``."""
     with monkeypatch.context() as patch:
         if sharded:
             patch.setattr(shards_module, "SHARD_OVER", 3)
-            patch.setattr(shards_module, "SHARD_TARGET", target)
+            patch.setattr(shards_module, "SHARD_BUCKETS", buckets)
         shape = {"out": "/results/sink.jsonl", "count": str(COUNT), "tag": "x"}
         for key, value in {**shape, **({"extra": "1"} if extra else {})}.items():
             patch.setenv(f"VF_TEST_{key.upper()}", value)
@@ -135,7 +135,7 @@ def test_shrinking_below_the_threshold_keeps_every_object(
             marks=pytest.mark.xfail(
                 strict=True,
                 reason="a shard's Application prunes the nodes that move to the shard it "
-                "splits into before that one applies them (ADR 0246)",
+                "splits into before that one applies them (ADR 0249)",
             ),
         ),
     ],
@@ -146,10 +146,11 @@ def test_doubling_the_shard_count_keeps_every_object(
     monkeypatch: pytest.MonkeyPatch,
     mode: str,
 ) -> None:
-    """More nodes per shard than the target: the bucket count doubles, and each old shard
-    splits in two. Flux: a shard waits for the shards it splits into (ADR 0225)."""
-    first = _commit(tmp_path, "c1", monkeypatch, sharded=True, target=4)
-    second = _commit(tmp_path, "c2", monkeypatch, sharded=True, target=2)
+    """A shard past the limits doubles the bucket count (ADR 0249: the one move left), and
+    each old shard splits in two. Flux: a shard waits for the shards it splits into
+    (ADR 0225)."""
+    first = _commit(tmp_path, "c1", monkeypatch, sharded=True, buckets=1)
+    second = _commit(tmp_path, "c2", monkeypatch, sharded=True, buckets=2)
     counts = [len(list((tree / "shards" / "dev").iterdir())) for tree in (first, second)]
     assert counts[1] > counts[0]
     _day_two(cluster, first, second, mode=mode)

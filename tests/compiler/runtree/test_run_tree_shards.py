@@ -35,7 +35,6 @@ GITOPS = (
 
 def _sharded_tree(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(shards_module, "SHARD_OVER", 3)
-    monkeypatch.setattr(shards_module, "SHARD_TARGET", 1)
     for name, value in {"out": "/results/sink.jsonl", "count": str(COUNT), "tag": "s"}.items():
         monkeypatch.setenv(f"VF_TEST_{name.upper()}", value)
     request = CompileRequest(graph=str(FLOWS / "batch.py"), config=str(config(tmp, extra=GITOPS)))
