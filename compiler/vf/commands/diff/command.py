@@ -18,6 +18,7 @@ from vf.commands.diff.claims import ARGOCD_REFUSAL, claim_findings
 from vf.commands.diff.flow import FlowChange, flow_change
 from vf.commands.diff.gitops import GitOpsChange, gitops_changes
 from vf.commands.diff.plan import BREAKING, INFO, WARNING, Finding, plan_findings
+from vf.commands.diff.shards import shard_findings
 from vf.emit.kustomize.tree import json_patch
 from vf.emit.ordering import without_tool_annotations
 from vf.pipeline import CompileResult
@@ -156,10 +157,12 @@ def _env_diff(env: str, *, committed: Mapping[str, str], fresh: Mapping[str, str
     resources = _resources(old_objects, new=new_objects, renames=renames)
     if old_plan is None:
         return EnvDiff(environment=env, status="added", findings=(), resources=resources)
+    both = sorted(_plan_nodes(old_plan) & _plan_nodes(new_plan))
     findings = [
         *plan_findings(old_plan, new=new_plan),
         *_object_findings(old_objects, new=new_objects),
         *_replaced_jobs(resources),
+        *shard_findings(env, committed=committed, fresh=fresh, nodes=both),
     ]
     changed = bool(findings or resources or old_plan != new_plan)
     return EnvDiff(
@@ -168,6 +171,10 @@ def _env_diff(env: str, *, committed: Mapping[str, str], fresh: Mapping[str, str
         findings=tuple(findings),
         resources=resources,
     )
+
+
+def _plan_nodes(plan: Mapping[str, Any]) -> set[str]:
+    return {str(w["node"]) for w in plan.get("workloads") or []}
 
 
 def _index(objects: Sequence[Obj]) -> dict[Key, Obj]:

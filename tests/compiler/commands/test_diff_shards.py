@@ -1,0 +1,89 @@
+"""``vf diff`` says when a commit moves nodes between the Applications (Kustomizations)
+that deliver them (ADRs 225, 238, 246, 249): growing past the shard threshold, going back
+below it, or changing the shard count; and what each controller does with the moved
+objects. The cameras example (Argo CD and Flux), the threshold lowered."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import vf.emit.shards as shards_module
+from tests.support import EXAMPLES
+from vf.commands.diff.command import diff_project
+from vf.commands.diff.plan import INFO, WARNING, Finding
+from vf.commands.diff.shards import node_owners
+from vf.pipeline import CompileRequest, CompileResult, compile_project
+from vf.tree.write import write_tree
+
+
+def _compiled(
+    root: Path, monkeypatch: pytest.MonkeyPatch, *, sharded: bool, buckets: int = 16
+) -> CompileResult:
+    with monkeypatch.context() as patch:
+        if sharded:
+            patch.setattr(shards_module, "SHARD_OVER", 3)
+            patch.setattr(shards_module, "SHARD_BUCKETS", buckets)
+        folder = root / "project"
+        if not folder.exists():
+            shutil.copytree(EXAMPLES / "realtime_cameras", folder)
+        return compile_project(CompileRequest(graph=str(folder / "graph.py")))
+
+
+def _delivery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, before: dict[str, object], after: dict
+) -> list[Finding]:
+    committed = _compiled(tmp_path, monkeypatch, **before)  # type: ignore[arg-type]
+    write_tree(tmp_path / "deploy", committed.tree)
+    fresh = _compiled(tmp_path, monkeypatch, **after)
+    report = diff_project(fresh, out=tmp_path / "deploy", environments=("dev",))
+    (env,) = report.environments
+    return [f for f in env.findings if f.category == "delivery"]
+
+
+def test_growing_past_the_threshold_is_said_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (finding,) = _delivery(tmp_path, monkeypatch, {"sharded": False}, {"sharded": True})
+    assert finding.severity == INFO
+    assert "delivered in shards from this commit" in finding.message
+    assert "keep running" in finding.message
+
+
+def test_going_back_below_the_threshold_warns_that_the_nodes_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (finding,) = _delivery(tmp_path, monkeypatch, {"sharded": True}, {"sharded": False})
+    assert finding.severity == WARNING
+    assert "no longer delivered in shards" in finding.message
+    assert "Jobs run again" in finding.message
+
+
+def test_a_new_shard_count_warns_under_argo_cd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = {"sharded": True, "buckets": 1}
+    (finding,) = _delivery(tmp_path, monkeypatch, before, {"sharded": True, "buckets": 2})
+    assert finding.severity == WARNING
+    assert "move to another shard (1 to 2 shards with nodes)" in finding.message
+    assert "under Argo CD" in finding.message
+
+
+def test_the_same_shards_say_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _delivery(tmp_path, monkeypatch, {"sharded": True}, {"sharded": True}) == []
+    assert _delivery(tmp_path, monkeypatch, {"sharded": False}, {"sharded": False}) == []
+
+
+def test_a_nodes_shard_is_read_from_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _compiled(tmp_path, monkeypatch, sharded=True)
+    owners = node_owners(result.tree, env="dev")
+    assert owners is not None
+    plan = next(p for p in result.plans if p.environment == "dev")
+    assert set(owners) == {w.node for w in plan.workloads}
+    folders = {p.split("/")[2] for p in result.tree if p.startswith("shards/dev/")}
+    assert set(owners.values()) == folders - {"00"}
+    assert node_owners(result.tree, env="nowhere") is None
