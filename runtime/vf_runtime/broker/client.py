@@ -29,6 +29,7 @@ from nats.js.errors import (
     ServiceUnavailableError,
 )
 
+from vf_runtime.broker import nats_internals
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.clientauth import CredentialsError, NatsAuth, nats_auth
 from vf_runtime.credentials import NATS_TLS_CA_ENV
@@ -166,7 +167,7 @@ async def connect(
         await _log_error(error)
 
     options = _options(auth, timeout=timeout)
-    client = Client()
+    client = nats_internals.client()
     servers = [u.strip() for u in url.split(",")]
     connecting = asyncio.ensure_future(
         client.connect(

@@ -101,6 +101,52 @@ def test_a_flow_runs_the_same_through_the_internals_and_the_public_path(
     available: bool,
 ) -> None:
     """With ``AVAILABLE`` False (as on a nats-py that lacks a member), every publish, ack
-    and inbox drain goes through nats-py's public calls, and the flow delivers the same."""
+    and inbox drain goes through nats-py's public calls, and the flow delivers the same;
+    with ``FAST_HEADERS`` False the connections read headers with nats-py's own parse."""
     monkeypatch.setattr(nats_internals, "AVAILABLE", available)
+    monkeypatch.setattr(nats_internals, "FAST_HEADERS", available)
     assert _flow(nats_server, tmp_path, monkeypatch) == 50
+
+
+def test_vfs_header_parse_agrees_with_the_installed_nats_py() -> None:
+    assert nats_internals.FAST_HEADERS
+    assert nats_internals.agrees(Client._parse_header_lines)
+    assert type(nats_internals.client())._parse_header_lines is not Client._parse_header_lines
+    # past the fixed cases: every short name of ASCII bytes, whitespace and controls included
+    names = [bytes([a, b]) for a in range(0, 128, 3) for b in range(0, 128, 5)]
+    block = b"".join(n + b": v\r\n" for n in names if b"\r" not in n and b"\n" not in n)
+    assert nats_internals.parse_headers(block) == Client._parse_header_lines(block)
+
+
+def _skips_nothing(raw: bytes) -> dict[str, str]:
+    """A parse that differs from nats-py's: it keeps a name with whitespace."""
+    out: dict[str, str] = {}
+    for line in raw.split(b"\r\n"):
+        name, colon, value = line.partition(b":")
+        if colon:
+            out[name.strip().decode("latin-1")] = value.strip().decode("latin-1")
+    return out
+
+
+def test_a_nats_py_whose_header_parse_differs_keeps_its_own() -> None:
+    assert not nats_internals.agrees(_skips_nothing)
+    assert not nats_internals.agrees(lambda raw: 1 / 0)
+
+
+async def _received(url: str, headers: dict[str, str]) -> dict[str, str] | None:
+    client = nats_internals.client()
+    await client.connect(url)
+    try:
+        inbox = await client.subscribe("vf.test.headers")
+        await client.publish("vf.test.headers", b"x", headers=headers)
+        return (await inbox.next_msg(timeout=5)).headers
+    finally:
+        await client.close()
+
+
+def test_a_vf_connection_reads_what_was_sent(nats_server: LocalServer) -> None:
+    sent = {
+        "Nats-Msg-Id": "f:r:g1:n:0:1",
+        "traceparent": "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01",
+    }
+    assert asyncio.run(_received(nats_server.url, sent)) == sent
