@@ -199,7 +199,7 @@ def _options(auth: NatsAuth, *, timeout: float) -> dict[str, Any]:
 async def _require_tls(client: Client, url: str, auth: NatsAuth) -> None:
     """A client given a CA speaks TLS or nothing: nats-py upgrades only when the server
     asks it, so a server that does not would get the credentials in the clear."""
-    if not auth.ca or client._server_info.get("tls_required"):
+    if not auth.ca or nats_internals.requires_tls(client):
         return
     await client.close()
     raise BrokerError(

@@ -21,7 +21,9 @@ whitespace in a generator, about 0.2 µs a character on the hot path (a ``tracep
 adds 1.8 µs a message, ADR 250). :func:`client` makes vf's connections of a ``Client``
 subclass whose header parse gives the same result with one ``str.split`` a name, where
 the import-time check finds nats-py's method there and agreeing with vf's on every case
-of :data:`HEADER_CASES`; otherwise a plain ``Client``.
+of :data:`HEADER_CASES`; otherwise a plain ``Client``. And a fourth: whether the server
+asked for TLS, which ``connect`` checks for a client given a CA (:func:`requires_tls`,
+failing closed where nats-py keeps no server INFO).
 """
 
 from __future__ import annotations
@@ -153,3 +155,11 @@ async def stop_interest(client: Client, subscription: Subscription) -> None:
     still delivered to it, until ``Subscription.drain`` or ``unsubscribe`` ends it."""
     raw: Any = client
     await raw._send_unsubscribe(getattr(subscription, "_id"))  # noqa: B009 - a private name
+
+
+def requires_tls(client: Client) -> bool:
+    """Whether the server ``client`` connected to asked for TLS (``tls_required`` in the
+    INFO nats-py keeps); False where nats-py keeps no such INFO, so that a client given a
+    CA refuses the connection rather than trust one it cannot check."""
+    info = getattr(client, "_server_info", None)
+    return isinstance(info, dict) and bool(info.get("tls_required"))

@@ -150,3 +150,12 @@ def test_a_vf_connection_reads_what_was_sent(nats_server: LocalServer) -> None:
         "traceparent": "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01",
     }
     assert asyncio.run(_received(nats_server.url, sent)) == sent
+
+
+def test_whether_the_server_asked_for_tls_is_read_and_fails_closed() -> None:
+    client: Any = Client()
+    assert not nats_internals.requires_tls(client)  # no INFO yet
+    client._server_info = {"tls_required": True}
+    assert nats_internals.requires_tls(client)
+    del client._server_info  # a nats-py that keeps it elsewhere: the CA's client refuses
+    assert not nats_internals.requires_tls(client)
