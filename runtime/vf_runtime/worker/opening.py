@@ -69,6 +69,16 @@ def ended_by(exc: Exception, config: WorkerConfig) -> int:
     return EXIT_FAILED
 
 
+# a connection to the broker that is gone, in the call that ended the run
+_GONE = (
+    nats.errors.ConnectionClosedError,
+    nats.errors.NoServersError,
+    nats.errors.NoRespondersError,
+    nats.errors.StaleConnectionError,
+    nats.errors.UnexpectedEOF,
+)
+
+
 def _broker_lost(exc: Exception) -> BrokerError | None:
     """The named error of a broker that stopped answering, or whose connection is gone, in
     a call that ended the run; None for any other error."""
@@ -79,14 +89,7 @@ def _broker_lost(exc: Exception) -> BrokerError | None:
             "and its controller starts it again",
             "check that the broker is up and not overloaded (its pods, its logs)",
         )
-    gone = (
-        nats.errors.ConnectionClosedError,
-        nats.errors.NoServersError,
-        nats.errors.NoRespondersError,
-        nats.errors.StaleConnectionError,
-        nats.errors.UnexpectedEOF,
-    )
-    if isinstance(exc, gone):
+    if isinstance(exc, _GONE):
         return BrokerError(
             "VF_BROKER_UNAVAILABLE",
             f"the connection to the broker was lost ({exc!r}); the replica exits 3 and its "

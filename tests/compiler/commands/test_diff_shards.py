@@ -19,11 +19,10 @@ from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.tree.write import write_tree
 
 
-def _compiled(
-    root: Path, monkeypatch: pytest.MonkeyPatch, *, sharded: bool, buckets: int = 16
-) -> CompileResult:
+def _compiled(root: Path, monkeypatch: pytest.MonkeyPatch, buckets: int | None) -> CompileResult:
+    """The cameras example in ``buckets`` node shards (the threshold lowered), or in none."""
     with monkeypatch.context() as patch:
-        if sharded:
+        if buckets is not None:
             patch.setattr(shards_module, "SHARD_OVER", 3)
             patch.setattr(shards_module, "SHARD_BUCKETS", buckets)
         folder = root / "project"
@@ -33,11 +32,13 @@ def _compiled(
 
 
 def _delivery(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, before: dict[str, object], after: dict
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, before: int | None, after: int | None
 ) -> list[Finding]:
-    committed = _compiled(tmp_path, monkeypatch, **before)  # type: ignore[arg-type]
+    """The delivery findings of ``vf diff`` from ``before`` node shards (None: the overlay)
+    to ``after``."""
+    committed = _compiled(tmp_path, monkeypatch, before)
     write_tree(tmp_path / "deploy", committed.tree)
-    fresh = _compiled(tmp_path, monkeypatch, **after)
+    fresh = _compiled(tmp_path, monkeypatch, after)
     report = diff_project(fresh, out=tmp_path / "deploy", environments=("dev",))
     (env,) = report.environments
     return [f for f in env.findings if f.category == "delivery"]
@@ -46,7 +47,7 @@ def _delivery(
 def test_growing_past_the_threshold_is_said_and_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (finding,) = _delivery(tmp_path, monkeypatch, {"sharded": False}, {"sharded": True})
+    (finding,) = _delivery(tmp_path, monkeypatch, None, 16)
     assert finding.severity == INFO
     assert "delivered in shards from this commit" in finding.message
     assert "keep running" in finding.message
@@ -55,7 +56,7 @@ def test_growing_past_the_threshold_is_said_and_kept(
 def test_going_back_below_the_threshold_warns_that_the_nodes_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (finding,) = _delivery(tmp_path, monkeypatch, {"sharded": True}, {"sharded": False})
+    (finding,) = _delivery(tmp_path, monkeypatch, 16, None)
     assert finding.severity == WARNING
     assert "no longer delivered in shards" in finding.message
     assert "Jobs run again" in finding.message
@@ -64,22 +65,21 @@ def test_going_back_below_the_threshold_warns_that_the_nodes_restart(
 def test_a_new_shard_count_warns_under_argo_cd(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before = {"sharded": True, "buckets": 1}
-    (finding,) = _delivery(tmp_path, monkeypatch, before, {"sharded": True, "buckets": 2})
+    (finding,) = _delivery(tmp_path, monkeypatch, 1, 2)
     assert finding.severity == WARNING
     assert "move to another shard (1 to 2 shards with nodes)" in finding.message
     assert "under Argo CD" in finding.message
 
 
 def test_the_same_shards_say_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _delivery(tmp_path, monkeypatch, {"sharded": True}, {"sharded": True}) == []
-    assert _delivery(tmp_path, monkeypatch, {"sharded": False}, {"sharded": False}) == []
+    assert _delivery(tmp_path, monkeypatch, 16, 16) == []
+    assert _delivery(tmp_path, monkeypatch, None, None) == []
 
 
 def test_a_nodes_shard_is_read_from_its_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    result = _compiled(tmp_path, monkeypatch, sharded=True)
+    result = _compiled(tmp_path, monkeypatch, 16)
     owners = node_owners(result.tree, env="dev")
     assert owners is not None
     plan = next(p for p in result.plans if p.environment == "dev")

@@ -33,7 +33,7 @@ from nats.js.errors import NotFoundError
 from tests.runtime.broker.test_stream_share import _compiled
 from tests.runtime.store.test_store_full import _start_small_nats
 from tests.runtime.support import FLOWS
-from tests.runtime.worker.test_faults import _env, _report
+from tests.runtime.worker.test_faults import _report
 from vf.commands.run_local.command import provision_topology
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import RunTopology, provision_and_reclaim
@@ -97,10 +97,9 @@ def _provision(server: LocalServer, run: RunTopology) -> None:
 def test_a_producer_stopped_while_its_stream_is_full_exits_4_by_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key, value in _env(tmp_path, "fullstop", 400, VF_TEST_SIZE="100000").items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.syspath_prepend(str(FLOWS))
-    plan, broker_env, max_file_store = _compiled(tmp_path)
+    plan, broker_env, max_file_store = _compiled(
+        tmp_path, monkeypatch, "fullstop", 400, VF_TEST_SIZE="100000"
+    )
     server = _start_small_nats(tmp_path / "nats", max_file_store=max_file_store)
     names = RunNames(plan.flow_id, plan.run_id, "g1")
     log = tmp_path / "numbers.log"
@@ -189,10 +188,7 @@ def test_replicas_with_siblings_of_a_capped_run_read_on_or_end_superseded_by_nam
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """scale has two competing replicas, which pool their tallies in numbers' stream."""
-    for key, value in _env(tmp_path, "cappedsib", 10).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.syspath_prepend(str(FLOWS))
-    plan, broker_env, max_file_store = _compiled(tmp_path)
+    plan, broker_env, max_file_store = _compiled(tmp_path, monkeypatch, "cappedsib", 10)
     share = int(broker_env["VF_STREAM_MAX_BYTES"])
     server = _start_small_nats(tmp_path / "nats", max_file_store=max_file_store)
     base = dataclasses.replace(provision_topology(plan, "g1"), stream_max_bytes=share)
@@ -251,10 +247,7 @@ def test_a_stream_whose_subjects_another_stream_takes_is_named(
     """nats-server refuses a stream whose subjects overlap another's (10065), and, on one
     server, one of the tree's 3 replicas (10074): the worker and vf-provision name the
     refusal and exit 3, instead of a traceback."""
-    for key, value in _env(tmp_path, "overlap", 10).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.syspath_prepend(str(FLOWS))
-    plan, broker_env, max_file_store = _compiled(tmp_path)
+    plan, broker_env, max_file_store = _compiled(tmp_path, monkeypatch, "overlap", 10)
     server = _start_small_nats(tmp_path / "nats", max_file_store=max_file_store)
     names = RunNames(plan.flow_id, plan.run_id, "g1")
     log = tmp_path / "numbers.log"

@@ -19,8 +19,7 @@ from nats.js import JetStreamContext
 
 from tests.runtime.broker.test_stream_share import _compiled
 from tests.runtime.store.test_store_full import _start_small_nats
-from tests.runtime.support import FLOWS
-from tests.runtime.worker.test_faults import _env, _report
+from tests.runtime.worker.test_faults import _report
 from vf.commands.run_local.command import provision_topology
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.provision import provision_and_reclaim
@@ -55,10 +54,7 @@ async def _started(js: JetStreamContext, names: RunNames) -> bool:
 def test_a_restarted_replica_of_a_superseded_run_leaves_its_streams_capped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key, value in _env(tmp_path, "capped", 10).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.syspath_prepend(str(FLOWS))
-    plan, broker_env, max_file_store = _compiled(tmp_path)
+    plan, broker_env, max_file_store = _compiled(tmp_path, monkeypatch, "capped", 10)
     share = int(broker_env["VF_STREAM_MAX_BYTES"])
     server = _start_small_nats(tmp_path / "nats", max_file_store=max_file_store)
     base = dataclasses.replace(provision_topology(plan, "g1"), stream_max_bytes=share)

@@ -42,8 +42,15 @@ CONFIG = """environments:
 """
 
 
-def _compiled(tmp_path: Path) -> tuple[Any, dict[str, str], str]:
-    """The plan, the broker ConfigMap's data and the nats.conf's ``max_file_store``."""
+def _compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flow: str, count: int, **extra: str
+) -> tuple[Any, dict[str, str], str]:
+    """The bulk flow ``flow`` of ``count`` items (the fault tests' environment, ``extra``
+    added) compiled: the plan, the broker ConfigMap's data and the nats.conf's
+    ``max_file_store``."""
+    for key, value in _env(tmp_path, flow, count, **extra).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.syspath_prepend(str(FLOWS))
     config = tmp_path / "vf.yaml"
     config.write_text(CONFIG)
     request = CompileRequest(graph=str(FLOWS / "bulk.py"), config=str(config))
@@ -79,11 +86,10 @@ async def _provision(url: str, run: RunTopology) -> dict[str, object]:
 def test_runs_and_generations_fit_beside_what_they_supersede(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    for key, value in _env(tmp_path, "share", COUNT, VF_TEST_SIZE=str(SIZE)).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.syspath_prepend(str(FLOWS))
     caplog.set_level(logging.INFO, logger="vf")
-    plan, broker_env, max_file_store = _compiled(tmp_path)
+    plan, broker_env, max_file_store = _compiled(
+        tmp_path, monkeypatch, "share", COUNT, VF_TEST_SIZE=str(SIZE)
+    )
     share = int(broker_env["VF_STREAM_MAX_BYTES"])
     server = _start_small_nats(tmp_path / "nats", max_file_store=max_file_store)
     base = dataclasses.replace(provision_topology(plan), stream_max_bytes=share)

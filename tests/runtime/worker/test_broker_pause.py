@@ -23,8 +23,6 @@ import pytest
 from tests.runtime.broker.test_broker_faults_named import _start, _wait_for, _worker_env
 from tests.runtime.broker.test_stream_share import _compiled
 from tests.runtime.store.test_store_full import _start_small_nats
-from tests.runtime.support import FLOWS
-from tests.runtime.worker.test_faults import _env
 from vf_runtime.worker.config import load_worker_config
 from vf_runtime.worker.exits import EXIT_BROKER
 from vf_runtime.worker.opening import ended_by
@@ -40,10 +38,7 @@ def test_a_producer_waiting_for_its_readers_outlives_a_broker_pause(
     broker pauses meanwhile. Before: the next ``consumers_info`` timed out and the producer
     exited 1 with a traceback. Now it asks again, is alive when the broker answers, and
     stops cleanly on SIGTERM."""
-    for key, value in _env(tmp_path, "brokerpause", 5).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.syspath_prepend(str(FLOWS))
-    plan, broker_env, max_file_store = _compiled(tmp_path)
+    plan, broker_env, max_file_store = _compiled(tmp_path, monkeypatch, "brokerpause", 5)
     server = _start_small_nats(tmp_path / "nats", max_file_store=max_file_store)
     log = tmp_path / "numbers.log"
     try:
@@ -89,10 +84,7 @@ def test_a_broker_call_no_retry_covers_ends_the_run_by_name(
     error: Exception,
     code: str,
 ) -> None:
-    for key, value in _env(tmp_path, "brokerlost", 5).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.syspath_prepend(str(FLOWS))
-    plan, broker_env, _ = _compiled(tmp_path)
+    plan, broker_env, _ = _compiled(tmp_path, monkeypatch, "brokerlost", 5)
     config = load_worker_config(_worker_env(plan, "numbers", broker_env, VF_NATS_URL="nats://x"))
     assert ended_by(error, config) == EXIT_BROKER
     err = capsys.readouterr().err
