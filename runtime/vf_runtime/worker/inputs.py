@@ -258,6 +258,16 @@ class Inputs:
         lives = pooled.received.get(replica, {})
         return judge(lives, claimed=claimed, life=life, who="its replicas together")
 
+    async def confirm_tallies(self) -> None:
+        """Before this replica ends: the siblings can read every tally it leaves (EOS-8)."""
+        if self.pool is None or not self.first_life:
+            return
+        for parent in self.config.parents:
+            own: Received = {
+                replica: lives for (p, replica), lives in self.tally.items() if p == parent
+            }
+            await self.pool.confirm(parent, own)
+
     async def _pooled(self, parent: str) -> Pooled:
         """This replica's tally for ``parent`` published, then every sibling's merged in."""
         assert self.pool is not None

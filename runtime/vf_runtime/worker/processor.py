@@ -137,6 +137,7 @@ class ProcessorLoop:
                 await eos.poll()
                 if eos.done and await self.drained():
                     await self.flush()
+                    await self.inputs.confirm_tallies()
                     return True
                 if eos.mismatched and await self.drained():
                     eos.check_mismatch()

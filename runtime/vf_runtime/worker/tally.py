@@ -36,6 +36,8 @@ from vf_runtime.worker.outputs import broker_full
 
 log = logging.getLogger("vf.worker")
 LOOKUP_TIMEOUT = 2.0
+CONFIRM_TRIES = 5  # a replica ending publishes its tally again at most this often
+CONFIRM_PAUSE = 0.5
 
 Lives = dict[str, set[int]]  # publisher life -> stream sequences received from it
 Received = dict[int, Lives]  # parent replica -> its lives
@@ -77,6 +79,10 @@ def decode(data: bytes) -> tuple[bool, Received]:
         for replica, lives in body["received"].items()
     }
     return body.get("exact") is True, received
+
+
+class TallyLost(Exception):
+    """The broker took a tally but does not keep it as the subject's last (EOS-8)."""
 
 
 class Doubt(NamedTuple):
@@ -175,6 +181,8 @@ class SharedTally:
         self.exact[parent] = exact
         try:
             await self.publish(parent, {})
+        except TallyLost as exc:  # the first check publishes it again
+            log.warning("the opening tally is not kept yet: %s", exc)
         except APIError as exc:
             if not broker_full(exc):
                 raise
@@ -207,15 +215,53 @@ class SharedTally:
         ) from exc
 
     async def publish(self, parent: str, received: Received) -> None:
-        """Publish this replica's tally for ``parent`` when it changed since the last one;
-        only the latest is kept on the subject."""
+        """Publish this replica's tally for ``parent`` when it changed since the last one,
+        then remove the older ones; raise TallyLost when the broker does not keep it last.
+
+        The purge names the new tally's sequence: it removes what is older, and nothing a
+        broker applying requests late could make it remove of this one (a purge that keeps
+        the last message would). The tally is read back: its siblings read the last one
+        on the subject, and a count they cannot see fails their check of the marker."""
         data = encode(received, exact=self.exact.get(parent, False))
         if self.sent.get(parent) == data:
             return
         subject = self.subject(parent, self.replica)
         ack = await self.js.publish(subject, data)
+        await self.js.purge_stream(ack.stream, subject=subject, seq=ack.seq)
+        await self._kept(parent, ack.seq)
         self.sent[parent] = data
-        await self.js.purge_stream(ack.stream, subject=subject, keep=1)
+
+    async def _kept(self, parent: str, seq: int) -> None:
+        """Raise TallyLost unless this replica's last tally for ``parent`` is at ``seq``."""
+        stream = self.names.stream(parent)
+        subject = self.subject(parent, self.replica)
+        try:
+            raw = await asyncio.wait_for(
+                self.js.get_last_msg(stream, subject), timeout=LOOKUP_TIMEOUT
+            )
+        except NotFoundError:
+            raw = None
+        if raw is None or raw.seq != seq:
+            self.sent.pop(parent, None)
+            found = "none" if raw is None else f"sequence {raw.seq}"
+            raise TallyLost(f"{subject}: stored at sequence {seq}, the last kept is {found}")
+
+    async def confirm(self, parent: str, received: Received) -> None:
+        """Before this replica ends: its last tally for ``parent`` is ``received``, kept
+        last on its subject (published again until it is, while the broker answers)."""
+        for _ in range(CONFIRM_TRIES):
+            try:
+                stored = await self._last(parent, self.replica)
+                data = encode(received, exact=self.exact.get(parent, False))
+                if stored == data:
+                    return
+                log.warning("the tally for %s is not the last kept: published again", parent)
+                self.sent.pop(parent, None)
+                await self.publish(parent, received)
+            except (TallyLost, APIError, TimeoutError) as exc:
+                log.warning("tally for %s not confirmed yet: %s", parent, exc)
+                await asyncio.sleep(CONFIRM_PAUSE)
+        log.error("the tally for %s could not be confirmed: its siblings may wait", parent)
 
     async def pooled(self, parent: str, own: Received) -> Pooled:
         """``own`` merged with every sibling's latest tally for ``parent``."""
