@@ -164,6 +164,7 @@ class GroupRunner:
         if self.applied is not None:
             groups = await self._unapplied(groups)
         tracer = self.settler.tracer
+        finished: list[_Sent] = []
         if tracer is None:
             finished = await self._through(groups)
         else:  # each group's span ends here at the latest: what is not settled is handed back
@@ -173,8 +174,11 @@ class GroupRunner:
                 for item in finished:
                     end_spans(item.group, OK)
             finally:
-                for group in groups:
-                    end_spans(group, HANDED_BACK)
+                if len(finished) < len(groups):
+                    ended = {id(item.group) for item in finished}
+                    for group in groups:
+                        if id(group) not in ended:
+                            end_spans(group, HANDED_BACK)
         metrics = self.metrics
         now = time.time()
         for item in finished:

@@ -77,11 +77,11 @@ def exporter(env: Mapping[str, str]) -> SpanExporter:
 class OtlpSpan:
     """One item's SDK span and the ``traceparent`` its outputs carry."""
 
-    __slots__ = ("ended", "headers", "span")
+    __slots__ = ("headers", "live", "span")
 
     def __init__(self, span: Span) -> None:
         self.span = span
-        self.ended = False
+        self.live = True
         context = span.get_span_context()
         trace_id, span_id = context.trace_id, context.span_id
         flags = int(context.trace_flags)
@@ -91,9 +91,9 @@ class OtlpSpan:
         self.headers: Mapping[str, str] = headers
 
     def end(self, outcome: str, *, code: str = "") -> None:
-        if self.ended:
+        if not self.live:
             return
-        self.ended = True
+        self.live = False
         span = self.span
         if span.is_recording():
             span.set_attribute("vf.outcome", outcome)
@@ -108,6 +108,7 @@ class Unsampled:
     came (a span a parent-based sampler drops would only draw a span id nobody sees)."""
 
     __slots__ = ("headers",)
+    live = False  # nothing to end: the loops skip ``end``
 
     def __init__(self, headers: Mapping[str, str]) -> None:
         self.headers = headers
@@ -116,18 +117,9 @@ class Unsampled:
         pass
 
 
-def _unsampled(carrier: Mapping[str, str] | None) -> Unsampled | None:
-    """The pass-through of a well-formed ``traceparent`` whose sampled flag is clear."""
-    parent = carrier.get(TRACEPARENT) if carrier else None
-    if parent is None or len(parent) != 55 or not parent.startswith("00-"):
-        return None
-    if int(parent[53:], 16) & 1:
-        return None
-    assert carrier is not None
-    state = carrier.get(TRACESTATE)
-    return Unsampled(
-        {TRACEPARENT: parent} if state is None else {TRACEPARENT: parent, TRACESTATE: state}
-    )
+# the last hex digit of a traceparent whose sampled flag (bit 0 of the flags) is clear
+_UNSAMPLED_DIGITS = frozenset("02468ace")
+_HEX = frozenset("0123456789abcdef")
 
 
 class PresetIds(RandomIdGenerator):
@@ -229,11 +221,22 @@ class OtlpTracer:
     def processing(
         self, carriers: Sequence[Mapping[str, str] | None], *, item: str
     ) -> OtlpSpan | Unsampled:
-        if self.parent_based and carriers:
-            unsampled = _unsampled(carriers[0])
-            if unsampled is not None:
-                return unsampled
-        contexts = [_PROPAGATOR.extract(carrier or {}) for carrier in carriers]
+        carrier = carriers[0] if carriers else None
+        if self.parent_based and carrier:  # a well-formed parent whose sampled flag is clear
+            given = carrier.get(TRACEPARENT)
+            if (
+                given is not None
+                and len(given) == 55
+                and given.startswith("00-")
+                and given[54] in _UNSAMPLED_DIGITS
+                and given[53] in _HEX
+            ):
+                state = carrier.get(TRACESTATE)
+                passed = {TRACEPARENT: given}
+                if state is not None:
+                    passed[TRACESTATE] = state
+                return Unsampled(passed)
+        contexts = [_PROPAGATOR.extract(each or {}) for each in carriers]
         links: list[Link] = []
         if len(contexts) > 1:  # a join: a link to each input's span
             for context in contexts:

@@ -152,7 +152,7 @@ class ProducerLoop:
         span: ItemSpan | None,
     ) -> None:
         """Confirm one output; its span, when traced, ends with the outcome."""
-        if span is None:
+        if span is None or not span.live:
             await publisher.confirm(prepared, future)
             return
         try:

@@ -42,6 +42,12 @@ class ItemSpan(Protocol):
         """The trace context an output of this item carries (``traceparent``…)."""
         ...
 
+    @property
+    def live(self) -> bool:
+        """Whether ``end`` has anything to do: a span not ended yet (an item its trace does
+        not record has none: it is never ended)."""
+        ...
+
     def end(self, outcome: str, *, code: str = "") -> None:
         """End the span (the first call only) with its outcome and dead-letter code."""
         ...
@@ -117,9 +123,12 @@ def tracer_from(config: WorkerConfig, env: Mapping[str, str] | None = None) -> T
 def start_spans(tracer: Tracer, groups: Sequence[Sequence[Traced]]) -> None:
     """Give every delivery of each group the group's span."""
     for group in groups:
-        first = group[0].envelope
-        item = first.trace_id if first is not None else ""
-        span = tracer.processing([d.msg.headers for d in group], item=item)
+        first = group[0]
+        envelope = first.envelope
+        item = envelope.trace_id if envelope is not None else ""
+        # one input (all but a join's): no comprehension of one
+        carriers = [first.msg.headers] if len(group) == 1 else [d.msg.headers for d in group]
+        span = tracer.processing(carriers, item=item)
         for delivery in group:
             delivery.span = span
 
@@ -127,5 +136,6 @@ def start_spans(tracer: Tracer, groups: Sequence[Sequence[Traced]]) -> None:
 def end_spans(group: Sequence[Traced], outcome: str, *, code: str = "") -> None:
     """End the spans of a group's deliveries that still run (one per group: ended once)."""
     for delivery in group:
-        if delivery.span is not None:
-            delivery.span.end(outcome, code=code)
+        span = delivery.span
+        if span is not None and span.live:
+            span.end(outcome, code=code)
