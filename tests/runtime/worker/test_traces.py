@@ -243,6 +243,10 @@ def test_an_unsampled_parent_passes_its_context_on_and_a_sampled_one_gets_a_chil
     root = tracer.processing([None], item="i")  # a message without headers: a new trace
     assert root.headers["traceparent"].split("-")[1] != trace_id
     root.end("ok")
+    # a stranger's traceparent whose flags are not hex: a new trace, not an exception
+    forged = tracer.processing([{"traceparent": unsampled[:-2] + "zz"}], item="i")
+    assert forged.headers["traceparent"].split("-")[1] != unsampled[3:35]
+    forged.end("ok")
     tracer.close(0.5)
 
 
