@@ -36,6 +36,7 @@ from peer import DEFAULT_SOURCE, cached_bytecode, peer_flow, peer_label, peer_py
 from runtime_report import table, write_doc
 from startup import compile_check, first_item, idle_rss, peer_first_item
 from vf.commands.run_local.command import RunLocalRequest, run_local
+from vf_runtime.credentials import store_key_prefix
 from vf_runtime.local.infra import LocalServer, start_nats, start_redis
 from vf_runtime.store.blobstore import BlobStore
 from vf_runtime.wire import (
@@ -67,6 +68,10 @@ SPIN_ROUNDS = 360_000  # the CPU-bound stage's loop: about 20 ms of one core her
 NODES = """
 import json, os, time
 from vf import Consumer, Processor, Producer
+
+if os.environ.get("B_PIDS") and os.environ.get("VF_NODE_NAME"):  # tracing_instructions.py
+    with open(os.environ["B_PIDS"], "a") as pids:
+        pids.write(f"{os.getpid()} {os.environ['VF_NODE_NAME']}\\n")
 
 class Source(Producer):
     def __init__(self, count=100, size=1024, rate=0.0, frames=False, **kw):
@@ -349,7 +354,7 @@ async def blob_path(url: str, *, size: int, reps: int) -> dict[str, float]:
     ``_vf_blobs``); the raw path is one SET and one GET of the same bytes. Blocks of
     ten alternate, so both see the same server state (append-only file, memory).
     """
-    store = BlobStore.from_url(url, ttl_seconds=600)
+    store = BlobStore.from_url(url, ttl_seconds=600, prefix=store_key_prefix("bench"))
     raw = redis.asyncio.Redis.from_url(url)
     value = {"frame": b"\x7f" * size}
     vf_seconds = raw_seconds = 0.0
