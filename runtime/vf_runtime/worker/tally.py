@@ -255,7 +255,13 @@ class SharedTally:
                 data = encode(received, exact=self.exact.get(parent, False))
                 if stored == data:
                     return
-                log.warning("the tally for %s is not the last kept: published again", parent)
+                log.warning(
+                    "the tally for %s is not the last kept (kept: %s, this replica's: %d): "
+                    "published again",
+                    parent,
+                    _counted(stored),
+                    sum(len(seqs) for lives in received.values() for seqs in lives.values()),
+                )
                 self.sent.pop(parent, None)
                 await self.publish(parent, received)
             except Exception as exc:  # a broker not answering: this replica's work is done
@@ -286,6 +292,17 @@ class SharedTally:
             pooled.inexact |= not exact
             _merge(pooled.received, received)
         return pooled
+
+
+def _counted(data: bytes | None) -> str:
+    """How many sequences a stored tally holds, for a log line."""
+    if data is None:
+        return "none"
+    try:
+        _, received = decode(data)
+    except (ValueError, TypeError):
+        return "unreadable"
+    return str(sum(len(seqs) for lives in received.values() for seqs in lives.values()))
 
 
 def _merge(into: Received, received: Received) -> None:
