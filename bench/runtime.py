@@ -146,6 +146,15 @@ def build_flow():
 """
 
 
+def bench_project(work: Path) -> Path:
+    """``work`` holding the bench graph, its nodes and a vf.yaml, on ``sys.path``."""
+    (work / "bench_nodes.py").write_text(NODES)
+    (work / "graph.py").write_text(GRAPH)
+    (work / "vf.yaml").write_text("environments:\n  bench:\n    images:\n      default: bench:0\n")
+    sys.path.insert(0, str(work))
+    return work
+
+
 def vf_flow(servers: Servers, *, work: Path, **params: Any) -> dict[str, Any]:
     """Run the bench graph through ``vf run-local``: the sink's records and each stage's CPU."""
     out = work / f"{params['flow']}.jsonl"
@@ -542,13 +551,7 @@ def main() -> None:
     saved = saved if "after" in saved or "before" in saved else {}
     if not args.render:
         with tempfile.TemporaryDirectory(prefix="vf-bench-") as tmp:
-            work = Path(tmp)
-            (work / "bench_nodes.py").write_text(NODES)
-            (work / "graph.py").write_text(GRAPH)
-            (work / "vf.yaml").write_text(
-                "environments:\n  bench:\n    images:\n      default: bench:0\n"
-            )
-            sys.path.insert(0, str(work))
+            work = bench_project(Path(tmp))
             saved[args.record] = measure(args, work)
     if not args.no_save:  # the measurements first: a table can always be re-rendered
         args.results.parent.mkdir(parents=True, exist_ok=True)

@@ -15,11 +15,10 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 from pathlib import Path
 
-from runtime import GRAPH, NODES, tracing_cost
+from runtime import bench_project, tracing_cost
 from vf_runtime.local.infra import start_nats, start_redis
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,13 +33,7 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true", help="print, write nothing")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vf-bench-trace-") as tmp:
-        work = Path(tmp)
-        (work / "bench_nodes.py").write_text(NODES)
-        (work / "graph.py").write_text(GRAPH)
-        (work / "vf.yaml").write_text(
-            "environments:\n  bench:\n    images:\n      default: bench:0\n"
-        )
-        sys.path.insert(0, str(work))
+        work = bench_project(Path(tmp))
         servers = (start_nats(work / "nats"), start_redis(work / "redis"))
         try:
             found = tracing_cost(servers, work=work, count=args.count, reps=args.reps)

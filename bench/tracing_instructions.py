@@ -38,7 +38,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from runtime import GRAPH, NODES, _Collector, vf_flow
+from runtime import _Collector, bench_project, vf_flow
 from vf_runtime.local.infra import start_nats, start_redis
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,13 +56,7 @@ TOTAL = re.compile(r"^summary: (\d+)$", re.M)
 def one_flow(count: int, label: str, pids: Path) -> None:
     """One run of the flow in this process (the one valgrind watches)."""
     with tempfile.TemporaryDirectory(prefix="vf-bench-instr-") as tmp:
-        work = Path(tmp)
-        (work / "bench_nodes.py").write_text(NODES)
-        (work / "graph.py").write_text(GRAPH)
-        (work / "vf.yaml").write_text(
-            "environments:\n  bench:\n    images:\n      default: bench:0\n"
-        )
-        sys.path.insert(0, str(work))
+        work = bench_project(Path(tmp))
         os.environ["B_PIDS"] = str(pids)
         collector = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
         threading.Thread(target=collector.serve_forever, daemon=True).start()
