@@ -37,8 +37,7 @@ async def _run_stream(js: JetStreamContext) -> RunNames:
 
 def _replicas(js: JetStreamContext, names: RunNames) -> tuple[SharedTally, SharedTally]:
     mine, sibling = (
-        SharedTally(js, names=names, child="c", replica=replica, replicas=2)
-        for replica in (0, 1)
+        SharedTally(js, names=names, child="c", replica=replica, replicas=2) for replica in (0, 1)
     )
     return mine, sibling
 
