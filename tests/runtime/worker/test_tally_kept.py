@@ -13,14 +13,16 @@ import asyncio
 import uuid
 
 import nats
+import pytest
 from nats.js import JetStreamContext
+from nats.js.api import PubAck, RawStreamMsg
 
 from vf_runtime.broker.client import ensure_consumer
 from vf_runtime.broker.naming import RunNames
 from vf_runtime.broker.streams import ensure_stream
 from vf_runtime.broker.topology import eos_anchor_config, stream_config
 from vf_runtime.local.infra import LocalServer
-from vf_runtime.worker.tally import Received, SharedTally, encode
+from vf_runtime.worker.tally import Received, SharedTally, TallyLost, encode
 
 PARENT = "p"
 EARLY: Received = {0: {"life": {3, 4}}}
@@ -87,3 +89,35 @@ def test_a_replica_ending_publishes_its_tally_again_when_an_older_one_is_last(
     before, after = asyncio.run(scenario())
     assert before == {3, 4}  # what a sibling checking the marker would count
     assert after == {3, 4, 5, 6}
+
+
+class _OlderKept:
+    """A broker that takes every tally and keeps an older one last."""
+
+    def __init__(self) -> None:
+        self.published = 0
+
+    async def publish(self, subject: str, data: bytes) -> PubAck:
+        self.published += 1
+        return PubAck(stream="s", seq=10 + self.published)
+
+    async def purge_stream(self, stream: str, **kwargs: object) -> bool:
+        return True
+
+    async def get_last_msg(self, stream: str, subject: str) -> RawStreamMsg:
+        return RawStreamMsg(subject=subject, seq=10, data=encode(EARLY, exact=True))
+
+
+def test_a_tally_the_broker_does_not_keep_last_counts_as_not_published() -> None:
+    js = _OlderKept()
+    mine = SharedTally(
+        js,  # type: ignore[arg-type]
+        names=RunNames(flow_id="f", run_id="r"),
+        child="c",
+        replica=0,
+        replicas=2,
+    )
+    for _ in range(2):  # not remembered as sent: the next poll publishes it again
+        with pytest.raises(TallyLost, match="the last kept is sequence 10"):
+            asyncio.run(mine.publish(PARENT, LATE))
+    assert js.published == 2
