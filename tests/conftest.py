@@ -4,6 +4,7 @@ graph files."""
 from __future__ import annotations
 
 import shutil
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,13 @@ from tests.support import (
     require,
 )
 from vf.pipeline import CompileRequest, CompileResult, compile_project
+
+# A shell running the suite as a background job leaves SIGINT ignored, and an ignored
+# signal stays ignored across exec: every vf the tests start would then miss an interrupt
+# it gets before installing a handler of its own (Python gives it no KeyboardInterrupt).
+# A handler, unlike an ignored disposition, is reset to the default on exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
