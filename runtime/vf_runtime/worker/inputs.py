@@ -258,22 +258,21 @@ class Inputs:
         lives = pooled.received.get(replica, {})
         return judge(lives, claimed=claimed, life=life, who="its replicas together")
 
+    def _own(self, parent: str) -> Received:
+        """What this replica received from each replica of ``parent`` (its own tally)."""
+        return {replica: lives for (p, replica), lives in self.tally.items() if p == parent}
+
     async def confirm_tallies(self) -> None:
         """Before this replica ends: the siblings can read every tally it leaves (EOS-8)."""
         if self.pool is None or not self.first_life:
             return
         for parent in self.config.parents:
-            own: Received = {
-                replica: lives for (p, replica), lives in self.tally.items() if p == parent
-            }
-            await self.pool.confirm(parent, own)
+            await self.pool.confirm(parent, self._own(parent))
 
     async def _pooled(self, parent: str) -> Pooled:
         """This replica's tally for ``parent`` published, then every sibling's merged in."""
         assert self.pool is not None
-        own: Received = {
-            replica: lives for (p, replica), lives in self.tally.items() if p == parent
-        }
+        own = self._own(parent)
         try:
             await self.pool.publish(parent, own)
         except Exception as exc:  # the broker did not take it: the next poll tries again

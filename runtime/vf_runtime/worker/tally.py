@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from nats.js import JetStreamContext
+from nats.js.api import RawStreamMsg
 from nats.js.errors import APIError, NotFoundError
 
 from vf_runtime.broker.client import BrokerError, patiently
@@ -56,6 +57,11 @@ def ranges(seqs: set[int]) -> list[list[int]]:
 
 def from_ranges(spans: list[list[int]]) -> set[int]:
     return {seq for low, high in spans for seq in range(low, high + 1)}
+
+
+def size(received: Received) -> int:
+    """How many stream sequences a tally holds, over every parent replica and life."""
+    return sum(len(seqs) for lives in received.values() for seqs in lives.values())
 
 
 def encode(received: Received, *, exact: bool) -> bytes:
@@ -157,17 +163,21 @@ class SharedTally:
     def subject(self, parent: str, replica: int) -> str:
         return f"{self.names.eos_prefix(parent)}.tally.{token(self.child)}.r{replica}"
 
-    async def _last(self, parent: str, replica: int) -> bytes | None:
-        """The latest tally of sibling ``replica``; None when it has published none."""
+    async def _last_msg(self, parent: str, replica: int) -> RawStreamMsg | None:
+        """The message last kept on ``replica``'s tally subject; None when there is none."""
         stream = self.names.stream(parent)
         subject = self.subject(parent, replica)
         try:
-            raw = await asyncio.wait_for(
+            return await asyncio.wait_for(
                 self.js.get_last_msg(stream, subject), timeout=LOOKUP_TIMEOUT
             )
         except NotFoundError:
             return None
-        return raw.data or b""
+
+    async def _last(self, parent: str, replica: int) -> bytes | None:
+        """The latest tally of sibling ``replica``; None when it has published none."""
+        raw = await self._last_msg(parent, replica)
+        return None if raw is None else raw.data or b""
 
     async def start(self, parent: str) -> bool:
         """Publish this life's first tally; False when an earlier life of this replica
@@ -233,17 +243,11 @@ class SharedTally:
 
     async def _kept(self, parent: str, seq: int) -> None:
         """Raise TallyLost unless this replica's last tally for ``parent`` is at ``seq``."""
-        stream = self.names.stream(parent)
-        subject = self.subject(parent, self.replica)
-        try:
-            raw = await asyncio.wait_for(
-                self.js.get_last_msg(stream, subject), timeout=LOOKUP_TIMEOUT
-            )
-        except NotFoundError:
-            raw = None
+        raw = await self._last_msg(parent, self.replica)
         if raw is None or raw.seq != seq:
             self.sent.pop(parent, None)
             found = "none" if raw is None else f"sequence {raw.seq}"
+            subject = self.subject(parent, self.replica)
             raise TallyLost(f"{subject}: stored at sequence {seq}, the last kept is {found}")
 
     async def confirm(self, parent: str, received: Received) -> None:
@@ -260,7 +264,7 @@ class SharedTally:
                     "published again",
                     parent,
                     _counted(stored),
-                    sum(len(seqs) for lives in received.values() for seqs in lives.values()),
+                    size(received),
                 )
                 self.sent.pop(parent, None)
                 await self.publish(parent, received)
@@ -302,7 +306,7 @@ def _counted(data: bytes | None) -> str:
         _, received = decode(data)
     except (ValueError, TypeError):
         return "unreadable"
-    return str(sum(len(seqs) for lives in received.values() for seqs in lives.values()))
+    return str(size(received))
 
 
 def _merge(into: Received, received: Received) -> None:

@@ -110,13 +110,7 @@ class _OlderKept:
 
 def test_a_tally_the_broker_does_not_keep_last_counts_as_not_published() -> None:
     js = _OlderKept()
-    mine = SharedTally(
-        js,  # type: ignore[arg-type]
-        names=RunNames(flow_id="f", run_id="r"),
-        child="c",
-        replica=0,
-        replicas=2,
-    )
+    mine, _ = _replicas(js, RunNames(flow_id="f", run_id="r"))  # type: ignore[arg-type]
     for _ in range(2):  # not remembered as sent: the next poll publishes it again
         with pytest.raises(TallyLost, match="the last kept is sequence 10"):
             asyncio.run(mine.publish(PARENT, LATE))
