@@ -12,18 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vf.emit.helm.shapes import (
-    BOOLEAN,
-    NAME,
-    OBJECTS,
-    Family,
-    array,
-    described,
-    in_release,
-    integer,
-    map_of,
-    strict,
-)
+from vf.emit.helm.shapes import Family, in_release
 from vf.ir.gpu import DraClaim
 from vf.ir.plan import Plan
 from vf.ir.records import PodOptions
@@ -156,77 +145,10 @@ def _infra_policy(policy: InfraPolicy) -> Obj:
     return out
 
 
-_PORT = integer(1, 65535)
-_CLAIM = strict(
-    "name",
-    "deviceClassName",
-    "count",
-    name=NAME,
-    deviceClassName=NAME,
-    count=integer(1),
-    selectors=array(NAME),
-    memory=NAME,
-    mps=BOOLEAN,
-)
-_MONITORED = strict("port", "from", **{"port": _PORT, "from": OBJECTS})
-_SERVICE_POLICY = strict(
-    "name",
-    "component",
-    "clientPort",
-    name=NAME,
-    component=NAME,
-    clientPort=_PORT,
-    clusterPort=_PORT,
-    monitoring=_MONITORED,
-)
-_POLICIES = strict(
-    flow=strict("name", "egress", name=NAME, egress=OBJECTS, ingress=OBJECTS),
-    infra=map_of(_SERVICE_POLICY),
-)
-_REQUEST = strict("channel", "profile", channel=NAME, profile=NAME)
-_BROKER_CONFIG = strict(
-    name=NAME,
-    generation=NAME,
-    streamReplicas=integer(2),
-    streamMaxBytes=integer(1),
-    profileRequests=array(_REQUEST),
-)
-
-
-def _schemas(keys: Obj) -> Obj:
-    return {
-        CLAIMS: map_of(
-            _CLAIM,
-            keys=keys,
-            about="DRA ResourceClaimTemplates of the GPU workers by node (from the "
-            "plan): each pod claims count devices of deviceClassName, matching the CEL "
-            "selectors and at least memory each; mps shares them through MPS.",
-        ),
-        POLICIES: described(
-            _POLICIES,
-            "NetworkPolicies (from the plan): the flow's pods' egress rules "
-            "and the readers of their /metrics (ingress), and each service vf runs (infra: "
-            "the broker, the store): its client, cluster and monitoring ports.",
-        ),
-        BROKER_CONFIG: described(
-            _BROKER_CONFIG,
-            "The broker ConfigMap every pod reads (from the plan; its URLs are "
-            "broker.natsUrl and payloadStore.url): copies of each stream, each BATCH stream's "
-            "bytes, the channels' explicit delivery profiles, a BATCH flow's generation.",
-        ),
-        MIG: described(
-            strict(name=NAME, config=NAME),
-            "The nvidia-mig-parted config of the environment's MIG nodes "
-            "(from the plan; recompile to change).",
-        ),
-    }
-
-
 FLOW_ROLES = Family(
     files=("resourceclaimtemplate.yaml", "networkpolicy.yaml", "configmap.yaml"),
     sections=(CLAIMS, POLICIES, BROKER_CONFIG, MIG),
     owns=_owns,
     values=_values,
-    schemas=_schemas,
     objects=_objects,
 )

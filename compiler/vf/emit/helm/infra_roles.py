@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vf.emit.helm.shapes import NAME, RESOURCES, Family, described, nullable, strict
+from vf.emit.helm.shapes import Family
 from vf.ir.plan import Infra, Plan, ServiceAuth
 from vf.render.infra import DEV_FILE_STORE, file_store_limit
 from vf.resources import shipped_components
@@ -126,64 +126,10 @@ def _store(infra: Infra, *, flow_id: str) -> Obj:
     return out
 
 
-_TLS = nullable(strict("secret", secret=NAME))  # null: a server without TLS
-_SERVICE = {
-    "name": NAME,
-    "image": NAME,
-    "resources": RESOURCES,
-    "storage": strict("size", size=NAME, className=NAME),
-    "tls": _TLS,
-}
-
-
-def _durable_needs(*keys: str) -> Obj:
-    return {
-        "if": {"properties": {"profile": {"const": "durable"}}},
-        "then": {"required": list(keys)},
-    }
-
-
-_NATS = strict(
-    "profile",
-    "name",
-    "image",
-    "resources",
-    "maxFileStore",
-    **_SERVICE,
-    profile={"enum": ["dev", "durable"]},
-    replicas={"type": "integer", "minimum": 1},
-    maxFileStore={"type": "string", "pattern": "^[0-9]+[MG]B$"},
-    auth=nullable(strict("secret", secret=NAME, routesSecret=NAME)),
-) | _durable_needs("replicas", "storage")
-_REDIS = strict(
-    "profile",
-    "name",
-    "image",
-    "resources",
-    **_SERVICE,
-    profile={"enum": ["dev", "durable", "cache"]},
-    auth=nullable(strict("secret", "acl", secret=NAME, acl=NAME)),  # null: no password
-) | _durable_needs("storage")
-
-
-def _schemas(keys: Obj) -> Obj:
-    """The schema of ``infra``: what the templates read, nothing else."""
-    return {
-        INFRA: described(
-            strict(nats=_NATS, redis=_REDIS),
-            "The broker (nats) and payload store (redis) the chart runs, "
-            "from the plan: profile, name, image, resources, storage (durable), the Secrets "
-            "of auth and tls. Absent where the service is external; maxFileStore and "
-            "auth.acl follow vf.yaml (recompile to change them).",
-        )
-    }
-
-
 INFRA_ROLES = Family(
     files=("nats.yaml", "redis.yaml"),
     sections=(INFRA,),
     owns=_owns,
     values=_values,
-    schemas=_schemas,
     objects=_objects,
 )

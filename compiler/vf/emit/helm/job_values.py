@@ -26,17 +26,9 @@ from decimal import Decimal
 from typing import Any
 
 from vf.emit.helm.overrides import FIELDS
-from vf.textio.objects import Obj
 
 JOB_VALUES = "jobValues"  # each environment's digest of what its Jobs read
 DIGEST_LEN = 16
-JOB_VALUES_SCHEMA: Obj = {
-    "type": "string",
-    "pattern": f"^[0-9a-f]{{{DIGEST_LEN}}}$",
-    "description": "The digest of the values the Jobs' templates read, as vf compiled them "
-    "(generated): where the values rendered differ, every Job is renamed (a BATCH flow: a "
-    "new generation).",
-}
 # what every worker Job's pod reads besides its own entries, in vf.jobValues's order
 _WORKER_SECTIONS = (
     "commonAnnotations",

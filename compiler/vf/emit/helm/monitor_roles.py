@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vf import names
-from vf.emit.helm.shapes import NAME, Family, array, described, nullable, strict
+from vf.emit.helm.shapes import Family
 from vf.ir.plan import Plan
 from vf.ir.records import Observability, PodOptions
 from vf.render.observe import DASHBOARD_LABEL, alert_rules, dashboard_configmap
@@ -77,34 +77,10 @@ def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "PriorityClass", str(values.get("priorityClassName"))
 
 
-def _schemas(keys: Obj) -> Obj:
-    """The schemas of ``monitoring`` and ``priorityClass``: what the templates read."""
-    return {
-        MONITORING: described(
-            strict(
-                serviceMonitor=nullable(strict("name", name=NAME)),
-                alerts=nullable(strict("name", "rules", name=NAME, rules=array())),
-                dashboard=nullable(strict("name", "file", "json", name=NAME, file=NAME, json=NAME)),
-            )
-            | {"required": []},
-            "What watches the flow, from the plan (pods.metrics, "
-            "observability): the metrics Service and ServiceMonitor, the PrometheusRule "
-            "of its alerts, the Grafana dashboard; the rules and the dashboard select the "
-            "environment's namespace (recompile to change them).",
-        ),
-        PRIORITY_CLASS: described(
-            strict("value", value={"type": "integer"}),
-            "The PriorityClass vf creates (pods.priority_class_value), "
-            "named priorityClassName; kept on uninstall.",
-        ),
-    }
-
-
 MONITOR_ROLES = Family(
     files=("monitoring.yaml", "priorityclass.yaml"),
     sections=(MONITORING,),
     owns=_owns,
     values=_values,
-    schemas=_schemas,
     objects=_objects,
 )

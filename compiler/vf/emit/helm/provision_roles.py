@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vf.emit.helm.shapes import BOOLEAN, NAME, OBJECTS, RESOURCES, Family, array, integer, strict
+from vf.emit.helm.shapes import Family
 from vf.ir.plan import Plan
 from vf.render.objects import container_resources, provision_env
 from vf.textio.jsontext import compact_json
@@ -86,39 +86,10 @@ def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "Job", PROVISION_SECTION
 
 
-def _schemas(keys: Obj) -> Obj:
-    """The schemas of ``provision`` and ``topology``: what the template reads."""
-    return {
-        PROVISION_SECTION: {
-            **strict(
-                job=NAME,
-                image=NAME,
-                resources=RESOURCES,
-                backoffLimit=integer(0),
-                ignoreDisruptions=BOOLEAN,
-                env=OBJECTS,
-            ),
-            "description": "The provision Job (a post-install and post-upgrade hook): its "
-            "name as vf planned it, image, resources and variables (recompile to change "
-            "all but image and resources).",
-        },
-        TOPOLOGY: {
-            **strict(
-                configMaps=array(NAME),
-                shards=array(array({"type": "string", "pattern": "^{"})),
-            ),
-            "description": "The topology the provision Job reads, a ConfigMap a shard: "
-            "each node's record, its replicas from nodes.<node>.replicas (generated; "
-            "recompile to change).",
-        },
-    }
-
-
 PROVISION_ROLES = Family(
     files=("provision.yaml",),
     sections=(PROVISION_SECTION, TOPOLOGY),
     owns=_owns,
     values=_values,
-    schemas=_schemas,
     objects=_objects,
 )

@@ -15,26 +15,14 @@ from them (ADR 245).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vf.emit.helm.flow_roles import FLOW_ROLES
 from vf.emit.helm.infra_roles import INFRA_ROLES
 from vf.emit.helm.monitor_roles import MONITOR_ROLES
 from vf.emit.helm.provision_roles import PROVISION_ROLES
-from vf.emit.helm.shapes import (
-    NAME,
-    OBJECT,
-    STRING,
-    STRINGS,
-    Family,
-    array,
-    in_release,
-    integer,
-    keyed_by_node,
-    map_of,
-    strict,
-)
+from vf.emit.helm.shapes import Family, in_release
 from vf.ir.plan import Plan, Scaler, Workload
 from vf.ir.records import PodOptions
 from vf.plan.planner import budget_name
@@ -140,67 +128,6 @@ def _scaler(plan: Plan, scaler: Scaler, *, flow: Obj) -> Obj:
     return entry
 
 
-# a worker's entry: how its object's name and labels differ from what the helpers derive
-WORKER = {
-    "component": {**STRING, "description": f"The worker's {COMPONENT} label."},
-    "name": NAME,
-    "label": NAME,
-    "instance": NAME,
-    "labels": STRINGS,
-}
-_SCALER = strict(
-    "minReplicas",
-    "maxReplicas",
-    "pollingInterval",
-    "cooldownPeriod",
-    "lagThreshold",
-    "account",
-    "monitoringEndpoint",
-    "triggers",
-    **WORKER,
-    minReplicas=integer(0),
-    maxReplicas=integer(1),
-    pollingInterval=integer(1),
-    cooldownPeriod=integer(0),
-    lagThreshold=integer(1),
-    account=STRING,
-    monitoringEndpoint=NAME,
-    triggers=array(strict("stream", "consumer", stream=NAME, consumer=NAME)),
-    behavior=OBJECT,
-)
-
-
-def _schemas(keys: Obj) -> Obj:
-    return {
-        "flow": {
-            **strict("id", "run", "labels", id=NAME, run=NAME, labels=STRINGS),
-            "description": "The flow's id and run id, and the labels of its every object "
-            "(from the plan; recompile to change).",
-        },
-        "commonLabels": {
-            **STRINGS,
-            "description": "vf.yaml's pods.labels, on the objects of the role templates "
-            "but the ScaledObjects; vf's own keys win.",
-        },
-        "commonAnnotations": {
-            **STRINGS,
-            "description": "vf.yaml's pods.annotations, where commonLabels go.",
-        },
-        AUTOSCALING: map_of(
-            _SCALER,
-            keys=keys,
-            about="KEDA ScaledObjects by node (from the plan): bounds, lag threshold "
-            "and the streams each scales on. Rendered only where the cluster serves KEDA.",
-        ),
-        BUDGETS: map_of(
-            strict(**WORKER),
-            keys=keys,
-            about="PodDisruptionBudgets of the long-running workers (from the plan), "
-            "rendered where nodes.<node>.replicas is above one.",
-        ),
-    }
-
-
 SCALING_ROLES = Family(
     files=(
         "scaledobject.yaml",
@@ -212,7 +139,6 @@ SCALING_ROLES = Family(
     sections=("commonLabels", "commonAnnotations", AUTOSCALING, BUDGETS),
     owns=_owns,
     values=_values,
-    schemas=_schemas,
     objects=_objects,
 )
 FAMILIES = (SCALING_ROLES, FLOW_ROLES, INFRA_ROLES, MONITOR_ROLES, PROVISION_ROLES)
@@ -251,10 +177,3 @@ def role_kinds(roles: Mapping[str, Obj]) -> Counter[str]:
 def neutral_roles() -> Obj:
     """The sections in ``values.yaml``, which holds no environment's values."""
     return {section: {} for family in FAMILIES for section in family.sections}
-
-
-def role_schemas(nodes: Sequence[str]) -> dict[str, Any]:
-    """The schemas of the role sections: entries only for the flow's nodes (the same names
-    in every environment, so one environment's change leaves the schema alone)."""
-    keys = keyed_by_node(nodes)
-    return {key: value for family in FAMILIES for key, value in family.schemas(keys).items()}

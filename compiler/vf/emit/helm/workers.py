@@ -17,22 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from vf.emit.helm.roles import BUDGETS, WORKER, role_schemas, worker_entry
-from vf.emit.helm.shapes import (
-    BOOLEAN,
-    NAME,
-    OBJECT,
-    OBJECTS,
-    STRING,
-    STRINGS,
-    array,
-    described,
-    in_release,
-    integer,
-    keyed_by_node,
-    map_of,
-    strict,
-)
+from vf.emit.helm.roles import BUDGETS, worker_entry
+from vf.emit.helm.shapes import in_release
 from vf.ir.plan import Plan, Workload
 from vf.ir.records import PodOptions
 from vf.plan.config_hash import NB_TASKS, PARENT_REPLICAS
@@ -296,57 +282,3 @@ def _shared_entries(sections: Sequence[Obj]) -> Obj:
                 if not entry:
                     del section[node]
     return shared
-
-
-_ENTRY = strict(
-    **{**WORKER, "component": NAME, "class": NAME},
-    kind={"enum": sorted(ROLE_KINDS)},
-    params=STRING,
-    parents={"type": "string", "pattern": "^[^,]+(,[^,]+)*$"},
-    variables=STRINGS,
-    unset=array(STRING),
-    configHash={"type": "string", "pattern": "^[0-9a-f]{12}$"},
-    tag={"type": "string", "pattern": "^t[0-9a-f]{7}$"},
-    serviceName=NAME,
-    rollout={"enum": ["drain", "no-surge", "surge"]},
-    mounts=OBJECTS,
-    gpu=OBJECT,
-    command=array(STRING),
-    ports=OBJECTS,
-    startupFailures=integer(1),
-)
-_POD = strict(
-    broker=NAME,
-    env=OBJECTS,
-    startupFailures=integer(1),
-    topologySpread=BOOLEAN,
-    backoffLimit=integer(0),
-    ignoreDisruptions=BOOLEAN,
-    defaults=strict(**dict.fromkeys(_DEFAULTED, STRING), variables=STRINGS),
-    replicasConfigMap=NAME,
-    volumes=OBJECTS,
-    volumeMounts=OBJECTS,
-    imagePullSecrets=OBJECTS,
-    serviceAccountName=NAME,
-)
-
-
-def worker_schemas(nodes: Sequence[str]) -> Obj:
-    """The schemas of the role sections (``roles.role_schemas``) and the workers': entries
-    only for the flow's ``nodes``."""
-    return {
-        **role_schemas(nodes),
-        WORKERS: map_of(
-            _ENTRY,
-            keys=keyed_by_node(nodes),
-            about="Each worker as vf planned it (recompile to change): its kind, "
-            "component, node class, params, parents, own variables, mounts, GPU placement, "
-            "rollout and the part of its config hash no replica count decides.",
-        ),
-        POD: described(
-            _POD,
-            "What every worker's pod shares (from the plan; recompile to change): "
-            "the broker's ConfigMap, the variables every worker has, the credential volumes "
-            "and vf.yaml's pod options.",
-        ),
-    }

@@ -128,8 +128,23 @@ def _at(values: Obj, path: tuple[str, ...]) -> Any:
     return found
 
 
+def _inlined(schema: Any, definitions: Obj) -> Any:
+    """``schema`` with each reference to a definition replaced by the definition (the
+    node names' kept as a reference, as they name no value to set)."""
+    if isinstance(schema, list):
+        return [_inlined(each, definitions) for each in schema]
+    if not isinstance(schema, dict):
+        return schema
+    ref = str(schema.get("$ref", ""))
+    if ref.startswith("#/definitions/") and ref != "#/definitions/nodeName":
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        return _inlined({**definitions[ref.rsplit("/", 1)[1]], **rest}, definitions)
+    return {key: _inlined(value, definitions) for key, value in schema.items()}
+
+
 def _schema_and_values(chart: Path, env: str) -> tuple[Obj, Obj]:
     schema = json.loads((chart / "values.schema.json").read_text(encoding="utf-8"))
+    schema = _inlined(schema, schema.get("definitions") or {})
     values = YAML(typ="safe").load((chart / f"values-{env}.yaml").read_text(encoding="utf-8"))
     return schema, values
 

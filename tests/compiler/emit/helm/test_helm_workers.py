@@ -5,13 +5,16 @@ the schema refuses what is not a worker's entry. Rendered with the real ``helm``
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
-from tests.support import helm_template, rendered_by_name
-from vf.pipeline import CompileResult
+from tests.support import EXAMPLES, helm_template, rendered_by_name
+from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.tree.write import write_tree
 
 pytestmark = pytest.mark.slow  # real servers, renders or long runs: make test-fast skips it
@@ -104,3 +107,41 @@ def test_a_partitioned_workers_statefulset_is_the_role_templates(
     assert _env(plain)["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     tuned = _objects(helm, cameras, "--set", "workers.tracker.class=camera_nodes.Other")[tracker]
     assert _env(tuned)["VF_NODE_CLASS"] == "camera_nodes.Other"
+
+
+def test_a_native_component_beside_a_shared_class_passes_the_schema(
+    tmp_path: Path, helm: str
+) -> None:
+    """A flow whose most common node class is a Python class of its own, with a native
+    component (no class): the component's entry says ``class: ""`` (none of its own), which
+    the schema takes, and its Deployment has no ``VF_NODE_CLASS``."""
+    project = tmp_path / "thumbnails"
+    shutil.copytree(EXAMPLES / "thumbnails", project)
+    graph = project / "graph.py"
+    text = graph.read_text(encoding="utf-8")
+    one = '    store = ThumbnailStore(directory="/archive/thumbs", name="store")(thumbs)\n'
+    two = '    spare = ThumbnailStore(directory="/archive/spare", name="spare")(thumbs)\n'
+    assert one in text and "Flow([store]" in text
+    graph.write_text(text.replace(one, one + two).replace("Flow([store]", "Flow([store, spare]"))
+    result = compile_project(CompileRequest(graph=str(graph)))
+    write_tree(tmp_path / "deploy", result.tree)
+    chart = tmp_path / "deploy" / "chart"
+    shared = YAML(typ="safe").load((chart / "values.yaml").read_text(encoding="utf-8"))
+    assert shared["workers"]["thumbnailer"]["class"] == ""
+    for values in sorted(chart.glob("values-*.yaml")):
+        done = subprocess.run(
+            [helm, "lint", "--strict", str(chart), "-f", str(values)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    objects = rendered_by_name(helm, chart, "values-prod.yaml", namespace="thumbs")
+    pod = objects[("Deployment", "vf-thumbnails-" + _run(objects) + "-thumbnailer")]
+    assert "VF_NODE_CLASS" not in _env(pod)
+
+
+def _run(objects: dict[tuple[str, str], Any]) -> str:
+    """The run id of the flow's workers' names."""
+    names = [name for kind, name in objects if kind == "Deployment" and name.endswith("-store")]
+    return names[0].removeprefix("vf-thumbnails-").removesuffix("-store")
