@@ -55,3 +55,15 @@ def test_every_value_the_chart_holds_is_read_by_a_template(
         if not re.search(rf'\.{re.escape(key)}\b|"{re.escape(key)}"', text)
     }
     assert not unread
+
+
+def test_every_flows_chart_has_the_same_templates(compiled_examples: dict[str, Any]) -> None:
+    """A flow's chart differs from another's in Chart.yaml, its README and its values
+    (the schema's node and environment names among them), never in a template."""
+    texts: dict[str, set[str]] = {}
+    for result in compiled_examples.values():
+        for path, text in result.tree.items():
+            if path.startswith("chart/templates/"):
+                texts.setdefault(path, set()).add(str(text))
+    assert texts and "chart/templates/NOTES.txt" in texts
+    assert {path: len(seen) for path, seen in texts.items() if len(seen) > 1} == {}
