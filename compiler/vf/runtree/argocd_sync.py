@@ -17,6 +17,9 @@
   ``maxDuration``, 3 min); with ``ApplyOutOfSyncOnly=true`` every operation leaves out
   what the cluster already holds as Git has it, so a retry starts at the first wave that
   still has something to apply, past a failed Job, which stays failed (ADR 214).
+- An automated sync that prunes is not started while every resource of the Application
+  requires pruning (its source renders nothing: a retired shard's, ADR 0256) unless the
+  policy says ``allowEmpty``.
 """
 
 from __future__ import annotations
