@@ -19,6 +19,7 @@ from vf.emit.kustomize.tree import EnvObjects, kustomize_files
 from vf.emit.manifests import manifest_files, reads_manifests
 from vf.emit.prerequisites import missing_references, prerequisites
 from vf.emit.readme import README, tree_readme
+from vf.emit.retired import retired_files, retired_shards
 from vf.emit.shards import environment_shards, shard_files
 from vf.errors import VfError
 from vf.frontend.graph_checks import graph_module_classes
@@ -58,7 +59,8 @@ class CompileRequest:
     images_optional: bool = False
     warn: Callable[[str], object] | None = None  # None: to standard error
     out: Path | None = None  # where the tree goes: flows beside it must not collide with it
-    chart_from: Path | None = None  # the tree whose chart version counts on (default: out)
+    # the committed tree: its chart version counts on, its shards retire (default: out)
+    chart_from: Path | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,7 +229,10 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
         for env, objs in objects.items()
     }
     shards = environment_shards(planned.targets.gitops, objects)
-    gitops = gitops_files(planned.targets.gitops, plans=plans, objects=objects, shards=shards)
+    retired = retired_shards(planned.targets.gitops, objects, out=current)
+    gitops = gitops_files(
+        planned.targets.gitops, plans=plans, objects=objects, shards=shards, retired=retired
+    )
     values_maps = flux_values_maps(planned.targets.gitops, plans=plans)
     paths = []
     for file, text in gitops:
@@ -237,9 +242,8 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
     plans.clear()
     counts = {env: len(objs) for env, objs in objects.items()}
     rendered = manifest_files(objects) if reads_manifests(planned.targets.gitops) else ()
-    files = itertools.chain(
-        chart_files(objects, info=info), kustomize, rendered, shard_files(shards)
-    )
+    sharding = itertools.chain(shard_files(shards), retired_files(retired))
+    files = itertools.chain(chart_files(objects, info=info), kustomize, rendered, sharding)
     for file, made in files:
         text = made
         follows = values_maps.get(file)
@@ -256,6 +260,7 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
         needs=needs,
         counts=counts,
         shards=shards,
+        retired=retired,
     )
     sink(README, readme)
 

@@ -11,6 +11,7 @@ from vf.emit.helm.chart import ChartInfo
 from vf.emit.helm.roles import role_values
 from vf.emit.helm.version import ChartRelease
 from vf.emit.helm.workers import with_worker_values
+from vf.emit.retired import Retired
 from vf.emit.shards import Shard
 from vf.ir.delivery import GitOps
 from vf.ir.plan import Plan
@@ -23,14 +24,17 @@ def gitops_files(
     plans: Sequence[Plan],
     objects: Mapping[str, Sequence[dict[str, Any]]],
     shards: Mapping[str, Sequence[Shard]],
+    retired: Mapping[str, Retired] | None = None,
 ) -> Iterator[tuple[str, FileText]]:
     """``gitops/``, when vf.yaml has a ``gitops:`` section (its emitters load only then);
-    ``shards``: those of each environment delivered in shards."""
+    ``shards``: those of each environment delivered in shards; ``retired``: the committed
+    shards of each environment that no longer is (``vf.emit.retired``)."""
     if gitops is None:
         return
     from vf.emit.gitops.manifests import emit_gitops
 
-    yield from emit_gitops(gitops, plans=plans, objects=objects, shards=shards).items()
+    made = emit_gitops(gitops, plans=plans, objects=objects, shards=shards, retired=retired)
+    yield from made.items()
 
 
 def chart_info(

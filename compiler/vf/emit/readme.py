@@ -9,6 +9,7 @@ from typing import Any
 from vf.emit import shards as sharding
 from vf.emit.gitops.files import FLUX_SOURCE_FILE, argocd_root_file, flux_root_file
 from vf.emit.manifests import MANIFESTS_DIR, source_path
+from vf.emit.retired import Retired
 from vf.emit.shards import Shard, argocd_shards, flux_shards, shard_path
 from vf.ir.delivery import GitOps
 from vf.render.diagram import Diagram, EnvView, diagram_of
@@ -66,6 +67,7 @@ def _environment(
     replicas: str,
     needs: Sequence[str],
     shards: Sequence[Shard],
+    retired: Retired,
 ) -> dict[str, Any]:
     env = view.environment
     root = f"gitops/argocd/{argocd_root_file(env)}"
@@ -93,7 +95,17 @@ def _environment(
         "manifests": manifests,
         "needs": list(needs),
         **_sharding(gitops, env, shards),
+        "retired": _retired(retired),
     }
+
+
+def _retired(retired: Retired) -> str:
+    """Which controller objects of an environment's old shards stay, retired (ADR 0256)."""
+    kinds = [
+        *(["Argo CD Applications"] if retired.argocd else []),
+        *(["Flux Kustomizations"] if retired.flux else []),
+    ]
+    return " and ".join(kinds)
 
 
 def _sharding(gitops: GitOps | None, env: str, shards: Sequence[Shard]) -> dict[str, Any]:
@@ -133,11 +145,12 @@ def tree_readme(
     needs: Mapping[str, Sequence[str]] | None = None,
     counts: Mapping[str, int] | None = None,
     shards: Mapping[str, Sequence[Shard]] | None = None,
+    retired: Mapping[str, Retired] | None = None,
 ) -> str:
     """The README of a compiled tree; ``paths`` are the tree's other files, ``needs`` what
     each environment's objects assume of its cluster (``vf.emit.prerequisites``),
     ``counts`` each environment's number of objects, ``shards`` those of each environment
-    delivered in shards."""
+    delivered in shards, ``retired`` the old shards of each environment that no longer is."""
     arrows = max((sum(len(n.parents) for n in v.nodes) for v in views), default=0)
     if arrows > MERMAID_MAX_EDGES:  # known too large: spare drawing it
         diagram, too_large = "", f"{arrows} arrows, over Mermaid's {MERMAID_MAX_EDGES}"
@@ -153,7 +166,7 @@ def tree_readme(
         "too_large": too_large,
         "gitops": gitops is not None,
         "manifests": any(p.startswith(f"{MANIFESTS_DIR}/") for p in paths),
-        "sharded": bool(shards),
+        "sharded": bool(shards) or bool(retired),
         "shard_over": f"{sharding.SHARD_OVER:,}",
         "shard_max_objects": f"{sharding.SHARD_MAX_OBJECTS:,}",
         "shard_max_mb": f"{sharding.SHARD_MAX_BYTES / 1e6:g}",
@@ -166,6 +179,7 @@ def tree_readme(
                 replicas=replicas[v.environment],
                 needs=(needs or {}).get(v.environment, ()),
                 shards=(shards or {}).get(v.environment, ()),
+                retired=(retired or {}).get(v.environment, Retired()),
             )
             for v in views
         ],

@@ -17,6 +17,9 @@
   ``maxDuration``, 3 min); with ``ApplyOutOfSyncOnly=true`` every operation leaves out
   what the cluster already holds as Git has it, so a retry starts at the first wave that
   still has something to apply, past a failed Job, which stays failed (ADR 214).
+- An automated sync that prunes is not started while every resource of the Application
+  requires pruning (its source renders nothing: a retired shard's, ADR 0256) unless the
+  policy says ``allowEmpty``.
 """
 
 from __future__ import annotations
@@ -193,6 +196,29 @@ def held_application(cluster: Cluster, env: str, name: str = "") -> Obj | None:
     if name:
         held = [a for a in held if a["metadata"]["name"] == name]
     return held[0] if held else None
+
+
+def wipes_out(cluster: Cluster, tree: TreeEnvironment, *, owner: str) -> str | None:
+    """Why an automated operation is not started: its Application's source renders nothing
+    while it still tracks live objects (a retired shard's, ADR 0256), so every resource it
+    has requires pruning, and its automated policy prunes without ``allowEmpty`` (argo-cd
+    ``controller/appcontroller.go``, ``autoSync``: "auto-sync will wipe out all
+    resources", a SyncError condition, no operation). None: the operation runs."""
+    app = held_application(cluster, tree.env, tree.application)
+    automated = (((app or {}).get("spec") or {}).get("syncPolicy") or {}).get("automated")
+    if not isinstance(automated, dict) or automated.get("enabled", True) is False:
+        return None
+    if not automated.get("prune") or automated.get("allowEmpty") or tree.objects:
+        return None
+    tracked = sorted(k[2] for k, o in cluster.owner.items() if o == owner)
+    if not tracked:
+        return None  # nothing to prune: Synced, and an automated sync starts only OutOfSync
+    name = (app or {}).get("metadata", {}).get("name")
+    return (
+        f"argocd: {name}: auto-sync will wipe out all resources: not started; "
+        f"{len(tracked)} objects stay, requiring pruning ({', '.join(tracked[:3])}"
+        f"{', ...' if len(tracked) > 3 else ''})"
+    )
 
 
 def not_permitted(cluster: Cluster, tree: TreeEnvironment) -> list[str]:

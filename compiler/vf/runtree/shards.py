@@ -3,7 +3,9 @@
 Each Argo CD Application and Flux Kustomization of such an environment reads one folder
 ``shards/<env>/<nn>/`` of plain files: Argo CD parses the folder's files (a directory
 source), kustomize-controller builds the kustomization.yaml it generates over them. Here
-both read the folder's objects, with the namespace the overlay's render gives them.
+both read the folder's objects, with the namespace the overlay's render gives them. The
+folder a retired shard reads, ``shards/<env>/retired/`` (ADR 0256), holds no manifest, so
+both read no object from it.
 
 Argo CD: each Application is its own operation, its own prune and its own deletion, so
 what it applied is owned by it (the environment's own Application keeps the run's

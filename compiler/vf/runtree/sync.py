@@ -37,6 +37,7 @@ from vf.runtree.argocd_sync import (
     out_of_sync,
     prune_waves,
     retry_of,
+    wipes_out,
 )
 from vf.runtree.argocd_sync import prunes as argocd_prunes
 from vf.runtree.cluster import Cluster, wave_of
@@ -175,6 +176,10 @@ def _argocd(
     operation on the same revision, ``retry.limit`` of them at most. Each wait is the
     retry's, scaled by ``--backoff`` over Kubernetes' 10 s as the pods' back-off is. A
     failed Job stays failed: no retry applies it again, and its failure is the run's."""
+    skipped = wipes_out(cluster, tree, owner=app)
+    if skipped is not None:
+        cluster.log(skipped)
+        return []
     retry = retry_of(held_application(cluster, tree.env, tree.application))
     scale = cluster.options.backoff_base / KUBERNETES_BACKOFF
     attempt, previous = 0, None

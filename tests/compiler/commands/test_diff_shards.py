@@ -1,7 +1,8 @@
 """``vf diff`` says when a commit moves nodes between the Applications (Kustomizations)
-that deliver them (ADRs 225, 238, 246, 249): growing past the shard threshold, going back
-below it, or changing the shard count; and what each controller does with the moved
-objects. The cameras example (Argo CD and Flux), the threshold lowered."""
+that deliver them (ADRs 225, 238, 246, 249, 256): growing past the shard threshold, going
+back below it, or changing the shard count; and what each controller does with the moved
+objects. The cameras example (Argo CD and Flux), the threshold lowered; the new tree is
+compiled over the committed one, as ``vf diff`` compiles it."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.tree.write import write_tree
 
 
-def _compiled(root: Path, monkeypatch: pytest.MonkeyPatch, buckets: int | None) -> CompileResult:
-    """The cameras example in ``buckets`` node shards (the threshold lowered), or in none."""
+def _compiled(
+    root: Path, monkeypatch: pytest.MonkeyPatch, buckets: int | None, *, over: Path | None = None
+) -> CompileResult:
+    """The cameras example in ``buckets`` node shards (the threshold lowered), or in none;
+    ``over``: the committed tree it is compiled over."""
     with monkeypatch.context() as patch:
         if buckets is not None:
             patch.setattr(shards_module, "SHARD_OVER", 3)
@@ -28,17 +32,23 @@ def _compiled(root: Path, monkeypatch: pytest.MonkeyPatch, buckets: int | None) 
         folder = root / "project"
         if not folder.exists():
             shutil.copytree(EXAMPLES / "realtime_cameras", folder)
-        return compile_project(CompileRequest(graph=str(folder / "graph.py")))
+        return compile_project(CompileRequest(graph=str(folder / "graph.py"), chart_from=over))
 
 
 def _delivery(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, before: int | None, after: int | None
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    before: int | None,
+    after: int | None,
+    *,
+    retire: bool = True,
 ) -> list[Finding]:
     """The delivery findings of ``vf diff`` from ``before`` node shards (None: the overlay)
-    to ``after``."""
+    to ``after``; ``retire``: the new tree compiled over the committed one."""
     committed = _compiled(tmp_path, monkeypatch, before)
     write_tree(tmp_path / "deploy", committed.tree)
-    fresh = _compiled(tmp_path, monkeypatch, after)
+    over = tmp_path / "deploy" if retire else None
+    fresh = _compiled(tmp_path, monkeypatch, after, over=over)
     report = diff_project(fresh, out=tmp_path / "deploy", environments=("dev",))
     (env,) = report.environments
     return [f for f in env.findings if f.category == "delivery"]
@@ -53,10 +63,20 @@ def test_growing_past_the_threshold_is_said_and_kept(
     assert "keep running" in finding.message
 
 
-def test_going_back_below_the_threshold_warns_that_the_nodes_restart(
+def test_going_back_below_the_threshold_is_said_and_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (finding,) = _delivery(tmp_path, monkeypatch, 16, None)
+    assert finding.severity == INFO
+    assert "no longer delivered in shards" in finding.message
+    assert "retired" in finding.message and "keep them running" in finding.message
+
+
+def test_a_tree_that_drops_the_shards_warns_that_the_nodes_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compiled without the committed tree, the new tree has no retired shard."""
+    (finding,) = _delivery(tmp_path, monkeypatch, 16, None, retire=False)
     assert finding.severity == WARNING
     assert "no longer delivered in shards" in finding.message
     assert "Jobs run again" in finding.message
@@ -74,6 +94,11 @@ def test_a_new_shard_count_warns_under_argo_cd(
 def test_the_same_shards_say_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _delivery(tmp_path, monkeypatch, 16, 16) == []
     assert _delivery(tmp_path, monkeypatch, None, None) == []
+    # a retired tree compiled again: its folder holds no node, nothing moves
+    committed = _compiled(tmp_path, monkeypatch, 16)
+    write_tree(tmp_path / "sharded", committed.tree)
+    shrunk = _compiled(tmp_path, monkeypatch, None, over=tmp_path / "sharded")
+    assert node_owners(shrunk.tree, env="dev") is None
 
 
 def test_a_nodes_shard_is_read_from_its_files(

@@ -1,13 +1,15 @@
 """What a change does to who delivers each node of an environment (ADRs 220, 225, 238,
-246, 249): the environment's own Application or Kustomization (its overlay), or a
+246, 249, 256): the environment's own Application or Kustomization (its overlay), or a
 shard's.
 
 A node whose owner changes has its objects moved from one Application (Kustomization) to
 another, and whether the cluster keeps them depends on the direction and the controller
 (docs/gitops.md): growing past the threshold keeps them under both; going back below it
-deletes and creates them again under both; a change of the shard count (a doubling, or an
-upgrade of vf that changes the count) keeps them under Flux and not under Argo CD. The
-report says so before the commit lands, with the number of nodes that move.
+keeps them under both where the new tree retires the old shards (a compile over the
+committed tree, ``shards/<env>/retired/``), else deletes and creates them again; a change
+of the shard count (a doubling, or an upgrade of vf that changes the count) keeps them
+under Flux and not under Argo CD. The report says so before the commit lands, with the
+number of nodes that move.
 
 A node's shard is read from the committed files themselves (the ``vf.dev/node`` label of
 each file under ``shards/<env>/<nn>/``), so a tree an earlier vf wrote is read as it is.
@@ -19,6 +21,7 @@ import re
 from collections.abc import Mapping
 
 from vf.commands.diff.plan import INFO, WARNING, Finding
+from vf.emit.retired import README, retired_dir
 from vf.emit.shards import SHARDS_DIR
 from vf_runtime.labels import NODE_LABEL
 
@@ -37,12 +40,12 @@ def _value(text: str) -> str:
 
 def node_owners(tree: Mapping[str, str], *, env: str) -> dict[str, str] | None:
     """Each node of ``env`` and the shard whose folder holds it; None when ``env`` is
-    not delivered in shards."""
+    not delivered in shards (a retired shard's folder holds no node)."""
     prefix = f"{SHARDS_DIR}/{env}/"
     found: dict[str, str] = {}
     sharded = False
     for rel, text in tree.items():
-        if not rel.startswith(prefix):
+        if not rel.startswith(prefix) or rel.startswith(f"{retired_dir(env)}/"):
             continue
         sharded = True
         match = _NODE.search(text)
@@ -58,6 +61,25 @@ def _controllers(tree: Mapping[str, str]) -> set[str]:
 def _named(nodes: list[str]) -> str:
     shown = ", ".join(nodes[:_NAMED])
     return shown + (f" and {len(nodes) - _NAMED} more" if len(nodes) > _NAMED else "")
+
+
+def _shrunk(env: str, *, count: str, retired: bool) -> Finding:
+    """Going back below the threshold: kept where the new tree retires the old shards."""
+    if retired:
+        message = (
+            f"no longer delivered in shards: {count} move back to the environment's "
+            "Application or Kustomization; each shard's stays, retired, and deletes none of "
+            "them, so both controllers keep them running (ADR 256); under Argo CD what this "
+            "commit also removes stays, listed as requiring pruning"
+        )
+        return Finding(category="delivery", subject=env, message=message, severity=INFO)
+    message = (
+        f"no longer delivered in shards: {count} move back to the environment's "
+        "Application or Kustomization, and deleting each shard's deletes them first: "
+        "a BATCH flow's Jobs run again and Deployments restart (docs/gitops.md); "
+        "commit this between runs"
+    )
+    return Finding(category="delivery", subject=env, message=message, severity=WARNING)
 
 
 def shard_findings(
@@ -84,13 +106,7 @@ def shard_findings(
         )
         return [Finding(category="delivery", subject=env, message=message)]
     if after is None:
-        message = (
-            f"no longer delivered in shards: {count} move back to the environment's "
-            "Application or Kustomization, and deleting each shard's deletes them first: "
-            "a BATCH flow's Jobs run again and Deployments restart (docs/gitops.md); "
-            "commit this between runs"
-        )
-        return [Finding(category="delivery", subject=env, message=message, severity=WARNING)]
+        return [_shrunk(env, count=count, retired=f"{retired_dir(env)}/{README}" in fresh)]
     counts = f"{len(set(before.values()))} to {len(set(after.values()))} shards with nodes"
     if not argocd:
         message = (

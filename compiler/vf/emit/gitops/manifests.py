@@ -27,8 +27,10 @@ from vf.emit.gitops.argocd_project import app_project
 from vf.emit.gitops.files import FLUX_SOURCE_FILE, argocd_root_file, flux_root_file
 from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release, values_file
 from vf.emit.gitops.flux_parts import INFRA, OPTIONAL, WORKERS, deleting, part_spec
+from vf.emit.gitops.retired_apps import argocd_retired_files, flux_retired_files
 from vf.emit.gitops.shard_apps import argocd_shard_files, flux_shard_files
 from vf.emit.manifests import reads_manifests, source_path
+from vf.emit.retired import Retired
 from vf.emit.shards import Shard, argocd_shards, flux_shards, shard_dir
 from vf.ir.delivery import ArgoCD, Flux, GitOps
 from vf.ir.plan import Plan
@@ -73,12 +75,16 @@ def emit_gitops(
     plans: Sequence[Plan],
     objects: Mapping[str, Sequence[Obj]],
     shards: Mapping[str, Sequence[Shard]],
+    retired: Mapping[str, Retired] | None = None,
 ) -> Tree:
     """The ``gitops/argocd`` and ``gitops/flux`` files; nothing without ``gitops:``.
-    ``shards``: those of each environment delivered in shards (``vf.emit.shards``)."""
+    ``shards``: those of each environment delivered in shards (``vf.emit.shards``);
+    ``retired``: the committed shards of each environment that no longer is
+    (``vf.emit.retired``)."""
     if gitops is None:
         return {}
     tree: Tree = {}
+    retired = retired or {}
     if gitops.argocd is not None:
         manifests = reads_manifests(gitops)
         files: dict[str, Obj] = {}
@@ -93,6 +99,7 @@ def emit_gitops(
                     objects=objects,
                     manifests=manifests,
                     shards=parts,
+                    retired=retired.get(plan.environment, Retired()).argocd,
                 )
             )
         tree.update(_folder("gitops/argocd", files=files))
@@ -102,8 +109,11 @@ def emit_gitops(
             env_objects = objects[plan.environment]
             count = len(env_objects)
             parts = shards.get(plan.environment) if flux_shards(gitops, count=count) else None
+            old = retired.get(plan.environment)
             files.update(
-                _flux_files(gitops, flux=gitops.flux, plan=plan, objects=env_objects, shards=parts)
+                _flux_files(
+                    gitops, flux=gitops.flux, plan=plan, objects=env_objects, shards=parts, old=old
+                )
             )
         if gitops.flux.source is None:
             files[FLUX_SOURCE_FILE] = _git_repository(
@@ -144,9 +154,11 @@ def _argocd_files(
     objects: Mapping[str, Sequence[Obj]],
     manifests: bool,
     shards: Sequence[Shard] | None = None,
+    retired: Sequence[str] = (),
 ) -> dict[str, Obj]:
     """One environment's Argo CD objects: its Application (with ``shards``, one per shard,
-    ``vf.emit.gitops.shard_apps``), its AppProject when vf writes one, and the root
+    ``vf.emit.gitops.shard_apps``; with ``retired``, one per retired shard,
+    ``vf.emit.gitops.retired_apps``), its AppProject when vf writes one, and the root
     Application that keeps those and itself in sync with Git."""
     env = plan.environment
     env_objects = objects[env]
@@ -162,6 +174,9 @@ def _argocd_files(
         files.update(
             argocd_shard_files(gitops, shared_app=app, flow_id=plan.flow_id, env=env, shards=shards)
         )
+    files.update(
+        argocd_retired_files(gitops, app=app, flow_id=plan.flow_id, env=env, numbers=retired)
+    )
     if argocd.app_project:
         files[f"appproject-{env}.yaml"] = app_project(
             gitops,
@@ -292,12 +307,14 @@ def _flux_files(
     plan: Plan,
     objects: Sequence[Obj],
     shards: Sequence[Shard] | None = None,
+    old: Retired | None = None,
 ) -> dict[str, Obj]:
     """One environment's Flux objects: a HelmRelease, or the infrastructure Kustomization,
     the workers' Kustomization that depends on it, and one for the objects the flow runs
     without (``vf.emit.gitops.flux_parts``), when the environment has any, after those.
     With ``shards`` these read shard 00, and each other shard has its own
-    (``vf.emit.gitops.shard_apps``)."""
+    (``vf.emit.gitops.shard_apps``); with ``old``, its retired shards have theirs
+    (``vf.emit.gitops.retired_apps``)."""
     env = plan.environment
     root = {flux_root_file(env): _flux_root(gitops, flux=flux, plan=plan)}
     if flux.helm_release:
@@ -317,6 +334,19 @@ def _flux_files(
     }
     if any(is_optional(o) for o in objects):
         files[f"kustomization-{env}-optional.yaml"] = part(part=OPTIONAL)
+    if old:
+        optional = files.get(f"kustomization-{env}-optional.yaml")
+        files.update(
+            flux_retired_files(
+                gitops,
+                flux=flux,
+                workers=workers,
+                optional=optional,
+                flow_id=plan.flow_id,
+                env=env,
+                retired=old,
+            )
+        )
     if shards:
         infra_name = str(infra["metadata"]["name"])
         files.update(
