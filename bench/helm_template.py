@@ -11,16 +11,17 @@ wall seconds and the user + system CPU seconds of the child (``os.wait4``). The 
 average is recorded at the start of each flow's runs, and a digest of the rendered text
 says whether two runs (or two versions of the templates) rendered the same objects.
 
-``--helpers FILE`` renders with ``FILE`` in place of the compiled
-``chart/templates/_helpers.tpl`` (a variant under study); such a run is not saved unless
-``--label`` names it.
+``--baseline DIR`` compares two versions of the templates under the same load: the files
+of ``DIR`` (say the ``chart/templates`` of a tree compiled before a change, or one variant
+of ``_helpers.tpl`` under study) replace those of a copy of each flow's chart, and each
+render of the compiled chart is followed by one of the copy (rows ``<flow>-baseline``).
 
 Results go to ``bench/results/helm-template.json`` under ``--label`` (default
 ``current``; ``--label before`` kept the figures of the templates before a change) and to
 the helm-template table of ``docs/performance.md``.
 
 Usage: ``python bench/helm_template.py [--nodes 1000] [--repeat 5] [--flows batch,realtime]
-[--label NAME] [--helpers FILE] [--no-save]``
+[--label NAME] [--baseline DIR] [--no-save]``
 """
 
 from __future__ import annotations
@@ -99,17 +100,29 @@ def spread(values: list[float]) -> dict[str, Any]:
     }
 
 
+def baseline_tree(tree: Path, templates: Path) -> Path:
+    """A copy of ``tree`` whose chart templates are replaced by the files of ``templates``."""
+    copy = tree.with_name(f"{tree.name}-baseline")
+    shutil.copytree(tree, copy)
+    for path in sorted(templates.iterdir()):
+        if path.is_file():
+            shutil.copyfile(path, copy / "chart" / "templates" / path.name)
+    return copy
+
+
 def measure(
-    work: Path, nodes: int, flows: list[str], repeat: int, helpers: Path | None
+    work: Path, nodes: int, flows: list[str], repeat: int, baseline: Path | None
 ) -> dict[str, Any]:
-    """Compile each flow type's tree, then render them ``repeat`` times, alternating."""
+    """Compile each flow type's tree (and its baseline copy), then render them ``repeat``
+    times, alternating."""
     trees: dict[str, Path] = {}
     row: dict[str, Any] = {}
     for flow in flows:
         tree = compile_tree(write_project(work, nodes, flow.upper()))
-        if helpers is not None:
-            shutil.copyfile(helpers, tree / "chart" / "templates" / "_helpers.tpl")
         trees[flow] = tree
+        if baseline is not None:
+            trees[f"{flow}-baseline"] = baseline_tree(tree, baseline)
+    for flow in trees:
         row[flow] = {"loadavg": [], "samples": [], "digests": set(), "workers": 0}
     for _ in range(repeat):
         for flow, tree in trees.items():
@@ -147,18 +160,20 @@ def table(report: dict[str, Any]) -> str:
         "|---|---:|---|---:|---:|---:|---|---|",
     ]
     for label, run in report["runs"].items():
-        for flow in FLOWS:
+        for flow in (f"{f}{s}" for f in FLOWS for s in ("-baseline", "")):
             r = run["flows"].get(flow)
             if r is None:
                 continue
+            name = flow.upper().replace("-BASELINE", " (baseline)")
             lines.append(
-                f"| {label} | {run['nodes']} | {flow.upper()} | {r['worker_objects']} | "
+                f"| {label} | {run['nodes']} | {name} | {r['worker_objects']} | "
                 f"{_cell(r['wall_s'])} | {_cell(r['cpu_s'])} | {r['loadavg'][0]} | "
                 f"{', '.join(r['digest'])} |"
             )
     machines = "; ".join(
         f"{label}: {run['repeat']} alternating renders per flow, {run['machine']['cpu_count']} "
         f"CPUs, {run['machine']['platform']}, {run['helm']}, trees on {run['filesystem']}"
+        + (", baseline: the templates before ADR 254" if run.get("baseline") else "")
         for label, run in report["runs"].items()
     )
     lines += [
@@ -175,7 +190,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="renders per flow type")
     parser.add_argument("--flows", default=",".join(FLOWS), help="batch, realtime or both")
     parser.add_argument("--label", default=None, help="name of the saved run (current)")
-    parser.add_argument("--helpers", type=Path, default=None, help="a _helpers.tpl to try")
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="templates to render in turn with the chart's"
+    )
     parser.add_argument("--no-save", action="store_true", help="only print the table")
     parser.add_argument("--tmp", type=Path, default=None, help="where graphs and trees go")
     args = parser.parse_args()
@@ -194,15 +211,15 @@ def main() -> None:
             "cpu_count": os.cpu_count(),
             "platform": f"{platform.system()} {platform.release()}",
         },
-        "helpers": None if args.helpers is None else args.helpers.name,
+        "baseline": None if args.baseline is None else args.baseline.name,
     }
     with tempfile.TemporaryDirectory(prefix="vf-helm-template-", dir=args.tmp) as tmp:
-        run["flows"] = measure(Path(tmp), args.nodes, flows, args.repeat, args.helpers)
+        run["flows"] = measure(Path(tmp), args.nodes, flows, args.repeat, args.baseline)
     saved = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
     report = {"runs": {**saved.get("runs", {}), args.label or "current": run}}
     text = table(report)
     print(text)
-    if not args.no_save and (args.helpers is None or args.label):
+    if not args.no_save:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         update_doc(text, MARKS)
