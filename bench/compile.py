@@ -97,11 +97,12 @@ class PrintConsumer(Consumer):
         print(item)
 '''
 
-GRAPH = '''"""Synthetic layered BATCH graph of {n} nodes: {w} lanes, {d} layers, {r} tail nodes."""
+GRAPH = '''"""Synthetic layered {flow_type} graph of {n} nodes: {w} lanes, {d} layers, {r} tail \
+nodes."""
 
 from bench_nodes import IdentityProcessor, IntProducer, JoinerProcessor, PrintConsumer
 
-from vf import BATCH, Flow
+from vf import {flow_type}, Flow
 
 W, D, R = {w}, {d}, {r}
 
@@ -120,7 +121,7 @@ def build_flow() -> Flow:
     for k in range(1, R + 1):
         lane[0] = IdentityProcessor(name=f"tail-{{k}}")(lane[0])
     sinks = [PrintConsumer(name=f"sink-{{j}}")(lane[j]) for j in range(W)]
-    return Flow(sinks, flow_type=BATCH, flow_id="peerbench")
+    return Flow(sinks, flow_type={flow_type}, flow_id="peerbench")
 '''
 
 CONFIG = """flow_id: peerbench
@@ -143,14 +144,20 @@ def shape(n: int) -> dict[str, int]:
     return {"W": w, "D": d, "R": r, "joins": joins, "edges": w * (d + 1) + joins + r}
 
 
-def write_project(root: Path, n: int) -> Path:
+def write_project(root: Path, n: int, flow_type: str = "BATCH") -> Path:
+    """The N-node layered graph's project under ``root``: a BATCH flow, or with
+    ``flow_type="REALTIME"`` the same graph as a REALTIME flow (in its own folder)."""
+    if flow_type not in ("BATCH", "REALTIME"):
+        raise ValueError(f"flow_type is BATCH or REALTIME, not {flow_type!r}")
     s = shape(n)
-    project = root / f"n{n}"
+    project = root / (f"n{n}" if flow_type == "BATCH" else f"n{n}-{flow_type.lower()}")
     project.mkdir()
     (project / "bench_nodes.py").write_text(NODES, encoding="utf-8")
     (project / "vf.yaml").write_text(CONFIG, encoding="utf-8")
     graph = project / "graph.py"
-    graph.write_text(GRAPH.format(n=n, w=s["W"], d=s["D"], r=s["R"]), encoding="utf-8")
+    graph.write_text(
+        GRAPH.format(n=n, w=s["W"], d=s["D"], r=s["R"], flow_type=flow_type), encoding="utf-8"
+    )
     return graph
 
 
