@@ -105,3 +105,38 @@ def test_the_pods_vf_pod_skips_render_as_through_vf_pod(
     assert shipped.returncode == 0, shipped.stderr
     assert through.returncode == 0, through.stderr
     assert shipped.stdout == through.stdout
+
+
+# one made-up value of each pod override a Helm user may set, globally or for one node
+SAMPLES = {
+    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+    "env": [{"name": "LOG_LEVEL", "value": "debug"}],
+    "imagePullSecrets": [{"name": "registry-cred"}],
+    "nodeSelector": {"pool": "batch"},
+    "podAnnotations": {"example.com/team": "media"},
+    "podLabels": {"example.com/team": "media"},
+    "serviceAccount": {"name": "flows"},
+    "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+}
+
+
+def test_each_override_alone_renders_as_through_vf_pod(
+    charts: dict[str, Path], helm: str, tmp_path: Path
+) -> None:
+    """Every pod override the schema takes for a node, set alone (for every pod, then for
+    one node), renders what sending every field through vf.pod renders: an override the
+    worker templates' shortcut does not know of would be dropped."""
+    chart = charts["realtime_cameras"]
+    schema = json.loads((chart / "values.schema.json").read_text(encoding="utf-8"))
+    node = schema["properties"]["nodes"]["additionalProperties"]["properties"]
+    assert set(node) - {"replicas", "image", "resources"} == set(SAMPLES)
+    nodes = YAML(typ="safe").load((chart / "values-dev.yaml").read_text())["nodes"]
+    always = _variant(chart, tmp_path, CUSTOM, "{{- $custom := true -}}")
+    for key, value in sorted(SAMPLES.items()):
+        for values in ({key: value}, {"nodes": {min(nodes): {key: value}}}):
+            path = tmp_path / "values.json"
+            path.write_text(json.dumps(values), encoding="utf-8")
+            shipped = _render(helm, chart, "dev", "-f", str(path))
+            through = _render(helm, always, "dev", "-f", str(path))
+            assert shipped.returncode == 0, shipped.stderr
+            assert shipped.stdout == through.stdout, values
