@@ -83,7 +83,6 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     # the same bytes in every flow's chart
     shipped = {**role_templates(), **_shipped_files()}
     makers.update({path: partial(str, text) for path, text in shipped.items()})
-    makers["templates/_helpers.tpl"] = partial(render_text, "_helpers.tpl", context={})
     context = _context(info, envs=envs, kinds=dict(kinds))
     makers["README.md"] = partial(render_text, "README.md", context=context)
     digest = _Digest()
@@ -98,7 +97,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
 
 def _shipped_files() -> dict[str, str]:
     """The chart's files that vf ships as they are (``templates/helm/chart/``): the
-    environment check, the notes and ``helm test``'s Pod."""
+    helpers, the environment check, the notes and ``helm test``'s Pod."""
     folder = resource_dir("templates") / "helm" / "chart"
     return {
         path.relative_to(folder).as_posix(): path.read_text(encoding="utf-8")
