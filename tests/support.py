@@ -64,6 +64,14 @@ def helm_template(
     )
 
 
+def helm_lint(helm: str, chart: Path, *values: Path) -> subprocess.CompletedProcess[str]:
+    """``helm lint --strict`` of ``chart`` with the values files ``values``."""
+    files = [arg for path in values for arg in ("-f", str(path))]
+    return subprocess.run(
+        [helm, "lint", "--strict", str(chart), *files], capture_output=True, text=True, check=False
+    )
+
+
 def rendered_by_name(
     helm: str, chart: Path, values: str, *args: str, namespace: str
 ) -> dict[tuple[str, str], Any]:

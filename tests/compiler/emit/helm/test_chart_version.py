@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from ruamel.yaml import YAML
 
 from tests.graph_sources import NODES
+from tests.support import helm_lint
 from vf.cli import cli
 
 GRAPH = (
@@ -88,9 +89,7 @@ def test_the_version_increases_with_the_chart_and_only_then(project: Path, helm:
     )
     assert diff.exit_code == 0, diff.output  # an unchanged flow: the version carries on
     chart = project / "deploy" / "chart"
-    lint = subprocess.run(
-        [helm, "lint", "--strict", str(chart)], capture_output=True, text=True, check=False
-    )
+    lint = helm_lint(helm, chart)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     packaged = subprocess.run(
         [helm, "package", str(chart), "-d", str(project)],

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from tests.support import (
     EXAMPLE_NAMES,
     as_overlay,
     by_identity,
+    helm_lint,
     helm_template,
     kustomize_build,
     parse_docs,
@@ -90,12 +90,7 @@ def test_helm_template_equals_the_overlay(
 def test_helm_lint_strict_passes(example: str, env: str, trees: dict[str, Path], helm: str) -> None:
     chart = trees[example] / "chart"
     for values in (chart / "values.yaml", chart / f"values-{env}.yaml"):
-        done = subprocess.run(
-            [helm, "lint", "--strict", str(chart), "-f", str(values)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = helm_lint(helm, chart, values)
         assert done.returncode == 0, done.stdout + done.stderr
 
 

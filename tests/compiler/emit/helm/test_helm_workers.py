@@ -6,14 +6,13 @@ the schema refuses what is not a worker's entry. Rendered with the real ``helm``
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
 
-from tests.support import EXAMPLES, helm_template, rendered_by_name
+from tests.support import EXAMPLES, helm_lint, helm_template, rendered_by_name
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.tree.write import write_tree
 
@@ -129,12 +128,7 @@ def test_a_native_component_beside_a_shared_class_passes_the_schema(
     shared = YAML(typ="safe").load((chart / "values.yaml").read_text(encoding="utf-8"))
     assert shared["workers"]["thumbnailer"]["class"] == ""
     for values in sorted(chart.glob("values-*.yaml")):
-        done = subprocess.run(
-            [helm, "lint", "--strict", str(chart), "-f", str(values)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = helm_lint(helm, chart, values)
         assert done.returncode == 0, done.stdout + done.stderr
     objects = rendered_by_name(helm, chart, "values-prod.yaml", namespace="thumbs")
     pod = objects[("Deployment", "vf-thumbnails-" + _run(objects) + "-thumbnailer")]
