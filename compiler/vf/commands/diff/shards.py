@@ -65,16 +65,15 @@ def _named(nodes: list[str]) -> str:
 
 def _shrunk(env: str, *, count: str, retired: bool) -> Finding:
     """Going back below the threshold: kept where the new tree retires the old shards."""
+    moved = f"no longer delivered in shards: {count} move back to the environment's "
     if retired:
-        message = (
-            f"no longer delivered in shards: {count} move back to the environment's "
+        message = moved + (
             "Application or Kustomization; each shard's stays, retired, and deletes none of "
             "them, so both controllers keep them running (ADR 256); under Argo CD what this "
             "commit also removes stays, listed as requiring pruning"
         )
         return Finding(category="delivery", subject=env, message=message, severity=INFO)
-    message = (
-        f"no longer delivered in shards: {count} move back to the environment's "
+    message = moved + (
         "Application or Kustomization, and deleting each shard's deletes them first: "
         "a BATCH flow's Jobs run again and Deployments restart (docs/gitops.md); "
         "commit this between runs"

@@ -24,11 +24,10 @@ from vf.emit.helm.job_values import JOB_VALUES, job_values_digest
 from vf.emit.helm.overrides import IMAGE_TAG_VALUES, OVERRIDE_VALUES
 from vf.emit.helm.planned import PLANNED_REPLICAS, neutral_values, planned_replicas
 from vf.emit.helm.provision_roles import shared_topology
-from vf.emit.helm.roles import is_role_object, neutral_roles, role_kinds, role_templates
+from vf.emit.helm.roles import is_role_object, neutral_roles, role_kinds, shipped_templates
 from vf.emit.helm.schema import values_schema
 from vf.emit.helm.version import DIGEST_ANNOTATION, ChartRelease, chart_version
 from vf.emit.helm.workers import shared_workers, worker_kinds
-from vf.resources import resource_dir
 from vf.resources import templates as shipped_text
 from vf.textio import yamlout
 from vf.textio.filetext import Chunks, FileText, whole
@@ -80,8 +79,7 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     for env in envs:
         makers[f"values-{env}.yaml"] = partial(yamlout.dump, values[env])
     makers["values.schema.json"] = partial(_schema_text, values, nodes=info.nodes)
-    # the same bytes in every flow's chart
-    shipped = {**role_templates(), **_shipped_files()}
+    shipped = shipped_templates()  # the same bytes in every flow's chart
     makers.update({path: partial(str, text) for path, text in shipped.items()})
     context = _context(info, envs=envs, kinds=dict(kinds))
     makers["README.md"] = partial(render_text, "README.md", context=context)
@@ -93,17 +91,6 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
         else:
             yield f"{ROOT}/{path}", digest.of(path, text)
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
-
-
-def _shipped_files() -> dict[str, str]:
-    """The chart's files that vf ships as they are (``templates/helm/chart/``): the
-    helpers, the environment check, the notes and ``helm test``'s Pod."""
-    folder = resource_dir("templates") / "helm" / "chart"
-    return {
-        path.relative_to(folder).as_posix(): path.read_text(encoding="utf-8")
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-    }
 
 
 def _check_roles(per_env: Mapping[str, Sequence[Obj]]) -> None:

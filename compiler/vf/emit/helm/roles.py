@@ -154,12 +154,21 @@ def role_values(plan: Plan) -> Obj:
     return {key: value for family in FAMILIES for key, value in family.values(plan).items()}
 
 
-def role_templates() -> dict[str, str]:
-    """Each role's template file of the chart (``templates/<file>``) and its text."""
-    folder = resource_dir("templates") / "helm" / "roles"
-    return {
-        f"templates/{name}": (folder / name).read_text(encoding="utf-8").replace("\r\n", "\n")
+def shipped_templates() -> dict[str, str]:
+    """The chart files vf ships as they are, by their path in the chart, the same bytes in
+    every flow's chart: each role's template (``templates/<file>``) and the files of
+    ``templates/helm/chart/`` (the helpers, the environment check, the notes and
+    ``helm test``'s Pod)."""
+    helm = resource_dir("templates") / "helm"
+    roles = {
+        f"templates/{name}": helm / "roles" / name
         for name in sorted(name for family in FAMILIES for name in family.files)
+    }
+    chart = helm / "chart"
+    files = {p.relative_to(chart).as_posix(): p for p in chart.rglob("*") if p.is_file()}
+    return {
+        path: source.read_text(encoding="utf-8").replace("\r\n", "\n")
+        for path, source in sorted({**roles, **files}.items())
     }
 
 
