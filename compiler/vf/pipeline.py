@@ -229,7 +229,7 @@ def _emit(request: CompileRequest, planned: _Planned, *, sink: Sink) -> None:
         for env, objs in objects.items()
     }
     shards = environment_shards(planned.targets.gitops, objects)
-    retired = retired_shards(planned.targets.gitops, objects, out=current)
+    retired = retired_shards(planned.targets.gitops, objects, shards=shards, out=current)
     gitops = gitops_files(
         planned.targets.gitops, plans=plans, objects=objects, shards=shards, retired=retired
     )

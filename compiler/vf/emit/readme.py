@@ -96,11 +96,13 @@ def _environment(
         "needs": list(needs),
         **_sharding(gitops, env, shards),
         "retired": _retired(retired),
+        "renumbered": retired.sharded,
     }
 
 
 def _retired(retired: Retired) -> str:
-    """Which controller objects of an environment's old shards stay, retired (ADR 0256)."""
+    """Which controller objects of an environment's old shards stay, retired (ADRs 0256,
+    0258)."""
     kinds = [
         *(["Argo CD Applications"] if retired.argocd else []),
         *(["Flux Kustomizations"] if retired.flux else []),

@@ -16,8 +16,11 @@ The assignment is stable: a node's shard is its name's SHA-256 modulo the bucket
 ``SHARD_BUCKETS`` whatever the environment's size (ADR 249), doubled only while a shard
 would hold more than ``SHARD_MAX_OBJECTS`` objects or ``SHARD_MAX_BYTES`` of files (past
 about 24,000 nodes). Adding, changing or removing a node touches its own shard (and shard
-00 where the shared objects name it); only a doubling of the bucket count moves nodes,
-each old shard splitting in two (``h mod 2n`` is ``h mod n`` or that plus ``n``).
+00 where the shared objects name it); only a change of the bucket count moves nodes, and
+then every node moves: the ``SHARD_BUCKETS`` buckets are numbered from 01, and ``n``
+buckets past that from ``n + 1`` to ``2n``, so no shard number holds nodes under two
+counts, and the old shards' folders are gone from the commit that changes it. Their
+controller objects stay, retired (ADR 258, ``vf.emit.retired``).
 """
 
 from __future__ import annotations
@@ -114,7 +117,8 @@ def _fits(shard: Shard) -> bool:
 
 def shards_of(objects: Sequence[Obj]) -> list[Shard]:
     """An environment's shards: ``00`` with the shared objects, then each non-empty bucket
-    of nodes, numbered from 01 (an empty bucket keeps its number, unused)."""
+    of nodes, numbered from 01, or from ``n + 1`` for ``n`` buckets past ``SHARD_BUCKETS``
+    (an empty bucket keeps its number, unused)."""
     shared = [o for o in objects if _node(o) is None]
     by_node: dict[str, list[Obj]] = {}
     for obj in objects:
@@ -126,11 +130,12 @@ def shards_of(objects: Sequence[Obj]) -> list[Shard]:
         groups: dict[int, list[str]] = {}
         for node in sorted(by_node):
             groups.setdefault(bucket(node, buckets=buckets), []).append(node)
-        width = max(2, len(str(buckets)))
+        first = 1 if buckets <= SHARD_BUCKETS else buckets + 1
+        width = max(2, len(str(first + buckets - 1)))
         shards = [Shard(SHARED.zfill(width), _files(shared), tuple(shared), ())]
         for index in sorted(groups):
             held = [o for n in groups[index] for o in by_node[n]]
-            number = str(index + 1).zfill(width)
+            number = str(first + index).zfill(width)
             shards.append(Shard(number, _files(held), tuple(held), tuple(groups[index])))
         if all(_fits(s) for s in shards[1:]) or buckets >= max(1, len(by_node)):
             return shards

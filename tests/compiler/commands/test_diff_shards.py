@@ -1,5 +1,5 @@
 """``vf diff`` says when a commit moves nodes between the Applications (Kustomizations)
-that deliver them (ADRs 225, 238, 246, 249, 256): growing past the shard threshold, going
+that deliver them (ADRs 225, 238, 246, 249, 256, 258): growing past the shard threshold, going
 back below it, or changing the shard count; and what each controller does with the moved
 objects. The cameras example (Argo CD and Flux), the threshold lowered; the new tree is
 compiled over the committed one, as ``vf diff`` compiles it."""
@@ -21,14 +21,21 @@ from vf.tree.write import write_tree
 
 
 def _compiled(
-    root: Path, monkeypatch: pytest.MonkeyPatch, buckets: int | None, *, over: Path | None = None
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    buckets: int | None,
+    *,
+    over: Path | None = None,
+    limit: int | None = None,
 ) -> CompileResult:
     """The cameras example in ``buckets`` node shards (the threshold lowered), or in none;
-    ``over``: the committed tree it is compiled over."""
+    ``over``: the committed tree it is compiled over; ``limit``: a shard's most objects."""
     with monkeypatch.context() as patch:
         if buckets is not None:
             patch.setattr(shards_module, "SHARD_OVER", 3)
             patch.setattr(shards_module, "SHARD_BUCKETS", buckets)
+        if limit is not None:
+            patch.setattr(shards_module, "SHARD_MAX_OBJECTS", limit)
         folder = root / "project"
         if not folder.exists():
             shutil.copytree(EXAMPLES / "realtime_cameras", folder)
@@ -42,13 +49,15 @@ def _delivery(
     after: int | None,
     *,
     retire: bool = True,
+    limit: int | None = None,
 ) -> list[Finding]:
     """The delivery findings of ``vf diff`` from ``before`` node shards (None: the overlay)
-    to ``after``; ``retire``: the new tree compiled over the committed one."""
+    to ``after`` (``limit``: a shard's most objects there); ``retire``: the new tree
+    compiled over the committed one."""
     committed = _compiled(tmp_path, monkeypatch, before)
     write_tree(tmp_path / "deploy", committed.tree)
     over = tmp_path / "deploy" if retire else None
-    fresh = _compiled(tmp_path, monkeypatch, after, over=over)
+    fresh = _compiled(tmp_path, monkeypatch, after, over=over, limit=limit)
     report = diff_project(fresh, out=tmp_path / "deploy", environments=("dev",))
     (env,) = report.environments
     return [f for f in env.findings if f.category == "delivery"]
@@ -82,13 +91,37 @@ def test_a_tree_that_drops_the_shards_warns_that_the_nodes_restart(
     assert "Jobs run again" in finding.message
 
 
-def test_a_new_shard_count_warns_under_argo_cd(
+def test_a_shard_count_that_keeps_numbers_warns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A tree whose shards a vf numbered otherwise: shard 01 stays, with fewer nodes."""
     (finding,) = _delivery(tmp_path, monkeypatch, 1, 2)
     assert finding.severity == WARNING
     assert "move to another shard (1 to 2 shards with nodes)" in finding.message
-    assert "under Argo CD" in finding.message
+    assert "keeps its number but loses nodes prunes them" in finding.message
+
+
+def _doubled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, retire: bool) -> Finding:
+    """From one node shard to more, past a lowered object limit: numbered anew."""
+    (finding,) = _delivery(tmp_path, monkeypatch, 1, 1, retire=retire, limit=3)
+    return finding
+
+
+def test_a_doubled_shard_count_is_said_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    finding = _doubled(tmp_path, monkeypatch, retire=True)
+    assert finding.severity == INFO
+    assert "move to another shard (1 to " in finding.message
+    assert "stays, retired" in finding.message and "keep them running" in finding.message
+
+
+def test_a_doubled_shard_count_without_the_committed_tree_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    finding = _doubled(tmp_path, monkeypatch, retire=False)
+    assert finding.severity == WARNING
+    assert "the old shards are deleted" in finding.message
 
 
 def test_the_same_shards_say_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,8 @@
-"""An environment that goes back below the shard threshold keeps its shards' controller
-objects, retired (ADR 0256): each reads an empty folder, Flux's after the part that now
-holds its nodes, Argo CD's without pruning. The committed tree is read for them, so a
-compile into a tree it wrote changes nothing, and growing again makes them live."""
+"""An environment that goes back below the shard threshold, or whose shard count changes,
+keeps its old shards' controller objects, retired (ADRs 0256, 0258): each reads an empty
+folder, Flux's after the parts that now hold its nodes, Argo CD's without pruning. The
+committed tree is read for them, so a compile into a tree it wrote changes nothing, and
+growing again makes them live."""
 
 from __future__ import annotations
 
@@ -23,11 +24,17 @@ GRAPH = example_graph("realtime_cameras")  # gitops.path deploy/cameras, ScaledO
 RETIRED = "deploy/cameras/shards/dev/retired"
 
 
-def _tree(tmp: Path, name: str, *, sharded: bool, over: Path | None = None) -> dict[str, str]:
-    """The example compiled over the committed tree ``over``, written to ``tmp/name``."""
+def _tree(
+    tmp: Path, name: str, *, sharded: bool, over: Path | None = None, limit: int | None = None
+) -> dict[str, str]:
+    """The example compiled over the committed tree ``over``, written to ``tmp/name``;
+    ``limit``: the objects a shard may hold, its nodes in one bucket first."""
     with pytest.MonkeyPatch.context() as patch:
         if sharded:
             patch.setattr(shards_module, "SHARD_OVER", 5)
+        if limit is not None:
+            patch.setattr(shards_module, "SHARD_BUCKETS", 1)
+            patch.setattr(shards_module, "SHARD_MAX_OBJECTS", limit)
         tree = compile_project(CompileRequest(graph=GRAPH, chart_from=over)).tree
     write_tree(tmp / name, tree)
     return tree
@@ -117,3 +124,41 @@ def test_a_tree_never_sharded_retires_nothing(tmp_path: Path) -> None:
     fresh = _tree(tmp_path, "c1", sharded=False)
     assert _tree(tmp_path, "c2", sharded=False, over=tmp_path / "c1") == fresh
     assert not any(p.startswith("shards/") for p in fresh)
+
+
+def _numbers(tree: dict[str, str], folder: str) -> set[str]:
+    found = (p.split("-shard-")[1] for p in _shard_files(tree) if p.startswith(folder))
+    return {n.split("-")[0].split(".")[0] for n in found}
+
+
+def test_a_doubled_shard_count_retires_the_old_shards(tmp_path: Path) -> None:
+    """Past the limits every shard is numbered anew; the old numbers' Applications and
+    Kustomizations stay, retired, and a compile into that tree writes it again."""
+    before = _tree(tmp_path, "c1", sharded=True, limit=10_000)
+    held = len([p for p in before if p.startswith("shards/dev/01/")])
+    doubled = _tree(tmp_path, "c2", sharded=True, over=tmp_path / "c1", limit=held - 1)
+    old = _numbers(before, "gitops/argocd")
+    assert old == {"01"}
+    live = {p.split("/")[2] for p in doubled if p.startswith("shards/dev/")} - {"00", "retired"}
+    assert live and not live & old and min(int(n) for n in live) > 2
+    for folder in ("gitops/argocd", "gitops/flux"):
+        assert _numbers(doubled, folder) == old | live
+    for number in old:
+        app = _load(doubled, f"gitops/argocd/application-dev-shard-{number}.yaml")
+        assert app["spec"]["source"]["path"] == RETIRED
+        assert app["spec"]["syncPolicy"]["syncOptions"].count("Prune=false") == 1
+        assert "the live shards" in app["metadata"]["annotations"]["vf.dev/shard-holds"]
+        part = _load(doubled, f"gitops/flux/kustomization-dev-shard-{number}.yaml")
+        assert part["spec"]["dependsOn"] == [
+            {"name": "cameras-dev-gitops"},
+            {"name": "cameras-dev"},
+        ]
+        twin = f"gitops/flux/kustomization-dev-shard-{number}-optional.yaml"
+        if twin in doubled:  # waits for every live shard's optional objects as well
+            waits = [d["name"] for d in _load(doubled, twin)["spec"]["dependsOn"]]
+            assert waits[0] == "cameras-dev-gitops"
+            assert waits[1] in ("cameras-dev-optional", "cameras-dev")  # the optional part's
+            assert waits[2:] and all(w.endswith("-optional") for w in waits[2:])
+    assert "numbered anew" in doubled["shards/dev/retired/README.md"]
+    again = _tree(tmp_path, "c3", sharded=True, over=tmp_path / "c2", limit=held - 1)
+    assert again == doubled

@@ -10,7 +10,7 @@ import math
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
@@ -18,16 +18,13 @@ from ruamel.yaml import YAML
 import vf.emit.shards as shards_module
 from tests.support import REPO, example_graph, kustomize_build
 from vf.commands.explain.text import explain
-from vf.emit.gitops.shard_apps import flux_shard_files
 from vf.emit.shards import (
     SHARD_BUCKETS,
     SHARD_MAX_BYTES,
     SHARD_MAX_OBJECTS,
-    Shard,
     bucket,
     shards_of,
 )
-from vf.ir.delivery import GitOps
 from vf.pipeline import CompileRequest, CompileResult, compile_project
 from vf.runtree.manifests import parse_objects
 from vf.tree.write import write_tree
@@ -146,14 +143,31 @@ def test_a_node_keeps_its_shard_when_others_come_and_go() -> None:
     assert {n: many[n] for n in nodes} == before
 
 
-def test_a_doubling_past_the_limits_splits_each_shard(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_doubling_past_the_limits_numbers_every_shard_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the limits the buckets double, and ``n`` buckets are numbered ``n + 1`` to
+    ``2n``: no number holds nodes under two counts, so no live shard loses a node to
+    another (ADR 0258); each old shard still splits in two."""
     nodes = [f"n-{i}" for i in range(600)]
     before = _placement([o for n in nodes for o in _node_objects(n)])
-    monkeypatch.setattr(shards_module, "SHARD_MAX_OBJECTS", 60)  # 1,200 objects in 16: ~75
-    doubled = _placement([o for n in nodes for o in _node_objects(n)])
-    assert len(set(doubled.values())) == 2 * SHARD_BUCKETS
+    assert sorted(set(before.values())) == [f"{n:02d}" for n in range(1, SHARD_BUCKETS + 1)]
+    placements = []
+    for limit in (60, 30):  # 1,200 objects in 16: ~75 a shard
+        monkeypatch.setattr(shards_module, "SHARD_MAX_OBJECTS", limit)
+        placed = _placement([o for n in nodes for o in _node_objects(n)])
+        numbers = {int(n) for n in placed.values()}
+        buckets = 1 << ((min(numbers) - 1).bit_length() - 1)  # a power of two below it
+        assert numbers <= set(range(buckets + 1, 2 * buckets + 1))
+        assert len(numbers) > buckets // 2  # an empty bucket's number is unused
+        assert {len(n) for n in placed.values()} == {len(str(2 * buckets))}
+        placements.append(placed)
+    assert min(int(n) for n in placements[0].values()) == 2 * SHARD_BUCKETS + 1
+    doubled = placements[0]
+    assert not set(doubled.values()) & set(before.values())
+    assert not set(doubled.values()) & set(placements[1].values())
     for node, number in before.items():  # a doubling splits each shard, never mixes two
-        assert (int(doubled[node]) - 1) % SHARD_BUCKETS == int(number) - 1
+        assert (int(doubled[node]) - 33) % SHARD_BUCKETS == int(number) - 1
     assert bucket("n-1", buckets=32) % 16 == bucket("n-1", buckets=16)
 
 
@@ -206,17 +220,10 @@ def test_each_shard_has_its_application_and_kustomization(
         part = _app(result, f"flux/kustomization-dev-shard-{number}.yaml")
         assert part["spec"]["path"] == f"./deploy/cameras/shards/dev/{number}"
         assert part["spec"]["prune"] is True
-        bucket_of = int(number) - 1
-        step = 1 << bucket_of.bit_length()  # the smallest power of two above the bucket
-        heirs = [
-            f"cameras-dev-shard-{n}"
-            for n in others
-            if n > number and (int(n) - 1) % step == bucket_of
-        ]
+        # no live shard waits for another: none takes another's nodes (ADR 0258)
         assert [d["name"] for d in part["spec"]["dependsOn"]] == [
             "cameras-dev-gitops",
             "cameras-dev-infra",
-            *heirs,
         ]
         assert part["spec"]["healthChecks"]
     workers = _app(result, "flux/kustomization-dev.yaml")  # applies after every shard
@@ -286,30 +293,3 @@ def test_run_tree_reads_a_hash_as_kustomize_wrote_it(kubectl: str, tmp_path: Pat
     (config_map,) = parse_objects(built, source="kustomize")
     assert config_map["data"] == {f"h{i}": v for i, v in enumerate(literals)}
     assert str(config_map["metadata"]["name"]).startswith("cfg-")
-
-
-@pytest.mark.parametrize("before", [1, 2, 4, 8])
-def test_a_node_moves_only_to_a_shard_its_old_one_waits_for(before: int) -> None:
-    """When the bucket count doubles (once or more), a node leaves bucket ``b`` only for a
-    bucket whose Kustomization ``b``'s depends on, so the new owner applies it before the
-    old one's garbage collection looks at it (ADR 0225)."""
-    after = 16
-    shards = [Shard(f"{n:02d}", (), (), ()) for n in range(after + 1)]
-    workers = {
-        "metadata": {"name": "f-dev"},
-        "spec": {"path": "./s/dev/00", "dependsOn": [{"name": "f-dev-gitops"}]},
-    }
-    unused = cast(GitOps, None)  # a Kustomization's folder comes from the workers part
-    files = flux_shard_files(
-        unused, workers=workers, infra_name="f-dev-infra", flow_id="f", env="dev", shards=shards
-    )
-    waits = {
-        int(o["metadata"]["name"].rpartition("-")[2]) - 1: {
-            int(d["name"].rpartition("-")[2]) - 1 for d in o["spec"]["dependsOn"][2:]
-        }
-        for o in files.values()
-    }
-    for index in range(200):
-        node = f"node-{index}"
-        old, new = bucket(node, buckets=before), bucket(node, buckets=after)
-        assert new == old or new in waits[old], (node, old, new)

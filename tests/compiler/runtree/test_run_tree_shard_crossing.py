@@ -48,15 +48,17 @@ def _commit(
     sharded: bool,
     extra: bool = False,
     buckets: int = 16,
+    limit: int = shards_module.SHARD_MAX_OBJECTS,
     over: Path | None = None,
 ) -> Path:
-    """The flow compiled as one commit: in shards (``buckets`` of them for the nodes), or as
-    one overlay; ``extra``: with one more node, ``again``; ``over``: the committed tree
-    this commit is compiled into."""
+    """The flow compiled as one commit: in shards (``buckets`` of them for the nodes, more
+    where one would hold over ``limit`` objects), or as one overlay; ``extra``: with one
+    more node, ``again``; ``over``: the committed tree this commit is compiled into."""
     with monkeypatch.context() as patch:
         if sharded:
             patch.setattr(shards_module, "SHARD_OVER", 3)
             patch.setattr(shards_module, "SHARD_BUCKETS", buckets)
+            patch.setattr(shards_module, "SHARD_MAX_OBJECTS", limit)
         shape = {"out": "/results/sink.jsonl", "count": str(COUNT), "tag": "x"}
         for key, value in {**shape, **({"extra": "1"} if extra else {})}.items():
             patch.setenv(f"VF_TEST_{key.upper()}", value)
@@ -169,34 +171,31 @@ def test_growing_again_after_shrinking_keeps_every_object(
     _day_two(cluster, first, second, third, mode=mode)
 
 
-@pytest.mark.parametrize(
-    "mode",
-    [
-        "flux",
-        pytest.param(
-            "argocd",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a shard's Application prunes the nodes that move to the shard it "
-                "splits into before that one applies them (ADR 0249)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("mode", ["flux", "argocd"])
 def test_doubling_the_shard_count_keeps_every_object(
     cluster: Cluster,  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     mode: str,
 ) -> None:
-    """A shard past the limits doubles the bucket count (ADR 0249: the one move left), and
-    each old shard splits in two. Flux: a shard waits for the shards it splits into
-    (ADR 0225)."""
+    """A shard past the limits doubles the bucket count (ADR 0249: the one move left): the
+    shards are numbered anew and the old ones retired (ADR 0258). Flux: a retired shard
+    waits for the workers part, which waits for every live shard; Argo CD: a retired
+    shard's Application prunes nothing, and no live one loses a node."""
     first = _commit(tmp_path, "c1", monkeypatch, sharded=True, buckets=1)
-    second = _commit(tmp_path, "c2", monkeypatch, sharded=True, buckets=2)
-    counts = [len(list((tree / "shards" / "dev").iterdir())) for tree in (first, second)]
-    assert counts[1] > counts[0]
+    held = len(list((first / "shards" / "dev" / "01").iterdir()))
+    second = _commit(
+        tmp_path, "c2", monkeypatch, sharded=True, buckets=1, limit=held - 1, over=first
+    )
+    numbers = [
+        {p.name for p in (tree / "shards" / "dev").iterdir()} for tree in (first, second)
+    ]
+    assert numbers[0] == {"00", "01"}
+    assert {"00", "retired"} < numbers[1] and "01" not in numbers[1]
     _day_two(cluster, first, second, mode=mode)
+    kind = "Application" if mode == "argocd" else "Kustomization"
+    retired = [o["metadata"]["name"] for o in cluster.gitops.held(env="dev", kind=kind)]
+    assert [n for n in retired if n.endswith("-shard-01")]
 
 
 @pytest.mark.parametrize("mode", ["flux", "argocd"])

@@ -1,15 +1,14 @@
 """What a change does to who delivers each node of an environment (ADRs 220, 225, 238,
-246, 249, 256): the environment's own Application or Kustomization (its overlay), or a
+246, 249, 256, 258): the environment's own Application or Kustomization (its overlay), or a
 shard's.
 
 A node whose owner changes has its objects moved from one Application (Kustomization) to
 another, and whether the cluster keeps them depends on the direction and the controller
 (docs/gitops.md): growing past the threshold keeps them under both; going back below it
 keeps them under both where the new tree retires the old shards (a compile over the
-committed tree, ``shards/<env>/retired/``), else deletes and creates them again; a change
-of the shard count (a doubling, or an upgrade of vf that changes the count) keeps them
-under Flux and not under Argo CD. The report says so before the commit lands, with the
-number of nodes that move.
+committed tree, ``shards/<env>/retired/``), else deletes and creates them again; so does
+a change of the shard count, which numbers every shard anew (ADR 258). The report says
+so before the commit lands, with the number of nodes that move.
 
 A node's shard is read from the committed files themselves (the ``vf.dev/node`` label of
 each file under ``shards/<env>/<nn>/``), so a tree an earlier vf wrote is read as it is.
@@ -54,10 +53,6 @@ def node_owners(tree: Mapping[str, str], *, env: str) -> dict[str, str] | None:
     return found if sharded else None
 
 
-def _controllers(tree: Mapping[str, str]) -> set[str]:
-    return {c for c in ("argocd", "flux") if any(r.startswith(f"gitops/{c}/") for r in tree)}
-
-
 def _named(nodes: list[str]) -> str:
     shown = ", ".join(nodes[:_NAMED])
     return shown + (f" and {len(nodes) - _NAMED} more" if len(nodes) > _NAMED else "")
@@ -93,7 +88,6 @@ def shard_findings(
     moved = sorted(n for n in nodes if old[n] != new[n])
     if not moved:
         return []
-    argocd = "argocd" in _controllers(fresh) | _controllers(committed)
     count = f"{len(moved)} node{'s' if len(moved) != 1 else ''} ({_named(moved)})"
     if before is None:
         shards = len(set((after or {}).values()))
@@ -106,17 +100,37 @@ def shard_findings(
         return [Finding(category="delivery", subject=env, message=message)]
     if after is None:
         return [_shrunk(env, count=count, retired=f"{retired_dir(env)}/{README}" in fresh)]
+    return [_reshard(env, before=before, after=after, moved=moved, fresh=fresh, count=count)]
+
+
+def _reshard(
+    env: str,
+    *,
+    before: Mapping[str, str],
+    after: Mapping[str, str],
+    moved: list[str],
+    fresh: Mapping[str, str],
+    count: str,
+) -> Finding:
+    """Nodes that move between shards: kept where their old shards are retired."""
     counts = f"{len(set(before.values()))} to {len(set(after.values()))} shards with nodes"
-    if not argocd:
-        message = (
-            f"{count} move to another shard ({counts}): each old shard's Kustomization waits "
-            "for the ones its nodes go to, so nothing is deleted (ADR 225)"
+    head = f"{count} move to another shard ({counts}): "
+    if {before[n] for n in moved} & set(after.values()):  # numbered as by a vf before ADR 258
+        message = head + (
+            "a shard that keeps its number but loses nodes prunes them before the new shard "
+            "applies them, so their objects are deleted and created again: a BATCH flow's "
+            "Jobs run again and Deployments restart (ADR 258); commit this between runs"
         )
-        return [Finding(category="delivery", subject=env, message=message, severity=INFO)]
-    message = (
-        f"{count} move to another shard ({counts}): under Argo CD each old shard's "
-        "Application prunes them before the new one applies them, so their objects are "
-        "deleted and created again: a BATCH flow's Jobs run again and Deployments restart "
-        "(ADRs 246, 249); commit this between runs"
+        return Finding(category="delivery", subject=env, message=message, severity=WARNING)
+    if f"{retired_dir(env)}/{README}" in fresh:
+        message = head + (
+            "each old shard's Application and Kustomization stays, retired, and deletes none "
+            "of them, so both controllers keep them running (ADR 258)"
+        )
+        return Finding(category="delivery", subject=env, message=message, severity=INFO)
+    message = head + (
+        "the old shards are deleted, and their controllers may delete these nodes' objects "
+        "before the new shards apply them: a BATCH flow's Jobs run again and Deployments "
+        "restart (ADR 258); compile into the committed tree, or commit this between runs"
     )
-    return [Finding(category="delivery", subject=env, message=message, severity=WARNING)]
+    return Finding(category="delivery", subject=env, message=message, severity=WARNING)

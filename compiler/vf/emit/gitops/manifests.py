@@ -99,7 +99,7 @@ def emit_gitops(
                     objects=objects,
                     manifests=manifests,
                     shards=parts,
-                    retired=retired.get(plan.environment, Retired()).argocd,
+                    retired=retired.get(plan.environment),
                 )
             )
         tree.update(_folder("gitops/argocd", files=files))
@@ -154,7 +154,7 @@ def _argocd_files(
     objects: Mapping[str, Sequence[Obj]],
     manifests: bool,
     shards: Sequence[Shard] | None = None,
-    retired: Sequence[str] = (),
+    retired: Retired | None = None,
 ) -> dict[str, Obj]:
     """One environment's Argo CD objects: its Application (with ``shards``, one per shard,
     ``vf.emit.gitops.shard_apps``; with ``retired``, one per retired shard,
@@ -174,9 +174,10 @@ def _argocd_files(
         files.update(
             argocd_shard_files(gitops, shared_app=app, flow_id=plan.flow_id, env=env, shards=shards)
         )
-    files.update(
-        argocd_retired_files(gitops, app=app, flow_id=plan.flow_id, env=env, numbers=retired)
-    )
+    if retired:
+        files.update(
+            argocd_retired_files(gitops, app=app, flow_id=plan.flow_id, env=env, retired=retired)
+        )
     if argocd.app_project:
         files[f"appproject-{env}.yaml"] = app_project(
             gitops,
@@ -300,6 +301,9 @@ def _source_name(flow_id: str) -> str:
     return names.k8s_name(flow_id, "deploy")
 
 
+_TWIN = "-optional.yaml"  # a shard's twin for its optional objects (ADR 202)
+
+
 def _flux_files(
     gitops: GitOps,
     *,
@@ -334,32 +338,32 @@ def _flux_files(
     }
     if any(is_optional(o) for o in objects):
         files[f"kustomization-{env}-optional.yaml"] = part(part=OPTIONAL)
+    live: dict[str, Obj] = {}
+    if shards:
+        infra_name = str(infra["metadata"]["name"])
+        live = flux_shard_files(
+            gitops,
+            workers=workers,
+            infra_name=infra_name,
+            flow_id=plan.flow_id,
+            env=env,
+            shards=shards,
+        )
     if old:
-        optional = files.get(f"kustomization-{env}-optional.yaml")
+        twins = [str(o["metadata"]["name"]) for f, o in live.items() if f.endswith(_TWIN)]
         files.update(
             flux_retired_files(
                 gitops,
                 flux=flux,
                 workers=workers,
-                optional=optional,
+                optional=files.get(f"kustomization-{env}-optional.yaml"),
+                twins=sorted(twins),
                 flow_id=plan.flow_id,
                 env=env,
                 retired=old,
             )
         )
-    if shards:
-        infra_name = str(infra["metadata"]["name"])
-        files.update(
-            flux_shard_files(
-                gitops,
-                workers=workers,
-                infra_name=infra_name,
-                flow_id=plan.flow_id,
-                env=env,
-                shards=shards,
-            )
-        )
-    return files
+    return {**files, **live}
 
 
 def _flux_root(gitops: GitOps, *, flux: Flux, plan: Plan) -> Obj:

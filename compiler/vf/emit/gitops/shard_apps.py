@@ -17,8 +17,9 @@ and StatefulSets, and, where the shard holds objects of an API the cluster may l
 twin ``-optional`` Kustomization over the same folder that applies only those (ADR 202).
 An object that moves between Kustomizations must be applied by its new owner before the
 old one collects it (ADR 0225): the workers part, which held every node before the
-environment crossed the threshold, ``dependsOn`` every shard, and each shard the shards
-its nodes go to when the bucket count doubles.
+environment crossed the threshold, ``dependsOn`` every shard. No node moves between
+live shards: a change of the bucket count numbers every shard anew and retires the old
+ones (ADR 0258, ``vf.emit.gitops.retired_apps``).
 """
 
 from __future__ import annotations
@@ -121,9 +122,6 @@ def flux_shard_files(
         spec.update(_shard_spec(shard))
         spec["path"] = f"{base}/{shard.number}"
         spec["dependsOn"] = [dict(root), {"name": infra_name}]
-        spec["dependsOn"] += [
-            {"name": n} for n in _heirs(flow_id, env=env, shard=shard, shards=shards)
-        ]
         part["metadata"]["name"] = name
         _annotate(part, shard)
         files[flux_shard_file(env, shard.number)] = part
@@ -139,22 +137,6 @@ def flux_shard_files(
         {"name": shard_name(flow_id, env=env, number=s.number)} for s in shards[1:]
     ]
     return files
-
-
-def _heirs(flow_id: str, *, env: str, shard: Shard, shards: Sequence[Shard]) -> list[str]:
-    """The Kustomizations of the shards that may hold nodes ``shard`` held before the
-    bucket count last doubled: bucket ``b`` (shard ``b + 1``) splits into ``b`` and
-    ``b + B`` for every earlier count ``B`` above ``b``, so its heirs are the buckets
-    ``b + k * P``, ``P`` the smallest power of two above ``b`` (ADR 0225)."""
-    index = int(shard.number) - 1
-    step = 1
-    while step <= index:
-        step *= 2
-    return [
-        shard_name(flow_id, env=env, number=s.number)
-        for s in shards[1:]
-        if int(s.number) - 1 > index and (int(s.number) - 1 - index) % step == 0
-    ]
 
 
 def _shard_spec(shard: Shard) -> Obj:
