@@ -15,72 +15,50 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vf import names
-from vf.emit.helm.shapes import Family
 from vf.ir.plan import Plan
 from vf.ir.records import Observability, PodOptions
-from vf.render.observe import DASHBOARD_LABEL, alert_rules, dashboard_configmap
+from vf.render.observe import alert_rules, dashboard_configmap
 from vf.render.pods import priority_class
 from vf.textio.objects import Obj
-from vf_runtime.labels import FLOW_LABEL, METRICS_LABEL
+from vf_runtime.labels import FLOW_LABEL
 
 MONITORING, PRIORITY_CLASS = "monitoring", "priorityClass"
-_KINDS = frozenset({"ServiceMonitor", "PrometheusRule", "PriorityClass"})
 
 
-def _owns(obj: Obj) -> bool:
-    kind = obj.get("kind")
-    labels = obj["metadata"].get("labels") or {}
-    return (
-        kind in _KINDS
-        or (kind == "Service" and METRICS_LABEL in labels)
-        or (kind == "ConfigMap" and DASHBOARD_LABEL in labels)
-    )
-
-
-def _values(plan: Plan) -> Obj:
+def monitor_values(plan: Plan) -> Obj:
     pods = plan.pods or PodOptions()
-    out: Obj = {MONITORING: _monitoring(plan, pods=pods)}
+    options = plan.observability or Observability()
+    monitoring: Obj = {}
+    if pods.service_monitor:
+        flow = dict(plan.flow_labels)[FLOW_LABEL]
+        monitoring["serviceMonitor"] = {"name": names.k8s_name("vf", flow, "metrics")}
+    if options.alerts:
+        name = names.k8s_name("vf", plan.flow_id, "alerts")
+        monitoring["alerts"] = {"name": name, "rules": alert_rules(plan, options)}
+    if options.dashboard:
+        configmap = dashboard_configmap(plan)
+        ((file, text),) = configmap["data"].items()
+        monitoring["dashboard"] = {
+            "name": configmap["metadata"]["name"],
+            "file": file,
+            "json": text,
+        }
+    out: Obj = {MONITORING: monitoring}
     created = priority_class(plan.priority_class, options=pods)
     if created:
         out[PRIORITY_CLASS] = {"value": created[0]["value"]}
     return out
 
 
-def _monitoring(plan: Plan, *, pods: PodOptions) -> Obj:
-    out: Obj = {}
-    if pods.service_monitor:
-        flow = dict(plan.flow_labels)[FLOW_LABEL]
-        out["serviceMonitor"] = {"name": names.k8s_name("vf", flow, "metrics")}
-    options = plan.observability or Observability()
-    if options.alerts:
-        name = names.k8s_name("vf", plan.flow_id, "alerts")
-        out["alerts"] = {"name": name, "rules": alert_rules(plan, options)}
-    if options.dashboard:
-        configmap = dashboard_configmap(plan)
-        ((file, text),) = configmap["data"].items()
-        out["dashboard"] = {"name": configmap["metadata"]["name"], "file": file, "json": text}
-    return out
-
-
-def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+def monitor_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """The kind and name of each object the templates render from one environment's values
     (where the cluster serves the Prometheus Operator's API)."""
     monitoring = values.get(MONITORING) or {}
     if "serviceMonitor" in monitoring:
         yield "Service", monitoring["serviceMonitor"]["name"]
         yield "ServiceMonitor", monitoring["serviceMonitor"]["name"]
-    if "alerts" in monitoring:
-        yield "PrometheusRule", monitoring["alerts"]["name"]
-    if "dashboard" in monitoring:
-        yield "ConfigMap", monitoring["dashboard"]["name"]
+    for key, kind in (("alerts", "PrometheusRule"), ("dashboard", "ConfigMap")):
+        if key in monitoring:
+            yield kind, monitoring[key]["name"]
     if values.get(PRIORITY_CLASS):
         yield "PriorityClass", str(values.get("priorityClassName"))
-
-
-MONITOR_ROLES = Family(
-    files=("monitoring.yaml", "priorityclass.yaml"),
-    sections=(MONITORING,),
-    owns=_owns,
-    values=_values,
-    objects=_objects,
-)

@@ -19,33 +19,19 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vf.emit.helm.shapes import Family
 from vf.ir.plan import Plan
 from vf.render.objects import container_resources, provision_env
 from vf.textio.jsontext import compact_json
 from vf.textio.objects import Obj
-from vf_runtime.labels import COMPONENT, NODE_LABEL, PROVISION, REPLICA_COUNTS, labels_of
 
 PROVISION_SECTION = "provision"
 TOPOLOGY = "topology"
 
 
-def _owns(obj: Obj) -> bool:
-    """The provision Job, its topology ConfigMaps, the replica-count ConfigMap and a
-    partitioned worker's headless Service (ADR 243)."""
-    kind, labels = obj.get("kind"), labels_of(obj)
-    if kind in ("Job", "ConfigMap") and labels.get(COMPONENT) == PROVISION:
-        return True
-    if kind == "ConfigMap":
-        return labels.get(COMPONENT) == REPLICA_COUNTS
-    return kind == "Service" and NODE_LABEL in labels and "clusterIP" in (obj.get("spec") or {})
-
-
-def _values(plan: Plan) -> Obj:
+def provision_values(plan: Plan) -> Obj:
     prov = plan.provision
     counts = {w.node: w.replicas for w in plan.workloads}
     shards = [[_record(line, counts) for line in t.splitlines()] for t in prov.topology_shards]
-    topology = {"configMaps": list(prov.topology_configmaps), "shards": shards}
     job: Obj = {
         "job": prov.job,
         "image": prov.image,
@@ -54,7 +40,17 @@ def _values(plan: Plan) -> Obj:
         "ignoreDisruptions": prov.ignore_disruptions,
         "env": provision_env(plan),
     }
+    topology = {"configMaps": list(prov.topology_configmaps), "shards": shards}
     return {PROVISION_SECTION: job, TOPOLOGY: topology}
+
+
+def provision_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    for index, _ in enumerate((values.get(TOPOLOGY) or {}).get("configMaps") or ()):
+        yield "ConfigMap", f"topology-{index}"
+    if (values.get("workerPod") or {}).get("replicasConfigMap"):
+        yield "ConfigMap", "replicas"
+    if values.get(PROVISION_SECTION):
+        yield "Job", PROVISION_SECTION
 
 
 def _record(line: str, counts: Mapping[str, int]) -> str:
@@ -75,21 +71,3 @@ def shared_topology(values: Mapping[str, Obj]) -> Obj:
     for env in values:
         del values[env][TOPOLOGY]["shards"]
     return {TOPOLOGY: {"shards": seen[0]}}
-
-
-def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    for index, _ in enumerate((values.get(TOPOLOGY) or {}).get("configMaps") or ()):
-        yield "ConfigMap", f"topology-{index}"
-    if (values.get("workerPod") or {}).get("replicasConfigMap"):
-        yield "ConfigMap", "replicas"
-    if values.get(PROVISION_SECTION):
-        yield "Job", PROVISION_SECTION
-
-
-PROVISION_ROLES = Family(
-    files=("provision.yaml",),
-    sections=(PROVISION_SECTION, TOPOLOGY),
-    owns=_owns,
-    values=_values,
-    objects=_objects,
-)
