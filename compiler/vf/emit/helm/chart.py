@@ -22,11 +22,9 @@ from typing import Any
 from vf import __version__
 from vf.emit.helm.job_values import JOB_VALUES, job_values_digest
 from vf.emit.helm.overrides import IMAGE_TAG_VALUES, OVERRIDE_VALUES
-from vf.emit.helm.provision_roles import shared_topology
 from vf.emit.helm.roles import SECTIONS, is_role_object, role_kinds, shipped_templates
 from vf.emit.helm.schema import values_schema
 from vf.emit.helm.version import DIGEST_ANNOTATION, ChartRelease, chart_version
-from vf.emit.helm.workers import shared_workers, worker_kinds
 from vf.resources import templates as shipped_text
 from vf.textio import yamlout
 from vf.textio.jsontext import json_text
@@ -37,6 +35,14 @@ Tree = dict[str, str]
 File = tuple[str, str]
 ROOT = "chart"
 PLANNED_REPLICAS = "plannedReplicas"  # per environment: the counts a --set must keep
+# what values.yaml holds where every environment's values hold it alike ("*": each key):
+# the release holds every values file, and these are the largest part of them
+_SHARED = (
+    ("workers", "*", "*"),  # a node's class, params, parents…
+    ("podDisruptionBudgets", "*", "*"),  # a budget's component…
+    ("workerPod", "defaults"),
+    ("topology", "shards"),  # the nodes' records
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,11 +74,12 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     _check_roles(per_env)
     values = _all_values(per_env, info=info)
     # counted before values.yaml takes what the environments share (a worker's kind, say)
-    kinds = role_kinds(info.roles) + Counter(worker_kinds(info.roles))
+    kinds = role_kinds(info.roles)
     context = _context(info, envs=sorted(values), kinds=kinds)
     shared: Obj = {"environment": None, **IMAGE_TAG_VALUES, **OVERRIDE_VALUES}
-    shared.update({section: {} for section in SECTIONS})
-    shared.update({**shared_workers(values), **shared_topology(values)})
+    shared.update({section: {} for section in (*SECTIONS, "workerPod", "workers")})
+    for where in _SHARED if values else ():
+        shared.update(_hoist([values[env] for env in sorted(values)], where))
     makers: dict[str, Callable[[], str]] = {
         "README.md": partial(render_text, "README.md", context=context),
         "values.schema.json": partial(_schema_text, values, nodes=info.nodes),
@@ -138,6 +145,30 @@ def _planned_replicas(
             pins = obj.get("kind") in ("Job", "StatefulSet") or node in pinned
             if pins and isinstance(count, int):
                 out.setdefault(env, {})[node] = count
+    return out
+
+
+def _hoist(tops: Sequence[Obj], path: Sequence[str]) -> Obj:
+    """What every one of ``tops`` holds alike at ``path`` (``*``: each key of the first's),
+    taken out of them (an entry of ``*`` left with nothing goes). Helm merges it back
+    under each environment's values."""
+    out: Obj = {}
+    for key in list(tops[0]) if path[0] == "*" else [path[0]]:
+        held: list[Any] = [top.get(key) for top in tops]
+        if any(each is None for each in held):
+            continue
+        if len(path) == 1:
+            if all(each == held[0] for each in held):
+                out[key] = held[0]
+                for top in tops:
+                    del top[key]
+            continue
+        inner = _hoist(held, path[1:])
+        if inner:
+            out[key] = inner
+            for top in tops:
+                if path[0] == "*" and not top[key]:
+                    del top[key]
     return out
 
 

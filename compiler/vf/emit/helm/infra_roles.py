@@ -1,10 +1,15 @@
-"""The values of the chart's broker and store role templates (ADR 237), built from one
-environment's plan.
+"""The values of the chart's broker, store, monitoring and PriorityClass role templates
+(ADR 237), built from one environment's plan.
 
 ``infra.nats`` and ``infra.redis`` describe the broker and the payload store the
 environment runs (``templates/helm/roles/nats.yaml``, ``redis.yaml``): their profile,
 name, image, resources, storage, and the Secrets of their credentials and certificate.
-Neither is there where the service is external (or there is no store).
+Neither is there where the service is external (or there is no store). ``monitoring``
+holds what ``pods.metrics.service_monitor`` and ``observability:`` ask for
+(``monitoring.yaml``): the metrics Service and its ServiceMonitor, the PrometheusRule of the
+flow's alerts, the Grafana dashboard's ConfigMap, the plan's (``vf.render.observe``) that
+select the environment's namespace. ``priorityClass`` is the PriorityClass vf creates
+(``priorityclass.yaml``), named by ``priorityClassName``.
 """
 
 from __future__ import annotations
@@ -12,14 +17,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from vf import names
 from vf.emit.helm.shapes import entry
 from vf.ir.plan import Infra, Plan, ServiceAuth, ServiceTls
+from vf.ir.records import Observability, PodOptions
 from vf.render.infra import DEV_FILE_STORE, file_store_limit
+from vf.render.observe import alert_rules, dashboard_configmap
+from vf.render.pods import priority_class
 from vf.resources import shipped_components
 from vf.textio.objects import Obj
 from vf_runtime.credentials import store_acl_rule
+from vf_runtime.labels import FLOW_LABEL
 
 INFRA = "infra"
+MONITORING, PRIORITY_CLASS = "monitoring", "priorityClass"
 
 
 def infra_values(plan: Plan) -> Obj:
@@ -49,6 +60,45 @@ def infra_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "Service", redis["name"]
         if redis["profile"] == "durable":
             yield "PersistentVolumeClaim", f"{redis['name']}-data"
+
+
+def monitor_values(plan: Plan) -> Obj:
+    pods = plan.pods or PodOptions()
+    options = plan.observability or Observability()
+    monitoring: Obj = {}
+    if pods.service_monitor:
+        flow = dict(plan.flow_labels)[FLOW_LABEL]
+        monitoring["serviceMonitor"] = {"name": names.k8s_name("vf", flow, "metrics")}
+    if options.alerts:
+        name = names.k8s_name("vf", plan.flow_id, "alerts")
+        monitoring["alerts"] = {"name": name, "rules": alert_rules(plan, options)}
+    if options.dashboard:
+        configmap = dashboard_configmap(plan)
+        ((file, text),) = configmap["data"].items()
+        monitoring["dashboard"] = {
+            "name": configmap["metadata"]["name"],
+            "file": file,
+            "json": text,
+        }
+    out: Obj = {MONITORING: monitoring}
+    created = priority_class(plan.priority_class, options=pods)
+    if created:
+        out[PRIORITY_CLASS] = {"value": created[0]["value"]}
+    return out
+
+
+def monitor_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """The kind and name of each object the templates render from one environment's values
+    (where the cluster serves the Prometheus Operator's API)."""
+    monitoring = values.get(MONITORING) or {}
+    if "serviceMonitor" in monitoring:
+        yield "Service", monitoring["serviceMonitor"]["name"]
+        yield "ServiceMonitor", monitoring["serviceMonitor"]["name"]
+    for key, kind in (("alerts", "PrometheusRule"), ("dashboard", "ConfigMap")):
+        if key in monitoring:
+            yield kind, monitoring[key]["name"]
+    if values.get(PRIORITY_CLASS):
+        yield "PriorityClass", str(values.get("priorityClassName"))
 
 
 def _resources(component: str) -> Obj:

@@ -59,15 +59,3 @@ def _record(line: str, counts: Mapping[str, int]) -> str:
     if counts.get(record.get("name")) == record.get("replicas"):
         del record["replicas"]
     return compact_json(record)
-
-
-def shared_topology(values: Mapping[str, Obj]) -> Obj:
-    """``values.yaml``'s ``topology.shards`` where every environment's are alike, taken out
-    of ``values`` (changed in place): the release holds every values file, and the records
-    are the largest part of them. Helm merges it under the environment's values."""
-    seen = [(values[env].get(TOPOLOGY) or {}).get("shards") for env in sorted(values)]
-    if not seen or seen[0] is None or any(other != seen[0] for other in seen[1:]):
-        return {}
-    for env in values:
-        del values[env][TOPOLOGY]["shards"]
-    return {TOPOLOGY: {"shards": seen[0]}}

@@ -5,8 +5,8 @@ This module builds the values of a worker's KEDA ScaledObject (``autoscaling.<no
 a long-running worker's PodDisruptionBudget (``podDisruptionBudgets.<node>``, rendered
 where ``nodes.<node>.replicas`` is above one), and walks the roles: the workers'
 (``vf.emit.helm.workers``, ADR 235, 241), the flow-wide ones (``flow_roles``, ADR 236), the
-broker and the store (``infra_roles``) and what watches the flow with the PriorityClass
-(``monitor_roles``), ADR 237, the provision Job with the topology (``provision_roles``,
+broker, the store and what watches the flow with the PriorityClass (``infra_roles``, ADR
+237), the provision Job with the topology (``provision_roles``,
 ADR 243). ``vf.emit.helm.chart`` assembles the chart from them (ADR 245).
 """
 
@@ -17,10 +17,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vf.emit.helm.flow_roles import flow_objects, flow_values
-from vf.emit.helm.infra_roles import infra_objects, infra_values
-from vf.emit.helm.monitor_roles import monitor_objects, monitor_values
+from vf.emit.helm.infra_roles import infra_objects, infra_values, monitor_objects, monitor_values
 from vf.emit.helm.provision_roles import provision_objects, provision_values
-from vf.emit.helm.shapes import entry, in_release
+from vf.emit.helm.shapes import entry, in_release, worker_entry
+from vf.emit.helm.workers import worker_objects, worker_values
 from vf.ir.plan import Plan, Scaler, Workload
 from vf.ir.records import PodOptions
 from vf.plan.planner import budget_name
@@ -32,16 +32,13 @@ from vf_runtime.labels import (
     BROKER_CONFIG,
     COMPONENT,
     INFRA_LABEL,
-    INSTANCE,
     MANAGED_BY,
     METRICS_LABEL,
     NODE_LABEL,
-    OPTIONAL_LABEL,
     PROVISION,
     REPLICA_COUNTS,
     labels_of,
 )
-from vf_runtime.labels import NAME as NAME_LABEL
 
 AUTOSCALING = "autoscaling"
 BUDGETS = "podDisruptionBudgets"
@@ -88,33 +85,6 @@ def _budget_name(plan: Plan, workload: Workload) -> str:
     return workload.pdb or budget_name(plan.flow_id, plan.run_id, workload.node)
 
 
-def worker_entry(node: str, labels: dict[str, str], *, flow: Obj, name: str, suffix: str) -> Obj:
-    """A worker's entry: its component, and its object's name, instance label and node
-    label only where they are not what ``vf.workerName`` and ``vf.workerLabels`` derive
-    from the node's name (a name vf shortened, ADR 209), so an entry is a few bytes."""
-    labels.pop(MANAGED_BY, None)
-    labels.pop(OPTIONAL_LABEL, None)  # the ScaledObject's template adds it
-    head = f"{flow['id']}-{flow['run']}-{node}"
-    out: Obj = {"component": labels.get(COMPONENT)}
-    if name != f"vf-{head}{suffix}":
-        out["name"] = name
-    label = labels.get(NODE_LABEL, "")
-    if label != node:
-        out["label"] = label
-    if labels.get(INSTANCE) != head:
-        out["instance"] = labels.get(INSTANCE)
-    derived = {
-        **flow["labels"],
-        COMPONENT: out["component"],
-        INSTANCE: out.get("instance", head),
-        NAME_LABEL: label,
-        NODE_LABEL: label,
-    }
-    if derived != labels:  # labels of another shape: written out whole
-        return {"name": name, "labels": dict(sorted(labels.items()))}
-    return out
-
-
 def _scaler(plan: Plan, scaler: Scaler, *, flow: Obj) -> Obj:
     labels, name = dict(scaler.labels), scaler.deployment
     behavior = hpa_behavior(scaler.behavior) if scaler.behavior is not None else None
@@ -135,7 +105,8 @@ def _scaler(plan: Plan, scaler: Scaler, *, flow: Obj) -> Obj:
 def role_values(plan: Plan) -> Obj:
     """The values sections of the role templates for one environment, from its plan."""
     makers = (scaling_values, flow_values, infra_values, monitor_values, provision_values)
-    return {key: value for values in makers for key, value in values(plan).items()}
+    out = {key: value for values in makers for key, value in values(plan).items()}
+    return out | worker_values(plan, flow=out["flow"])
 
 
 def is_role_object(obj: Obj) -> bool:
@@ -177,14 +148,16 @@ def _scaling_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield kind, node
 
 
+_OBJECTS = (worker_objects, _scaling_objects, flow_objects, infra_objects, monitor_objects)
+
+
 def role_kinds(roles: Mapping[str, Obj]) -> Counter[str]:
     """How many objects of each role kind the chart holds (in any environment): each role's
     objects keyed alike in every environment for what is one object of the chart."""
-    each = (_scaling_objects, flow_objects, infra_objects, monitor_objects, provision_objects)
     found = {
         (index, kind, key)
         for values in roles.values()
-        for index, objects in enumerate(each)
+        for index, objects in enumerate((*_OBJECTS, provision_objects))
         for kind, key in objects(values)
     }
     return Counter(kind for _, kind, _ in found)
