@@ -10,7 +10,6 @@ from typing import Any
 from vf.emit.helm.chart import ChartInfo
 from vf.emit.helm.roles import role_values
 from vf.emit.helm.version import ChartRelease
-from vf.emit.helm.workers import with_worker_values
 from vf.emit.retired import Retired
 from vf.emit.shards import Shard
 from vf.ir.delivery import GitOps
@@ -54,7 +53,7 @@ def chart_info(
         nodes=tuple(workload.node for workload in plans[0].workloads),
         partitioned=partitioned,
         previous=previous,
-        roles={p.environment: with_worker_values(role_values(p), p) for p in plans},
+        roles={p.environment: role_values(p) for p in plans},
     )
 
 

@@ -13,7 +13,6 @@ import pytest
 from tests.graph_sources import NODES
 from tests.support import EXAMPLE_NAMES, example_graph
 from tests.test_determinism import _read_tree
-from vf.emit.helm.chart import ChartInfo, chart_files
 from vf.errors import VfError
 from vf.pipeline import CompileResult
 from vf.textio.filetext import Chunks
@@ -90,21 +89,6 @@ def test_check_file_by_file_equals_the_whole_tree_diff(tmp_path: Path) -> None:
     assert streamed == diff_tree(out, new)
     assert "-a: 1" in streamed and "+a: 2" in streamed
     assert "+++ /dev/null" in streamed and "+++ b/added.json" in streamed
-
-
-def test_chart_files_must_be_read_in_order() -> None:
-    objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}]
-    info = ChartInfo(
-        name="f",
-        flow_type="batch",
-        kubernetes_versions={"dev": "1.34"},
-        namespaces={"dev": "n"},
-        nodes=(),
-    )
-    files = chart_files({"dev": objects}, info=info)
-    with pytest.raises(AssertionError, match="not read"):
-        for _path, _text in files:  # never reads values.schema.json's pieces
-            pass
 
 
 GRAPH_SOURCE = (

@@ -22,21 +22,27 @@ from typing import Any
 from vf import __version__
 from vf.emit.helm.job_values import JOB_VALUES, job_values_digest
 from vf.emit.helm.overrides import IMAGE_TAG_VALUES, OVERRIDE_VALUES
-from vf.emit.helm.planned import PLANNED_REPLICAS, neutral_values, planned_replicas
-from vf.emit.helm.provision_roles import shared_topology
-from vf.emit.helm.roles import is_role_object, neutral_roles, role_kinds, shipped_templates
+from vf.emit.helm.roles import SECTIONS, is_role_object, role_kinds, shipped_templates
 from vf.emit.helm.schema import values_schema
 from vf.emit.helm.version import DIGEST_ANNOTATION, ChartRelease, chart_version
-from vf.emit.helm.workers import shared_workers, worker_kinds
 from vf.resources import templates as shipped_text
 from vf.textio import yamlout
-from vf.textio.filetext import Chunks, FileText, whole
-from vf.textio.jsontext import json_chunks
+from vf.textio.jsontext import json_text
 from vf.textio.objects import Obj
+from vf_runtime.labels import NODE_LABEL, labels_of
 
 Tree = dict[str, str]
-File = tuple[str, FileText]
+File = tuple[str, str]
 ROOT = "chart"
+PLANNED_REPLICAS = "plannedReplicas"  # per environment: the counts a --set must keep
+# what values.yaml holds where every environment's values hold it alike ("*": each key):
+# the release holds every values file, and these are the largest part of them
+_SHARED = (
+    ("workers", "*", "*"),  # a node's class, params, parents…
+    ("podDisruptionBudgets", "*", "*"),  # a budget's component…
+    ("workerPod", "defaults"),
+    ("topology", "shards"),  # the nodes' records
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,38 +64,37 @@ class ChartInfo:
 
 def emit_helm(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Tree:
     """Every file of ``chart/`` keyed by its path in the output tree."""
-    return dict(sorted((path, whole(text)) for path, text in chart_files(per_env, info=info)))
+    return dict(sorted(chart_files(per_env, info=info)))
 
 
 def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Iterator[File]:
     """The files of ``emit_helm`` one at a time, in path order and ``Chart.yaml`` last (its
-    version digests every file but the environments' values, ADR 188), so none needs to
-    stay in memory."""
-    envs = sorted(per_env)
+    version digests every file but the environments' values, ADR 188), each made only when
+    its turn comes."""
     _check_roles(per_env)
     values = _all_values(per_env, info=info)
-    for env in envs:  # what vf compiled, against which the chart compares (ADR 224)
-        values[env][JOB_VALUES] = job_values_digest(values[env])
     # counted before values.yaml takes what the environments share (a worker's kind, say)
-    kinds = Counter(role_kinds(info.roles)) + Counter(worker_kinds(info.roles))
-    neutral = {**neutral_values(), **neutral_roles(), **shared_workers(values)}
-    neutral.update(shared_topology(values))
-    makers: dict[str, Callable[[], FileText]] = {"values.yaml": partial(yamlout.dump, neutral)}
-    own = {f"values-{env}.yaml" for env in envs}
-    for env in envs:
-        makers[f"values-{env}.yaml"] = partial(yamlout.dump, values[env])
-    makers["values.schema.json"] = partial(_schema_text, values, nodes=info.nodes)
-    shipped = shipped_templates()  # the same bytes in every flow's chart
-    makers.update({path: partial(str, text) for path, text in shipped.items()})
-    context = _context(info, envs=envs, kinds=dict(kinds))
-    makers["README.md"] = partial(render_text, "README.md", context=context)
-    digest = _Digest()
-    for path in sorted(makers):
-        text = makers.pop(path)()
+    kinds = role_kinds(info.roles)
+    context = _context(info, envs=sorted(values), kinds=kinds)
+    shared: Obj = {"environment": None, **IMAGE_TAG_VALUES, **OVERRIDE_VALUES}
+    shared.update({section: {} for section in (*SECTIONS, "workerPod", "workers")})
+    for where in _SHARED if values else ():
+        shared.update(_hoist([values[env] for env in sorted(values)], where))
+    makers: dict[str, Callable[[], str]] = {
+        "README.md": partial(render_text, "README.md", context=context),
+        "values.schema.json": partial(_schema_text, values, nodes=info.nodes),
+        "values.yaml": partial(yamlout.dump, shared),
+        **{path: partial(str, text) for path, text in shipped_templates().items()},
+    }
+    own = {f"values-{env}.yaml": partial(yamlout.dump, values[env]) for env in values}
+    digest = hashlib.sha256()
+    for path in sorted({*makers, *own}):
         if path in own:  # one environment's values: not in the version every one reads
-            yield f"{ROOT}/{path}", text
-        else:
-            yield f"{ROOT}/{path}", digest.of(path, text)
+            yield f"{ROOT}/{path}", own.pop(path)()
+            continue
+        text = makers.pop(path)()
+        digest.update(f"{path}\0{text}\0".encode())
+        yield f"{ROOT}/{path}", text
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
 
 
@@ -107,55 +112,68 @@ def _check_roles(per_env: Mapping[str, Sequence[Obj]]) -> None:
 
 def _all_values(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> dict[str, Obj]:
     """Every environment's complete values: its name, the global overrides (empty), its
-    role values, and its planned Job and partitioned counts (in its own values file, not
-    the schema every environment shares)."""
+    role values, its planned Job and partitioned counts (in its own values file, not the
+    schema every environment shares) and the digest of what its Jobs read."""
     values: dict[str, Obj] = {}
     for env in sorted(per_env):
-        roles = dict(info.roles.get(env) or neutral_roles())
-        nodes = roles.pop("nodes", None)
+        roles = info.roles.get(env) or {section: {} for section in SECTIONS}
         values[env] = {"environment": env, **IMAGE_TAG_VALUES, **OVERRIDE_VALUES, **roles}
-        if nodes:
-            values[env]["nodes"] = dict(sorted(nodes.items()))
-    planned = planned_replicas(per_env, values, pinned=info.partitioned)
-    if any(planned.values()):
-        for env, own in values.items():
+        if not values[env].get("nodes"):
+            values[env].pop("nodes", None)
+    planned = _planned_replicas(per_env, values, pinned=info.partitioned)
+    for env, own in values.items():
+        if planned:
             own[PLANNED_REPLICAS] = planned.get(env, {})
+        own[JOB_VALUES] = job_values_digest(own)  # as compiled, which the chart compares
     return values
 
 
-def _schema_text(values: Mapping[str, Obj], *, nodes: Sequence[str]) -> Chunks:
-    return Chunks(json_chunks(values_schema(values, nodes=nodes), ascii=True))
+def _planned_replicas(
+    per_env: Mapping[str, Sequence[Obj]], values: Mapping[str, Obj], *, pinned: frozenset[str]
+) -> dict[str, dict[str, int]]:
+    """Per environment, the planned count of each node whose workload is a Job or a
+    StatefulSet, or whose node is in ``pinned``: a Job's count is part of its name's tag
+    and its pods' indexes, a partitioned worker's of its parents' readers, the topology and
+    the run id, also while it is one replica of a Deployment (ADR 154, 176). The chart's
+    ``templates/environment.yaml`` refuses a ``--set`` of another."""
+    out: dict[str, dict[str, int]] = {}
+    for env, objects in per_env.items():
+        nodes = values[env].get("nodes") or {}
+        for obj in objects:
+            node = str(labels_of(obj).get(NODE_LABEL))
+            count = (nodes.get(node) or {}).get("replicas")
+            pins = obj.get("kind") in ("Job", "StatefulSet") or node in pinned
+            if pins and isinstance(count, int):
+                out.setdefault(env, {})[node] = count
+    return out
 
 
-class _Digest:
-    """The digest of every chart file, path and text, in path order; a file in pieces is
-    digested while its pieces are read, so each must be read before the next file."""
+def _hoist(tops: Sequence[Obj], path: Sequence[str]) -> Obj:
+    """What every one of ``tops`` holds alike at ``path`` (``*``: each key of the first's),
+    taken out of them (an entry of ``*`` left with nothing goes). Helm merges it back
+    under each environment's values."""
+    out: Obj = {}
+    for key in list(tops[0]) if path[0] == "*" else [path[0]]:
+        held: list[Any] = [top.get(key) for top in tops]
+        if any(each is None for each in held):
+            continue
+        if len(path) == 1:
+            if all(each == held[0] for each in held):
+                out[key] = held[0]
+                for top in tops:
+                    del top[key]
+            continue
+        inner = _hoist(held, path[1:])
+        if inner:
+            out[key] = inner
+            for top in tops:
+                if path[0] == "*" and not top[key]:
+                    del top[key]
+    return out
 
-    def __init__(self) -> None:
-        self._sha = hashlib.sha256()
-        self._reading = 0
 
-    def of(self, path: str, text: FileText) -> FileText:
-        if self._reading:
-            raise AssertionError("a chart file's pieces were not read before the next file")
-        if isinstance(text, str):
-            self._sha.update(f"{path}\0{text}\0".encode())
-            return text
-        self._reading += 1
-        return Chunks(self._pieces(path, text))
-
-    def _pieces(self, path: str, text: Chunks) -> Iterator[str]:
-        self._sha.update(f"{path}\0".encode())
-        for piece in text.pieces:
-            self._sha.update(piece.encode())
-            yield piece
-        self._sha.update(b"\0")
-        self._reading -= 1
-
-    def hexdigest(self) -> str:
-        if self._reading:
-            raise AssertionError("a chart file's pieces were not read before Chart.yaml")
-        return self._sha.hexdigest()
+def _schema_text(values: Mapping[str, Obj], *, nodes: Sequence[str]) -> str:
+    return json_text(values_schema(values, nodes=nodes), ascii=True)
 
 
 def escape_go(text: str) -> str:
@@ -171,7 +189,7 @@ def render_text(name: str, *, context: Mapping[str, Any]) -> str:
     return environment.get_template(f"{name}.j2").render(context)
 
 
-def _context(info: ChartInfo, *, envs: Sequence[str], kinds: Mapping[str, int]) -> dict[str, Any]:
+def _context(info: ChartInfo, *, envs: Sequence[str], kinds: Counter[str]) -> dict[str, Any]:
     return {
         "name": info.name,
         "flow_type": info.flow_type,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vf.emit.helm.shapes import Family, in_release
+from vf.emit.helm.shapes import entry, in_release
 from vf.ir.gpu import DraClaim
 from vf.ir.plan import Plan
 from vf.ir.records import PodOptions
@@ -21,34 +21,27 @@ from vf.render.gpu import mig_parted_configmap
 from vf.render.pods import metrics_objects
 from vf.render.security import network_policies, peer_selector
 from vf.textio.objects import Obj
-from vf_runtime.labels import COMPONENT, FLOW_LABEL, INFRA_LABEL, is_broker_config, labels_of
+from vf_runtime.labels import FLOW_LABEL
 
-CLAIMS = "resourceClaimTemplates"
-POLICIES = "networkPolicies"
-BROKER_CONFIG = "brokerConfig"
-MIG = "migParted"
-
-
-def _owns(obj: Obj) -> bool:
-    """A ResourceClaimTemplate, a NetworkPolicy, the broker's ConfigMap or nvidia-mig-parted's
-    (one ``config.yaml``, no component or service label)."""
-    kind = obj.get("kind")
-    if kind != "ConfigMap":
-        return kind in ("ResourceClaimTemplate", "NetworkPolicy")
-    mig = set(obj.get("data") or ()) == {"config.yaml"}
-    return is_broker_config(obj) or (mig and not {COMPONENT, INFRA_LABEL} & set(labels_of(obj)))
+CLAIMS, POLICIES, BROKER_CONFIG, MIG = (
+    "resourceClaimTemplates",
+    "networkPolicies",
+    "brokerConfig",
+    "migParted",
+)
 
 
-def _values(plan: Plan) -> Obj:
-    out = {CLAIMS: _claims(plan), POLICIES: _policies(plan), **_broker(plan)}
+def flow_values(plan: Plan) -> Obj:
     mig = mig_parted_configmap(plan, plan.gpu) if plan.gpu is not None else None
-    out[MIG] = (
-        {"name": mig["metadata"]["name"], "config": mig["data"]["config.yaml"]} if mig else {}
-    )
-    return out
+    return {
+        CLAIMS: _claims(plan),
+        POLICIES: _policies(plan),
+        MIG: {"name": mig["metadata"]["name"], "config": mig["data"]["config.yaml"]} if mig else {},
+        **_broker(plan),
+    }
 
 
-def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+def flow_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """Keyed by their role's key (a node, a service, a section), not by name: a name that
     carries a digest (a generation's, a claim's) differs between environments."""
     for node in values.get(CLAIMS) or {}:
@@ -76,33 +69,30 @@ def _claims(plan: Plan) -> Obj:
 
 
 def _claim(claim: DraClaim) -> Obj:
-    out: Obj = {"name": claim.template, "deviceClassName": claim.device_class}
-    out["count"] = claim.count
-    if claim.selectors:
-        out["selectors"] = list(claim.selectors)
-    if claim.capacity_memory is not None:
-        out["memory"] = claim.capacity_memory
-    if claim.mps:
-        out["mps"] = True
-    return out
+    return entry(
+        name=claim.template,
+        deviceClassName=claim.device_class,
+        count=claim.count,
+        selectors=list(claim.selectors) or None,
+        memory=claim.capacity_memory,
+        mps=claim.mps or None,
+    )
 
 
 def _broker(plan: Plan) -> Obj:
     """The broker ConfigMap's values: the services' URLs under their knobs (``broker``,
     ``payloadStore``), the rest under ``brokerConfig``."""
     infra = plan.infra
-    config: Obj = {"name": plan.broker_configmap}
-    if plan.generation is not None:
-        config["generation"] = plan.generation
-    if infra.stream_replicas > 1:
-        config["streamReplicas"] = infra.stream_replicas
-    if infra.stream_bytes is not None:
-        config["streamMaxBytes"] = infra.stream_bytes.max_bytes
-    explicit = [
+    requests = [
         {"channel": r.channel, "profile": r.profile} for r in plan.admission.requests if r.explicit
     ]
-    if explicit:
-        config["profileRequests"] = explicit
+    config = entry(
+        name=plan.broker_configmap,
+        generation=plan.generation,
+        streamReplicas=infra.stream_replicas if infra.stream_replicas > 1 else None,
+        streamMaxBytes=infra.stream_bytes.max_bytes if infra.stream_bytes is not None else None,
+        profileRequests=requests or None,
+    )
     out: Obj = {BROKER_CONFIG: config}
     if infra.nats_url is not None:
         out["broker"] = {"natsUrl": in_release(plan.namespace, infra.nats_url)}
@@ -122,33 +112,21 @@ def _policies(plan: Plan) -> Obj:
         flow=dict(plan.flow_labels)[FLOW_LABEL],
         namespace=plan.namespace,
     )
-    flow: Obj = {"name": plan.network_policy, "egress": policy["spec"]["egress"]}
-    if "ingress" in policy["spec"]:
-        flow["ingress"] = policy["spec"]["ingress"]
+    spec = policy["spec"]
+    flow = entry(name=plan.network_policy, egress=spec["egress"], ingress=spec.get("ingress"))
     infra = {p.infra: _infra_policy(p) for p in plan.security.infra_policies}
     return {"flow": flow, "infra": dict(sorted(infra.items()))}
 
 
 def _infra_policy(policy: InfraPolicy) -> Obj:
-    out: Obj = {
-        "name": policy.name,
-        "component": policy.component,
-        "clientPort": policy.client_port,
-    }
-    if policy.cluster_port is not None:
-        out["clusterPort"] = policy.cluster_port
+    monitoring = None
     if policy.monitoring_port is not None:
-        out["monitoring"] = {
-            "port": policy.monitoring_port,
-            "from": [peer_selector(peer) for peer in policy.monitoring_from],
-        }
-    return out
-
-
-FLOW_ROLES = Family(
-    files=("resourceclaimtemplate.yaml", "networkpolicy.yaml", "configmap.yaml"),
-    sections=(CLAIMS, POLICIES, BROKER_CONFIG, MIG),
-    owns=_owns,
-    values=_values,
-    objects=_objects,
-)
+        peers = [peer_selector(peer) for peer in policy.monitoring_from]
+        monitoring = {"port": policy.monitoring_port, "from": peers}
+    return entry(
+        name=policy.name,
+        component=policy.component,
+        clientPort=policy.client_port,
+        clusterPort=policy.cluster_port,
+        monitoring=monitoring,
+    )

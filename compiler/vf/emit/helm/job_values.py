@@ -30,15 +30,8 @@ from vf.emit.helm.overrides import FIELDS
 JOB_VALUES = "jobValues"  # each environment's digest of what its Jobs read
 DIGEST_LEN = 16
 # what every worker Job's pod reads besides its own entries, in vf.jobValues's order
-_WORKER_SECTIONS = (
-    "commonAnnotations",
-    "commonLabels",
-    "flow",
-    "generation",
-    "imagePullPolicy",
-    "priorityClassName",
-    "workerPod",
-)
+_WORKER_SECTIONS: tuple[str, ...] = ("commonAnnotations", "commonLabels", "flow", "generation")
+_WORKER_SECTIONS += ("imagePullPolicy", "priorityClassName", "workerPod")
 
 
 def worker_jobs_read(values: Mapping[str, Any]) -> list[Any]:

@@ -19,33 +19,19 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vf.emit.helm.shapes import Family
 from vf.ir.plan import Plan
 from vf.render.objects import container_resources, provision_env
 from vf.textio.jsontext import compact_json
 from vf.textio.objects import Obj
-from vf_runtime.labels import COMPONENT, NODE_LABEL, PROVISION, REPLICA_COUNTS, labels_of
 
 PROVISION_SECTION = "provision"
 TOPOLOGY = "topology"
 
 
-def _owns(obj: Obj) -> bool:
-    """The provision Job, its topology ConfigMaps, the replica-count ConfigMap and a
-    partitioned worker's headless Service (ADR 243)."""
-    kind, labels = obj.get("kind"), labels_of(obj)
-    if kind in ("Job", "ConfigMap") and labels.get(COMPONENT) == PROVISION:
-        return True
-    if kind == "ConfigMap":
-        return labels.get(COMPONENT) == REPLICA_COUNTS
-    return kind == "Service" and NODE_LABEL in labels and "clusterIP" in (obj.get("spec") or {})
-
-
-def _values(plan: Plan) -> Obj:
+def provision_values(plan: Plan) -> Obj:
     prov = plan.provision
     counts = {w.node: w.replicas for w in plan.workloads}
     shards = [[_record(line, counts) for line in t.splitlines()] for t in prov.topology_shards]
-    topology = {"configMaps": list(prov.topology_configmaps), "shards": shards}
     job: Obj = {
         "job": prov.job,
         "image": prov.image,
@@ -54,30 +40,11 @@ def _values(plan: Plan) -> Obj:
         "ignoreDisruptions": prov.ignore_disruptions,
         "env": provision_env(plan),
     }
+    topology = {"configMaps": list(prov.topology_configmaps), "shards": shards}
     return {PROVISION_SECTION: job, TOPOLOGY: topology}
 
 
-def _record(line: str, counts: Mapping[str, int]) -> str:
-    """A node's topology line without its count where the node's values hold the same."""
-    record = json.loads(line)
-    if counts.get(record.get("name")) == record.get("replicas"):
-        del record["replicas"]
-    return compact_json(record)
-
-
-def shared_topology(values: Mapping[str, Obj]) -> Obj:
-    """``values.yaml``'s ``topology.shards`` where every environment's are alike, taken out
-    of ``values`` (changed in place): the release holds every values file, and the records
-    are the largest part of them. Helm merges it under the environment's values."""
-    seen = [(values[env].get(TOPOLOGY) or {}).get("shards") for env in sorted(values)]
-    if not seen or seen[0] is None or any(other != seen[0] for other in seen[1:]):
-        return {}
-    for env in values:
-        del values[env][TOPOLOGY]["shards"]
-    return {TOPOLOGY: {"shards": seen[0]}}
-
-
-def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+def provision_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for index, _ in enumerate((values.get(TOPOLOGY) or {}).get("configMaps") or ()):
         yield "ConfigMap", f"topology-{index}"
     if (values.get("workerPod") or {}).get("replicasConfigMap"):
@@ -86,10 +53,9 @@ def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "Job", PROVISION_SECTION
 
 
-PROVISION_ROLES = Family(
-    files=("provision.yaml",),
-    sections=(PROVISION_SECTION, TOPOLOGY),
-    owns=_owns,
-    values=_values,
-    objects=_objects,
-)
+def _record(line: str, counts: Mapping[str, int]) -> str:
+    """A node's topology line without its count where the node's values hold the same."""
+    record = json.loads(line)
+    if counts.get(record.get("name")) == record.get("replicas"):
+        del record["replicas"]
+    return compact_json(record)

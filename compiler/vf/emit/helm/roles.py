@@ -1,15 +1,13 @@
 """The chart's hand-written role templates: one template per object role, the same bytes in
 every flow's chart, ranging over a values section built from the Plan (ADR 229).
 
-``FAMILIES`` lists them: this module's, a worker's KEDA ScaledObject (``autoscaling.<node>``)
-and a long-running worker's PodDisruptionBudget (``podDisruptionBudgets.<node>``, rendered
-where ``nodes.<node>.replicas`` is above one), whose files include the workers' own
-templates (their values are ``vf.emit.helm.workers``', ADR 235, 241); the flow-wide roles
-(``vf.emit.helm.flow_roles``, ADR 236); the broker and the store
-(``vf.emit.helm.infra_roles``) and what watches the flow with the PriorityClass
-(``vf.emit.helm.monitor_roles``), ADR 237; the provision Job with the topology
-(``vf.emit.helm.provision_roles``, ADR 243). ``vf.emit.helm.chart`` assembles the chart
-from them (ADR 245).
+This module builds the values of a worker's KEDA ScaledObject (``autoscaling.<node>``) and
+a long-running worker's PodDisruptionBudget (``podDisruptionBudgets.<node>``, rendered
+where ``nodes.<node>.replicas`` is above one), and walks the roles: the workers'
+(``vf.emit.helm.workers``, ADR 235, 241), the flow-wide ones (``flow_roles``, ADR 236), the
+broker, the store and what watches the flow with the PriorityClass (``infra_roles``, ADR
+237), the provision Job with the topology (``provision_roles``,
+ADR 243). ``vf.emit.helm.chart`` assembles the chart from them (ADR 245).
 """
 
 from __future__ import annotations
@@ -18,34 +16,48 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vf.emit.helm.flow_roles import FLOW_ROLES
-from vf.emit.helm.infra_roles import INFRA_ROLES
-from vf.emit.helm.monitor_roles import MONITOR_ROLES
-from vf.emit.helm.provision_roles import PROVISION_ROLES
-from vf.emit.helm.shapes import Family, in_release
+from vf.emit.helm.flow_roles import flow_objects, flow_values
+from vf.emit.helm.infra_roles import infra_objects, infra_values, monitor_objects, monitor_values
+from vf.emit.helm.provision_roles import provision_objects, provision_values
+from vf.emit.helm.shapes import entry, in_release, worker_entry
+from vf.emit.helm.workers import worker_objects, worker_values
 from vf.ir.plan import Plan, Scaler, Workload
 from vf.ir.records import PodOptions
 from vf.plan.planner import budget_name
 from vf.render.autoscale import hpa_behavior
+from vf.render.observe import DASHBOARD_LABEL
 from vf.resources import resource_dir
 from vf.textio.objects import Obj
-from vf_runtime.labels import COMPONENT, INSTANCE, MANAGED_BY, NODE_LABEL, OPTIONAL_LABEL
-from vf_runtime.labels import NAME as NAME_LABEL
+from vf_runtime.labels import (
+    BROKER_CONFIG,
+    COMPONENT,
+    INFRA_LABEL,
+    MANAGED_BY,
+    METRICS_LABEL,
+    NODE_LABEL,
+    PROVISION,
+    REPLICA_COUNTS,
+    labels_of,
+)
 
 AUTOSCALING = "autoscaling"
 BUDGETS = "podDisruptionBudgets"
-_LONG_RUNNING = frozenset({"Deployment", "StatefulSet"})
-_WORKLOADS = ("Deployment", "Job", "StatefulSet")
+# the sections values.yaml holds empty (it holds no environment's values, ADR 188)
+SECTIONS = (
+    *("commonLabels", "commonAnnotations", AUTOSCALING, BUDGETS, "resourceClaimTemplates"),
+    *("networkPolicies", "brokerConfig", "migParted", "infra", "monitoring"),
+    *("provision", "topology"),
+)
+# the kinds of the overlays' objects of each role, whatever their labels
+_ANY = frozenset(
+    {"NetworkPolicy", "PriorityClass", "PrometheusRule", "ResourceClaimTemplate"}
+    | {"ScaledObject", "ServiceMonitor"}
+)
+_WORKER_KINDS = frozenset({"Deployment", "Job", "PodDisruptionBudget", "StatefulSet"})
+_CONFIG_COMPONENTS = frozenset({BROKER_CONFIG, PROVISION, REPLICA_COUNTS})
 
 
-def _owns(obj: Obj) -> bool:
-    """Every ScaledObject, and a worker's budget and workload."""
-    kind = obj.get("kind")
-    worker = NODE_LABEL in (obj["metadata"].get("labels") or {})
-    return kind == "ScaledObject" or (kind in ("PodDisruptionBudget", *_WORKLOADS) and worker)
-
-
-def _values(plan: Plan) -> Obj:
+def scaling_values(plan: Plan) -> Obj:
     pods = plan.pods or PodOptions()
     labels = dict(plan.run_labels)
     labels.pop(MANAGED_BY, None)  # Helm's is the release's
@@ -56,7 +68,7 @@ def _values(plan: Plan) -> Obj:
             w.node, dict(w.labels), flow=flow, name=_budget_name(plan, w), suffix="-pdb"
         )
         for w in plan.workloads
-        if w.kind in _LONG_RUNNING
+        if w.kind in ("Deployment", "StatefulSet")
     }
     return {
         "flow": flow,
@@ -69,89 +81,50 @@ def _values(plan: Plan) -> Obj:
     }
 
 
-def _objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    for kind, section in (("ScaledObject", AUTOSCALING), ("PodDisruptionBudget", BUDGETS)):
-        for node in values.get(section) or {}:
-            yield kind, node
-
-
 def _budget_name(plan: Plan, workload: Workload) -> str:
     return workload.pdb or budget_name(plan.flow_id, plan.run_id, workload.node)
 
 
-def worker_entry(node: str, labels: dict[str, str], *, flow: Obj, name: str, suffix: str) -> Obj:
-    """A worker's entry: its component, and its object's name, instance label and node
-    label only where they are not what ``vf.workerName`` and ``vf.workerLabels`` derive
-    from the node's name (a name vf shortened, ADR 209), so an entry is a few bytes."""
-    labels.pop(MANAGED_BY, None)
-    labels.pop(OPTIONAL_LABEL, None)  # the ScaledObject's template adds it
-    head = f"{flow['id']}-{flow['run']}-{node}"
-    out: Obj = {"component": labels.get(COMPONENT)}
-    if name != f"vf-{head}{suffix}":
-        out["name"] = name
-    label = labels.get(NODE_LABEL, "")
-    if label != node:
-        out["label"] = label
-    if labels.get(INSTANCE) != head:
-        out["instance"] = labels.get(INSTANCE)
-    derived = {
-        **flow["labels"],
-        COMPONENT: out["component"],
-        INSTANCE: out.get("instance", head),
-        NAME_LABEL: label,
-        NODE_LABEL: label,
-    }
-    if derived != labels:  # labels of another shape: written out whole
-        return {"name": name, "labels": dict(sorted(labels.items()))}
-    return out
-
-
 def _scaler(plan: Plan, scaler: Scaler, *, flow: Obj) -> Obj:
-    entry = worker_entry(
-        scaler.node, dict(scaler.labels), flow=flow, name=scaler.deployment, suffix=""
+    labels, name = dict(scaler.labels), scaler.deployment
+    behavior = hpa_behavior(scaler.behavior) if scaler.behavior is not None else None
+    return worker_entry(scaler.node, labels, flow=flow, name=name, suffix="") | entry(
+        minReplicas=scaler.min_replicas,
+        maxReplicas=scaler.max_replicas,
+        pollingInterval=scaler.polling_interval,
+        cooldownPeriod=scaler.cooldown,
+        lagThreshold=scaler.lag_threshold,
+        account=scaler.account,
+        # KEDA reaches vf's broker in the release's namespace
+        monitoringEndpoint=in_release(plan.namespace, scaler.endpoint),
+        triggers=[{"stream": t.stream, "consumer": t.consumer} for t in scaler.triggers],
+        behavior=behavior,
     )
-    entry.update(
-        {
-            "minReplicas": scaler.min_replicas,
-            "maxReplicas": scaler.max_replicas,
-            "pollingInterval": scaler.polling_interval,
-            "cooldownPeriod": scaler.cooldown,
-            "lagThreshold": scaler.lag_threshold,
-            "account": scaler.account,
-            # KEDA reaches vf's broker in the release's namespace
-            "monitoringEndpoint": in_release(plan.namespace, scaler.endpoint),
-            "triggers": [{"stream": t.stream, "consumer": t.consumer} for t in scaler.triggers],
-        }
-    )
-    if scaler.behavior is not None:
-        entry["behavior"] = hpa_behavior(scaler.behavior)
-    return entry
-
-
-SCALING_ROLES = Family(
-    files=(
-        "scaledobject.yaml",
-        "poddisruptionbudget.yaml",
-        "worker-deployment.yaml",  # a worker's (ADR 235)
-        "worker-job.yaml",  # a worker's (ADR 241)
-        "worker-statefulset.yaml",  # a partitioned worker's (ADR 241)
-    ),
-    sections=("commonLabels", "commonAnnotations", AUTOSCALING, BUDGETS),
-    owns=_owns,
-    values=_values,
-    objects=_objects,
-)
-FAMILIES = (SCALING_ROLES, FLOW_ROLES, INFRA_ROLES, MONITOR_ROLES, PROVISION_ROLES)
-
-
-def is_role_object(obj: Obj) -> bool:
-    """An object a role template renders (the chart renders no other, ADR 245)."""
-    return any(family.owns(obj) for family in FAMILIES)
 
 
 def role_values(plan: Plan) -> Obj:
     """The values sections of the role templates for one environment, from its plan."""
-    return {key: value for family in FAMILIES for key, value in family.values(plan).items()}
+    makers = (scaling_values, flow_values, infra_values, monitor_values, provision_values)
+    out = {key: value for values in makers for key, value in values(plan).items()}
+    return out | worker_values(plan, flow=out["flow"])
+
+
+def is_role_object(obj: Obj) -> bool:
+    """An object a role template renders (the chart renders no other, ADR 245): a
+    worker's, a service's (but for the Namespace), the flow's ConfigMaps (the broker's, the
+    topology, the replica counts, the dashboard, nvidia-mig-parted's ``config.yaml``), the
+    metrics Service, and every object of a kind only a role renders."""
+    kind, labels = obj.get("kind"), labels_of(obj)
+    if kind in _ANY or (INFRA_LABEL in labels and kind != "Namespace"):
+        return True
+    if kind == "ConfigMap":
+        mig = set(obj.get("data") or ()) == {"config.yaml"} and COMPONENT not in labels
+        return labels.get(COMPONENT) in _CONFIG_COMPONENTS or DASHBOARD_LABEL in labels or mig
+    if kind == "Service":  # the metrics Service, or a partitioned worker's headless one
+        headless = NODE_LABEL in labels and "clusterIP" in (obj.get("spec") or {})
+        return METRICS_LABEL in labels or headless
+    worker = kind in _WORKER_KINDS and NODE_LABEL in labels
+    return worker or (kind == "Job" and labels.get(COMPONENT) == PROVISION)
 
 
 def shipped_templates() -> dict[str, str]:
@@ -160,29 +133,31 @@ def shipped_templates() -> dict[str, str]:
     ``templates/helm/chart/`` (the helpers, the environment check, the notes and
     ``helm test``'s Pod)."""
     helm = resource_dir("templates") / "helm"
-    roles = {
-        f"templates/{name}": helm / "roles" / name
-        for name in sorted(name for family in FAMILIES for name in family.files)
-    }
+    files = {f"templates/{p.name}": p for p in (helm / "roles").glob("*.yaml")}
     chart = helm / "chart"
-    files = {p.relative_to(chart).as_posix(): p for p in chart.rglob("*") if p.is_file()}
+    files.update({p.relative_to(chart).as_posix(): p for p in chart.rglob("*") if p.is_file()})
     return {
         path: source.read_text(encoding="utf-8").replace("\r\n", "\n")
-        for path, source in sorted({**roles, **files}.items())
+        for path, source in sorted(files.items())
     }
+
+
+def _scaling_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    for kind, section in (("ScaledObject", AUTOSCALING), ("PodDisruptionBudget", BUDGETS)):
+        for node in values.get(section) or {}:
+            yield kind, node
+
+
+_OBJECTS = (worker_objects, _scaling_objects, flow_objects, infra_objects, monitor_objects)
 
 
 def role_kinds(roles: Mapping[str, Obj]) -> Counter[str]:
-    """How many objects of each role kind the chart holds (in any environment)."""
+    """How many objects of each role kind the chart holds (in any environment): each role's
+    objects keyed alike in every environment for what is one object of the chart."""
     found = {
         (index, kind, key)
         for values in roles.values()
-        for index, family in enumerate(FAMILIES)
-        for kind, key in family.objects(values)
+        for index, objects in enumerate((*_OBJECTS, provision_objects))
+        for kind, key in objects(values)
     }
     return Counter(kind for _, kind, _ in found)
-
-
-def neutral_roles() -> Obj:
-    """The sections in ``values.yaml``, which holds no environment's values."""
-    return {section: {} for family in FAMILIES for section in family.sections}
