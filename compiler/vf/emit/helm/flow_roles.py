@@ -1,10 +1,6 @@
-"""The values of the flow-wide role templates (ADR 236), built from one environment's plan.
-
-Each section feeds one hand-written template under ``templates/helm/roles/``, the same bytes
-in every flow's chart: ``resourceClaimTemplates.<node>`` (a DRA GPU worker's claim),
-``networkPolicies`` (the flow's policy and each of vf's services'), ``brokerConfig`` with
-``broker.natsUrl`` and ``payloadStore.url`` (the broker ConfigMap every pod reads) and
-``migParted`` (the MIG geometry's ConfigMap).
+"""The values of the flow-wide role templates (ADR 236) from one environment's plan:
+``resourceClaimTemplates.<node>`` (a DRA GPU worker's claim), ``networkPolicies``,
+``brokerConfig`` with ``broker.natsUrl`` and ``payloadStore.url``, and ``migParted``.
 """
 
 from __future__ import annotations
@@ -13,7 +9,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vf.emit.helm.shapes import entry, in_release
-from vf.ir.gpu import DraClaim
 from vf.ir.plan import Plan
 from vf.ir.records import PodOptions
 from vf.ir.security import InfraPolicy
@@ -23,12 +18,8 @@ from vf.render.security import network_policies, peer_selector
 from vf.textio.objects import Obj
 from vf_runtime.labels import FLOW_LABEL
 
-CLAIMS, POLICIES, BROKER_CONFIG, MIG = (
-    "resourceClaimTemplates",
-    "networkPolicies",
-    "brokerConfig",
-    "migParted",
-)
+CLAIMS, POLICIES = "resourceClaimTemplates", "networkPolicies"
+BROKER_CONFIG, MIG = "brokerConfig", "migParted"
 
 
 def flow_values(plan: Plan) -> Obj:
@@ -58,25 +49,20 @@ def flow_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 def _claims(plan: Plan) -> Obj:
     """Each DRA GPU worker's claim template, by node: the devices each of its pods claims."""
-    if plan.gpu is None:
-        return {}
-    by_name = {claim.template: claim for claim in plan.gpu.claims}
+    gpu = plan.gpu
+    claims = {claim.template: claim for claim in gpu.claims} if gpu is not None else {}
+    held = {g.node: claims[g.claim_template] for g in gpu.grants if g.claim_template} if gpu else {}
     return {
-        grant.node: _claim(by_name[grant.claim_template])
-        for grant in sorted(plan.gpu.grants, key=lambda g: g.node)
-        if grant.claim_template is not None
+        node: entry(
+            name=claim.template,
+            deviceClassName=claim.device_class,
+            count=claim.count,
+            selectors=list(claim.selectors) or None,
+            memory=claim.capacity_memory,
+            mps=claim.mps or None,
+        )
+        for node, claim in sorted(held.items())
     }
-
-
-def _claim(claim: DraClaim) -> Obj:
-    return entry(
-        name=claim.template,
-        deviceClassName=claim.device_class,
-        count=claim.count,
-        selectors=list(claim.selectors) or None,
-        memory=claim.capacity_memory,
-        mps=claim.mps or None,
-    )
 
 
 def _broker(plan: Plan) -> Obj:

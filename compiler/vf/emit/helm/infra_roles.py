@@ -1,15 +1,7 @@
-"""The values of the chart's broker, store, monitoring and PriorityClass role templates
-(ADR 237), built from one environment's plan.
-
-``infra.nats`` and ``infra.redis`` describe the broker and the payload store the
-environment runs (``templates/helm/roles/nats.yaml``, ``redis.yaml``): their profile,
-name, image, resources, storage, and the Secrets of their credentials and certificate.
-Neither is there where the service is external (or there is no store). ``monitoring``
-holds what ``pods.metrics.service_monitor`` and ``observability:`` ask for
-(``monitoring.yaml``): the metrics Service and its ServiceMonitor, the PrometheusRule of the
-flow's alerts, the Grafana dashboard's ConfigMap, the plan's (``vf.render.observe``) that
-select the environment's namespace. ``priorityClass`` is the PriorityClass vf creates
-(``priorityclass.yaml``), named by ``priorityClassName``.
+"""The values of the broker's, the store's, the monitoring and the PriorityClass role
+templates (ADR 237) from one environment's plan: ``infra.nats`` and ``infra.redis`` where
+vf runs them, ``monitoring`` as ``pods.metrics`` and ``observability:`` ask, and
+``priorityClass`` where vf creates the one ``priorityClassName`` names.
 """
 
 from __future__ import annotations
@@ -19,7 +11,7 @@ from typing import Any
 
 from vf import names
 from vf.emit.helm.shapes import entry
-from vf.ir.plan import Infra, Plan, ServiceAuth, ServiceTls
+from vf.ir.plan import Infra, Plan
 from vf.ir.records import Observability, PodOptions
 from vf.render.infra import DEV_FILE_STORE, file_store_limit
 from vf.render.observe import alert_rules, dashboard_configmap
@@ -34,12 +26,18 @@ MONITORING, PRIORITY_CLASS = "monitoring", "priorityClass"
 
 
 def infra_values(plan: Plan) -> Obj:
-    infra = plan.infra
-    services: Obj = {}
+    infra, services = plan.infra, {}
     if infra.broker_profile in ("dev", "durable"):
-        services["nats"] = _broker(infra)
+        durable = infra.broker_profile == "durable"
+        services["nats"] = _service(infra, "broker", "nats") | entry(
+            maxFileStore=file_store_limit(infra.broker_storage_size) if durable else DEV_FILE_STORE,
+            replicas=infra.broker_replicas if durable else None,
+        )
     if infra.store_profile in ("dev", "durable", "cache"):
-        services["redis"] = _store(infra, flow_id=plan.flow_id)
+        services["redis"] = _service(infra, "store", "redis")
+        if "auth" in services["redis"]:
+            # the flow's user may reach the flow's keys and the commands its workers send
+            services["redis"]["auth"]["acl"] = " ".join(store_acl_rule(plan.flow_id).split())
     return {INFRA: services}
 
 
@@ -74,12 +72,8 @@ def monitor_values(plan: Plan) -> Obj:
         monitoring["alerts"] = {"name": name, "rules": alert_rules(plan, options)}
     if options.dashboard:
         configmap = dashboard_configmap(plan)
-        ((file, text),) = configmap["data"].items()
-        monitoring["dashboard"] = {
-            "name": configmap["metadata"]["name"],
-            "file": file,
-            "json": text,
-        }
+        ((file, text),), name = configmap["data"].items(), configmap["metadata"]["name"]
+        monitoring["dashboard"] = {"name": name, "file": file, "json": text}
     out: Obj = {MONITORING: monitoring}
     created = priority_class(plan.priority_class, options=pods)
     if created:
@@ -101,54 +95,20 @@ def monitor_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "PriorityClass", str(values.get("priorityClassName"))
 
 
-def _resources(component: str) -> Obj:
-    """The shipped container's requests and limits (the same in every environment)."""
-    (workload,) = (
-        o for o in shipped_components()[component] if o["kind"] in ("Deployment", "StatefulSet")
-    )
-    resources: Obj = workload["spec"]["template"]["spec"]["containers"][0]["resources"]
-    return {k: dict(v) for k, v in sorted(resources.items())}
-
-
-def _broker(infra: Infra) -> Obj:
-    durable = infra.broker_profile == "durable"
-    size = infra.broker_storage_size
+def _service(infra: Infra, role: str, image: str) -> Obj:
+    """The keys ``infra.nats`` and ``infra.redis`` share, from ``Infra``'s ``<role>_*``."""
+    profile, auth, tls = (getattr(infra, f"{role}_{key}") for key in ("profile", "auth", "tls"))
+    shipped = shipped_components()[f"{image}-{profile}"]  # the container's requests, limits
+    (workload,) = (o for o in shipped if o["kind"] in ("Deployment", "StatefulSet"))
+    resources = workload["spec"]["template"]["spec"]["containers"][0]["resources"]
+    size, class_name = (getattr(infra, f"{role}_storage_{key}") for key in ("size", "class"))
+    secret = auth.secret if auth is not None else None
     return entry(
-        profile=infra.broker_profile,
-        name=infra.broker_name,
-        image=infra.broker_image,
-        resources=_resources(f"nats-{infra.broker_profile}"),
-        maxFileStore=file_store_limit(size) if durable else DEV_FILE_STORE,
-        replicas=infra.broker_replicas if durable else None,
-        storage=entry(size=size, className=infra.broker_storage_class) if durable else None,
-        auth=_auth(infra.broker_auth),
-        tls=_tls(infra.broker_tls),
+        profile=profile,
+        name=getattr(infra, f"{role}_name"),
+        image=getattr(infra, f"{role}_image"),
+        resources={k: dict(v) for k, v in sorted(resources.items())},
+        storage=entry(size=size, className=class_name) if profile == "durable" else None,
+        auth=entry(secret=secret, routesSecret=auth.routes_secret) if secret else None,
+        tls={"secret": tls.secret} if tls is not None else None,
     )
-
-
-def _store(infra: Infra, *, flow_id: str) -> Obj:
-    durable = infra.store_profile == "durable"
-    size = infra.store_storage_size
-    auth = _auth(infra.store_auth)
-    if auth is not None:
-        # the flow's user may reach the flow's keys and the commands its workers send
-        auth["acl"] = " ".join(store_acl_rule(flow_id).split())
-    return entry(
-        profile=infra.store_profile,
-        name=infra.store_name,
-        image=infra.store_image,
-        resources=_resources(f"redis-{infra.store_profile}"),
-        storage=entry(size=size, className=infra.store_storage_class) if durable else None,
-        auth=auth,
-        tls=_tls(infra.store_tls),
-    )
-
-
-def _auth(auth: ServiceAuth | None) -> Obj | None:
-    if auth is None or auth.secret is None:
-        return None
-    return entry(secret=auth.secret, routesSecret=auth.routes_secret)
-
-
-def _tls(tls: ServiceTls | None) -> Obj | None:
-    return {"secret": tls.secret} if tls is not None else None

@@ -1,20 +1,7 @@
-"""Every value a Job's template reads renames the Jobs when it differs from vf's (ADR 224).
-
-A Job's pod template is immutable, so a ``helm upgrade`` whose values change it must name
-new Jobs. ``vf.jobKey`` covered ``image.tag`` and the pod overrides (ADR 219); the other
-values a Job reads are here. A worker Job (``templates/helm/roles/worker-job.yaml``, ADR
-241) reads its ``workers`` and ``nodes`` entries and the sections every worker's pod
-reads, and the provision Job (``templates/helm/roles/provision.yaml``, ADR 243) its
-``provision`` and ``topology``: ``vf.jobValues`` picks them by a rule written once
-(``worker_jobs_read``). Each environment's values hold the digest of all of it as vf
-compiled it (``jobValues``); ``vf.jobValues`` makes the same digest of the values Helm
-renders, and ``vf.jobKey`` takes it when the two differ: a value set to what vf compiled
-changes no name. A node's pod overrides stay the override rule's (an empty one counts as
-unset).
-
-Both digests are of the same text, Go's ``encoding/json`` as Helm's ``toJson`` writes it
-(``go_json``): sorted keys, ``<``, ``>`` and ``&`` escaped, every number a float64 (Helm
-reads a values file's numbers so).
+"""A value a Job's template reads renames the Jobs where it differs from vf's (ADR 224):
+each environment's values hold the digest of what its Jobs read as compiled (``jobValues``),
+``vf.jobValues`` makes it again of the values Helm renders, and ``vf.jobKey`` takes it where
+the two differ. Both are of Go's ``encoding/json`` text as Helm's ``toJson`` writes it.
 """
 
 from __future__ import annotations
@@ -30,23 +17,23 @@ from vf.emit.helm.overrides import FIELDS
 JOB_VALUES = "jobValues"  # each environment's digest of what its Jobs read
 DIGEST_LEN = 16
 # what every worker Job's pod reads besides its own entries, in vf.jobValues's order
-_WORKER_SECTIONS: tuple[str, ...] = ("commonAnnotations", "commonLabels", "flow", "generation")
-_WORKER_SECTIONS += ("imagePullPolicy", "priorityClassName", "workerPod")
+_WORKER_SECTIONS = (
+    *("commonAnnotations", "commonLabels", "flow", "generation"),
+    *("imagePullPolicy", "priorityClassName", "workerPod"),
+)
 
 
 def worker_jobs_read(values: Mapping[str, Any]) -> list[Any]:
     """What the Job templates read, in ``vf.jobValues``'s order: each Job worker's name,
     ``workers`` entry and ``nodes`` entry (without its pod overrides), the sections every
     worker's pod reads, then the provision Job's ``provision`` and ``topology``."""
-    defaults = (values.get("workerPod") or {}).get("defaults") or {}
-    workers = values.get("workers") or {}
-    nodes = values.get("nodes") or {}
-    jobs = []
-    for node in sorted(workers):
-        entry = workers[node] or {}
-        if str(entry.get("kind", defaults.get("kind"))) == "Job":
-            knobs = {k: v for k, v in (nodes.get(node) or {}).items() if k not in FIELDS}
-            jobs.append([node, entry, knobs])
+    kind = values.get("workerPod", {}).get("defaults", {}).get("kind")
+    workers, nodes = values.get("workers", {}), values.get("nodes", {})
+    jobs = [
+        [node, workers[node], {k: v for k, v in nodes[node].items() if k not in FIELDS}]
+        for node in sorted(workers)
+        if workers[node].get("kind", kind) == "Job"
+    ]
     shared = [values.get(key) for key in _WORKER_SECTIONS]
     return [[jobs, *shared, values.get("provision"), values.get("topology")]]
 

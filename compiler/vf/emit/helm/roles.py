@@ -1,13 +1,6 @@
-"""The chart's hand-written role templates: one template per object role, the same bytes in
-every flow's chart, ranging over a values section built from the Plan (ADR 229).
-
-This module builds the values of a worker's KEDA ScaledObject (``autoscaling.<node>``) and
-a long-running worker's PodDisruptionBudget (``podDisruptionBudgets.<node>``, rendered
-where ``nodes.<node>.replicas`` is above one), and walks the roles: the workers'
-(``vf.emit.helm.workers``, ADR 235, 241), the flow-wide ones (``flow_roles``, ADR 236), the
-broker, the store and what watches the flow with the PriorityClass (``infra_roles``, ADR
-237), the provision Job with the topology (``provision_roles``,
-ADR 243). ``vf.emit.helm.chart`` assembles the chart from them (ADR 245).
+"""The chart's roles (ADR 245, 257): each role module's values builder and object lister,
+which overlay objects a role template renders, the shipped templates; and the values of
+the ScaledObjects (``autoscaling``) and the PodDisruptionBudgets (``podDisruptionBudgets``).
 """
 
 from __future__ import annotations
@@ -21,7 +14,7 @@ from vf.emit.helm.infra_roles import infra_objects, infra_values, monitor_object
 from vf.emit.helm.provision_roles import provision_objects, provision_values
 from vf.emit.helm.shapes import entry, in_release, worker_entry
 from vf.emit.helm.workers import worker_objects, worker_values
-from vf.ir.plan import Plan, Scaler, Workload
+from vf.ir.plan import Plan, Scaler
 from vf.ir.records import PodOptions
 from vf.plan.planner import budget_name
 from vf.render.autoscale import hpa_behavior
@@ -65,7 +58,11 @@ def scaling_values(plan: Plan) -> Obj:
     scalers = {s.node: _scaler(plan, s, flow=flow) for s in plan.autoscaling or ()}
     budgets = {
         w.node: worker_entry(
-            w.node, dict(w.labels), flow=flow, name=_budget_name(plan, w), suffix="-pdb"
+            w.node,
+            dict(w.labels),
+            flow=flow,
+            name=w.pdb or budget_name(plan.flow_id, plan.run_id, w.node),
+            suffix="-pdb",
         )
         for w in plan.workloads
         if w.kind in ("Deployment", "StatefulSet")
@@ -81,14 +78,9 @@ def scaling_values(plan: Plan) -> Obj:
     }
 
 
-def _budget_name(plan: Plan, workload: Workload) -> str:
-    return workload.pdb or budget_name(plan.flow_id, plan.run_id, workload.node)
-
-
 def _scaler(plan: Plan, scaler: Scaler, *, flow: Obj) -> Obj:
-    labels, name = dict(scaler.labels), scaler.deployment
-    behavior = hpa_behavior(scaler.behavior) if scaler.behavior is not None else None
-    return worker_entry(scaler.node, labels, flow=flow, name=name, suffix="") | entry(
+    labels, behavior = dict(scaler.labels), scaler.behavior
+    return worker_entry(scaler.node, labels, flow=flow, name=scaler.deployment, suffix="") | entry(
         minReplicas=scaler.min_replicas,
         maxReplicas=scaler.max_replicas,
         pollingInterval=scaler.polling_interval,
@@ -98,7 +90,7 @@ def _scaler(plan: Plan, scaler: Scaler, *, flow: Obj) -> Obj:
         # KEDA reaches vf's broker in the release's namespace
         monitoringEndpoint=in_release(plan.namespace, scaler.endpoint),
         triggers=[{"stream": t.stream, "consumer": t.consumer} for t in scaler.triggers],
-        behavior=behavior,
+        behavior=hpa_behavior(behavior) if behavior is not None else None,
     )
 
 
@@ -128,17 +120,14 @@ def is_role_object(obj: Obj) -> bool:
 
 
 def shipped_templates() -> dict[str, str]:
-    """The chart files vf ships as they are, by their path in the chart, the same bytes in
-    every flow's chart: each role's template (``templates/<file>``) and the files of
-    ``templates/helm/chart/`` (the helpers, the environment check, the notes and
-    ``helm test``'s Pod)."""
+    """The chart files vf ships as they are (ADR 255), by their path in the chart: each
+    role's template (``templates/<file>``) and the files of ``templates/helm/chart/``."""
     helm = resource_dir("templates") / "helm"
     files = {f"templates/{p.name}": p for p in (helm / "roles").glob("*.yaml")}
     chart = helm / "chart"
     files.update({p.relative_to(chart).as_posix(): p for p in chart.rglob("*") if p.is_file()})
     return {
-        path: source.read_text(encoding="utf-8").replace("\r\n", "\n")
-        for path, source in sorted(files.items())
+        p: f.read_text(encoding="utf-8").replace("\r\n", "\n") for p, f in sorted(files.items())
     }
 
 
@@ -148,16 +137,14 @@ def _scaling_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield kind, node
 
 
-_OBJECTS = (worker_objects, _scaling_objects, flow_objects, infra_objects, monitor_objects)
-
-
 def role_kinds(roles: Mapping[str, Obj]) -> Counter[str]:
-    """How many objects of each role kind the chart holds (in any environment): each role's
-    objects keyed alike in every environment for what is one object of the chart."""
+    """How many objects of each kind the chart renders in any environment: each lister
+    keys an object alike in every environment (a node, a service, a section)."""
+    listers = (worker_objects, _scaling_objects, flow_objects, infra_objects, monitor_objects)
     found = {
         (index, kind, key)
         for values in roles.values()
-        for index, objects in enumerate((*_OBJECTS, provision_objects))
+        for index, objects in enumerate((*listers, provision_objects))
         for kind, key in objects(values)
     }
     return Counter(kind for _, kind, _ in found)

@@ -1,15 +1,7 @@
-"""The values of the chart's worker templates (``templates/helm/roles/worker-*.yaml``, whose
-pod is ``vf.workerPod`` in ``_helpers.tpl``), from one environment's plan (ADR 235).
-
-``workers.<node>`` holds what vf planned for a worker, with the keys a reviewer expects:
-its ``kind``, ``component``, node ``class``, ``params`` and ``parents``, the ``variables``
-of its own, its ``mounts``, ``gpu`` placement, ``rollout`` and the 12 digits of its
-``configHash`` no replica count decides. ``nodes.<node>`` holds its knobs, as before:
-``replicas``, ``image``, ``resources`` (and the users' overrides). ``workerPod`` holds what
-every worker's pod shares: the broker's ConfigMap, the variables every worker has, the
-credential volumes, vf.yaml's pod options, and ``defaults`` that an entry leaves out. What
-follows from those values (``VF_NB_TASKS``, ``VF_PARENT_REPLICAS``, the config hash's
-replica part, scaling in place, names and labels) is written once, in the templates.
+"""The values of the worker templates (``templates/helm/roles/worker-*.yaml``, the pod
+``vf.workerPod``) from one environment's plan (ADR 235): ``workers.<node>`` what vf planned,
+``nodes.<node>`` the knobs a user sets, ``workerPod`` what every worker's pod shares, with the
+``defaults`` an entry leaves out. What follows from them is the templates' (ADR 241, 254).
 """
 
 from __future__ import annotations
@@ -46,16 +38,14 @@ def worker_values(plan: Plan, *, flow: Obj) -> Obj:
     shared = _shared_env(plan.workloads)
     facts = {w.node: _node(plan, w, flow=flow, shared=shared) for w in plan.workloads}
     nodes = {node: {k: worker.pop(k) for k in _KNOBS} for node, worker in facts.items()}
-    defaults = _defaults(facts)
-    out: Obj = {
+    return {
         # every vf pod's (the provision Job's as well): a --set reaches them all
         "imagePullPolicy": plan.image_pull_policy,
         "priorityClassName": plan.priority_class,
-        POD: {**_workers(plan, shared=shared), "defaults": defaults},
+        POD: {**_workers(plan, shared=shared), "defaults": _defaults(facts)},
         WORKERS: dict(sorted(facts.items())),
         "nodes": dict(sorted(nodes.items())),
-    }
-    return out | entry(generation=plan.generation)  # a BATCH Job's name ends in it
+    } | entry(generation=plan.generation)  # a BATCH Job's name ends in it
 
 
 def worker_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -69,56 +59,36 @@ def worker_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 def _defaults(facts: Mapping[str, Obj]) -> Obj:
-    """The most common ``kind``, ``component``, ``class`` and ``params`` of the workers
-    (``workerPod.defaults``), each left out of the entries that have it: the release holds
-    every environment's values several times, and a 5,000-node flow's must fit 1 MiB."""
+    """``workerPod.defaults``: the most common ``kind``, ``component``, ``class`` and
+    ``params`` ("" for none) and each variable most workers have of their own with one
+    value, left out of the entries that have it; an entry names the default variables it
+    lacks in ``unset``. A 5,000-node flow's values must fit the release (ADR 194)."""
     out: Obj = {}
-    for key in _DEFAULTED:  # (a key of every entry: kind and component; "" for no class)
-        seen = Counter(str(worker.get(key, "")) for worker in facts.values())
-        if not seen:
-            continue
-        common = min(seen, key=lambda v: (-seen[v], v))
-        out[key] = common
+    for key in _DEFAULTED if facts else ():
+        seen = Counter(worker.get(key, "") for worker in facts.values())
+        out[key] = common = min(seen, key=lambda v: (-seen[v], v))
         for worker in facts.values():
-            if str(worker.get(key, "")) == common:
-                worker.pop(key, None)
-            else:
-                worker.setdefault(key, "")  # none of its own: not the default either
-    out["variables"] = _default_variables(facts)
-    return out
-
-
-def _default_variables(facts: Mapping[str, Obj]) -> dict[str, str]:
-    """The most common value of each variable most workers have of their own; each
-    entry keeps its other ``variables`` and names the defaults it lacks in ``unset``."""
-    counts = Counter(
-        (k, v) for worker in facts.values() for k, v in (worker.get("variables") or {}).items()
+            if worker.setdefault(key, "") == common:
+                del worker[key]
+    held = Counter(
+        pair for worker in facts.values() for pair in worker.get("variables", {}).items()
     )
-    best: dict[str, tuple[int, str]] = {}
-    for (name, value), count in sorted(counts.items()):
-        if count * 2 > len(facts) and count > best.get(name, (0, ""))[0]:
-            best[name] = (count, value)
-    defaults = {name: value for name, (_, value) in sorted(best.items())}
+    out["variables"] = dict(sorted(pair for pair, n in held.items() if n * 2 > len(facts)))
     for worker in facts.values():
-        own = worker.pop("variables", None) or {}
-        rest = {k: v for k, v in own.items() if defaults.get(k) != v}
-        if rest:
-            worker["variables"] = rest
-        lacking = [k for k in defaults if k not in own]
-        if lacking:
-            worker["unset"] = lacking
-    return defaults
+        own = worker.pop("variables", {})
+        worker.update(
+            entry(
+                variables={k: v for k, v in own.items() if out["variables"].get(k) != v} or None,
+                unset=[k for k in out["variables"] if k not in own] or None,
+            )
+        )
+    return out
 
 
 def _shared_env(workloads: Sequence[Workload]) -> dict[str, str]:
     """The variables every worker of the plan has, with one value."""
-    if not workloads:
-        return {}
-    common = dict(workloads[0].env)
-    for workload in workloads[1:]:
-        theirs = dict(workload.env)
-        common = {k: v for k, v in common.items() if theirs.get(k) == v}
-    return {k: v for k, v in sorted(common.items()) if k not in _DERIVED}
+    common = set.intersection(*(set(w.env) for w in workloads)) if workloads else set()
+    return dict(sorted(pair for pair in common if pair[0] not in _DERIVED))
 
 
 def _workers(plan: Plan, *, shared: Mapping[str, str]) -> Obj:
@@ -126,8 +96,9 @@ def _workers(plan: Plan, *, shared: Mapping[str, str]) -> Obj:
     env = [{"name": k, "value": in_release(plan.namespace, v)} for k, v in shared.items()]
     configmaps = sorted({w.replicas_configmap for w in plan.workloads if w.replicas_configmap})
     volumes = credential_volumes(infra)
-    jobs = [w for w in plan.workloads if w.kind == "Job"]
-    out = entry(
+    # the environment's, alike for every Job (vf.yaml's supervision, its version)
+    job = next((w for w in plan.workloads if w.kind == "Job"), None)
+    return entry(
         broker=plan.broker_configmap,
         env=sorted([*env, *secret_env(plan)], key=lambda e: str(e["name"])),
         startupFailures=STARTUP_FAILURES,
@@ -137,10 +108,9 @@ def _workers(plan: Plan, *, shared: Mapping[str, str]) -> Obj:
         volumeMounts=credential_mounts(infra) if volumes else None,
         imagePullSecrets=[{"name": n} for n in pods.image_pull_secrets] or None,
         serviceAccountName=pods.service_account,
+        backoffLimit=job.backoff_limit if job else None,
+        ignoreDisruptions=job.ignore_disruptions if job else None,
     )
-    if jobs:  # the environment's, alike for every Job (vf.yaml's supervision, its version)
-        out.update(backoffLimit=jobs[0].backoff_limit, ignoreDisruptions=jobs[0].ignore_disruptions)
-    return out
 
 
 def _node(plan: Plan, workload: Workload, *, flow: Obj, shared: Mapping[str, str]) -> Obj:
@@ -150,21 +120,15 @@ def _node(plan: Plan, workload: Workload, *, flow: Obj, shared: Mapping[str, str
     name, tag = workload.name, None
     if workload.kind == "Job":  # <name>-<tag>: the generation, or the Job's own digest
         name, tag = name[: -TAG_LEN - 1], name[-TAG_LEN:]
+    own = {k: in_release(plan.namespace, v) for k, v in env.items() if k not in _DERIVED}
     service = workload.headless_service
-    own = {
-        k: in_release(plan.namespace, v)
-        for k, v in env.items()
-        if k not in _DERIVED and k not in shared
-    }
-    ports = (
-        [{"name": p.name, "containerPort": p.port, "protocol": p.protocol} for p in run.ports]
-        if run
-        else []
-    )
     warmup = workload.warmup_seconds if workload.probes else None
-    labels = dict(workload.labels)
+    ports = [
+        {"name": p.name, "containerPort": p.port, "protocol": p.protocol}
+        for p in (run.ports if run else ())
+    ]
     return (
-        worker_entry(workload.node, labels, flow=flow, name=name, suffix="")
+        worker_entry(workload.node, dict(workload.labels), flow=flow, name=name, suffix="")
         | entry(
             tag=tag if tag != plan.generation else None,
             serviceName=service if service != f"{workload.name}-hl" else None,
@@ -175,7 +139,7 @@ def _node(plan: Plan, workload: Workload, *, flow: Obj, shared: Mapping[str, str
             resources=pod["containers"][0]["resources"],
             **{key: env.get(variable) for variable, key in _READABLE.items()},
             parents=env.get("VF_PARENT_NAMES") or None,  # comma-separated, as the variable
-            variables=own or None,
+            variables={k: v for k, v in own.items() if k not in shared} or None,
             configHash=workload.config_hash[:12],
             gpu={k: v for k, v in pod.items() if k != "containers"} or None,
             mounts=[_mount(m) for m in workload.mounts] or None,
@@ -190,8 +154,7 @@ def _node(plan: Plan, workload: Workload, *, flow: Obj, shared: Mapping[str, str
 def _gpu_pod(plan: Plan, workload: Workload) -> Obj:
     """What the GPU grant adds to the worker's pod: devices, placement, runtime class."""
     pod: Obj = {"containers": [{"resources": container_resources(workload.resources)}]}
-    grant = plan.gpu.grant_for(workload.node) if plan.gpu is not None else None
-    if plan.gpu is not None and grant is not None:
+    if plan.gpu is not None and (grant := plan.gpu.grant_for(workload.node)) is not None:
         decorate_pod(pod, gpu=plan.gpu, grant=grant)
     return pod
 
