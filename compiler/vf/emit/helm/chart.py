@@ -1,13 +1,6 @@
-"""Emit ``chart/``: a Helm chart that renders, with ``values-<env>.yaml``, the objects of
-that environment's overlay.
-
-Every object is a role template's (``templates/helm/roles/``, the same bytes in every
-flow's chart) ranging over the values that ``vf.emit.helm.roles`` builds from each
-environment's plan; a flow's chart differs from another's only in ``Chart.yaml`` and its
-values. This module assembles the chart: each environment's values, ``values.yaml`` (what
-the environments share), the schema, the shipped templates and ``Chart.yaml`` with its
-version digest. The namespace is the release's; the provision Job is a Helm hook here and
-only here.
+"""Emit ``chart/``, whose ``helm template`` with ``values-<env>.yaml`` renders that
+environment's overlay (ADR 245, 257): each environment's values from its role values,
+``values.yaml`` of what they share, the schema, the shipped templates and ``Chart.yaml``.
 """
 
 from __future__ import annotations
@@ -23,13 +16,12 @@ from vf import __version__
 from vf.emit.helm.job_values import JOB_VALUES, job_values_digest
 from vf.emit.helm.overrides import IMAGE_TAG_VALUES, OVERRIDE_VALUES
 from vf.emit.helm.roles import SECTIONS, is_role_object, role_kinds, shipped_templates
-from vf.emit.helm.schema import values_schema
+from vf.emit.helm.schema import schema_text
 from vf.emit.helm.version import DIGEST_ANNOTATION, ChartRelease, chart_version
+from vf.emit.helm.workers import worker_kinds
 from vf.resources import templates as shipped_text
 from vf.textio import yamlout
-from vf.textio.jsontext import json_text
 from vf.textio.objects import Obj
-from vf_runtime.labels import NODE_LABEL, labels_of
 
 Tree = dict[str, str]
 File = tuple[str, str]
@@ -75,34 +67,29 @@ def chart_files(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> Ite
     values = _all_values(per_env, info=info)
     # counted before values.yaml takes what the environments share (a worker's kind, say)
     kinds = role_kinds(info.roles)
-    context = _context(info, envs=sorted(values), kinds=kinds)
     shared: Obj = {"environment": None, **IMAGE_TAG_VALUES, **OVERRIDE_VALUES}
     shared.update({section: {} for section in (*SECTIONS, "workerPod", "workers")})
     for where in _SHARED if values else ():
         shared.update(_hoist([values[env] for env in sorted(values)], where))
     makers: dict[str, Callable[[], str]] = {
-        "README.md": partial(render_text, "README.md", context=context),
-        "values.schema.json": partial(_schema_text, values, nodes=info.nodes),
+        "README.md": partial(_readme, info, envs=sorted(values), kinds=kinds),
+        "values.schema.json": partial(schema_text, values, nodes=info.nodes),
         "values.yaml": partial(yamlout.dump, shared),
         **{path: partial(str, text) for path, text in shipped_templates().items()},
     }
     own = {f"values-{env}.yaml": partial(yamlout.dump, values[env]) for env in values}
-    digest = hashlib.sha256()
-    for path in sorted({*makers, *own}):
-        if path in own:  # one environment's values: not in the version every one reads
-            yield f"{ROOT}/{path}", own.pop(path)()
-            continue
+    digest, makers = hashlib.sha256(), makers | own
+    for path in sorted(makers):
         text = makers.pop(path)()
-        digest.update(f"{path}\0{text}\0".encode())
+        if path not in own:  # one environment's values: not in the version every one reads
+            digest.update(f"{path}\0{text}\0".encode())
         yield f"{ROOT}/{path}", text
     yield f"{ROOT}/Chart.yaml", yamlout.dump(_chart_yaml(info, digest=digest.hexdigest()[:12]))
 
 
 def _check_roles(per_env: Mapping[str, Sequence[Obj]]) -> None:
-    """Every object but the Namespace is a role template's. The Namespace is left out: the
-    release's namespace exists before any object of the release (``--create-namespace``),
-    and Helm cannot adopt it. An object of another kind is a renderer's that no role
-    template renders yet, which the chart would silently lose."""
+    """Every object but the Namespace (the release's, ADR 82) is a role template's: an
+    object of another is a renderer's that the chart would silently lose."""
     for env, objects in per_env.items():
         for obj in objects:
             if obj.get("kind") != "Namespace" and not is_role_object(obj):
@@ -112,40 +99,29 @@ def _check_roles(per_env: Mapping[str, Sequence[Obj]]) -> None:
 
 def _all_values(per_env: Mapping[str, Sequence[Obj]], *, info: ChartInfo) -> dict[str, Obj]:
     """Every environment's complete values: its name, the global overrides (empty), its
-    role values, its planned Job and partitioned counts (in its own values file, not the
-    schema every environment shares) and the digest of what its Jobs read."""
+    role values, ``plannedReplicas`` and the digest of what its Jobs read."""
     values: dict[str, Obj] = {}
     for env in sorted(per_env):
         roles = info.roles.get(env) or {section: {} for section in SECTIONS}
         values[env] = {"environment": env, **IMAGE_TAG_VALUES, **OVERRIDE_VALUES, **roles}
         if not values[env].get("nodes"):
             values[env].pop("nodes", None)
-    planned = _planned_replicas(per_env, values, pinned=info.partitioned)
+    # the count of each Job, StatefulSet and partitioned worker, which a --set may not
+    # change: a Job's name and indexes, the readers, topology and run id follow it (ADR 154,
+    # 176); in each environment's own file, not the schema every environment shares
+    planned = {
+        env: {
+            node: own["nodes"][node]["replicas"]
+            for node, kind in worker_kinds(own).items()
+            if kind in ("Job", "StatefulSet") or node in info.partitioned
+        }
+        for env, own in values.items()
+    }
     for env, own in values.items():
-        if planned:
-            own[PLANNED_REPLICAS] = planned.get(env, {})
+        if any(planned.values()):
+            own[PLANNED_REPLICAS] = planned[env]
         own[JOB_VALUES] = job_values_digest(own)  # as compiled, which the chart compares
     return values
-
-
-def _planned_replicas(
-    per_env: Mapping[str, Sequence[Obj]], values: Mapping[str, Obj], *, pinned: frozenset[str]
-) -> dict[str, dict[str, int]]:
-    """Per environment, the planned count of each node whose workload is a Job or a
-    StatefulSet, or whose node is in ``pinned``: a Job's count is part of its name's tag
-    and its pods' indexes, a partitioned worker's of its parents' readers, the topology and
-    the run id, also while it is one replica of a Deployment (ADR 154, 176). The chart's
-    ``templates/environment.yaml`` refuses a ``--set`` of another."""
-    out: dict[str, dict[str, int]] = {}
-    for env, objects in per_env.items():
-        nodes = values[env].get("nodes") or {}
-        for obj in objects:
-            node = str(labels_of(obj).get(NODE_LABEL))
-            count = (nodes.get(node) or {}).get("replicas")
-            pins = obj.get("kind") in ("Job", "StatefulSet") or node in pinned
-            if pins and isinstance(count, int):
-                out.setdefault(env, {})[node] = count
-    return out
 
 
 def _hoist(tops: Sequence[Obj], path: Sequence[str]) -> Obj:
@@ -157,14 +133,11 @@ def _hoist(tops: Sequence[Obj], path: Sequence[str]) -> Obj:
         held: list[Any] = [top.get(key) for top in tops]
         if any(each is None for each in held):
             continue
-        if len(path) == 1:
-            if all(each == held[0] for each in held):
-                out[key] = held[0]
-                for top in tops:
-                    del top[key]
-            continue
-        inner = _hoist(held, path[1:])
-        if inner:
+        if len(path) == 1 and all(each == held[0] for each in held):
+            out[key] = held[0]
+            for top in tops:
+                del top[key]
+        elif len(path) > 1 and (inner := _hoist(held, path[1:])):
             out[key] = inner
             for top in tops:
                 if path[0] == "*" and not top[key]:
@@ -172,47 +145,28 @@ def _hoist(tops: Sequence[Obj], path: Sequence[str]) -> Obj:
     return out
 
 
-def _schema_text(values: Mapping[str, Obj], *, nodes: Sequence[str]) -> str:
-    return json_text(values_schema(values, nodes=nodes), ascii=True)
-
-
-def escape_go(text: str) -> str:
-    """Text that a Go template prints back unchanged."""
-    return text.replace("{{", '{{ "{{" }}')
-
-
-def render_text(name: str, *, context: Mapping[str, Any]) -> str:
-    """One shipped text template (``templates/helm/<name>.j2``) rendered with ``context``;
-    ``|go`` escapes user text for Go templates, so Helm's ``{{ }}`` passes through."""
+def _readme(info: ChartInfo, *, envs: Sequence[str], kinds: Counter[str]) -> str:
+    """``templates/helm/README.md.j2``; ``|go`` escapes user text that Helm would read as
+    its own ``{{ }}``."""
     environment = shipped_text("helm")
-    environment.filters["go"] = escape_go
-    return environment.get_template(f"{name}.j2").render(context)
-
-
-def _context(info: ChartInfo, *, envs: Sequence[str], kinds: Counter[str]) -> dict[str, Any]:
-    return {
-        "name": info.name,
-        "flow_type": info.flow_type,
-        "environments": [
-            {
-                "name": env,
-                "namespace": info.namespaces[env],
-                "kubernetes": info.kubernetes_versions[env],
-            }
-            for env in envs
+    environment.filters["go"] = lambda text: text.replace("{{", '{{ "{{" }}')
+    return environment.get_template("README.md.j2").render(
+        name=info.name,
+        flow_type=info.flow_type,
+        environments=[
+            {"name": e, "namespace": info.namespaces[e], "kubernetes": info.kubernetes_versions[e]}
+            for e in envs
         ],
-        "nodes": list(info.nodes),
-        "kinds": sorted((kind, count) for kind, count in kinds.items() if count),
-    }
+        nodes=list(info.nodes),
+        kinds=sorted((kind, count) for kind, count in kinds.items() if count),
+    )
 
 
 def _chart_yaml(info: ChartInfo, *, digest: str) -> Obj:
     """Chart.yaml; ``digest`` is of every file every environment reads (not
     ``values-<env>.yaml``, ADR 188), and the version increases
     exactly when it differs from the tree's current chart (``vf.emit.helm.version``)."""
-    oldest = min(
-        info.kubernetes_versions.values(), key=lambda v: tuple(int(p) for p in v.split("."))
-    )
+    oldest = min(info.kubernetes_versions.values(), key=lambda v: [int(p) for p in v.split(".")])
     return {
         "apiVersion": "v2",
         "name": info.name,

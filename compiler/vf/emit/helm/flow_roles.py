@@ -79,12 +79,10 @@ def _broker(plan: Plan) -> Obj:
         streamMaxBytes=infra.stream_bytes.max_bytes if infra.stream_bytes is not None else None,
         profileRequests=requests or None,
     )
-    out: Obj = {BROKER_CONFIG: config}
-    if infra.nats_url is not None:
-        out["broker"] = {"natsUrl": in_release(plan.namespace, infra.nats_url)}
-    if infra.store_url is not None:
-        out["payloadStore"] = {"url": in_release(plan.namespace, infra.store_url)}
-    return out
+    urls = (("broker", "natsUrl", infra.nats_url), ("payloadStore", "url", infra.store_url))
+    return {BROKER_CONFIG: config} | {
+        knob: {key: in_release(plan.namespace, url)} for knob, key, url in urls if url is not None
+    }
 
 
 def _policies(plan: Plan) -> Obj:
@@ -105,14 +103,11 @@ def _policies(plan: Plan) -> Obj:
 
 
 def _infra_policy(policy: InfraPolicy) -> Obj:
-    monitoring = None
-    if policy.monitoring_port is not None:
-        peers = [peer_selector(peer) for peer in policy.monitoring_from]
-        monitoring = {"port": policy.monitoring_port, "from": peers}
+    port, peers = policy.monitoring_port, [peer_selector(p) for p in policy.monitoring_from]
     return entry(
         name=policy.name,
         component=policy.component,
         clientPort=policy.client_port,
         clusterPort=policy.cluster_port,
-        monitoring=monitoring,
+        monitoring={"port": port, "from": peers} if port is not None else None,
     )

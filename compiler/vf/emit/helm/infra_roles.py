@@ -46,16 +46,13 @@ def infra_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     services = values.get(INFRA) or {}
     nats, redis = services.get("nats"), services.get("redis")
     if nats:
-        durable = nats["profile"] == "durable"
-        yield "ConfigMap", f"{nats['name']}-config"
-        yield ("StatefulSet" if durable else "Deployment"), nats["name"]
-        yield "Service", nats["name"]
+        name, durable = nats["name"], nats["profile"] == "durable"
+        yield from (("ConfigMap", f"{name}-config"), ("Service", name))
+        yield ("StatefulSet" if durable else "Deployment"), name
         if durable:
-            yield "Service", f"{nats['name']}-headless"
-            yield "PodDisruptionBudget", nats["name"]
+            yield from (("Service", f"{name}-headless"), ("PodDisruptionBudget", name))
     if redis:
-        yield "Deployment", redis["name"]
-        yield "Service", redis["name"]
+        yield from (("Deployment", redis["name"]), ("Service", redis["name"]))
         if redis["profile"] == "durable":
             yield "PersistentVolumeClaim", f"{redis['name']}-data"
 

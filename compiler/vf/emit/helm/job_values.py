@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from vf.emit.helm.overrides import FIELDS
+from vf.emit.helm.workers import worker_kinds
 
 JOB_VALUES = "jobValues"  # each environment's digest of what its Jobs read
 DIGEST_LEN = 16
@@ -27,21 +28,18 @@ def worker_jobs_read(values: Mapping[str, Any]) -> list[Any]:
     """What the Job templates read, in ``vf.jobValues``'s order: each Job worker's name,
     ``workers`` entry and ``nodes`` entry (without its pod overrides), the sections every
     worker's pod reads, then the provision Job's ``provision`` and ``topology``."""
-    kind = values.get("workerPod", {}).get("defaults", {}).get("kind")
-    workers, nodes = values.get("workers", {}), values.get("nodes", {})
+    kinds, workers, nodes = worker_kinds(values), values.get("workers", {}), values.get("nodes", {})
     jobs = [
         [node, workers[node], {k: v for k, v in nodes[node].items() if k not in FIELDS}]
-        for node in sorted(workers)
-        if workers[node].get("kind", kind) == "Job"
+        for node in sorted(kinds)
+        if kinds[node] == "Job"
     ]
-    shared = [values.get(key) for key in _WORKER_SECTIONS]
-    return [[jobs, *shared, values.get("provision"), values.get("topology")]]
+    return [[jobs, *(values.get(key) for key in (*_WORKER_SECTIONS, "provision", "topology"))]]
 
 
 def job_values_digest(values: Mapping[str, Any]) -> str:
     """The digest ``vf.jobValues`` makes of the same values."""
-    text = go_json(worker_jobs_read(values))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:DIGEST_LEN]
+    return hashlib.sha256(go_json(worker_jobs_read(values)).encode()).hexdigest()[:DIGEST_LEN]
 
 
 _HTML = str.maketrans(

@@ -1,12 +1,6 @@
-"""The overrides a Helm user expects of a workload chart, per node and for every pod:
-``nodeSelector``, ``tolerations``, ``affinity``, extra ``env``, ``podAnnotations``,
-``podLabels``, ``imagePullSecrets`` and ``serviceAccount``, and ``image.tag``.
-
-The role templates write them (the ``vf.pod`` and ``vf.image`` helpers): ``nodes.<node>.<name>``
-and the global ``<name>``, combined with what vf itself wrote (vf's own entries first and
-never replaced: a selector label, a GPU toleration, a config hash). This module holds their
-empty defaults, their schemas are in ``templates/helm/values.schema.json``. With the values
-empty the chart renders the overlay's objects unchanged.
+"""The empty defaults of the overrides a Helm user expects of a workload chart, per node
+and for every pod, and of ``image.tag``; the templates (``vf.pod``, ``vf.image``) combine
+them with vf's own entries, which they never replace. Their schemas are the shipped one's.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""The values of the provision role template (``templates/helm/roles/provision.yaml``) from
-one environment's plan (ADR 243): the provision Job, a Helm hook in the chart only, and
-the topology ConfigMaps it mounts.
-
-``provision`` holds the Job's name as vf planned it (the BATCH generation's, or a REALTIME
-Job's digest of its own record, ``vf.plan.jobs``), its image, resources, retry settings
-and variables. ``topology`` holds each shard's ConfigMap name (``configMaps``) and its
-nodes' records (``shards``, in ``values.yaml`` where every environment's are alike), one
-JSON line each, without the replica count wherever ``nodes.<node>.replicas`` holds it: the
-template writes the count back in from there, so a ``--set`` of a count reaches the
-topology as it reaches the worker. The replica-count ConfigMap and a partitioned worker's
-headless Service follow from the workers' values (``configmap.yaml``,
-``worker-statefulset.yaml``).
+"""The values of the provision role template (``templates/helm/roles/provision.yaml``, ADR
+243) from one environment's plan: ``provision``, the Job as vf planned it (a Helm hook in the
+chart only), and ``topology``, its ConfigMaps' names and the nodes' records, one JSON line
+each, without the count that ``nodes.<node>.replicas`` holds and the template writes back.
 """
 
 from __future__ import annotations

@@ -56,16 +56,11 @@ def scaling_values(plan: Plan) -> Obj:
     labels.pop(MANAGED_BY, None)  # Helm's is the release's
     flow = {"id": plan.flow_id, "run": plan.run_id, "labels": dict(sorted(labels.items()))}
     scalers = {s.node: _scaler(plan, s, flow=flow) for s in plan.autoscaling or ()}
-    budgets = {
-        w.node: worker_entry(
-            w.node,
-            dict(w.labels),
-            flow=flow,
-            name=w.pdb or budget_name(plan.flow_id, plan.run_id, w.node),
-            suffix="-pdb",
-        )
+    budgets = {  # a long-running worker's, named as a count above one names it
+        w.node: worker_entry(w.node, dict(w.labels), flow=flow, name=name, suffix="-pdb")
         for w in plan.workloads
         if w.kind in ("Deployment", "StatefulSet")
+        and (name := w.pdb or budget_name(plan.flow_id, plan.run_id, w.node))
     }
     return {
         "flow": flow,

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 
 from vf.resources import resource_dir
+from vf.textio.jsontext import json_text
 from vf.textio.objects import Obj
 
 
@@ -20,7 +21,7 @@ def _shipped() -> str:
     return path.read_text(encoding="utf-8")
 
 
-def values_schema(values: Mapping[str, Obj], *, nodes: Sequence[str] = ()) -> Obj:
+def schema_text(values: Mapping[str, Obj], *, nodes: Sequence[str] = ()) -> str:
     """The JSON Schema (draft-07) every environment's ``values`` satisfy. It holds nothing
     of one environment's that another's change could alter: each environment's planned Job
     and partitioned counts are in its own values (``plannedReplicas``), which the chart
@@ -49,4 +50,4 @@ def values_schema(values: Mapping[str, Obj], *, nodes: Sequence[str] = ()) -> Ob
         schema["then"] = {"required": required}
     if nodes and all(len(v.get("nodes") or {}) == len(nodes) for v in envs):
         props["nodes"]["minProperties"] = len(nodes)  # with the names fixed: every one
-    return schema
+    return json_text(schema, ascii=True)

@@ -16,8 +16,7 @@ RELEASE_NAMESPACE = "{{ .Release.Namespace }}"
 
 def in_release(namespace: str, value: str) -> str:
     """``value`` with a Service of ``namespace`` named in the release's namespace."""
-    own = f".{namespace}.svc"
-    return value.replace(own, f".{RELEASE_NAMESPACE}.svc") if own in value else value
+    return value.replace(f".{namespace}.svc", f".{RELEASE_NAMESPACE}.svc")
 
 
 def entry(**keys: Any) -> Obj:

@@ -1,11 +1,6 @@
-"""The chart's version: a SemVer that increases when the chart changes, and only then.
-
-``Chart.yaml`` records the digest of every other chart file (annotation
-``vf.dev/content-digest``). A compile into a tree that already has a chart reads its
-``Chart.yaml``: the same digest keeps its version (so an unchanged compile, ``--check``
-included, writes the same bytes), a different one takes the next patch number. A first
-compile starts at ``0.1.0``. The major and minor numbers are the tree's: set them by hand in
-``Chart.yaml`` and vf keeps counting from there.
+"""The chart's version (ADR 89, 188): ``Chart.yaml``'s ``vf.dev/content-digest`` unchanged
+keeps the tree's version, another takes the next patch number; a first chart is ``0.1.0``,
+and the major and minor numbers are the tree's to set by hand.
 """
 
 from __future__ import annotations
@@ -22,7 +17,6 @@ from vf.textio.yaml_read import reader
 from vf_runtime.labels import DOMAIN
 
 DIGEST_ANNOTATION = f"{DOMAIN}/content-digest"
-FIRST = "0.1.0"
 _VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:\+[0-9A-Za-z.-]+)?$")
 
 
@@ -37,13 +31,11 @@ class ChartRelease:
 def chart_version(previous: ChartRelease | None, *, digest: str) -> str:
     """The version of a chart whose content digest is ``digest``."""
     if previous is None:
-        return FIRST
+        return "0.1.0"
     if previous.digest == digest:
         return previous.version
-    match = _VERSION.match(previous.version)
-    assert match is not None  # read_previous checked it
-    major, minor, patch = (int(part) for part in match.groups())
-    return f"{major}.{minor}.{patch + 1}"
+    major, minor, patch = previous.version.partition("+")[0].split(".")  # read_previous's
+    return f"{major}.{minor}.{int(patch) + 1}"
 
 
 CHART_BYTES = 1024 * 1024  # vf writes a few hundred bytes

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vf.emit.helm.shapes import entry, in_release, worker_entry
@@ -26,7 +26,6 @@ POD = "workerPod"  # what every worker's pod shares
 _KNOBS = ("replicas", "image", "resources")  # nodes.<node>: a worker's knobs
 # each node's own variables under a readable key (the rest of its own: ``variables``)
 _READABLE = {"VF_NODE_CLASS": "class", "VF_NODE_PARAMS_JSON": "params"}
-_DEFAULTED = ("kind", "component", "class", "params")
 # what the templates write from the node's key and other values
 _DERIVED = frozenset(
     {NB_TASKS, PARENT_REPLICAS, "VF_NODE_KIND", "VF_NODE_NAME", "VF_PARENT_NAMES", *_READABLE}
@@ -35,7 +34,8 @@ _DERIVED = frozenset(
 
 def worker_values(plan: Plan, *, flow: Obj) -> Obj:
     """The ``workers`` section and each worker's ``nodes.<node>`` entry of one environment."""
-    shared = _shared_env(plan.workloads)
+    common = set.intersection(*(set(w.env) for w in plan.workloads)) if plan.workloads else set()
+    shared = dict(sorted(pair for pair in common if pair[0] not in _DERIVED))  # every worker's
     facts = {w.node: _node(plan, w, flow=flow, shared=shared) for w in plan.workloads}
     nodes = {node: {k: worker.pop(k) for k in _KNOBS} for node, worker in facts.items()}
     return {
@@ -48,11 +48,15 @@ def worker_values(plan: Plan, *, flow: Obj) -> Obj:
     } | entry(generation=plan.generation)  # a BATCH Job's name ends in it
 
 
+def worker_kinds(values: Mapping[str, Any]) -> dict[str, str]:
+    """Each worker's workload kind, by node, in one environment's values."""
+    default = values.get(POD, {}).get("defaults", {}).get("kind")
+    return {node: facts.get("kind", default) for node, facts in values.get(WORKERS, {}).items()}
+
+
 def worker_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """Each worker's workload (a StatefulSet with its headless Service), keyed by node."""
-    default = ((values.get(POD) or {}).get("defaults") or {}).get("kind")
-    for node, facts in (values.get(WORKERS) or {}).items():
-        kind = str(facts.get("kind", default))
+    for node, kind in worker_kinds(values).items():
         yield kind, node
         if kind == "StatefulSet":
             yield "Service", node
@@ -64,7 +68,7 @@ def _defaults(facts: Mapping[str, Obj]) -> Obj:
     value, left out of the entries that have it; an entry names the default variables it
     lacks in ``unset``. A 5,000-node flow's values must fit the release (ADR 194)."""
     out: Obj = {}
-    for key in _DEFAULTED if facts else ():
+    for key in ("kind", "component", "class", "params") if facts else ():
         seen = Counter(worker.get(key, "") for worker in facts.values())
         out[key] = common = min(seen, key=lambda v: (-seen[v], v))
         for worker in facts.values():
@@ -85,16 +89,10 @@ def _defaults(facts: Mapping[str, Obj]) -> Obj:
     return out
 
 
-def _shared_env(workloads: Sequence[Workload]) -> dict[str, str]:
-    """The variables every worker of the plan has, with one value."""
-    common = set.intersection(*(set(w.env) for w in workloads)) if workloads else set()
-    return dict(sorted(pair for pair in common if pair[0] not in _DERIVED))
-
-
 def _workers(plan: Plan, *, shared: Mapping[str, str]) -> Obj:
     pods, infra = plan.pods or PodOptions(), plan.infra
     env = [{"name": k, "value": in_release(plan.namespace, v)} for k, v in shared.items()]
-    configmaps = sorted({w.replicas_configmap for w in plan.workloads if w.replicas_configmap})
+    configmaps = [w.replicas_configmap for w in plan.workloads if w.replicas_configmap]
     volumes = credential_volumes(infra)
     # the environment's, alike for every Job (vf.yaml's supervision, its version)
     job = next((w for w in plan.workloads if w.kind == "Job"), None)
@@ -103,7 +101,7 @@ def _workers(plan: Plan, *, shared: Mapping[str, str]) -> Obj:
         env=sorted([*env, *secret_env(plan)], key=lambda e: str(e["name"])),
         startupFailures=STARTUP_FAILURES,
         topologySpread=pods.topology_spread,
-        replicasConfigMap=configmaps[0] if configmaps else None,
+        replicasConfigMap=min(configmaps, default=None),
         volumes=volumes or None,
         volumeMounts=credential_mounts(infra) if volumes else None,
         imagePullSecrets=[{"name": n} for n in pods.image_pull_secrets] or None,
@@ -120,7 +118,7 @@ def _node(plan: Plan, workload: Workload, *, flow: Obj, shared: Mapping[str, str
     name, tag = workload.name, None
     if workload.kind == "Job":  # <name>-<tag>: the generation, or the Job's own digest
         name, tag = name[: -TAG_LEN - 1], name[-TAG_LEN:]
-    own = {k: in_release(plan.namespace, v) for k, v in env.items() if k not in _DERIVED}
+    own = [(k, v) for k, v in env.items() if k not in _DERIVED and k not in shared]
     service = workload.headless_service
     warmup = workload.warmup_seconds if workload.probes else None
     ports = [
@@ -139,7 +137,7 @@ def _node(plan: Plan, workload: Workload, *, flow: Obj, shared: Mapping[str, str
             resources=pod["containers"][0]["resources"],
             **{key: env.get(variable) for variable, key in _READABLE.items()},
             parents=env.get("VF_PARENT_NAMES") or None,  # comma-separated, as the variable
-            variables={k: v for k, v in own.items() if k not in shared} or None,
+            variables={k: in_release(plan.namespace, v) for k, v in own} or None,
             configHash=workload.config_hash[:12],
             gpu={k: v for k, v in pod.items() if k != "containers"} or None,
             mounts=[_mount(m) for m in workload.mounts] or None,
