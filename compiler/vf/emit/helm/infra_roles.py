@@ -11,7 +11,7 @@ from typing import Any
 
 from vf import names
 from vf.emit.helm.shapes import entry
-from vf.ir.plan import Infra, Plan
+from vf.ir.plan import Plan, ServiceAuth, ServiceTls
 from vf.ir.records import Observability, PodOptions
 from vf.render.infra import DEV_FILE_STORE, file_store_limit
 from vf.render.observe import alert_rules, dashboard_configmap
@@ -29,12 +29,28 @@ def infra_values(plan: Plan) -> Obj:
     infra, services = plan.infra, {}
     if infra.broker_profile in ("dev", "durable"):
         durable = infra.broker_profile == "durable"
-        services["nats"] = _service(infra, "broker", "nats") | entry(
+        services["nats"] = _service(
+            "nats",
+            profile=infra.broker_profile,
+            name=infra.broker_name,
+            ref=infra.broker_image,
+            auth=infra.broker_auth,
+            tls=infra.broker_tls,
+            storage=(infra.broker_storage_size, infra.broker_storage_class),
+        ) | entry(
             maxFileStore=file_store_limit(infra.broker_storage_size) if durable else DEV_FILE_STORE,
             replicas=infra.broker_replicas if durable else None,
         )
     if infra.store_profile in ("dev", "durable", "cache"):
-        services["redis"] = _service(infra, "store", "redis")
+        services["redis"] = _service(
+            "redis",
+            profile=infra.store_profile,
+            name=infra.store_name,
+            ref=infra.store_image,
+            auth=infra.store_auth,
+            tls=infra.store_tls,
+            storage=(infra.store_storage_size, infra.store_storage_class),
+        )
         if "auth" in services["redis"]:
             # the flow's user may reach the flow's keys and the commands its workers send
             services["redis"]["auth"]["acl"] = " ".join(store_acl_rule(plan.flow_id).split())
@@ -92,20 +108,28 @@ def monitor_objects(values: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "PriorityClass", str(values.get("priorityClassName"))
 
 
-def _service(infra: Infra, role: str, image: str) -> Obj:
-    """The keys ``infra.nats`` and ``infra.redis`` share, from ``Infra``'s ``<role>_*``."""
-    profile, auth, tls = (getattr(infra, f"{role}_{key}") for key in ("profile", "auth", "tls"))
+def _service(
+    image: str,
+    *,
+    profile: str,
+    name: str,
+    ref: str,
+    auth: ServiceAuth | None,
+    tls: ServiceTls | None,
+    storage: tuple[str, str | None],
+) -> Obj:
+    """The keys ``infra.nats`` and ``infra.redis`` share; ``storage``: size and class."""
     shipped = shipped_components()[f"{image}-{profile}"]  # the container's requests, limits
     (workload,) = (o for o in shipped if o["kind"] in ("Deployment", "StatefulSet"))
     resources = workload["spec"]["template"]["spec"]["containers"][0]["resources"]
-    size, class_name = (getattr(infra, f"{role}_storage_{key}") for key in ("size", "class"))
+    size, class_name = storage
     secret = auth.secret if auth is not None else None
     return entry(
         profile=profile,
-        name=getattr(infra, f"{role}_name"),
-        image=getattr(infra, f"{role}_image"),
+        name=name,
+        image=ref,
         resources={k: dict(v) for k, v in sorted(resources.items())},
         storage=entry(size=size, className=class_name) if profile == "durable" else None,
-        auth=entry(secret=secret, routesSecret=auth.routes_secret) if secret else None,
+        auth=entry(secret=secret, routesSecret=auth.routes_secret) if auth and secret else None,
         tls={"secret": tls.secret} if tls is not None else None,
     )
