@@ -46,6 +46,7 @@ ON_DEMAND = (
     "difflib",
     "traceback",
     "logging",
+    "http.server",  # the worker's health server: about 2 MiB of a compile's RSS, 20 ms
 )
 
 

@@ -22,3 +22,6 @@ DEFAULT_ACK_WAIT: Final = 60.0
 # Messages a BATCH stream keeps (its max_msgs): the broker's topology and the compiler's
 # admission both read it, the compiler without loading the NATS client.
 BATCH_MAX_MSGS: Final = 10_000
+# Retries that delay messages without spending their delivery budget, each a metric of the
+# worker's and an alert of the compiler's (broker_full: VF_BROKER_FULL, within publish).
+RETRIES: Final = ("publish", "store", "broker_full")

@@ -20,9 +20,8 @@ from vf import names
 from vf.ir.plan import Plan, Workload
 from vf.ir.records import Observability
 from vf.textio.objects import Obj
-from vf_runtime.constants import NodeKind
+from vf_runtime.constants import RETRIES, NodeKind
 from vf_runtime.labels import FLOW_LABEL, MANAGED_BY, MANAGER, OPTIONAL_LABEL
-from vf_runtime.worker.health import RETRIES
 
 DASHBOARD_LABEL = "grafana_dashboard"  # what the sidecar of Grafana's Helm chart looks for
 STALL_WINDOW = "10m"  # no item settled for this long, with work waiting: stalled

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from vf_runtime.constants import RETRIES
+
 STALL_SECONDS = 60.0
 COUNTERS = (
     "published",
@@ -37,8 +39,6 @@ _COUNTER_HELP = {
     "deduplicated": "Republished outputs the stream already had.",
     "redelivered": "Inputs received more than once.",
 }
-# Retries that delay messages without spending their delivery budget.
-RETRIES = ("publish", "store", "broker_full")  # broker_full: VF_BROKER_FULL, within publish
 # Upper bounds in seconds: a millisecond call up to a ten-minute one (HEALTH-3).
 PROCESS_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
