@@ -187,9 +187,7 @@ def test_doubling_the_shard_count_keeps_every_object(
     second = _commit(
         tmp_path, "c2", monkeypatch, sharded=True, buckets=1, limit=held - 1, over=first
     )
-    numbers = [
-        {p.name for p in (tree / "shards" / "dev").iterdir()} for tree in (first, second)
-    ]
+    numbers = [{p.name for p in (tree / "shards" / "dev").iterdir()} for tree in (first, second)]
     assert numbers[0] == {"00", "01"}
     assert {"00", "retired"} < numbers[1] and "01" not in numbers[1]
     _day_two(cluster, first, second, mode=mode)
