@@ -197,6 +197,28 @@ def test_doubling_the_shard_count_keeps_every_object(
 
 
 @pytest.mark.parametrize("mode", ["flux", "argocd"])
+def test_halving_and_doubling_again_keeps_every_object(
+    cluster: Cluster,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+) -> None:
+    """Back to the base count, then past the limits again (ADR 0258): each change of the
+    count retires the shards of the other, and a number delivered again is live again."""
+    base = _commit(tmp_path, "c0", monkeypatch, sharded=True, buckets=1)
+    limit = len(list((base / "shards" / "dev" / "01").iterdir())) - 1
+    first = _commit(tmp_path, "c1", monkeypatch, sharded=True, buckets=1, limit=limit)
+    second = _commit(tmp_path, "c2", monkeypatch, sharded=True, buckets=1, over=first)
+    third = _commit(tmp_path, "c3", monkeypatch, sharded=True, buckets=1, limit=limit, over=second)
+    live = [
+        {p.name for p in (t / "shards" / "dev").iterdir()} - {"00", "retired"}
+        for t in (first, second, third)
+    ]
+    assert live[1] == {"01"} and live[0] == live[2] and not live[0] & live[1]
+    _day_two(cluster, first, second, third, mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["flux", "argocd"])
 def test_a_node_removed_as_the_environment_grows_past_the_threshold(
     cluster: Cluster,  # noqa: F811
     tmp_path: Path,
