@@ -194,3 +194,35 @@ def test_a_set_count_renders_what_a_recompile_renders_or_is_refused(
     assert sorted(with_set) == sorted(recompiled), (node, count, flow.source)
     for key, obj in recompiled.items():
         assert as_overlay(with_set[key]) == as_overlay(obj), (key, node, count, flow.source)
+
+
+LONG = "camera-north-entrance-detector-with-a-name-longer-than-a-label-may-be"
+LONG_GRAPH = (
+    NODES
+    + f"""
+
+def build_flow():
+    work = Work(name="{LONG}", nb_tasks=3)(Src(name="src"))
+    return Flow([Sink(name="sink")(work)], flow_type=BATCH, flow_id="longs")
+"""
+)
+
+
+def test_a_long_named_jobs_planned_count_is_held(tmp_path: Path, helm: str) -> None:
+    """A node name past 63 characters is shortened in its ``vf.dev/node`` label (ADR 209);
+    the chart still holds its Job's planned count and refuses a ``--set`` of another."""
+    assert len(LONG) > 63
+    (tmp_path / "graph.py").write_text(LONG_GRAPH, encoding="utf-8")
+    (tmp_path / "vf.yaml").write_text(
+        "environments:\n  dev:\n    images: {default: r.io/longs:1}\n", encoding="utf-8"
+    )
+    result = compile_project(CompileRequest(graph=str(tmp_path / "graph.py")))
+    write_tree(tmp_path / "deploy", result.tree)
+    chart = tmp_path / "deploy" / "chart"
+    values = YAML(typ="safe").load((chart / "values-dev.yaml").read_text(encoding="utf-8"))
+    assert values["plannedReplicas"][LONG] == 3
+    own = ("-f", str(chart / "values-dev.yaml"))
+    assert _render(helm, chart, *own)
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        _render(helm, chart, *own, "--set", f"nodes.{LONG}.replicas=5")
+    assert f"nodes.{LONG}.replicas is 5" in str(refused.value.stderr)
