@@ -89,6 +89,7 @@ def shard_findings(
     if not moved:
         return []
     count = f"{len(moved)} node{'s' if len(moved) != 1 else ''} ({_named(moved)})"
+    retired = f"{retired_dir(env)}/{README}" in fresh  # the old shards' objects stay
     if before is None:
         shards = len(set((after or {}).values()))
         message = (
@@ -99,8 +100,8 @@ def shard_findings(
         )
         return [Finding(category="delivery", subject=env, message=message)]
     if after is None:
-        return [_shrunk(env, count=count, retired=f"{retired_dir(env)}/{README}" in fresh)]
-    return [_reshard(env, before=before, after=after, moved=moved, fresh=fresh, count=count)]
+        return [_shrunk(env, count=count, retired=retired)]
+    return [_reshard(env, before=before, after=after, moved=moved, count=count, retired=retired)]
 
 
 def _reshard(
@@ -109,8 +110,8 @@ def _reshard(
     before: Mapping[str, str],
     after: Mapping[str, str],
     moved: list[str],
-    fresh: Mapping[str, str],
     count: str,
+    retired: bool,
 ) -> Finding:
     """Nodes that move between shards: kept where their old shards are retired."""
     counts = f"{len(set(before.values()))} to {len(set(after.values()))} shards with nodes"
@@ -122,7 +123,7 @@ def _reshard(
             "Jobs run again and Deployments restart (ADR 258); commit this between runs"
         )
         return Finding(category="delivery", subject=env, message=message, severity=WARNING)
-    if f"{retired_dir(env)}/{README}" in fresh:
+    if retired:
         message = head + (
             "each old shard's Application and Kustomization stays, retired, and deletes none "
             "of them, so both controllers keep them running (ADR 258)"

@@ -28,7 +28,7 @@ from vf.emit.gitops.files import FLUX_SOURCE_FILE, argocd_root_file, flux_root_f
 from vf.emit.gitops.flux_helm import flux_access, flux_path, helm_release, values_file
 from vf.emit.gitops.flux_parts import INFRA, OPTIONAL, WORKERS, deleting, part_spec
 from vf.emit.gitops.retired_apps import argocd_retired_files, flux_retired_files
-from vf.emit.gitops.shard_apps import argocd_shard_files, flux_shard_files
+from vf.emit.gitops.shard_apps import argocd_shard_files, flux_shard_file, flux_shard_files
 from vf.emit.manifests import reads_manifests, source_path
 from vf.emit.retired import Retired
 from vf.emit.shards import Shard, argocd_shards, flux_shards, shard_dir
@@ -301,9 +301,6 @@ def _source_name(flow_id: str) -> str:
     return names.k8s_name(flow_id, "deploy")
 
 
-_TWIN = "-optional.yaml"  # a shard's twin for its optional objects (ADR 202)
-
-
 def _flux_files(
     gitops: GitOps,
     *,
@@ -340,17 +337,17 @@ def _flux_files(
         files[f"kustomization-{env}-optional.yaml"] = part(part=OPTIONAL)
     live: dict[str, Obj] = {}
     if shards:
-        infra_name = str(infra["metadata"]["name"])
         live = flux_shard_files(
             gitops,
             workers=workers,
-            infra_name=infra_name,
+            infra_name=str(infra["metadata"]["name"]),
             flow_id=plan.flow_id,
             env=env,
             shards=shards,
         )
     if old:
-        twins = [str(o["metadata"]["name"]) for f, o in live.items() if f.endswith(_TWIN)]
+        files_of_twins = (flux_shard_file(env, s.number, optional=True) for s in shards or ())
+        twins = [str(live[f]["metadata"]["name"]) for f in files_of_twins if f in live]
         files.update(
             flux_retired_files(
                 gitops,
